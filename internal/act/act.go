@@ -1,0 +1,240 @@
+// Package act carries out one planned action at a time, and only after
+// proving again that it is safe: it re-reads the subject live, re-runs the
+// same check on the fresh objects, asks the server for a dry run, re-reads
+// once more to make sure nothing moved in between, and only then writes.
+// Every outcome is recorded as an Event on the subject.
+//
+// This package must never act on a finding whose action is not marked safe,
+// never act from cached state, and never force anything: a 409 (migration)
+// is reported and left for a later try.
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Outcome is how an attempt ended (contract: shown in plans, Events, metrics).
+type Outcome string
+
+// Outcomes.
+const (
+	// Applied: the change was made and the volume (or pod) is gone.
+	Applied Outcome = "Applied"
+	// Pending: the change was accepted but had not converged within the wait.
+	Pending Outcome = "Pending"
+	// Refused: the action was not safe (blocked, or the live re-check
+	// disagreed with the plan); nothing was changed.
+	Refused Outcome = "Refused"
+	// Migrating: the server answered 409 because the VMI migrates; retry later.
+	Migrating Outcome = "Migrating"
+	// Failed: the server refused or errored; nothing is known to have changed.
+	Failed Outcome = "Failed"
+)
+
+// Result is the outcome of one action.
+type Result struct {
+	FindingID string
+	Outcome   Outcome
+	Message   string
+	Err       error `json:"-"`
+}
+
+// Executor applies actions against a live cluster.
+type Executor struct {
+	// Client reads live (no cache) and writes Events and pod deletions.
+	Client client.Client
+	// Subresources is the subresources.kubevirt.io client.
+	Subresources rest.Interface
+	// Policy must be the policy the plan was made with.
+	Policy check.Policy
+	// Observe carries the tenants (and page size) for live re-reads.
+	Observe observe.Options
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// WaitTimeout bounds the wait for the change to converge; default 60s.
+	WaitTimeout time.Duration
+	// PollInterval is how often the wait re-reads; default 250ms.
+	PollInterval time.Duration
+	// Recorder records Events; nil records none.
+	Recorder *Recorder
+}
+
+// NewExecutor builds an executor for cfg.
+func NewExecutor(cfg *rest.Config, p check.Policy, o observe.Options) (*Executor, error) {
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := kubevirt.NewSubresourceClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{Client: c, Subresources: sub, Policy: p, Observe: o, Recorder: &Recorder{Client: c, Component: "tether"}}, nil
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Apply carries out f's action if, and only if, it is still safe.
+func (e *Executor) Apply(ctx context.Context, f check.Finding) Result {
+	var r Result
+	switch {
+	case !f.Action.Safe:
+		r = Result{Outcome: Refused, Message: fmt.Sprintf("action %s is not safe: blocked by %s", f.Action.Type, f.Action.BlockedBy)}
+	case f.Action.Type == check.VMRemoveVolume || f.Action.Type == check.VMIRemoveVolume:
+		r = e.removeVolume(ctx, f)
+	case f.Action.Type == check.DeleteAttachmentPod:
+		r = e.deletePod(ctx, f)
+	default:
+		r = Result{Outcome: Refused, Message: fmt.Sprintf("no action to take (%s)", f.Action.Type)}
+	}
+	r.FindingID = f.ID
+	e.Recorder.record(ctx, f, r)
+	return r
+}
+
+// recheckVolume re-reads the VMI's world and re-runs the check. It returns
+// the fresh snapshot and a refusal when the plan no longer holds.
+func (e *Executor) recheckVolume(ctx context.Context, f check.Finding) (*snapshot.Snapshot, *Result) {
+	s, err := observe.ForVolume(ctx, e.Client, e.Observe, f.Namespace, f.Object.Name)
+	if err != nil {
+		return nil, &Result{Outcome: Failed, Message: "live re-read failed", Err: err}
+	}
+	fresh, ok := check.CheckVolume(s, e.Policy, e.now(), f.Namespace, f.Object.Name, f.Volume)
+	if reason := stillSame(f, fresh, ok); reason != "" {
+		return nil, &Result{Outcome: Refused, Message: "live re-check: " + reason}
+	}
+	return s, nil
+}
+
+// stillSame compares a planned finding with the one re-made from live state.
+func stillSame(planned, fresh check.Finding, found bool) string {
+	switch {
+	case !found:
+		return "the condition no longer holds (volume wanted again, already gone, or subject gone)"
+	case fresh.Object.UID != planned.Object.UID:
+		return fmt.Sprintf("%s %s/%s was re-created (uid %s, planned %s)", planned.Object.Kind, planned.Namespace, planned.Object.Name, fresh.Object.UID, planned.Object.UID)
+	case fresh.Action.Type != planned.Action.Type:
+		return fmt.Sprintf("the action changed from %s to %s", planned.Action.Type, fresh.Action.Type)
+	case !fresh.Action.Safe:
+		return fmt.Sprintf("no longer safe: blocked by %s", fresh.Action.BlockedBy)
+	}
+	return ""
+}
+
+func (e *Executor) removeVolume(ctx context.Context, f check.Finding) Result {
+	s, refusal := e.recheckVolume(ctx, f)
+	if refusal != nil {
+		return *refusal
+	}
+	kind, name := kubevirt.VMI, f.Object.Name
+	if f.Action.Type == check.VMRemoveVolume {
+		kind = kubevirt.VM
+		own := check.ResolveOwner(s.Index(), &s.VMIs[0])
+		if own.VM == nil {
+			return Result{Outcome: Refused, Message: "live re-check: the owning VM is gone"}
+		}
+		name = own.VM.Name
+	}
+	versions := resourceVersions(s)
+	opts := &kubevirtv1.RemoveVolumeOptions{Name: f.Volume, DryRun: kubevirt.DryRunAll}
+	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, f.Namespace, name, opts); err != nil {
+		return serverRefusal("dry run", err)
+	}
+	// Nothing may have moved between the re-check and the write.
+	s2, refusal := e.recheckVolume(ctx, f)
+	if refusal != nil {
+		return *refusal
+	}
+	if v2 := resourceVersions(s2); v2 != versions {
+		return Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", versions, v2)}
+	}
+	opts.DryRun = nil
+	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, f.Namespace, name, opts); err != nil {
+		return serverRefusal("removevolume", err)
+	}
+	return e.waitVolumeGone(ctx, f, kind)
+}
+
+// resourceVersions fingerprints the VM and VMI of a single-subject snapshot.
+func resourceVersions(s *snapshot.Snapshot) string {
+	v := ""
+	for _, vm := range s.VMs {
+		v += "vm:" + vm.ResourceVersion + " "
+	}
+	for _, vmi := range s.VMIs {
+		v += "vmi:" + vmi.ResourceVersion
+	}
+	return v
+}
+
+func serverRefusal(step string, err error) Result {
+	switch {
+	case apierrors.IsConflict(err):
+		return Result{Outcome: Migrating, Message: step + " answered 409 Conflict (the VMI is migrating or changing); retry after it settles", Err: err}
+	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
+		return Result{Outcome: Failed, Message: step + " timed out; nothing is known to have changed", Err: err}
+	default:
+		return Result{Outcome: Failed, Message: step + " refused: " + err.Error(), Err: err}
+	}
+}
+
+// waitVolumeGone polls the VMI until its status no longer lists the volume.
+func (e *Executor) waitVolumeGone(ctx context.Context, f check.Finding, kind kubevirt.Kind) Result {
+	timeout, interval := e.WaitTimeout, e.PollInterval
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var vmi kubevirtv1.VirtualMachineInstance
+		err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vmi)
+		if apierrors.IsNotFound(err) || (err == nil && !listsVolume(&vmi, f.Volume)) {
+			return Result{Outcome: Applied, Message: fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), f.Volume)}
+		}
+		if time.Now().After(deadline) {
+			return Result{Outcome: Pending, Message: fmt.Sprintf("%s removevolume %q accepted, but the VMI still lists the volume after %s", kindWord(kind), f.Volume, timeout)}
+		}
+		select {
+		case <-ctx.Done():
+			return Result{Outcome: Pending, Message: "stopped waiting: " + ctx.Err().Error(), Err: ctx.Err()}
+		case <-time.After(interval):
+		}
+	}
+}
+
+func listsVolume(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
+	for _, vs := range vmi.Status.VolumeStatus {
+		if vs.Name == volume {
+			return true
+		}
+	}
+	return false
+}
+
+func kindWord(k kubevirt.Kind) string {
+	if k == kubevirt.VM {
+		return "VM-level"
+	}
+	return "VMI-level"
+}

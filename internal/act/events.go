@@ -1,0 +1,84 @@
+package act
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/clients"
+)
+
+// Event reasons (contract: users alert on them).
+const (
+	ReasonOrphanDetached     = "TetherOrphanDetached"
+	ReasonOrphanDetachFailed = "TetherOrphanDetachFailed"
+	ReasonActionRefused      = "TetherActionRefused"
+	ReasonActionPending      = "TetherActionPending"
+	ReasonActionDeferred     = "TetherActionDeferred"
+)
+
+// Recorder writes one core/v1 Event per action outcome on the finding's
+// subject, synchronously (a one-shot command exits right after acting).
+type Recorder struct {
+	Client    client.Client
+	Component string
+}
+
+func newClient(cfg *rest.Config) (client.Client, error) { return clients.New(cfg) }
+
+func reasonFor(o Outcome) (string, string) {
+	switch o {
+	case Applied:
+		return ReasonOrphanDetached, corev1.EventTypeNormal
+	case Pending:
+		return ReasonActionPending, corev1.EventTypeWarning
+	case Migrating:
+		return ReasonActionDeferred, corev1.EventTypeNormal
+	case Refused:
+		return ReasonActionRefused, corev1.EventTypeNormal
+	default:
+		return ReasonOrphanDetachFailed, corev1.EventTypeWarning
+	}
+}
+
+func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
+	if r == nil || r.Client == nil || f.Object.Name == "" {
+		return
+	}
+	reason, typ := reasonFor(res.Outcome)
+	now := metav1.NewTime(time.Now())
+	apiVersion := "kubevirt.io/v1"
+	if f.Object.Kind == "Pod" {
+		apiVersion = "v1"
+	}
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: f.Namespace,
+			Name:      fmt.Sprintf("%s.tether-%s-%s", f.Object.Name, f.ID, rand.String(5)),
+			Labels:    map[string]string{"tether.dev/finding": f.ID},
+		},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: apiVersion, Kind: f.Object.Kind, Namespace: f.Namespace, Name: f.Object.Name, UID: f.Object.UID,
+		},
+		Reason:              reason,
+		Type:                typ,
+		Message:             fmt.Sprintf("%s %s volume %q: %s (finding %s)", f.Check, f.Action.Type, f.Volume, res.Message, f.ID),
+		Source:              corev1.EventSource{Component: r.Component},
+		ReportingController: "tether.dev/" + r.Component,
+		ReportingInstance:   r.Component,
+		Action:              string(f.Action.Type),
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		EventTime:           metav1.NewMicroTime(now.Time),
+		Count:               1,
+	}
+	// Best effort: an Event that cannot be written must not change the outcome.
+	_ = r.Client.Create(ctx, ev)
+}

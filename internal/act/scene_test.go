@@ -1,0 +1,173 @@
+package act_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testenv"
+)
+
+// scene is one test's namespace in the shared environment.
+type scene struct {
+	t   *testing.T
+	env *testenv.Env
+	ns  string
+	c   client.Client
+	sub rest.Interface
+	ctx context.Context
+}
+
+func newScene(t *testing.T) *scene {
+	env := testenv.Get(t)
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kubevirt.NewSubresourceClient(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scene{t: t, env: env, ns: env.Namespace(t), c: c, sub: sub, ctx: context.Background()}
+	s.gates(kubevirtv1HotplugVolumes)
+	return s
+}
+
+const kubevirtv1HotplugVolumes = "HotplugVolumes"
+
+func (s *scene) gates(g ...string) {
+	s.t.Helper()
+	if err := s.env.Emulator.SetFeatureGates(s.ctx, g...); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *scene) create(objs ...client.Object) {
+	s.t.Helper()
+	for _, o := range objs {
+		o.SetNamespace(s.ns)
+		o.SetUID("")
+		o.SetResourceVersion("")
+		if err := s.c.Create(s.ctx, o); err != nil {
+			s.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// runningVM creates a running VM and waits for its VMI to run.
+func (s *scene) runningVM(name string, opts ...fixture.Option) *kubevirtv1.VirtualMachine {
+	s.t.Helper()
+	vm := fixture.VM(name, append([]fixture.Option{fixture.Running()}, opts...)...)
+	s.create(vm)
+	s.waitVMI(name, "VMI running", func(vmi *kubevirtv1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == kubevirtv1.Running
+	})
+	return vm
+}
+
+func (s *scene) vmi(name string) *kubevirtv1.VirtualMachineInstance {
+	var vmi kubevirtv1.VirtualMachineInstance
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &vmi); err != nil {
+		return nil
+	}
+	return &vmi
+}
+
+func (s *scene) waitVMI(name, what string, cond func(*kubevirtv1.VirtualMachineInstance) bool) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 20*time.Second, what, func() (bool, error) {
+		vmi := s.vmi(name)
+		return vmi != nil && cond(vmi), nil
+	})
+}
+
+func hasHotplug(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
+	for _, vs := range vmi.Status.VolumeStatus {
+		if vs.Name == volume && vs.HotplugVolume != nil && vs.Phase == kubevirtv1.VolumeReady {
+			return true
+		}
+	}
+	return false
+}
+
+func lists(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
+	for _, vs := range vmi.Status.VolumeStatus {
+		if vs.Name == volume {
+			return true
+		}
+	}
+	return false
+}
+
+// hotplug adds a claim-backed volume at VM or VMI level and waits until the
+// VMI reports it Ready.
+func (s *scene) hotplug(kind kubevirt.Kind, name, volume string) {
+	s.t.Helper()
+	s.create(fixture.PVC(volume))
+	opts := &kubevirtv1.AddVolumeOptions{
+		Name: volume,
+		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
+		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}},
+	}
+	if err := kubevirt.AddVolume(s.ctx, s.sub, kind, s.ns, name, opts); err != nil {
+		s.t.Fatalf("addvolume %s: %v", volume, err)
+	}
+	s.waitVMI(name, "hot-plug "+volume+" ready", func(vmi *kubevirtv1.VirtualMachineInstance) bool { return hasHotplug(vmi, volume) })
+}
+
+// tenant returns the observe options with the shared tenant cluster as
+// evidence for this scene's namespace.
+func (s *scene) tenant() observe.Options {
+	return observe.Options{Tenants: []observe.TenantSource{{Name: "guest", Namespace: s.ns, Config: s.env.Tenants["guest"].Config}}}
+}
+
+// plan observes the namespace and returns the finding for vmi/volume.
+func (s *scene) plan(p check.Policy, o observe.Options, vmi, volume string) check.Finding {
+	s.t.Helper()
+	o.Namespace = s.ns
+	snap, err := observe.Observe(s.ctx, s.c, o)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, f := range check.Run(snap, p, time.Now()) {
+		if f.Object.Name == vmi && f.Volume == volume && f.Check == check.OrphanHotplugVolume {
+			return f
+		}
+	}
+	s.t.Fatalf("no OrphanHotplugVolume finding for %s/%s volume %s", s.ns, vmi, volume)
+	return check.Finding{}
+}
+
+func (s *scene) executor(p check.Policy, o observe.Options) *act.Executor {
+	ex, err := act.NewExecutor(s.env.Config, p, o)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ex.WaitTimeout = 20 * time.Second
+	return ex
+}
+
+func (s *scene) events(findingID string) []corev1.Event {
+	var evs corev1.EventList
+	if err := s.c.List(s.ctx, &evs, client.InNamespace(s.ns), client.MatchingLabels{"tether.dev/finding": findingID}); err != nil {
+		s.t.Fatal(err)
+	}
+	return evs.Items
+}
+
+func policy() check.Policy {
+	p := check.DefaultPolicy()
+	return p
+}

@@ -1,0 +1,106 @@
+// Package check holds tether's decisions: pure functions from a snapshot, a
+// policy and the current time to findings, each with its evidence and either
+// a safe action or the reason no action is safe.
+//
+// Nothing in this package may do I/O, read the clock or keep state between
+// calls: the same input always gives the same findings, which is what lets
+// act re-run a check on freshly read objects before it changes anything.
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Check names (contract: users pass them to --checks and scripts read them).
+const (
+	OrphanHotplugVolume = "OrphanHotplugVolume"
+	OrphanAttachmentPod = "OrphanAttachmentPod"
+)
+
+// Input is what every check decides from.
+type Input struct {
+	Snapshot *snapshot.Snapshot
+	Index    *snapshot.Index
+	Policy   Policy
+	Now      time.Time
+
+	scope inScope
+}
+
+// NewInput prepares an input: it indexes the snapshot, applies the policy
+// defaults and compiles the scope.
+func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
+	p = p.withDefaults()
+	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now, scope: p.Scope.compile()}
+}
+
+// Check is a named check and its doc line.
+type Check struct {
+	Name string
+	// Doc says in one line what a finding of this check proves.
+	Doc string
+	Run func(Input) []Finding
+}
+
+// All returns every check, in a fixed order.
+func All() []Check {
+	return []Check{
+		{Name: OrphanHotplugVolume, Doc: "a hot-plugged VMI volume that nothing wants any more", Run: FindOrphanHotplugVolumes},
+		{Name: OrphanAttachmentPod, Doc: "a hot-plug attachment pod that no VMI references", Run: FindOrphanAttachmentPods},
+	}
+}
+
+// Names returns the names of all checks.
+func Names() []string {
+	all := All()
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// Lookup returns the check called name, or an error naming the valid checks.
+func Lookup(name string) (Check, error) {
+	for _, c := range All() {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return Check{}, fmt.Errorf("unknown check %q (valid checks: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Run runs the checks the policy selects (all when none are named; unknown
+// names are skipped, Validate reports them) and returns their findings sorted
+// by namespace, object, volume and check.
+func Run(s *snapshot.Snapshot, p Policy, now time.Time) []Finding {
+	in := NewInput(s, p, now)
+	var out []Finding
+	for _, c := range All() {
+		if len(p.Checks) == 0 || slices.Contains(p.Checks, c.Name) {
+			out = append(out, c.Run(in)...)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// Sort orders findings by namespace, object kind and name, volume and check.
+func Sort(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		return cmp.Or(
+			strings.Compare(a.Namespace, b.Namespace),
+			strings.Compare(a.Object.Kind, b.Object.Kind),
+			strings.Compare(a.Object.Name, b.Object.Name),
+			strings.Compare(a.Volume, b.Volume),
+			strings.Compare(a.Check, b.Check),
+			strings.Compare(string(a.Object.UID), string(b.Object.UID)),
+		)
+	})
+}

@@ -1,0 +1,132 @@
+package check
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Severity says whether a finding is a proven problem or information.
+type Severity string
+
+// Severities.
+const (
+	// SeverityWarning marks an orphan: something nothing wants.
+	SeverityWarning Severity = "warning"
+	// SeverityInfo marks a divergence that is legitimate or not proven.
+	SeverityInfo Severity = "info"
+)
+
+// ActionType is what would fix a finding.
+type ActionType string
+
+// Action types (contract: they appear in JSON output and plans).
+const (
+	// VMRemoveVolume is the VM-level removevolume subresource
+	// (virtctl removevolume VM --persist): removes the volume from the VM
+	// spec, and KubeVirt then detaches it from the VMI.
+	VMRemoveVolume ActionType = "VMRemoveVolume"
+	// VMIRemoveVolume is the VMI-level removevolume subresource
+	// (virtctl removevolume VMI without --persist).
+	VMIRemoveVolume ActionType = "VMIRemoveVolume"
+	// DeleteAttachmentPod deletes a hot-plug attachment pod.
+	DeleteAttachmentPod ActionType = "DeleteAttachmentPod"
+	// None means no action can fix the finding.
+	None ActionType = "None"
+)
+
+// BlockReason says why a proposed action is not safe now.
+type BlockReason string
+
+// Block reasons (contract: they appear in JSON output). Each names the fact
+// that has to change, and the remedy says how to change it by hand.
+const (
+	// VMIMigrating: the VMI has a migration that has not completed or
+	// failed; virt-api refuses volume changes (409) and the VM/VMI views
+	// diverge for a while on their own.
+	VMIMigrating BlockReason = "VMIMigrating"
+	// VMITerminating: the VMI is being deleted.
+	VMITerminating BlockReason = "VMITerminating"
+	// VMINotRunning: the VMI's phase is not Running; removevolume needs it.
+	VMINotRunning BlockReason = "VMINotRunning"
+	// VMTerminating: the owning VM is being deleted.
+	VMTerminating BlockReason = "VMTerminating"
+	// VMIOnlyHotplug: the volume was hot-plugged to the VMI only, which is
+	// legitimate; detaching it needs tenant evidence or an explicit opt-in.
+	VMIOnlyHotplug BlockReason = "VMIOnlyHotplug"
+	// TenantUnreachable: a tenant whose evidence applies could not be read.
+	TenantUnreachable BlockReason = "TenantUnreachable"
+	// TenantIncomplete: a tenant VolumeAttachment on the VMI's node has a
+	// volume handle that cannot be resolved, so it may want the volume.
+	TenantIncomplete BlockReason = "TenantIncomplete"
+	// HotplugGateDisabled: the VMI-level API is refused for VM-owned VMIs
+	// because the HotplugVolumes feature gate is off.
+	HotplugGateDisabled BlockReason = "HotplugGateDisabled"
+	// HotplugGateUnknown: the KubeVirt CR could not be read.
+	HotplugGateUnknown BlockReason = "HotplugGateUnknown"
+	// RemovalPending: the VM already has a removevolume request for it.
+	RemovalPending BlockReason = "RemovalPending"
+	// DetachInProgress: the volume is being detached (status phase
+	// Detaching/UnMountedFromPod, gone from the VMI spec, or its tenant
+	// VolumeAttachment is being deleted).
+	DetachInProgress BlockReason = "DetachInProgress"
+	// VolumeNotReady: the volume status phase is not Ready (still attaching).
+	VolumeNotReady BlockReason = "VolumeNotReady"
+	// VolumeNotHotpluggable: the spec volume lacks the hotpluggable flag;
+	// removevolume refuses it.
+	VolumeNotHotpluggable BlockReason = "VolumeNotHotpluggable"
+	// AttachmentPodTooYoung: the pod is younger than the minimum age (or its
+	// age is unknown); its VMI status may not name it yet.
+	AttachmentPodTooYoung BlockReason = "AttachmentPodTooYoung"
+	// VolumeStillListed: a VMI in the namespace still lists a volume that
+	// uses one of the pod's claims.
+	VolumeStillListed BlockReason = "VolumeStillListed"
+	// NotRequested: the action is destructive and was not asked for.
+	NotRequested BlockReason = "NotRequested"
+)
+
+// ObjectRef names the subject of a finding.
+type ObjectRef struct {
+	Kind string    `json:"kind"`
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+}
+
+// Action is the proposed fix: safe, or blocked with the reason, and always
+// the manual procedure.
+type Action struct {
+	Type      ActionType  `json:"type"`
+	Safe      bool        `json:"safe"`
+	BlockedBy BlockReason `json:"blockedBy,omitempty"`
+	Remedy    string      `json:"remedy"`
+}
+
+// Finding is one thing a check found (contract: its JSON form is part of
+// `tether audit -o json`).
+type Finding struct {
+	ID        string    `json:"id"`
+	Check     string    `json:"check"`
+	Namespace string    `json:"namespace"`
+	Object    ObjectRef `json:"object"`
+	Volume    string    `json:"volume"`
+	Severity  Severity  `json:"severity"`
+	Message   string    `json:"message"`
+	// Evidence are short facts a human can verify with kubectl.
+	Evidence []string `json:"evidence"`
+	Action   Action   `json:"action"`
+}
+
+// FindingID is the stable id of a finding: the first 12 hex digits of the
+// SHA-256 of check/namespace/kind/name/uid/volume.
+func FindingID(check, ns string, obj ObjectRef, volume string) string {
+	h := sha256.New()
+	for i, part := range []string{check, ns, obj.Kind, obj.Name, string(obj.UID), volume} {
+		if i > 0 {
+			h.Write([]byte{'/'})
+		}
+		h.Write([]byte(part))
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:6])
+}

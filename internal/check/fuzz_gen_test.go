@@ -1,0 +1,252 @@
+package check
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// gen turns fuzz bytes into a snapshot and a policy. Names come from small
+// pools so that objects collide and refer to each other; every optional
+// field is sometimes nil. Reading past the end yields zeros.
+type gen struct {
+	b []byte
+	i int
+}
+
+func (g *gen) byte() byte {
+	if g.i >= len(g.b) {
+		return 0
+	}
+	v := g.b[g.i]
+	g.i++
+	return v
+}
+
+func (g *gen) bool() bool  { return g.byte()&1 == 1 }
+func (g *gen) n(k int) int { return int(g.byte()) % k }
+func (g *gen) of(pool ...string) string {
+	return pool[g.n(len(pool))]
+}
+
+var (
+	poolNS      = []string{"default", "default", "other", ""}
+	poolName    = []string{"a", "b", "c", ""}
+	poolVolume  = []string{"v1", "v2", "pvc-1", ""}
+	poolUID     = []string{"u1", "u2", "", "u3"}
+	poolPod     = []string{"hp-volume-a", "hp-volume-b", "hp-volume-c", ""}
+	poolPhase   = []string{"Ready", "Ready", "Detaching", "AttachedToNode", "", "MountedToPod"}
+	poolVMPhase = []string{"Running", "Running", "Scheduled", "Failed", ""}
+)
+
+func (g *gen) time() *metav1.Time {
+	if !g.bool() {
+		return nil
+	}
+	t := metav1.NewTime(fixture.Epoch().Add(time.Duration(g.n(120)) * time.Minute))
+	return &t
+}
+
+func (g *gen) meta(names []string, seen map[snapshot.Key]bool) (metav1.ObjectMeta, bool) {
+	m := metav1.ObjectMeta{Namespace: g.of(poolNS...), Name: g.of(names...), UID: types.UID(g.of(poolUID...))}
+	k := snapshot.Key{Namespace: m.Namespace, Name: m.Name}
+	if seen[k] {
+		return m, false
+	}
+	seen[k] = true
+	m.DeletionTimestamp = g.time()
+	if g.bool() {
+		m.CreationTimestamp = metav1.NewTime(fixture.Epoch().Add(time.Duration(g.n(200)) * time.Minute))
+	}
+	if g.bool() {
+		m.Labels = map[string]string{"cluster": g.of("c1", "c2")}
+	}
+	for i := g.n(3); i > 0; i-- {
+		m.OwnerReferences = append(m.OwnerReferences, g.ownerRef())
+	}
+	return m, true
+}
+
+func (g *gen) ownerRef() metav1.OwnerReference {
+	ref := metav1.OwnerReference{
+		APIVersion: g.of("kubevirt.io/v1", "", "example.com/v1", "v1"),
+		Kind:       g.of("VirtualMachine", "VirtualMachineInstance", "Pod", "VirtualMachineInstanceReplicaSet"),
+		Name:       g.of(poolName...),
+		UID:        types.UID(g.of(poolUID...)),
+	}
+	switch g.n(3) {
+	case 0:
+		yes := true
+		ref.Controller = &yes
+	case 1:
+		no := false
+		ref.Controller = &no
+	}
+	return ref
+}
+
+func (g *gen) volumes() []kubevirtv1.Volume {
+	var out []kubevirtv1.Volume
+	for i := g.n(4); i > 0; i-- {
+		v := kubevirtv1.Volume{Name: g.of(poolVolume...)}
+		switch g.n(3) {
+		case 0:
+			v.PersistentVolumeClaim = &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: g.bool()}
+			v.PersistentVolumeClaim.ClaimName = g.of(poolVolume...)
+		case 1:
+			v.DataVolume = &kubevirtv1.DataVolumeSource{Name: g.of(poolVolume...), Hotpluggable: g.bool()}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (g *gen) vm(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachine, bool) {
+	m, ok := g.meta(poolName, seen)
+	vm := kubevirtv1.VirtualMachine{ObjectMeta: m}
+	if g.n(4) != 0 {
+		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
+		vm.Spec.Template.Spec.Volumes = g.volumes()
+	}
+	for i := g.n(3); i > 0; i-- {
+		var r kubevirtv1.VirtualMachineVolumeRequest
+		switch g.n(3) {
+		case 0:
+			r.AddVolumeOptions = &kubevirtv1.AddVolumeOptions{Name: g.of(poolVolume...)}
+		case 1:
+			r.RemoveVolumeOptions = &kubevirtv1.RemoveVolumeOptions{Name: g.of(poolVolume...)}
+		}
+		vm.Status.VolumeRequests = append(vm.Status.VolumeRequests, r)
+	}
+	return vm, ok
+}
+
+func (g *gen) vmi(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachineInstance, bool) {
+	m, ok := g.meta(poolName, seen)
+	vmi := kubevirtv1.VirtualMachineInstance{ObjectMeta: m}
+	vmi.Spec.Volumes = g.volumes()
+	vmi.Status.Phase = kubevirtv1.VirtualMachineInstancePhase(g.of(poolVMPhase...))
+	for i := g.n(4); i > 0; i-- {
+		vs := kubevirtv1.VolumeStatus{Name: g.of(poolVolume...), Phase: kubevirtv1.VolumePhase(g.of(poolPhase...))}
+		if g.n(4) != 0 {
+			vs.HotplugVolume = &kubevirtv1.HotplugVolumeStatus{AttachPodName: g.of(poolPod...), AttachPodUID: types.UID(g.of(poolUID...))}
+		}
+		if g.bool() {
+			vs.PersistentVolumeClaimInfo = &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: g.of(poolVolume...)}
+		}
+		vmi.Status.VolumeStatus = append(vmi.Status.VolumeStatus, vs)
+	}
+	if g.n(3) == 0 {
+		vmi.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{
+			Completed: g.bool(), Failed: g.bool(), StartTimestamp: g.time(),
+			TargetAttachmentPodUID: types.UID(g.of(poolUID...)),
+		}
+	}
+	if g.bool() {
+		vmi.Status.ActivePods = map[types.UID]string{types.UID(g.of(poolUID...)): "node-1"}
+	}
+	return vmi, ok
+}
+
+func (g *gen) pod(seen map[snapshot.Key]bool) (corev1.Pod, bool) {
+	m, ok := g.meta(poolPod, seen)
+	pod := corev1.Pod{ObjectMeta: m}
+	for i := g.n(3); i > 0; i-- {
+		v := corev1.Volume{Name: g.of(poolVolume...)}
+		if g.n(4) != 0 {
+			v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: g.of(poolVolume...)}
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v)
+	}
+	return pod, ok
+}
+
+func (g *gen) tenant(i int) snapshot.Tenant {
+	t := snapshot.Tenant{Name: string(rune('s' + i)), Namespace: g.of("", "default", "other"), Reachable: g.n(3) != 0}
+	for j := g.n(4); j > 0; j-- {
+		pv := g.of("pv-1", "pv-2", "pv-3")
+		va := storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "va", DeletionTimestamp: g.time()}}
+		va.Spec.Attacher = g.of(snapshot.KubevirtCSIAttacher, snapshot.KubevirtCSIAttacher, "other.csi")
+		va.Spec.NodeName = g.of(poolName...)
+		switch g.n(3) {
+		case 0:
+			va.Spec.Source.PersistentVolumeName = &pv
+		case 1:
+			va.Spec.Source.InlineVolumeSpec = &corev1.PersistentVolumeSpec{}
+			if g.bool() {
+				va.Spec.Source.InlineVolumeSpec.CSI = &corev1.CSIPersistentVolumeSource{VolumeHandle: g.of(poolVolume...)}
+			}
+		}
+		t.VolumeAttachments = append(t.VolumeAttachments, va)
+	}
+	for j := g.n(4); j > 0; j-- {
+		pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: g.of("pv-1", "pv-2", "pv-3")}}
+		if g.n(4) != 0 {
+			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{VolumeHandle: g.of(poolVolume...)}
+		}
+		t.PVs = append(t.PVs, pv)
+	}
+	return t
+}
+
+func (g *gen) policy() Policy {
+	p := Policy{
+		AllowVMIOnlyDetach:   g.bool(),
+		TenantAuthoritative:  g.bool(),
+		DeleteAttachmentPods: g.bool(),
+		MinAttachmentPodAge:  time.Duration(g.n(4)) * time.Minute,
+	}
+	switch g.n(4) {
+	case 1:
+		p.Scope.Namespaces = []string{"default"}
+	case 2:
+		p.Scope.Namespaces = []string{"other", ""}
+	}
+	switch g.n(4) {
+	case 1:
+		p.Scope.Selector = labels.SelectorFromSet(labels.Set{"cluster": "c1"})
+	case 2:
+		p.Scope.Selector = labels.Everything()
+	}
+	p.Scope.VolumePrefix = g.of("", "", "pvc-", "v")
+	return p
+}
+
+// build reads a whole scenario from the bytes.
+func (g *gen) build() (*snapshot.Snapshot, Policy, time.Time) {
+	var s snapshot.Snapshot
+	seenVM, seenVMI, seenPod := map[snapshot.Key]bool{}, map[snapshot.Key]bool{}, map[snapshot.Key]bool{}
+	for i := g.n(4); i > 0; i-- {
+		if vm, ok := g.vm(seenVM); ok {
+			s.VMs = append(s.VMs, vm)
+		}
+	}
+	for i := g.n(5); i > 0; i-- {
+		if vmi, ok := g.vmi(seenVMI); ok {
+			s.VMIs = append(s.VMIs, vmi)
+		}
+	}
+	for i := g.n(4); i > 0; i-- {
+		if pod, ok := g.pod(seenPod); ok {
+			s.AttachmentPods = append(s.AttachmentPods, pod)
+		}
+	}
+	for i := g.n(3); i > 0; i-- {
+		s.Tenants = append(s.Tenants, g.tenant(i))
+	}
+	s.FeatureGates = snapshot.FeatureGates{Known: g.n(3) != 0}
+	if g.bool() {
+		s.FeatureGates.Enabled = []string{snapshot.HotplugVolumesGate}
+	}
+	p := g.policy()
+	now := fixture.Epoch().Add(time.Duration(g.n(240)) * time.Minute)
+	return snapshot.New(s), p, now
+}

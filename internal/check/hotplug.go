@@ -1,0 +1,252 @@
+package check
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Ownership is how a VMI relates to a VirtualMachine.
+type Ownership struct {
+	// Owner is the VMI's VirtualMachine controller reference; nil means the
+	// VMI is standalone.
+	Owner *metav1.OwnerReference
+	// VM is the owner if it exists with the owner's UID.
+	VM *kubevirtv1.VirtualMachine
+	// Other is a VM with the owner's name but another UID: a re-created VM,
+	// which is not the owner.
+	Other *kubevirtv1.VirtualMachine
+}
+
+// ResolveOwner finds the VMI's owning VM in the snapshot. An owner reference
+// or a VM without a UID matches by name alone.
+func ResolveOwner(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) Ownership {
+	o := Ownership{Owner: VMOwner(vmi)}
+	if o.Owner == nil {
+		return o
+	}
+	found := ix.VM(vmi.Namespace, o.Owner.Name)
+	switch {
+	case found == nil:
+	case o.Owner.UID == "" || found.UID == "" || found.UID == o.Owner.UID:
+		o.VM = found
+	default:
+		o.Other = found
+	}
+	return o
+}
+
+// subject is one hot-plugged volume of one VMI and what the decision reads.
+type subject struct {
+	vmi    *kubevirtv1.VirtualMachineInstance
+	status *kubevirtv1.VolumeStatus
+	own    Ownership
+	claim  string
+}
+
+func (s *subject) volume() string { return s.status.Name }
+
+// FindOrphanHotplugVolumes proves that a hot-plugged VMI volume is wanted by
+// nothing: not by the VM spec, a pending VM volume request or a tenant
+// VolumeAttachment, or that its VM is gone.
+func FindOrphanHotplugVolumes(in Input) []Finding {
+	var out []Finding
+	vmis := in.Snapshot.VMIs
+	for i := range vmis {
+		vmi := &vmis[i]
+		if !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
+			continue
+		}
+		for j := range vmi.Status.VolumeStatus {
+			vs := &vmi.Status.VolumeStatus[j]
+			if vs.HotplugVolume == nil || !in.scope.volume(vs.Name) {
+				continue
+			}
+			if f, ok := decideVolume(in, vmi, vs); ok {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// CheckVolume re-runs the OrphanHotplugVolume decision for one VMI volume,
+// typically on a snapshot built from freshly read objects. It returns false
+// when the volume is wanted, out of scope or not a hot-plugged volume.
+func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, volume string) (Finding, bool) {
+	in := NewInput(s, p, now)
+	vmi := in.Index.VMI(ns, vmiName)
+	if vmi == nil || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) || !in.scope.volume(volume) {
+		return Finding{}, false
+	}
+	for j := range vmi.Status.VolumeStatus {
+		vs := &vmi.Status.VolumeStatus[j]
+		if vs.Name == volume && vs.HotplugVolume != nil {
+			return decideVolume(in, vmi, vs)
+		}
+	}
+	return Finding{}, false
+}
+
+func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (Finding, bool) {
+	sub := &subject{vmi: vmi, status: vs, own: ResolveOwner(in.Index, vmi)}
+	sub.claim = snapshot.ClaimName(snapshot.VMIVolume(vmi, vs.Name))
+	if sub.claim == "" && vs.PersistentVolumeClaimInfo != nil {
+		sub.claim = vs.PersistentVolumeClaimInfo.ClaimName
+	}
+	v, ok := classify(in, sub)
+	if !ok {
+		return Finding{}, false
+	}
+	return buildVolumeFinding(in, sub, v), true
+}
+
+// verdict is the outcome of classify: why the volume looks unwanted and what
+// would fix it.
+type verdict struct {
+	severity Severity
+	action   ActionType
+	// block is a reason from the evidence itself (e.g. VMIOnlyHotplug).
+	block    BlockReason
+	message  string
+	evidence []string
+	tenants  []string
+}
+
+// classify decides whether anything wants the volume. ok is false when
+// something does (no finding).
+func classify(in Input, sub *subject) (verdict, bool) {
+	switch {
+	case sub.own.Owner == nil:
+		return classifyStandalone(in, sub)
+	case sub.own.VM == nil:
+		return classifyVMGone(in, sub)
+	}
+	return classifyVMOwned(in, sub)
+}
+
+func (s *subject) tenants(in Input) tenantView {
+	return tenantEvidence(in.Index, s.vmi.Namespace, s.vmi.Name, s.volume(), s.claim)
+}
+
+// classifyStandalone: a standalone VMI is never orphaned for lack of a VM;
+// only reachable tenant evidence can say its volume is unwanted.
+func classifyStandalone(in Input, sub *subject) (verdict, bool) {
+	tv := sub.tenants(in)
+	ev := []string{fmt.Sprintf("VMI %s/%s has no VirtualMachine controller owner (standalone)", sub.vmi.Namespace, sub.vmi.Name)}
+	switch tv.state {
+	case tenantNotWanted:
+		return verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("no tenant attaches it"),
+			evidence: append(ev, tv.evidence...), tenants: tv.names}, true
+	case tenantDetaching:
+		return detachingVerdict(sub, tv, ev), true
+	}
+	return verdict{}, false
+}
+
+// classifyVMGone: the owner reference names a VM that does not exist with
+// that UID; nothing but a tenant can still want the volume.
+func classifyVMGone(in Input, sub *subject) (verdict, bool) {
+	tv := sub.tenants(in)
+	ev := []string{sub.vmGoneFact()}
+	switch tv.state {
+	case tenantWants:
+		return verdict{}, false
+	case tenantDetaching:
+		return detachingVerdict(sub, tv, ev), true
+	}
+	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("its VirtualMachine is gone"),
+		evidence: append(ev, tv.evidence...), tenants: tv.names}
+	if tv.state == tenantUnknown {
+		v.block = tv.block
+	}
+	return v, true
+}
+
+// classifyVMOwned: the owning VM exists. The volume is wanted if the VM spec
+// lists it (unless the tenant is authoritative and does not want it), if a
+// VM volume request adds it, or if a tenant attaches it; otherwise it is a
+// VMI-only hot-plug, legitimate until evidence says otherwise.
+func classifyVMOwned(in Input, sub *subject) (verdict, bool) {
+	vm, name := sub.own.VM, sub.volume()
+	if snapshot.VMVolume(vm, name) != nil {
+		return classifyInSpec(in, sub)
+	}
+	if HasPendingAdd(vm, name) {
+		return verdict{}, false
+	}
+	tv := sub.tenants(in)
+	ev := []string{fmt.Sprintf("VM %s/%s spec does not list volume %q", vm.Namespace, vm.Name, name)}
+	if tv.state == tenantWants {
+		return verdict{}, false
+	}
+	if tv.state == tenantDetaching {
+		return detachingVerdict(sub, tv, ev), true
+	}
+	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, evidence: append(ev, tv.evidence...), tenants: tv.names}
+	switch {
+	case tv.state == tenantNotWanted:
+		v.message = sub.describe("not in the VM spec and no tenant attaches it")
+	case HasPendingRemove(vm, name):
+		v.message = sub.describe("its VM has a pending removevolume request")
+	case tv.state == tenantUnknown:
+		v.severity, v.block = SeverityInfo, tv.block
+		v.message = sub.describe("VMI-only hot-plug; tenant evidence is not available")
+	case in.Policy.AllowVMIOnlyDetach:
+		v.message = sub.describe("VMI-only hot-plug; policy allows detaching those")
+		v.evidence = append(v.evidence, "policy allows detaching VMI-only hot-plugs without tenant evidence")
+	default:
+		v.severity, v.block = SeverityInfo, VMIOnlyHotplug
+		v.message = sub.describe("VMI-only hot-plug (not in the VM spec)")
+	}
+	return v, true
+}
+
+// classifyInSpec: the VM spec lists the volume, so it is wanted, unless the
+// operator made reachable tenant evidence authoritative and no tenant
+// attaches it; then it leaves the VM spec through the VM-level API.
+func classifyInSpec(in Input, sub *subject) (verdict, bool) {
+	if !in.Policy.TenantAuthoritative {
+		return verdict{}, false
+	}
+	tv := sub.tenants(in)
+	if tv.state != tenantNotWanted {
+		return verdict{}, false
+	}
+	vm := sub.own.VM
+	ev := []string{
+		fmt.Sprintf("VM %s/%s spec lists volume %q", vm.Namespace, vm.Name, sub.volume()),
+		"policy makes tenant evidence authoritative over the VM spec",
+	}
+	return verdict{severity: SeverityWarning, action: VMRemoveVolume, message: sub.describe("in the VM spec but no tenant attaches it"),
+		evidence: append(ev, tv.evidence...), tenants: tv.names}, true
+}
+
+func detachingVerdict(sub *subject, tv tenantView, ev []string) verdict {
+	return verdict{severity: SeverityInfo, action: VMIRemoveVolume, block: DetachInProgress,
+		message: sub.describe("being detached by its tenant"), evidence: append(ev, tv.evidence...), tenants: tv.names}
+}
+
+func (s *subject) describe(why string) string {
+	return fmt.Sprintf("hot-plug volume %q of VMI %s/%s: %s", s.volume(), s.vmi.Namespace, s.vmi.Name, why)
+}
+
+func (s *subject) vmGoneFact() string {
+	ref := s.own.Owner
+	if s.own.Other != nil {
+		return fmt.Sprintf("VM %s/%s exists with uid %s, not the owner uid %s: it was re-created, the owner is gone",
+			s.vmi.Namespace, ref.Name, s.own.Other.UID, ref.UID)
+	}
+	return fmt.Sprintf("owner VM %s/%s (uid %s) does not exist", s.vmi.Namespace, ref.Name, orNone(string(ref.UID)))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

@@ -1,0 +1,115 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// DefaultMinAttachmentPodAge is how old an attachment pod must be before it
+// can be deleted: long enough for virt-controller to record a new pod in the
+// VMI status.
+const DefaultMinAttachmentPodAge = 2 * time.Minute
+
+// Scope limits what the checks look at and may act on. The scope is a safety
+// rule: nothing outside it is reported or touched.
+type Scope struct {
+	// Namespaces to look at; empty means all.
+	Namespaces []string
+	// Selector on VMI labels; nil means every VMI.
+	Selector labels.Selector
+	// VolumePrefix, when set, limits the checks to volumes whose name
+	// starts with it (e.g. the prefix a CSI driver gives its volumes).
+	VolumePrefix string
+}
+
+// Policy is everything an operator decides about the checks, with the
+// defaults in DefaultPolicy.
+type Policy struct {
+	Scope Scope
+	// Checks to run; empty means all.
+	Checks []string
+	// AllowVMIOnlyDetach: the operator accepts detaching volumes that were
+	// hot-plugged to a VM-owned VMI only, without tenant evidence.
+	AllowVMIOnlyDetach bool
+	// TenantAuthoritative: for a VM-owned VMI whose namespace has reachable
+	// tenant evidence, a volume in the VM spec that the tenant does not
+	// attach is an orphan, removed from the VM spec (VMRemoveVolume).
+	TenantAuthoritative bool
+	// DeleteAttachmentPods: the operator asked for orphaned attachment pods
+	// to be deleted.
+	DeleteAttachmentPods bool
+	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
+	// means DefaultMinAttachmentPodAge.
+	MinAttachmentPodAge time.Duration
+}
+
+// DefaultPolicy returns the conservative defaults: every check, everywhere,
+// no opt-ins.
+func DefaultPolicy() Policy {
+	return Policy{MinAttachmentPodAge: DefaultMinAttachmentPodAge}
+}
+
+// withDefaults fills zero values with their defaults.
+func (p Policy) withDefaults() Policy {
+	if p.MinAttachmentPodAge == 0 {
+		p.MinAttachmentPodAge = DefaultMinAttachmentPodAge
+	}
+	return p
+}
+
+// Validate reports every problem with the policy, or nil.
+func (p Policy) Validate() error {
+	var errs []error
+	for _, ns := range p.Scope.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("scope: namespace %q is not valid: %s", ns, msgs[0]))
+		}
+	}
+	for _, name := range p.Checks {
+		if _, err := Lookup(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.MinAttachmentPodAge < 0 {
+		errs = append(errs, fmt.Errorf("minimum attachment pod age must not be negative, got %s", p.MinAttachmentPodAge))
+	}
+	return errors.Join(errs...)
+}
+
+// inScope is the scope compiled for fast lookups.
+type inScope struct {
+	namespaces map[string]bool
+	selector   labels.Selector
+	prefix     string
+}
+
+func (s Scope) compile() inScope {
+	c := inScope{selector: s.Selector, prefix: s.VolumePrefix}
+	if len(s.Namespaces) > 0 {
+		c.namespaces = make(map[string]bool, len(s.Namespaces))
+		for _, ns := range s.Namespaces {
+			c.namespaces[ns] = true
+		}
+	}
+	if c.selector != nil && c.selector.Empty() {
+		c.selector = nil
+	}
+	return c
+}
+
+func (c inScope) namespace(ns string) bool {
+	return c.namespaces == nil || c.namespaces[ns]
+}
+
+// labels reports whether an object with these labels is selected.
+func (c inScope) labels(l map[string]string) bool {
+	return c.selector == nil || c.selector.Matches(labels.Set(l))
+}
+
+func (c inScope) volume(name string) bool {
+	return c.prefix == "" || (len(name) >= len(c.prefix) && name[:len(c.prefix)] == c.prefix)
+}

@@ -1,0 +1,80 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+)
+
+// removeCmd is the manual removevolume for an action, dry run first.
+func removeCmd(sub *subject, action ActionType) string {
+	ns, name, vol := sub.vmi.Namespace, sub.vmi.Name, sub.volume()
+	persist := ""
+	if action == VMRemoveVolume {
+		name, persist = sub.own.VM.Name, " --persist"
+	}
+	cmd := fmt.Sprintf("virtctl removevolume %s -n %s --volume-name=%s%s", name, ns, vol, persist)
+	return fmt.Sprintf("%s --dry-run && %s; then check that `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'` no longer lists %s",
+		cmd, cmd, sub.vmi.Name, ns, vol)
+}
+
+func tenantCmd(sub *subject, tenants []string) string {
+	who := "the tenant cluster"
+	if len(tenants) > 0 {
+		who = "tenant " + strings.Join(tenants, ", ")
+	}
+	return fmt.Sprintf("in %s, check that `kubectl get volumeattachments -o wide` shows no attachment to node %s of the PV with volume handle %s",
+		who, sub.vmi.Name, handles(sub.volume(), sub.claim))
+}
+
+// volumeRemedy is the manual procedure for a volume finding: what to wait
+// for or verify first, given the block, then the command.
+func volumeRemedy(sub *subject, v verdict, block BlockReason) string {
+	ns, vmi := sub.vmi.Namespace, sub.vmi.Name
+	base := removeCmd(sub, v.action)
+	switch block {
+	case "":
+		return base
+	case VMITerminating:
+		return fmt.Sprintf("nothing to remove: deleting the VMI detaches its volumes; if it hangs, `kubectl describe vmi %s -n %s`", vmi, ns)
+	case VMTerminating:
+		return fmt.Sprintf("nothing to remove: the VM and its VMI are being deleted; if they hang, `kubectl describe vm %s -n %s`", sub.own.VM.Name, ns)
+	case VMIMigrating:
+		return fmt.Sprintf("wait for the migration to end (`kubectl get vmim -n %s`), re-run the audit, then: %s", ns, base)
+	case VMINotRunning:
+		return fmt.Sprintf("removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); once it runs, re-run the audit, then: %s", vmi, ns, base)
+	case RemovalPending:
+		return fmt.Sprintf("a removal is already requested; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'` and the virt-controller logs", sub.own.VM.Name, ns)
+	case DetachInProgress:
+		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and `kubectl get pods -n %s -l kubevirt.io=hotplug-disk`, and re-run the audit when it settles", vmi, ns, ns)
+	case VolumeNotReady:
+		return fmt.Sprintf("the volume is still attaching; wait for phase Ready, re-run the audit, then: %s", base)
+	case VMIOnlyHotplug:
+		return fmt.Sprintf("a VMI-only hot-plug is legitimate: confirm with the VM's owner that the guest no longer uses it, then: %s (or restart the VM, which drops VMI-only hot-plugs)", base)
+	case TenantUnreachable, TenantIncomplete:
+		return fmt.Sprintf("%s; if there is none, then: %s", tenantCmd(sub, v.tenants), base)
+	case VolumeNotHotpluggable:
+		return vmRestartRemedy(sub, "removevolume refuses volumes not marked hotpluggable")
+	case HotplugGateDisabled:
+		return gateRemedy(sub, base, "enable the HotplugVolumes feature gate in the KubeVirt CR")
+	case HotplugGateUnknown:
+		return gateRemedy(sub, base, "check that `kubectl get kubevirt -A -o jsonpath='{..developerConfiguration.featureGates}'` lists HotplugVolumes")
+	}
+	return base
+}
+
+func vmRestartRemedy(sub *subject, why string) string {
+	ns := sub.vmi.Namespace
+	if sub.own.VM == nil {
+		return fmt.Sprintf("%s; the volume goes away with the VMI (`kubectl delete vmi %s -n %s`) once nothing needs it", why, sub.vmi.Name, ns)
+	}
+	return fmt.Sprintf("%s; remove it from the VM spec (`kubectl edit vm %s -n %s`) and restart the VM (`virtctl restart %s -n %s`)",
+		why, sub.own.VM.Name, ns, sub.own.VM.Name, ns)
+}
+
+func gateRemedy(sub *subject, base, first string) string {
+	alt := ""
+	if sub.own.VM != nil {
+		alt = fmt.Sprintf("; or restart the VM (`virtctl restart %s -n %s`), which drops VMI-only hot-plugs", sub.own.VM.Name, sub.vmi.Namespace)
+	}
+	return fmt.Sprintf("%s, then: %s%s", first, base, alt)
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/observe"
+)
+
+// scopeFlags are the kubectl-style flags shared by audit and fix.
+type scopeFlags struct {
+	kubeconfig    string
+	context       string
+	namespace     string
+	allNamespaces bool
+	selector      string
+	checks        []string
+	volumePrefix  string
+	tenants       []string
+	output        string
+
+	allowVMIOnly        bool
+	tenantAuthoritative bool
+	minSeverity         string
+}
+
+func (f *scopeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&f.context, "context", "", "the kubeconfig context to use")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace to look at (default: the context's namespace)")
+	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "look at all namespaces")
+	fs.StringVarP(&f.selector, "selector", "l", "", "label selector on VMIs (e.g. app=db,tier!=cache)")
+	fs.StringSliceVar(&f.checks, "checks", nil, "checks to run, comma separated (default: all; see `tether checks`)")
+	fs.StringVar(&f.volumePrefix, "volume-prefix", "", "only volumes whose name starts with this prefix")
+	fs.StringArrayVar(&f.tenants, "tenant", nil, "tenant cluster evidence: NAME=KUBECONFIG[:NAMESPACE] (repeatable); NAMESPACE is the infra namespace of its VMs")
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
+	fs.BoolVar(&f.allowVMIOnly, "allow-vmi-only-detach", false, "treat VMI-only hot-plugs (not in the VM spec) as detachable without tenant evidence")
+	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
+	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info or warning")
+}
+
+// options is the validated form of the flags.
+type options struct {
+	config    *rest.Config
+	namespace string // "" = all
+	policy    check.Policy
+	observe   observe.Options
+	output    string
+	minSev    check.Severity
+}
+
+func (f *scopeFlags) resolve() (*options, error) {
+	switch f.output {
+	case "table", "json", "yaml":
+	default:
+		return nil, fmt.Errorf("--output %q is not supported: use table, json or yaml", f.output)
+	}
+	var minSev check.Severity
+	switch f.minSeverity {
+	case "info":
+		minSev = check.SeverityInfo
+	case "warning":
+		minSev = check.SeverityWarning
+	default:
+		return nil, fmt.Errorf("--min-severity %q is not supported: use info or warning", f.minSeverity)
+	}
+	if f.allNamespaces && f.namespace != "" {
+		return nil, fmt.Errorf("--namespace and --all-namespaces exclude each other: pass one of them")
+	}
+	sel, err := labels.Parse(f.selector)
+	if err != nil {
+		return nil, fmt.Errorf("--selector %q is not a valid label selector: %v", f.selector, err)
+	}
+	for _, c := range f.checks {
+		if _, err := check.Lookup(c); err != nil {
+			return nil, fmt.Errorf("--checks: %v", err)
+		}
+	}
+	cfg, ns, err := loadConfig(f.kubeconfig, f.context)
+	if err != nil {
+		return nil, err
+	}
+	o := &options{config: cfg, output: f.output, minSev: minSev}
+	switch {
+	case f.allNamespaces:
+	case f.namespace != "":
+		o.namespace = f.namespace
+	default:
+		o.namespace = ns
+	}
+	o.policy = check.DefaultPolicy()
+	o.policy.Scope.Selector = sel
+	o.policy.Scope.VolumePrefix = f.volumePrefix
+	if o.namespace != "" {
+		o.policy.Scope.Namespaces = []string{o.namespace}
+	}
+	o.policy.Checks = f.checks
+	o.policy.AllowVMIOnlyDetach = f.allowVMIOnly
+	o.policy.TenantAuthoritative = f.tenantAuthoritative
+	o.observe.Namespace = o.namespace
+	for _, spec := range f.tenants {
+		t, err := ParseTenant(spec)
+		if err != nil {
+			return nil, err
+		}
+		if t.Config, err = loadTenantConfig(t.kubeconfig); err != nil {
+			return nil, fmt.Errorf("--tenant %s: %v", t.Name, err)
+		}
+		o.observe.Tenants = append(o.observe.Tenants, t.TenantSource)
+	}
+	if err := o.policy.Validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// loadConfig follows kubectl: --kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config; --context picks the context. It returns the context's
+// namespace ("default" when unset).
+func loadConfig(path, context string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, "", fmt.Errorf("--kubeconfig %s cannot be read: %v", path, err)
+		}
+		rules.ExplicitPath = path
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading the kubeconfig: %v (pass --kubeconfig or set KUBECONFIG)", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	cfg.UserAgent = "tether"
+	return cfg, ns, nil
+}
+
+func loadTenantConfig(path string) (*rest.Config, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s cannot be read: %v", path, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %v", path, err)
+	}
+	cfg.UserAgent = "tether"
+	return cfg, nil
+}
+
+// Tenant is a parsed --tenant flag.
+type Tenant struct {
+	observe.TenantSource
+	kubeconfig string
+}
+
+// ParseTenant parses NAME=KUBECONFIG[:NAMESPACE]. The namespace is the part
+// after the last colon when that part is a valid namespace name and holds no
+// path separator; otherwise the whole rest is the kubeconfig path.
+func ParseTenant(spec string) (Tenant, error) {
+	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. guest1=/etc/tether/guest1.kubeconfig:tenant-a"
+	name, rest, ok := strings.Cut(spec, "=")
+	if !ok {
+		return Tenant{}, fmt.Errorf("--tenant %q has no '=': %s", spec, form)
+	}
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return Tenant{}, fmt.Errorf("--tenant %q: name %q is not valid (%s): %s", spec, name, msgs[0], form)
+	}
+	path, ns := rest, ""
+	if i := strings.LastIndex(rest, ":"); i >= 0 {
+		cand := rest[i+1:]
+		if !strings.ContainsRune(cand, filepath.Separator) && len(validation.IsDNS1123Label(cand)) == 0 {
+			path, ns = rest[:i], cand
+		}
+	}
+	if path == "" {
+		return Tenant{}, fmt.Errorf("--tenant %q has no kubeconfig path: %s", spec, form)
+	}
+	return Tenant{TenantSource: observe.TenantSource{Name: name, Namespace: ns}, kubeconfig: path}, nil
+}

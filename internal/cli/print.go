@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// APIVersion of tether's report objects (contract).
+const APIVersion = "tether.dev/v1alpha1"
+
+// AuditReport is the `audit -o json|yaml` document (contract).
+type AuditReport struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Tenants    []tenantStatus  `json:"tenants,omitempty"`
+	Findings   []check.Finding `json:"findings"`
+}
+
+type tenantStatus struct {
+	Name      string `json:"name"`
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// FixPlan is the `fix -o json|yaml` document.
+type FixPlan struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Applied    bool       `json:"applied"`
+	Items      []planItem `json:"items"`
+}
+
+func encode(w io.Writer, format string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintln(w, strings.TrimRight(string(data), "\n"))
+	return err
+}
+
+func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
+	if fs == nil {
+		fs = []check.Finding{}
+	}
+	if format != "table" {
+		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs}
+		for _, t := range s.Tenants {
+			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error})
+		}
+		return encode(w, format, r)
+	}
+	for _, t := range s.Tenants {
+		if !t.Reachable {
+			fmt.Fprintf(w, "warning: tenant %q is unreachable (%s): its evidence counts as unknown\n", t.Name, t.Error)
+		}
+	}
+	if len(fs) == 0 {
+		fmt.Fprintf(w, "No findings (%d VMs, %d VMIs, %d attachment pods checked).\n", len(s.VMs), len(s.VMIs), len(s.AttachmentPods))
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCHECK\tNAMESPACE\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS")
+	for _, f := range fs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", f.ID, f.Check, f.Namespace, kindShort(f.Object.Kind), f.Object.Name,
+			orDash(f.Volume), f.Severity, f.Action.Type, status(f.Action))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, f := range fs {
+		printWhy(w, f)
+	}
+	return nil
+}
+
+func printWhy(w io.Writer, f check.Finding) {
+	fmt.Fprintf(w, "\n[%s] %s\n", f.ID, f.Message)
+	for _, e := range f.Evidence {
+		fmt.Fprintf(w, "  - %s\n", e)
+	}
+	if f.Action.Remedy != "" {
+		fmt.Fprintf(w, "  remedy: %s\n", strings.ReplaceAll(f.Action.Remedy, "\n", "\n          "))
+	}
+}
+
+func printPlan(w io.Writer, format string, items []planItem, applied bool) error {
+	if format != "table" {
+		if items == nil {
+			items = []planItem{}
+		}
+		return encode(w, format, FixPlan{APIVersion: APIVersion, Kind: "FixPlan", Applied: applied, Items: items})
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(w, "Nothing to fix.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAMESPACE\tOBJECT\tVOLUME\tACTION\tPLAN")
+	planned := 0
+	for _, it := range items {
+		f := it.Finding
+		var what string
+		switch {
+		case it.Result != nil:
+			what = fmt.Sprintf("%s: %s", it.Result.Outcome, it.Result.Message)
+		case it.Planned:
+			what = "would apply"
+		case it.Skipped != "":
+			what = "skipped: " + it.Skipped
+		default:
+			what = "no action: " + status(f.Action)
+		}
+		if it.Planned {
+			planned++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\n", f.ID, f.Namespace, kindShort(f.Object.Kind), f.Object.Name, orDash(f.Volume), f.Action.Type, what)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !applied {
+		fmt.Fprintf(w, "\n%d action(s) planned. This was a dry run: nothing changed. Re-run with --apply to carry them out.\n", planned)
+	}
+	return nil
+}
+
+func status(a check.Action) string {
+	if a.Safe {
+		return "safe"
+	}
+	if a.BlockedBy == "" {
+		return "report only"
+	}
+	return "blocked: " + string(a.BlockedBy)
+}
+
+func kindShort(kind string) string {
+	switch kind {
+	case "VirtualMachineInstance":
+		return "vmi"
+	case "VirtualMachine":
+		return "vm"
+	case "Pod":
+		return "pod"
+	}
+	return strings.ToLower(kind)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,157 @@
+// Package cli is tether's command line: audit (report), fix (supervised
+// one-time cleanup, dry run unless --apply) and version. It wires flags to
+// observe → check → act and renders the results; it holds no decisions.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+// Exit codes (contract).
+const (
+	ExitOK       = 0
+	ExitFindings = 1
+	ExitError    = 2
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	var ee exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return ExitError
+	}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	name := "tether"
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		name = "kubectl tether"
+	}
+	root := &cobra.Command{
+		Use:           name,
+		Short:         "Find and safely fix drifted volume attachments in Kubernetes and KubeVirt",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newAudit(), newFix(), newChecks(), newVersion())
+	return root
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "tether %s\n", Version)
+			return nil
+		},
+	}
+}
+
+func newChecks() *cobra.Command {
+	return &cobra.Command{
+		Use:   "checks",
+		Short: "List the checks and what each proves",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, c := range check.All() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s\n", c.Name, c.Doc)
+			}
+			return nil
+		},
+	}
+}
+
+// scan reads the cluster and runs the checks.
+func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot, []check.Finding, error) {
+	c, err := clients.New(o.config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
+	}
+	obs := o.observe
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		t0 := time.Now()
+		obs.Progress = func(kind string, n int) {
+			fmt.Fprintf(stderr, "\r\033[Klisted %d %s (%s)", n, kind, time.Since(t0).Round(time.Millisecond))
+		}
+		defer fmt.Fprint(stderr, "\r\033[K")
+	}
+	s, err := observe.Observe(ctx, c, obs)
+	if err != nil {
+		return nil, nil, err
+	}
+	findings := check.Run(s, o.policy, time.Now())
+	kept := findings[:0]
+	for _, f := range findings {
+		if o.minSev == check.SeverityInfo || f.Severity == check.SeverityWarning {
+			kept = append(kept, f)
+		}
+	}
+	return s, kept, nil
+}
+
+func newAudit() *cobra.Command {
+	var f scopeFlags
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Report drifted attachments with evidence; changes nothing",
+		Long: `Reads the cluster once (one paginated LIST per kind) and reports every finding
+with the facts behind it and the action that would fix it, or why no action is safe.
+Exit code: 0 no findings, 1 findings, 2 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.resolve()
+			if err != nil {
+				return err
+			}
+			s, findings, err := scan(cmd.Context(), o, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := printAudit(cmd.OutOrStdout(), o.output, s, findings); err != nil {
+				return err
+			}
+			if len(findings) > 0 {
+				return exitError{ExitFindings}
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,100 @@
+package emulator
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	virtv1 "kubevirt.io/api/core/v1"
+)
+
+// syncMigration drives one VirtualMachineInstanceMigration: Pending →
+// Running (VMI migrationState set) → after MigrationDuration Succeeded (VMI
+// on the target node, migrationState completed).
+func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, time.Duration, error) {
+	m, err := getOrNil(ctx, e.client, ns, name, &virtv1.VirtualMachineInstanceMigration{})
+	if err != nil || m == nil || paused(m) || m.DeletionTimestamp != nil {
+		return false, 0, err
+	}
+	if m.Status.Phase == virtv1.MigrationSucceeded || m.Status.Phase == virtv1.MigrationFailed {
+		return false, 0, nil
+	}
+	vmi, err := getOrNil(ctx, e.client, ns, m.Spec.VMIName, &virtv1.VirtualMachineInstance{})
+	if err != nil {
+		return false, 0, err
+	}
+	if vmi == nil {
+		return true, 0, e.finishMigration(ctx, m, nil, virtv1.MigrationFailed)
+	}
+	if paused(vmi) {
+		return false, time.Second, nil // wait until the test lets go of it
+	}
+	state := vmi.Status.MigrationState
+	mine := state != nil && state.MigrationUID == m.UID
+	if m.Status.Phase != virtv1.MigrationRunning {
+		if mine {
+			return true, 0, e.setMigrationPhase(ctx, m, virtv1.MigrationRunning, state)
+		}
+		if vmi.Status.Phase != virtv1.Running || vmi.DeletionTimestamp != nil {
+			return true, 0, e.finishMigration(ctx, m, nil, virtv1.MigrationFailed)
+		}
+		if migrating(vmi) {
+			return false, 200 * time.Millisecond, nil // another migration is under way
+		}
+		now := metav1.Now()
+		vmi.Status.MigrationState = &virtv1.VirtualMachineInstanceMigrationState{
+			StartTimestamp: &now,
+			SourceNode:     vmi.Status.NodeName,
+			TargetNode:     e.targetNode(m, vmi),
+			MigrationUID:   m.UID,
+			Mode:           virtv1.MigrationPreCopy,
+		}
+		e.log.Info("migration started", "namespace", ns, "vmi", vmi.Name, "migration", m.Name,
+			"source", vmi.Status.NodeName, "target", vmi.Status.MigrationState.TargetNode)
+		return true, 0, e.client.Status().Update(ctx, vmi)
+	}
+	if !mine {
+		return true, 0, e.finishMigration(ctx, m, nil, virtv1.MigrationFailed)
+	}
+	switch {
+	case state.Completed:
+		return true, 0, e.finishMigration(ctx, m, state, virtv1.MigrationSucceeded)
+	case state.Failed:
+		return true, 0, e.finishMigration(ctx, m, state, virtv1.MigrationFailed)
+	}
+	if left := e.o.MigrationDuration - time.Since(state.StartTimestamp.Time); left > 0 {
+		return false, left, nil
+	}
+	now := metav1.Now()
+	state.Completed, state.EndTimestamp = true, &now
+	vmi.Status.NodeName = state.TargetNode
+	e.log.Info("migration completed", "namespace", ns, "vmi", vmi.Name, "migration", m.Name, "node", state.TargetNode)
+	return true, 0, e.client.Status().Update(ctx, vmi)
+}
+
+// targetNode picks the annotation, else TargetNodeName, else NodeName when
+// the VMI already runs on TargetNodeName.
+func (e *Emulator) targetNode(m *virtv1.VirtualMachineInstanceMigration, vmi *virtv1.VirtualMachineInstance) string {
+	if t := m.Annotations[TargetNodeAnnotation]; t != "" {
+		return t
+	}
+	if vmi.Status.NodeName == e.o.TargetNodeName {
+		return e.o.NodeName
+	}
+	return e.o.TargetNodeName
+}
+
+func (e *Emulator) setMigrationPhase(ctx context.Context, m *virtv1.VirtualMachineInstanceMigration, phase virtv1.VirtualMachineInstanceMigrationPhase, state *virtv1.VirtualMachineInstanceMigrationState) error {
+	m.Status.Phase = phase
+	if state != nil {
+		m.Status.MigrationState = state.DeepCopy()
+	}
+	m.Status.PhaseTransitionTimestamps = append(m.Status.PhaseTransitionTimestamps,
+		virtv1.VirtualMachineInstanceMigrationPhaseTransitionTimestamp{Phase: phase, PhaseTransitionTimestamp: metav1.Now()})
+	return e.client.Status().Update(ctx, m)
+}
+
+func (e *Emulator) finishMigration(ctx context.Context, m *virtv1.VirtualMachineInstanceMigration, state *virtv1.VirtualMachineInstanceMigrationState, phase virtv1.VirtualMachineInstanceMigrationPhase) error {
+	e.log.Info("migration finished", "namespace", m.Namespace, "migration", m.Name, "phase", string(phase))
+	return e.setMigrationPhase(ctx, m, phase, state)
+}

@@ -1,0 +1,276 @@
+package emulator
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// syncVirt reconciles the VM and the VMI of one name. Each pass makes at most
+// one write and reports it, so the next pass starts from the new state.
+func (e *Emulator) syncVirt(ctx context.Context, ns, name string) (bool, error) {
+	vm, err := getOrNil(ctx, e.client, ns, name, &virtv1.VirtualMachine{})
+	if err != nil {
+		return false, err
+	}
+	vmi, err := getOrNil(ctx, e.client, ns, name, &virtv1.VirtualMachineInstance{})
+	if err != nil {
+		return false, err
+	}
+	if vm != nil && paused(vm) {
+		return false, nil // covers its VMI too
+	}
+	if vm != nil && vm.DeletionTimestamp == nil {
+		g, err := e.gates(ctx)
+		if err != nil {
+			return false, err
+		}
+		if wrote, err := e.syncVM(ctx, vm, vmi, g); wrote || err != nil {
+			return wrote, err
+		}
+	}
+	if vmi != nil && !paused(vmi) {
+		return e.syncVMI(ctx, vmi)
+	}
+	return false, nil
+}
+
+func getOrNil[T client.Object](ctx context.Context, c client.Reader, ns, name string, obj T) (T, error) {
+	var zero T
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return zero, nil
+	}
+	if err != nil {
+		return zero, err
+	}
+	return obj, nil
+}
+
+// syncVM: pending volume requests into the template, start/stop, VMI volume
+// sync, then status.
+func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, g gates) (bool, error) {
+	if vm.Spec.Template == nil {
+		return false, nil
+	}
+	if len(vm.Status.VolumeRequests) > 0 {
+		spec := vm.Spec.Template.Spec.DeepCopy()
+		for i := range vm.Status.VolumeRequests {
+			applyVolumeRequest(spec, &vm.Status.VolumeRequests[i])
+		}
+		if !equality.Semantic.DeepEqual(spec, &vm.Spec.Template.Spec) {
+			vm.Spec.Template.Spec = *spec
+			return true, e.client.Update(ctx, vm)
+		}
+	}
+	owned := vmi != nil && metav1.IsControlledBy(vmi, vm)
+	switch runState(vm) {
+	case wantRunning:
+		if vmi == nil {
+			e.log.Info("starting VMI", "namespace", vm.Namespace, "name", vm.Name)
+			return true, e.client.Create(ctx, vmiFromVM(vm))
+		}
+	case wantStopped:
+		if owned && vmi.DeletionTimestamp == nil {
+			e.log.Info("stopping VMI", "namespace", vm.Namespace, "name", vm.Name)
+			return true, client.IgnoreNotFound(e.client.Delete(ctx, vmi, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+		}
+	}
+	vmiWritable := owned && vmi.DeletionTimestamp == nil && vmi.Status.Phase == virtv1.Running
+	if vmiWritable && !paused(vmi) {
+		spec := vmi.Spec.DeepCopy()
+		if g.declarativeSync() {
+			syncDeclarativeVolumes(&vm.Spec.Template.Spec, vmi, spec)
+		}
+		for _, r := range vm.Status.VolumeRequests {
+			if hasVolume(spec, requestName(&r)) == (r.AddVolumeOptions == nil) {
+				applyVolumeRequest(spec, &r)
+			}
+		}
+		if !equality.Semantic.DeepEqual(spec, &vmi.Spec) {
+			vmi.Spec = *spec
+			return true, e.client.Update(ctx, vmi)
+		}
+	}
+	status := vmStatus(vm, vmi)
+	if !vmiWritable || !paused(vmi) {
+		// Requests stay pending while a paused VMI cannot take them.
+		status.VolumeRequests = trimDoneVolumeRequests(&vm.Spec.Template.Spec, status.VolumeRequests)
+	}
+	if equality.Semantic.DeepEqual(status, &vm.Status) {
+		return false, nil
+	}
+	vm.Status = *status
+	return true, e.client.Status().Update(ctx, vm)
+}
+
+type runWish int
+
+const (
+	leaveAlone runWish = iota
+	wantRunning
+	wantStopped
+)
+
+func runState(vm *virtv1.VirtualMachine) runWish {
+	if vm.Spec.RunStrategy != nil {
+		switch *vm.Spec.RunStrategy {
+		case virtv1.RunStrategyAlways, virtv1.RunStrategyRerunOnFailure:
+			return wantRunning
+		case virtv1.RunStrategyHalted:
+			return wantStopped
+		}
+		return leaveAlone
+	}
+	if vm.Spec.Running != nil {
+		if *vm.Spec.Running {
+			return wantRunning
+		}
+		return wantStopped
+	}
+	return wantStopped
+}
+
+// vmiFromVM builds the VMI as KubeVirt's SetupVMIFromVM does.
+func vmiFromVM(vm *virtv1.VirtualMachine) *virtv1.VirtualMachineInstance {
+	tmpl := vm.Spec.Template
+	vmi := &virtv1.VirtualMachineInstance{
+		ObjectMeta: *tmpl.ObjectMeta.DeepCopy(),
+		Spec:       *tmpl.Spec.DeepCopy(),
+	}
+	vmi.Name, vmi.GenerateName, vmi.Namespace = vm.Name, "", vm.Namespace
+	vmi.ResourceVersion, vmi.UID = "", ""
+	vmi.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, virtv1.VirtualMachineGroupVersionKind)}
+	return vmi
+}
+
+func requestName(r *virtv1.VirtualMachineVolumeRequest) string {
+	if r.AddVolumeOptions != nil {
+		return r.AddVolumeOptions.Name
+	}
+	if r.RemoveVolumeOptions != nil {
+		return r.RemoveVolumeOptions.Name
+	}
+	return ""
+}
+
+func hasVolume(spec *virtv1.VirtualMachineInstanceSpec, name string) bool {
+	for _, v := range spec.Volumes {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// vmStatus derives created, ready, printableStatus and the Ready condition.
+func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance) *virtv1.VirtualMachineStatus {
+	st := vm.Status.DeepCopy()
+	running := vmi != nil && vmi.DeletionTimestamp == nil && vmi.Status.Phase == virtv1.Running
+	st.Created = vmi != nil
+	st.Ready = running
+	switch {
+	case vm.DeletionTimestamp != nil:
+		st.PrintableStatus = virtv1.VirtualMachineStatusTerminating
+	case vmi != nil && (vmi.DeletionTimestamp != nil || runState(vm) == wantStopped):
+		st.PrintableStatus = virtv1.VirtualMachineStatusStopping
+	case vmi != nil && migrating(vmi):
+		st.PrintableStatus = virtv1.VirtualMachineStatusMigrating
+	case running:
+		st.PrintableStatus = virtv1.VirtualMachineStatusRunning
+	case vmi != nil:
+		st.PrintableStatus = virtv1.VirtualMachineStatusStarting
+	default:
+		st.PrintableStatus = virtv1.VirtualMachineStatusStopped
+	}
+	want := corev1.ConditionFalse
+	reason := "VMINotRunning"
+	if running {
+		want, reason = corev1.ConditionTrue, ""
+	}
+	var conds []virtv1.VirtualMachineCondition
+	found := false
+	for _, c := range st.Conditions {
+		if c.Type == virtv1.VirtualMachineReady {
+			found = true
+			if c.Status != want {
+				c.Status, c.Reason, c.LastTransitionTime = want, reason, metav1.Now()
+			}
+		}
+		conds = append(conds, c)
+	}
+	if !found {
+		conds = append(conds, virtv1.VirtualMachineCondition{
+			Type: virtv1.VirtualMachineReady, Status: want, Reason: reason, LastTransitionTime: metav1.Now(),
+		})
+	}
+	st.Conditions = conds
+	return st
+}
+
+// syncDeclarativeVolumes sets spec (a copy of the VMI's) to what KubeVirt's
+// declarative hot-plug would make of it (pkg/storage/hotplug): hot-pluggable
+// VMI volumes that the VM lacks or has changed are dropped; hot-pluggable VM
+// volumes that the VMI has neither in spec nor in status are added, each with
+// its disk.
+func syncDeclarativeVolumes(tmpl *virtv1.VirtualMachineInstanceSpec, vmi *virtv1.VirtualMachineInstance, spec *virtv1.VirtualMachineInstanceSpec) {
+	vmVols := map[string]*virtv1.Volume{}
+	for i := range tmpl.Volumes {
+		vmVols[tmpl.Volumes[i].Name] = &tmpl.Volumes[i]
+	}
+	vmDisks := map[string]*virtv1.Disk{}
+	for i := range tmpl.Domain.Devices.Disks {
+		vmDisks[tmpl.Domain.Devices.Disks[i].Name] = &tmpl.Domain.Devices.Disks[i]
+	}
+	var vols []virtv1.Volume
+	for _, v := range vmi.Spec.Volumes {
+		if hotpluggable(&v) {
+			vmVol, ok := vmVols[v.Name]
+			if !ok || (hotpluggable(vmVol) && !equality.Semantic.DeepEqual(*vmVol, v)) {
+				continue
+			}
+		}
+		vols = append(vols, v)
+	}
+	withStatus := map[string]bool{}
+	for _, s := range vmi.Status.VolumeStatus {
+		withStatus[s.Name] = true
+	}
+	inVMI := map[string]bool{}
+	for _, v := range vmi.Spec.Volumes {
+		inVMI[v.Name] = true
+	}
+	for _, v := range tmpl.Volumes {
+		if hotpluggable(&v) && !inVMI[v.Name] && !withStatus[v.Name] {
+			vols = append(vols, *v.DeepCopy())
+		}
+	}
+	newVols := map[string]*virtv1.Volume{}
+	for i := range vols {
+		newVols[vols[i].Name] = &vols[i]
+	}
+	var disks []virtv1.Disk
+	vmiDisks := map[string]bool{}
+	for _, d := range vmi.Spec.Domain.Devices.Disks {
+		vmiDisks[d.Name] = true
+		if _, ok := newVols[d.Name]; !ok {
+			vmDisk, diskOK := vmDisks[d.Name]
+			_, volOK := vmVols[d.Name]
+			if !diskOK || (volOK && (vmDisk.CDRom == nil || d.CDRom == nil)) {
+				continue
+			}
+		}
+		disks = append(disks, d)
+	}
+	for _, d := range tmpl.Domain.Devices.Disks {
+		if v, ok := newVols[d.Name]; ok && hotpluggable(v) && !vmiDisks[d.Name] {
+			disks = append(disks, *d.DeepCopy())
+		}
+	}
+	spec.Volumes, spec.Domain.Devices.Disks = vols, disks
+}

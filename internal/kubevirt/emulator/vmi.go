@@ -1,0 +1,207 @@
+package emulator
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	virtv1 "kubevirt.io/api/core/v1"
+)
+
+// syncVMI plays virt-controller and virt-handler for one VMI: launcher pod,
+// phase Running, attachment pods, volume status. One write per pass.
+func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (bool, error) {
+	if vmi.DeletionTimestamp != nil || vmi.Status.Phase == virtv1.Succeeded || vmi.Status.Phase == virtv1.Failed {
+		return false, nil
+	}
+	node := vmi.Status.NodeName
+	if node == "" {
+		node = e.o.NodeName
+	}
+	pods, err := e.listPods(ctx, vmi.Namespace, launcherApp)
+	if err != nil {
+		return false, err
+	}
+	var active *corev1.Pod
+	var old []*corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		switch {
+		case !metav1.IsControlledBy(p, vmi) || p.DeletionTimestamp != nil:
+		case active == nil && p.Spec.NodeName == node:
+			active = p
+		default:
+			old = append(old, p)
+		}
+	}
+	mig := migrating(vmi)
+	if active == nil {
+		if mig {
+			return false, nil
+		}
+		e.log.Info("creating launcher pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
+		return true, e.client.Create(ctx, launcherPod(vmi, node, hotpluggedByStatus(vmi)))
+	}
+	attach, err := e.listPods(ctx, vmi.Namespace, hotplugApp)
+	if err != nil {
+		return false, err
+	}
+	if !mig && len(old) > 0 {
+		// A finished migration leaves the source pods behind.
+		for _, l := range old {
+			for i := range attach {
+				if metav1.IsControlledBy(&attach[i], l) && attach[i].DeletionTimestamp == nil {
+					if err := e.deletePod(ctx, &attach[i]); err != nil {
+						return false, err
+					}
+				}
+			}
+			if err := e.deletePod(ctx, l); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	if !running(active) {
+		return true, e.markRunning(ctx, active)
+	}
+	if vmi.Labels[virtv1.NodeNameLabel] != node {
+		if vmi.Labels == nil {
+			vmi.Labels = map[string]string{}
+		}
+		vmi.Labels[virtv1.NodeNameLabel] = node
+		return true, e.client.Update(ctx, vmi)
+	}
+	if st := runningStatus(vmi, node, active.UID); st != nil {
+		e.log.Info("VMI running", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
+		vmi.Status = *st
+		return true, e.client.Status().Update(ctx, vmi)
+	}
+	if mig {
+		return false, nil // hot-plug work waits for the migration to end
+	}
+	return e.syncHotplug(ctx, vmi, active, attach)
+}
+
+// syncHotplug keeps one attachment pod holding exactly the ready hot-plugged
+// volumes, then writes the volume status.
+func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineInstance, launcher *corev1.Pod, attach []corev1.Pod) (bool, error) {
+	claims, err := e.claimStates(ctx, vmi)
+	if err != nil {
+		return false, err
+	}
+	hot := hotplugVolumes(vmi, launcher)
+	var ready []virtv1.Volume
+	for _, v := range vmi.Spec.Volumes {
+		if hot[v.Name] && claims[v.Name].ready {
+			ready = append(ready, v)
+		}
+	}
+	var current *corev1.Pod
+	var mine []*corev1.Pod
+	for i := range attach {
+		p := &attach[i]
+		if !metav1.IsControlledBy(p, launcher) || p.DeletionTimestamp != nil {
+			continue
+		}
+		mine = append(mine, p)
+		if current == nil && len(ready) > 0 && podMatches(p, ready) {
+			current = p
+		}
+	}
+	if current == nil && len(ready) > 0 {
+		e.log.Info("creating attachment pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "volumes", len(ready))
+		return true, e.client.Create(ctx, attachmentPod(launcher, ready))
+	}
+	wrote := false
+	for _, p := range mine {
+		if p != current {
+			if err := e.deletePod(ctx, p); err != nil {
+				return false, err
+			}
+			wrote = true
+		}
+	}
+	if wrote {
+		return true, nil
+	}
+	if current != nil && !running(current) {
+		return true, e.markRunning(ctx, current)
+	}
+	status := volumeStatuses(vmi, hot, current, claims)
+	if equality.Semantic.DeepEqual(status, vmi.Status.VolumeStatus) {
+		return false, nil
+	}
+	vmi.Status.VolumeStatus = status
+	return true, e.client.Status().Update(ctx, vmi)
+}
+
+// runningStatus returns the status that marks vmi Running on node with the
+// given launcher pod, or nil if it already says so.
+func runningStatus(vmi *virtv1.VirtualMachineInstance, node string, pod types.UID) *virtv1.VirtualMachineInstanceStatus {
+	st := vmi.Status.DeepCopy()
+	changed := false
+	if st.Phase != virtv1.Running {
+		st.Phase = virtv1.Running
+		st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, virtv1.VirtualMachineInstancePhaseTransitionTimestamp{
+			Phase: virtv1.Running, PhaseTransitionTimestamp: metav1.Now(),
+		})
+		changed = true
+	}
+	if st.NodeName != node {
+		st.NodeName, changed = node, true
+	}
+	if len(st.ActivePods) != 1 || st.ActivePods[pod] != node {
+		st.ActivePods, changed = map[types.UID]string{pod: node}, true
+	}
+	ready := false
+	for i, c := range st.Conditions {
+		if c.Type == virtv1.VirtualMachineInstanceReady {
+			ready = c.Status == corev1.ConditionTrue
+			if !ready {
+				st.Conditions = append(st.Conditions[:i], st.Conditions[i+1:]...)
+			}
+			break
+		}
+	}
+	if !ready {
+		st.Conditions = append(st.Conditions, virtv1.VirtualMachineInstanceCondition{
+			Type: virtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
+		})
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return st
+}
+
+// hotplugVolumes are the VMI's PVC-backed volumes that its launcher pod does
+// not have (KubeVirt's GetHotplugVolumes).
+func hotplugVolumes(vmi *virtv1.VirtualMachineInstance, launcher *corev1.Pod) map[string]bool {
+	inPod := map[string]bool{}
+	for _, v := range launcher.Spec.Volumes {
+		inPod[v.Name] = true
+	}
+	out := map[string]bool{}
+	for _, v := range vmi.Spec.Volumes {
+		if !inPod[v.Name] && (v.PersistentVolumeClaim != nil || v.DataVolume != nil || v.MemoryDump != nil) {
+			out[v.Name] = true
+		}
+	}
+	return out
+}
+
+// hotpluggedByStatus names the volumes that the status reports as
+// hot-plugged, which a replacement launcher pod must leave out.
+func hotpluggedByStatus(vmi *virtv1.VirtualMachineInstance) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range vmi.Status.VolumeStatus {
+		if s.HotplugVolume != nil {
+			out[s.Name] = true
+		}
+	}
+	return out
+}

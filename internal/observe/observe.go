@@ -1,0 +1,138 @@
+// Package observe reads everything a decision needs into one snapshot: one
+// paginated LIST per kind, never a GET per object. It never writes.
+//
+// Label selectors are NOT sent to the server: a VM whose labels differ from
+// its VMI's, or an attachment pod whose VMI is outside the selector, would
+// then look missing and turn into a false "orphan". Scope is applied by the
+// checks instead; only the namespace narrows the LISTs.
+package observe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// DefaultPageSize is the LIST page size (the "limit" parameter).
+const DefaultPageSize = 500
+
+// TenantSource is a tenant cluster to read VolumeAttachments and PVs from.
+type TenantSource struct {
+	Name string
+	// Namespace is the infra namespace whose VMs are this tenant's nodes;
+	// empty means every namespace.
+	Namespace string
+	Config    *rest.Config
+}
+
+// Options scope a read.
+type Options struct {
+	// Namespace limits the namespaced LISTs; empty means all namespaces.
+	Namespace string
+	PageSize  int64
+	Tenants   []TenantSource
+	// TenantTimeout bounds each tenant's reads; an unreachable tenant becomes
+	// "unknown" evidence, never "not wanted". Default 10s.
+	TenantTimeout time.Duration
+	// Progress, when set, is told the kind and count after each LIST.
+	Progress func(kind string, n int)
+}
+
+// Observe reads the infra cluster (and the tenants) into a snapshot.
+func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapshot, error) {
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	s := &snapshot.Snapshot{}
+	ns := o.Namespace
+	var (
+		vms  kubevirtv1.VirtualMachineList
+		vmis kubevirtv1.VirtualMachineInstanceList
+		pods corev1.PodList
+		pvcs corev1.PersistentVolumeClaimList
+		dvs  cdiv1.DataVolumeList
+	)
+	steps := []struct {
+		kind string
+		list client.ObjectList
+		opts []client.ListOption
+		opt  bool // a missing API (e.g. no CDI installed) is an empty list
+	}{
+		{"VirtualMachine", &vms, nil, false},
+		{"VirtualMachineInstance", &vmis, nil, false},
+		{"Pod", &pods, []client.ListOption{client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}}, false},
+		{"PersistentVolumeClaim", &pvcs, nil, false},
+		{"DataVolume", &dvs, nil, true},
+	}
+	for _, st := range steps {
+		n, err := listAll(ctx, c, st.list, ns, o.PageSize, st.opts...)
+		if err != nil {
+			if st.opt && isNoKind(err) {
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", st.kind, err)
+		}
+		if o.Progress != nil {
+			o.Progress(st.kind, n)
+		}
+	}
+	s.VMs, s.VMIs, s.AttachmentPods, s.PVCs, s.DataVolumes = vms.Items, vmis.Items, pods.Items, pvcs.Items, dvs.Items
+	s.FeatureGates = readGates(ctx, c)
+	for _, t := range o.Tenants {
+		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
+	}
+	return snapshot.New(*s), nil
+}
+
+// readGates reads the KubeVirt CR's gates. Any failure means "unknown".
+func readGates(ctx context.Context, c client.Client) snapshot.FeatureGates {
+	var kvs kubevirtv1.KubeVirtList
+	if err := c.List(ctx, &kvs); err != nil || len(kvs.Items) == 0 {
+		return snapshot.FeatureGates{}
+	}
+	kv := kvs.Items[0]
+	g := snapshot.FeatureGates{Known: true}
+	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
+		g.Enabled = dc.FeatureGates
+		g.Disabled = dc.DisabledFeatureGates
+	}
+	return g
+}
+
+func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {
+	out := snapshot.Tenant{Name: t.Name, Namespace: t.Namespace}
+	timeout := o.TenantTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cfg := rest.CopyConfig(t.Config)
+	cfg.Timeout = timeout
+	c, err := clients.New(cfg)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	var vas storagev1.VolumeAttachmentList
+	var pvs corev1.PersistentVolumeList
+	for _, l := range []client.ObjectList{&vas, &pvs} {
+		if _, err := listAll(ctx, c, l, "", o.PageSize); err != nil {
+			out.Error = err.Error()
+			return out
+		}
+	}
+	out.Reachable = true
+	out.VolumeAttachments, out.PVs = vas.Items, pvs.Items
+	return out
+}

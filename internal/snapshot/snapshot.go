@@ -1,0 +1,134 @@
+// Package snapshot holds the immutable input of tether's decisions: every
+// object a check needs, read once by an observer, plus an index built once so
+// that a full pass over the checks costs O(total objects).
+//
+// This package never talks to a cluster, never reads the clock and never
+// changes the objects it holds. Callers must not modify a Snapshot (or the
+// objects in it) after it has been indexed.
+package snapshot
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+)
+
+// HotplugVolumesGate is the KubeVirt feature gate that allows the VMI-level
+// addvolume/removevolume API on VMIs owned by a VirtualMachine.
+const HotplugVolumesGate = "HotplugVolumes"
+
+// DeclarativeHotplugVolumesGate is the KubeVirt feature gate for declarative
+// (VM spec driven) hot-plug.
+const DeclarativeHotplugVolumesGate = "DeclarativeHotplugVolumes"
+
+// KubevirtCSIAttacher is the attacher name of the KubeVirt CSI driver that
+// tenant clusters use to hot-plug infra volumes into their nodes.
+const KubevirtCSIAttacher = "csi.kubevirt.io"
+
+// AttachmentPodLabel and AttachmentPodLabelValue select the hot-plug
+// attachment pods (hp-volume-*) that KubeVirt creates.
+const (
+	AttachmentPodLabel      = "kubevirt.io"
+	AttachmentPodLabelValue = "hotplug-disk"
+)
+
+// Snapshot is everything the checks decide from. Fill it, then call New (or
+// Index once) before sharing it between goroutines.
+type Snapshot struct {
+	VMs  []kubevirtv1.VirtualMachine
+	VMIs []kubevirtv1.VirtualMachineInstance
+	// AttachmentPods are the pods labelled kubevirt.io=hotplug-disk.
+	AttachmentPods []corev1.Pod
+	PVCs           []corev1.PersistentVolumeClaim
+	DataVolumes    []cdiv1.DataVolume
+	// FeatureGates are the gates of the KubeVirt CR.
+	FeatureGates FeatureGates
+	// Tenants are the configured tenant clusters, reachable or not.
+	Tenants []Tenant
+
+	idx *Index
+}
+
+// FeatureGates records the KubeVirt CR's feature gates. Known is false when
+// the CR could not be read; then nothing is known about any gate.
+type FeatureGates struct {
+	Known bool
+	// Enabled is spec.configuration.developerConfiguration.featureGates.
+	Enabled []string
+	// Disabled is spec.configuration.developerConfiguration.disabledFeatureGates.
+	Disabled []string
+}
+
+// GateState is what is known about one feature gate.
+type GateState int
+
+// Gate states.
+const (
+	GateUnknown GateState = iota
+	GateEnabled
+	GateDisabled
+)
+
+// String returns "enabled", "disabled" or "unknown".
+func (g GateState) String() string {
+	switch g {
+	case GateEnabled:
+		return "enabled"
+	case GateDisabled:
+		return "disabled"
+	default:
+		return "unknown"
+	}
+}
+
+// State reports whether gate name is enabled, disabled or unknown. A gate
+// listed as disabled is disabled even if it is also listed as enabled.
+func (g FeatureGates) State(name string) GateState {
+	if !g.Known {
+		return GateUnknown
+	}
+	for _, d := range g.Disabled {
+		if d == name {
+			return GateDisabled
+		}
+	}
+	for _, e := range g.Enabled {
+		if e == name {
+			return GateEnabled
+		}
+	}
+	return GateDisabled
+}
+
+// Tenant is the evidence from one tenant cluster whose nodes are VMs of this
+// (infra) cluster. Tenant nodes are named after the infra VMIs.
+type Tenant struct {
+	Name string
+	// Namespace is the infra namespace whose VMs are this tenant's nodes;
+	// "" means every namespace.
+	Namespace string
+	// Reachable is false when the tenant could not be read; Error says why.
+	// An unreachable tenant is unknown evidence, never "not wanted".
+	Reachable         bool
+	Error             string
+	VolumeAttachments []storagev1.VolumeAttachment
+	PVs               []corev1.PersistentVolume
+}
+
+// New returns an indexed copy of s. The slices are shared, not copied.
+func New(s Snapshot) *Snapshot {
+	s.idx = nil
+	out := &s
+	out.idx = buildIndex(out)
+	return out
+}
+
+// Index returns the snapshot's index, building it on first use. The first
+// call is not safe for concurrent use; New builds it up front.
+func (s *Snapshot) Index() *Index {
+	if s.idx == nil {
+		s.idx = buildIndex(s)
+	}
+	return s.idx
+}
