@@ -37,6 +37,7 @@ func main() {
 	var tenants tenantList
 	fs.Var(&tenants, "tenant", "also start a tenant cluster with this name (repeatable)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the environment")
+	migration := fs.Duration("migration-duration", 0, "how long an emulated migration runs (default: the emulator's)")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -44,9 +45,9 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "up":
-		err = up(abs, tenants, *timeout)
+		err = up(abs, tenants, *migration, *timeout)
 	case "serve":
-		err = serve(abs, tenants)
+		err = serve(abs, tenants, *migration)
 	case "down":
 		err = down(abs)
 	case "status":
@@ -60,7 +61,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: tether-env up|down|status [--dir DIR] [--tenant NAME]...")
+	fmt.Fprintln(os.Stderr, "usage: tether-env up|down|status [--dir DIR] [--tenant NAME]... [--migration-duration D]")
 	os.Exit(2)
 }
 
@@ -86,7 +87,7 @@ func running(dir string) int {
 	return pid
 }
 
-func up(dir string, tenants []string, timeout time.Duration) error {
+func up(dir string, tenants []string, migration, timeout time.Duration) error {
 	if pid := running(dir); pid != 0 {
 		fmt.Fprintf(os.Stderr, "environment already running (pid %d)\n", pid)
 		printExports(dir)
@@ -105,7 +106,7 @@ func up(dir string, tenants []string, timeout time.Duration) error {
 		return err
 	}
 	defer logf.Close()
-	args := []string{"serve", "--dir", dir}
+	args := []string{"serve", "--dir", dir, "--migration-duration", migration.String()}
 	for _, t := range tenants {
 		args = append(args, "--tenant", t)
 	}
@@ -146,13 +147,13 @@ func printExports(dir string) {
 }
 
 // serve runs the environment in this process until SIGTERM or SIGINT.
-func serve(dir string, tenants []string) error {
+func serve(dir string, tenants []string, migration time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return err
 	}
-	env, err := localenv.Start(ctx, localenv.Options{Dir: dir, ControllerManager: true, Tenants: tenants})
+	env, err := localenv.Start(ctx, localenv.Options{Dir: dir, ControllerManager: true, Tenants: tenants, MigrationDuration: migration})
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ type podOwner struct {
 }
 
 func decidePod(in Input, pod *corev1.Pod) (Finding, bool) {
-	if !in.scope.namespace(pod.Namespace) || IsTerminating(pod) || !podVolumesInScope(in.scope, pod) {
+	if !named(pod) || !in.scope.namespace(pod.Namespace) || IsTerminating(pod) || !podVolumesInScope(in.scope, pod) {
 		return Finding{}, false
 	}
 	owner := resolvePodOwner(in.Index, pod)

@@ -43,8 +43,8 @@ var (
 	poolVolume  = []string{"v1", "v2", "pvc-1", ""}
 	poolUID     = []string{"u1", "u2", "", "u3"}
 	poolPod     = []string{"hp-volume-a", "hp-volume-b", "hp-volume-c", ""}
-	poolPhase   = []string{"Ready", "Ready", "Detaching", "AttachedToNode", "", "MountedToPod"}
-	poolVMPhase = []string{"Running", "Running", "Scheduled", "Failed", ""}
+	poolPhase   = []string{"Ready", "Ready", "Ready", "Detaching", "AttachedToNode", "", "MountedToPod", "Ready"}
+	poolVMPhase = []string{"Running", "Running", "Running", "Scheduled", "Failed", ""}
 )
 
 func (g *gen) time() *metav1.Time {
@@ -62,8 +62,10 @@ func (g *gen) meta(names []string, seen map[snapshot.Key]bool) (metav1.ObjectMet
 		return m, false
 	}
 	seen[k] = true
-	m.DeletionTimestamp = g.time()
-	if g.bool() {
+	if g.n(4) == 0 {
+		m.DeletionTimestamp = g.time()
+	}
+	if g.n(4) != 0 {
 		m.CreationTimestamp = metav1.NewTime(fixture.Epoch().Add(time.Duration(g.n(200)) * time.Minute))
 	}
 	if g.bool() {
@@ -78,17 +80,18 @@ func (g *gen) meta(names []string, seen map[snapshot.Key]bool) (metav1.ObjectMet
 func (g *gen) ownerRef() metav1.OwnerReference {
 	ref := metav1.OwnerReference{
 		APIVersion: g.of("kubevirt.io/v1", "", "example.com/v1", "v1"),
-		Kind:       g.of("VirtualMachine", "VirtualMachineInstance", "Pod", "VirtualMachineInstanceReplicaSet"),
+		Kind:       g.of("VirtualMachine", "VirtualMachine", "VirtualMachineInstance", "Pod", "VirtualMachineInstanceReplicaSet"),
 		Name:       g.of(poolName...),
 		UID:        types.UID(g.of(poolUID...)),
 	}
-	switch g.n(3) {
+	switch g.n(4) {
 	case 0:
-		yes := true
-		ref.Controller = &yes
-	case 1:
 		no := false
 		ref.Controller = &no
+	case 1:
+	default:
+		yes := true
+		ref.Controller = &yes
 	}
 	return ref
 }
@@ -115,6 +118,12 @@ func (g *gen) vm(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachine, bool) {
 	if g.n(4) != 0 {
 		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
 		vm.Spec.Template.Spec.Volumes = g.volumes()
+		if g.bool() {
+			v := kubevirtv1.Volume{Name: g.of(poolVolume...)}
+			v.PersistentVolumeClaim = &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true}
+			v.PersistentVolumeClaim.ClaimName = v.Name
+			vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes, v)
+		}
 	}
 	for i := g.n(3); i > 0; i-- {
 		var r kubevirtv1.VirtualMachineVolumeRequest
@@ -129,13 +138,30 @@ func (g *gen) vm(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachine, bool) {
 	return vm, ok
 }
 
-func (g *gen) vmi(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachineInstance, bool) {
-	m, ok := g.meta(poolName, seen)
+func (g *gen) vmi(seen map[snapshot.Key]bool, vms []kubevirtv1.VirtualMachine) (kubevirtv1.VirtualMachineInstance, bool) {
+	var m metav1.ObjectMeta
+	ok := false
+	if len(vms) > 0 && g.bool() {
+		// Coherent: the VMI of an existing VM, as the VM controller makes it.
+		vm := &vms[g.n(len(vms))]
+		k := snapshot.Key{Namespace: vm.Namespace, Name: vm.Name}
+		m, ok = metav1.ObjectMeta{Namespace: vm.Namespace, Name: vm.Name, UID: types.UID(g.of(poolUID...))}, !seen[k]
+		seen[k] = true
+		yes := true
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID, Controller: &yes}}
+	} else {
+		m, ok = g.meta(poolName, seen)
+	}
 	vmi := kubevirtv1.VirtualMachineInstance{ObjectMeta: m}
 	vmi.Spec.Volumes = g.volumes()
 	vmi.Status.Phase = kubevirtv1.VirtualMachineInstancePhase(g.of(poolVMPhase...))
+	names := map[string]bool{}
 	for i := g.n(4); i > 0; i-- {
 		vs := kubevirtv1.VolumeStatus{Name: g.of(poolVolume...), Phase: kubevirtv1.VolumePhase(g.of(poolPhase...))}
+		if names[vs.Name] {
+			continue // the API keeps one status per volume
+		}
+		names[vs.Name] = true
 		if g.n(4) != 0 {
 			vs.HotplugVolume = &kubevirtv1.HotplugVolumeStatus{AttachPodName: g.of(poolPod...), AttachPodUID: types.UID(g.of(poolUID...))}
 		}
@@ -143,8 +169,15 @@ func (g *gen) vmi(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachineInstance
 			vs.PersistentVolumeClaimInfo = &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: g.of(poolVolume...)}
 		}
 		vmi.Status.VolumeStatus = append(vmi.Status.VolumeStatus, vs)
+		if g.bool() {
+			// Coherent: the spec volume a real hot-plug has.
+			v := kubevirtv1.Volume{Name: vs.Name}
+			v.PersistentVolumeClaim = &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true}
+			v.PersistentVolumeClaim.ClaimName = vs.Name
+			vmi.Spec.Volumes = append(vmi.Spec.Volumes, v)
+		}
 	}
-	if g.n(3) == 0 {
+	if g.n(4) == 0 {
 		vmi.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{
 			Completed: g.bool(), Failed: g.bool(), StartTimestamp: g.time(),
 			TargetAttachmentPodUID: types.UID(g.of(poolUID...)),
@@ -173,7 +206,10 @@ func (g *gen) tenant(i int) snapshot.Tenant {
 	t := snapshot.Tenant{Name: string(rune('s' + i)), Namespace: g.of("", "default", "other"), Reachable: g.n(3) != 0}
 	for j := g.n(4); j > 0; j-- {
 		pv := g.of("pv-1", "pv-2", "pv-3")
-		va := storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "va", DeletionTimestamp: g.time()}}
+		va := storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "va"}}
+		if g.n(4) == 0 {
+			va.DeletionTimestamp = g.time()
+		}
 		va.Spec.Attacher = g.of(snapshot.KubevirtCSIAttacher, snapshot.KubevirtCSIAttacher, "other.csi")
 		va.Spec.NodeName = g.of(poolName...)
 		switch g.n(3) {
@@ -230,7 +266,7 @@ func (g *gen) build() (*snapshot.Snapshot, Policy, time.Time) {
 		}
 	}
 	for i := g.n(5); i > 0; i-- {
-		if vmi, ok := g.vmi(seenVMI); ok {
+		if vmi, ok := g.vmi(seenVMI, s.VMs); ok {
 			s.VMIs = append(s.VMIs, vmi)
 		}
 	}

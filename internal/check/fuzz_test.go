@@ -1,6 +1,7 @@
 package check
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -318,4 +319,43 @@ func findVM(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachine {
 		}
 	}
 	return nil
+}
+
+// TestRandomSnapshotsKeepInvariants runs the fuzz body over seeded random
+// inputs in every plain test run, and checks that the generator reaches
+// every safe action, so that the invariants are not vacuous.
+func TestRandomSnapshotsKeepInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[ActionType]int{}
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	for i := 0; i < n; i++ {
+		data := make([]byte, 64+rng.IntN(192))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		s, p, now := (&gen{b: data}).build()
+		for _, fd := range Run(s, p, now) {
+			assertWellFormed(t, fd)
+			if !fd.Action.Safe {
+				continue
+			}
+			seen[fd.Action.Type]++
+			why := unsafeVolume(s, p, fd)
+			if fd.Check == OrphanAttachmentPod {
+				why = unsafePod(s, p, now, fd)
+			}
+			if why != "" {
+				t.Fatalf("input %x: safe %s proposed although %s\nfinding: %+v", data, fd.Action.Type, why, fd)
+			}
+		}
+	}
+	for _, a := range []ActionType{VMIRemoveVolume, VMRemoveVolume, DeleteAttachmentPod} {
+		if seen[a] == 0 {
+			t.Errorf("the generator never reached a safe %s", a)
+		}
+	}
+	t.Logf("safe actions seen: %v", seen)
 }

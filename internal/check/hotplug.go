@@ -58,12 +58,12 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 	vmis := in.Snapshot.VMIs
 	for i := range vmis {
 		vmi := &vmis[i]
-		if !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
+		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
 			continue
 		}
 		for j := range vmi.Status.VolumeStatus {
 			vs := &vmi.Status.VolumeStatus[j]
-			if vs.HotplugVolume == nil || !in.scope.volume(vs.Name) {
+			if vs.HotplugVolume == nil || !in.scope.volume(vs.Name) || !firstStatus(vmi, j) {
 				continue
 			}
 			if f, ok := decideVolume(in, vmi, vs); ok {
@@ -80,7 +80,7 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, volume string) (Finding, bool) {
 	in := NewInput(s, p, now)
 	vmi := in.Index.VMI(ns, vmiName)
-	if vmi == nil || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) || !in.scope.volume(volume) {
+	if vmi == nil || !named(vmi) || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) || !in.scope.volume(volume) {
 		return Finding{}, false
 	}
 	for j := range vmi.Status.VolumeStatus {
@@ -90,6 +90,17 @@ func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, vol
 		}
 	}
 	return Finding{}, false
+}
+
+// firstStatus reports whether status entry j is the first of its name; the
+// API keeps one entry per volume, so later duplicates are ignored.
+func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
+	for i := 0; i < j; i++ {
+		if vmi.Status.VolumeStatus[i].Name == vmi.Status.VolumeStatus[j].Name {
+			return false
+		}
+	}
+	return true
 }
 
 func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (Finding, bool) {

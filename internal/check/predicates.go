@@ -58,3 +58,9 @@ func HasPendingRemove(vm *kubevirtv1.VirtualMachine, volume string) bool {
 func isDetaching(p kubevirtv1.VolumePhase) bool {
 	return p == kubevirtv1.HotplugVolumeDetaching || p == kubevirtv1.HotplugVolumeUnMounted
 }
+
+// named reports whether an object has the name and namespace every object
+// read from a server has; the checks skip objects without them.
+func named(obj metav1.Object) bool {
+	return obj.GetName() != "" && obj.GetNamespace() != ""
+}

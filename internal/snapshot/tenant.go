@@ -67,30 +67,37 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 	if !t.Reachable {
 		return ti
 	}
-	handles := make(map[string]string, len(t.PVs))
+	// PV names are unique on a server; should a snapshot hold several PVs
+	// of one name, an attachment of that name counts for each handle.
+	handles := make(map[string][]string, len(t.PVs))
 	for i := range t.PVs {
 		pv := &t.PVs[i]
+		h := ""
 		if pv.Spec.CSI != nil {
-			handles[pv.Name] = pv.Spec.CSI.VolumeHandle
+			h = pv.Spec.CSI.VolumeHandle
 		}
+		handles[pv.Name] = append(handles[pv.Name], h)
 	}
 	for i := range t.VolumeAttachments {
 		va := &t.VolumeAttachments[i]
 		if va.Spec.Attacher != KubevirtCSIAttacher {
 			continue
 		}
-		a := attachmentOf(va, handles)
-		if a.Handle == "" {
-			ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
-			continue
+		for _, a := range attachmentsOf(va, handles) {
+			if a.Handle == "" {
+				ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
+				continue
+			}
+			k := nodeHandle{a.Node, a.Handle}
+			ti.byHandle[k] = append(ti.byHandle[k], a)
 		}
-		k := nodeHandle{a.Node, a.Handle}
-		ti.byHandle[k] = append(ti.byHandle[k], a)
 	}
 	return ti
 }
 
-func attachmentOf(va *storagev1.VolumeAttachment, handles map[string]string) TenantAttachment {
+// attachmentsOf reduces a VolumeAttachment to one TenantAttachment per
+// volume handle it may stand for; an empty handle means unknown.
+func attachmentsOf(va *storagev1.VolumeAttachment, handles map[string][]string) []TenantAttachment {
 	a := TenantAttachment{
 		Name:     va.Name,
 		Node:     va.Spec.NodeName,
@@ -100,11 +107,20 @@ func attachmentOf(va *storagev1.VolumeAttachment, handles map[string]string) Ten
 	switch {
 	case src.PersistentVolumeName != nil:
 		a.PV = *src.PersistentVolumeName
-		a.Handle = handles[a.PV]
+		hs := handles[a.PV]
+		if len(hs) == 0 {
+			return []TenantAttachment{a}
+		}
+		out := make([]TenantAttachment, len(hs))
+		for i, h := range hs {
+			out[i] = a
+			out[i].Handle = h
+		}
+		return out
 	case src.InlineVolumeSpec != nil && src.InlineVolumeSpec.CSI != nil:
 		a.Handle = src.InlineVolumeSpec.CSI.VolumeHandle
 	}
-	return a
+	return []TenantAttachment{a}
 }
 
 // Attachments returns the tenant's attachments on node whose volume handle

@@ -51,6 +51,8 @@ type controller struct {
 	cache cache.Cache
 	queue workqueue.TypedRateLimitingInterface[key]
 
+	expect expectations
+
 	mu     sync.Mutex
 	streak map[key]int // consecutive reconciles that wrote something
 }
@@ -274,8 +276,7 @@ func (c *controller) resetStreak(k key) {
 func (c *controller) reconcile(ctx context.Context, k key) (again bool, after time.Duration, err error) {
 	switch k.kind {
 	case keyVirt:
-		again, err = c.e.syncVirt(ctx, k.ns, k.name)
-		return again, 0, err
+		return c.e.syncVirt(ctx, k.ns, k.name)
 	case keyMigration:
 		return c.e.syncMigration(ctx, k.ns, k.name)
 	case keyFaults:

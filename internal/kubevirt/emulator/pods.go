@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -136,7 +137,7 @@ func podMatches(pod *corev1.Pod, volumes []virtv1.Volume) bool {
 }
 
 // markRunning writes the status a kubelet would: Running and Ready.
-func (e *Emulator) markRunning(ctx context.Context, pod *corev1.Pod) error {
+func (e *Emulator) markRunning(ctx context.Context, vmi types.NamespacedName, pod *corev1.Pod) error {
 	now := metav1.Now()
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.HostIP = "127.0.0.1"
@@ -152,26 +153,34 @@ func (e *Emulator) markRunning(ctx context.Context, pod *corev1.Pod) error {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
 	}
-	return e.client.Status().Update(ctx, pod)
+	if err := e.client.Status().Update(ctx, pod); err != nil {
+		return err
+	}
+	e.ctrl.expect.expect(vmi, pod.Name, podRunning)
+	return nil
 }
 
 func running(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodRunning }
 
 // deletePod deletes at once (grace 0, as KubeVirt does for attachment pods)
 // with a UID precondition.
-func (e *Emulator) deletePod(ctx context.Context, pod *corev1.Pod) error {
+func (e *Emulator) deletePod(ctx context.Context, vmi types.NamespacedName, pod *corev1.Pod) error {
 	e.log.Info("deleting pod", "namespace", pod.Namespace, "pod", pod.Name)
 	err := e.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
+	if err == nil {
+		e.ctrl.expect.expect(vmi, pod.Name, podGone)
+	}
 	return err
 }
 
-// listPods lists the namespace's pods with label kubevirt.io=app, newest first.
+// listPods lists the namespace's pods with label kubevirt.io=app from the
+// informer cache (copies), newest first. See expectations.
 func (e *Emulator) listPods(ctx context.Context, ns, app string) ([]corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := e.client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{virtv1.AppLabel: app}); err != nil {
+	if err := e.ctrl.cache.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{virtv1.AppLabel: app}); err != nil {
 		return nil, err
 	}
 	sort.Slice(list.Items, func(i, j int) bool {

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -11,33 +12,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// syncVirt reconciles the VM and the VMI of one name. Each pass makes at most
-// one write and reports it, so the next pass starts from the new state.
-func (e *Emulator) syncVirt(ctx context.Context, ns, name string) (bool, error) {
+// syncVirt reconciles the VM and the VMI of one name, both read live. It
+// reports whether it wrote, so that the next pass starts from the new state.
+func (e *Emulator) syncVirt(ctx context.Context, ns, name string) (bool, time.Duration, error) {
 	vm, err := getOrNil(ctx, e.client, ns, name, &virtv1.VirtualMachine{})
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	vmi, err := getOrNil(ctx, e.client, ns, name, &virtv1.VirtualMachineInstance{})
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if vm != nil && paused(vm) {
-		return false, nil // covers its VMI too
+		return false, 0, nil // covers its VMI too
 	}
 	if vm != nil && vm.DeletionTimestamp == nil {
 		g, err := e.gates(ctx)
 		if err != nil {
-			return false, err
+			return false, 0, err
 		}
 		if wrote, err := e.syncVM(ctx, vm, vmi, g); wrote || err != nil {
-			return wrote, err
+			return wrote, 0, err
 		}
 	}
 	if vmi != nil && !paused(vmi) {
 		return e.syncVMI(ctx, vmi)
 	}
-	return false, nil
+	return false, 0, nil
 }
 
 func getOrNil[T client.Object](ctx context.Context, c client.Reader, ns, name string, obj T) (T, error) {

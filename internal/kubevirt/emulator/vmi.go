@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -11,23 +12,34 @@ import (
 )
 
 // syncVMI plays virt-controller and virt-handler for one VMI: launcher pod,
-// phase Running, attachment pods, volume status. One write per pass.
-func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (bool, error) {
+// phase Running, attachment pods, volume status. It chains its writes (each
+// on the object the previous one returned) and reports whether it wrote, so
+// that one more pass can confirm the result; after>0 asks to look again once
+// the pod cache has caught up with our own writes.
+func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (bool, time.Duration, error) {
 	if vmi.DeletionTimestamp != nil || vmi.Status.Phase == virtv1.Succeeded || vmi.Status.Phase == virtv1.Failed {
-		return false, nil
+		return false, 0, nil
+	}
+	id := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
+	if !e.ctrl.expect.satisfied(ctx, e.ctrl.cache, id) {
+		return false, cacheWait, nil
 	}
 	node := vmi.Status.NodeName
 	if node == "" {
 		node = e.o.NodeName
 	}
-	pods, err := e.listPods(ctx, vmi.Namespace, launcherApp)
+	launchers, err := e.listPods(ctx, vmi.Namespace, launcherApp)
 	if err != nil {
-		return false, err
+		return false, 0, err
+	}
+	attach, err := e.listPods(ctx, vmi.Namespace, hotplugApp)
+	if err != nil {
+		return false, 0, err
 	}
 	var active *corev1.Pod
 	var old []*corev1.Pod
-	for i := range pods {
-		p := &pods[i]
+	for i := range launchers {
+		p := &launchers[i]
 		switch {
 		case !metav1.IsControlledBy(p, vmi) || p.DeletionTimestamp != nil:
 		case active == nil && p.Spec.NodeName == node:
@@ -37,57 +49,73 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 		}
 	}
 	mig := migrating(vmi)
+	wrote := false
 	if active == nil {
 		if mig {
-			return false, nil
+			return false, 0, nil
 		}
 		e.log.Info("creating launcher pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
-		return true, e.client.Create(ctx, launcherPod(vmi, node, hotpluggedByStatus(vmi)))
-	}
-	attach, err := e.listPods(ctx, vmi.Namespace, hotplugApp)
-	if err != nil {
-		return false, err
+		active = launcherPod(vmi, node, hotpluggedByStatus(vmi))
+		if err := e.client.Create(ctx, active); err != nil {
+			return false, 0, err
+		}
+		e.ctrl.expect.expect(id, active.Name, podExists)
+		wrote = true
 	}
 	if !mig && len(old) > 0 {
 		// A finished migration leaves the source pods behind.
 		for _, l := range old {
 			for i := range attach {
 				if metav1.IsControlledBy(&attach[i], l) && attach[i].DeletionTimestamp == nil {
-					if err := e.deletePod(ctx, &attach[i]); err != nil {
-						return false, err
+					if err := e.deletePod(ctx, id, &attach[i]); err != nil {
+						return false, 0, err
 					}
 				}
 			}
-			if err := e.deletePod(ctx, l); err != nil {
-				return false, err
+			if err := e.deletePod(ctx, id, l); err != nil {
+				return false, 0, err
 			}
 		}
-		return true, nil
+		wrote = true
 	}
 	if !running(active) {
-		return true, e.markRunning(ctx, active)
+		if err := e.markRunning(ctx, id, active); err != nil {
+			return false, 0, err
+		}
+		wrote = true
 	}
 	if vmi.Labels[virtv1.NodeNameLabel] != node {
 		if vmi.Labels == nil {
 			vmi.Labels = map[string]string{}
 		}
 		vmi.Labels[virtv1.NodeNameLabel] = node
-		return true, e.client.Update(ctx, vmi)
+		if err := e.client.Update(ctx, vmi); err != nil {
+			return false, 0, err
+		}
+		wrote = true
 	}
 	if st := runningStatus(vmi, node, active.UID); st != nil {
 		e.log.Info("VMI running", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
 		vmi.Status = *st
-		return true, e.client.Status().Update(ctx, vmi)
+		if err := e.client.Status().Update(ctx, vmi); err != nil {
+			return false, 0, err
+		}
+		wrote = true
 	}
 	if mig {
-		return false, nil // hot-plug work waits for the migration to end
+		return wrote, 0, nil // hot-plug work waits for the migration to end
 	}
-	return e.syncHotplug(ctx, vmi, active, attach)
+	hot, err := e.syncHotplug(ctx, vmi, active, attach)
+	return wrote || hot, 0, err
 }
+
+// cacheWait is how soon a VMI is looked at again while the pod cache lags.
+const cacheWait = 10 * time.Millisecond
 
 // syncHotplug keeps one attachment pod holding exactly the ready hot-plugged
 // volumes, then writes the volume status.
 func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineInstance, launcher *corev1.Pod, attach []corev1.Pod) (bool, error) {
+	id := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
 	claims, err := e.claimStates(ctx, vmi)
 	if err != nil {
 		return false, err
@@ -111,28 +139,33 @@ func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineIn
 			current = p
 		}
 	}
+	wrote := false
 	if current == nil && len(ready) > 0 {
 		e.log.Info("creating attachment pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "volumes", len(ready))
-		return true, e.client.Create(ctx, attachmentPod(launcher, ready))
+		current = attachmentPod(launcher, ready)
+		if err := e.client.Create(ctx, current); err != nil {
+			return false, err
+		}
+		e.ctrl.expect.expect(id, current.Name, podExists)
+		wrote = true
 	}
-	wrote := false
+	if current != nil && !running(current) {
+		if err := e.markRunning(ctx, id, current); err != nil {
+			return false, err
+		}
+		wrote = true
+	}
 	for _, p := range mine {
 		if p != current {
-			if err := e.deletePod(ctx, p); err != nil {
+			if err := e.deletePod(ctx, id, p); err != nil {
 				return false, err
 			}
 			wrote = true
 		}
 	}
-	if wrote {
-		return true, nil
-	}
-	if current != nil && !running(current) {
-		return true, e.markRunning(ctx, current)
-	}
 	status := volumeStatuses(vmi, hot, current, claims)
 	if equality.Semantic.DeepEqual(status, vmi.Status.VolumeStatus) {
-		return false, nil
+		return wrote, nil
 	}
 	vmi.Status.VolumeStatus = status
 	return true, e.client.Status().Update(ctx, vmi)

@@ -31,13 +31,13 @@ type claimState struct {
 	msg    string
 }
 
-// claimStates reads the namespace's PVCs (and DataVolumes) once and judges
+// claimStates reads the namespace's PVCs (and DataVolumes) from the cache and judges
 // every PVC-backed volume of vmi as KubeVirt's VolumeReadyToAttachToNode
 // does: the PVC must exist, and a PVC owned by a DataVolume needs that
 // DataVolume Succeeded or PendingPopulation.
 func (e *Emulator) claimStates(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (map[string]claimState, error) {
 	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := e.client.List(ctx, pvcs, client.InNamespace(vmi.Namespace)); err != nil {
+	if err := e.ctrl.cache.List(ctx, pvcs, client.InNamespace(vmi.Namespace)); err != nil {
 		return nil, err
 	}
 	byName := map[string]*corev1.PersistentVolumeClaim{}
@@ -52,7 +52,7 @@ func (e *Emulator) claimStates(ctx context.Context, vmi *virtv1.VirtualMachineIn
 	dvs := map[string]*cdiv1.DataVolume{}
 	if needDVs {
 		list := &cdiv1.DataVolumeList{}
-		if err := e.client.List(ctx, list, client.InNamespace(vmi.Namespace)); err != nil {
+		if err := e.ctrl.cache.List(ctx, list, client.InNamespace(vmi.Namespace)); err != nil {
 			return nil, err
 		}
 		for i := range list.Items {
