@@ -140,10 +140,11 @@ func (g *gen) vm(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachine, bool) {
 
 func (g *gen) vmi(seen map[snapshot.Key]bool, vms []kubevirtv1.VirtualMachine) (kubevirtv1.VirtualMachineInstance, bool) {
 	var m metav1.ObjectMeta
+	var vm *kubevirtv1.VirtualMachine
 	ok := false
 	if len(vms) > 0 && g.bool() {
 		// Coherent: the VMI of an existing VM, as the VM controller makes it.
-		vm := &vms[g.n(len(vms))]
+		vm = &vms[g.n(len(vms))]
 		k := snapshot.Key{Namespace: vm.Namespace, Name: vm.Name}
 		m, ok = metav1.ObjectMeta{Namespace: vm.Namespace, Name: vm.Name, UID: types.UID(g.of(poolUID...))}, !seen[k]
 		seen[k] = true
@@ -176,6 +177,13 @@ func (g *gen) vmi(seen map[snapshot.Key]bool, vms []kubevirtv1.VirtualMachine) (
 			v.PersistentVolumeClaim.ClaimName = vs.Name
 			vmi.Spec.Volumes = append(vmi.Spec.Volumes, v)
 		}
+	}
+	if vm != nil && vm.Spec.Template != nil && len(vmi.Status.VolumeStatus) > 0 && g.bool() {
+		// Coherent: the VM spec lists a hot-plugged volume (addvolume --persist).
+		v := kubevirtv1.Volume{Name: vmi.Status.VolumeStatus[0].Name}
+		v.PersistentVolumeClaim = &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true}
+		v.PersistentVolumeClaim.ClaimName = v.Name
+		vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes, v)
 	}
 	if g.n(4) == 0 {
 		vmi.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{

@@ -200,6 +200,7 @@ func TestMigratingVMIAnswersConflictAndMoves(t *testing.T) {
 			t.Errorf("%s removevolume while migrating: %v, want 409", kind, err)
 		}
 	}
+	started := time.Now()
 	eventually(t, migrationDuration+3*time.Second, func() error {
 		if err := e.cl.Get(ctx, client.ObjectKeyFromObject(mig), mig); err != nil {
 			return err
@@ -211,6 +212,9 @@ func TestMigratingVMIAnswersConflictAndMoves(t *testing.T) {
 		}
 		return nil
 	})
+	if took := time.Since(started); took < migrationDuration/2 {
+		t.Errorf("migration finished after %s, want about %s", took, migrationDuration)
+	}
 	// The volume follows the VMI: a new attachment pod on the target node.
 	_, newPod := e.attached(t, ns, "vm1", "data1", "data1")
 	eventually(t, 2*time.Second, func() error {

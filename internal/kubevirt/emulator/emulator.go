@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	virtv1 "kubevirt.io/api/core/v1"
@@ -93,6 +94,9 @@ type Emulator struct {
 	certs  *servingCerts
 	faults faultSet
 	ctrl   *controller
+
+	migMu     sync.Mutex
+	migStarts map[types.UID]time.Time // precise migration starts
 
 	ln      net.Listener
 	srv     *http.Server

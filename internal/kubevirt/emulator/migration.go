@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
 )
 
@@ -49,6 +50,7 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 			MigrationUID:   m.UID,
 			Mode:           virtv1.MigrationPreCopy,
 		}
+		e.migrationStarted(m.UID, now.Time)
 		e.log.Info("migration started", "namespace", ns, "vmi", vmi.Name, "migration", m.Name,
 			"source", vmi.Status.NodeName, "target", vmi.Status.MigrationState.TargetNode)
 		return true, 0, e.client.Status().Update(ctx, vmi)
@@ -62,7 +64,7 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 	case state.Failed:
 		return true, 0, e.finishMigration(ctx, m, state, virtv1.MigrationFailed)
 	}
-	if left := e.o.MigrationDuration - time.Since(state.StartTimestamp.Time); left > 0 {
+	if left := e.o.MigrationDuration - time.Since(e.migrationStart(m.UID, state)); left > 0 {
 		return false, left, nil
 	}
 	now := metav1.Now()
@@ -95,6 +97,33 @@ func (e *Emulator) setMigrationPhase(ctx context.Context, m *virtv1.VirtualMachi
 }
 
 func (e *Emulator) finishMigration(ctx context.Context, m *virtv1.VirtualMachineInstanceMigration, state *virtv1.VirtualMachineInstanceMigrationState, phase virtv1.VirtualMachineInstanceMigrationPhase) error {
+	e.migMu.Lock()
+	delete(e.migStarts, m.UID)
+	e.migMu.Unlock()
 	e.log.Info("migration finished", "namespace", m.Namespace, "migration", m.Name, "phase", string(phase))
 	return e.setMigrationPhase(ctx, m, phase, state)
+}
+
+// migrationStarted remembers the precise start (the API keeps seconds only).
+func (e *Emulator) migrationStarted(uid types.UID, at time.Time) {
+	e.migMu.Lock()
+	defer e.migMu.Unlock()
+	if e.migStarts == nil {
+		e.migStarts = map[types.UID]time.Time{}
+	}
+	e.migStarts[uid] = at
+}
+
+// migrationStart is when the migration started: remembered, else (after a
+// restart of the emulator) the VMI's start timestamp.
+func (e *Emulator) migrationStart(uid types.UID, state *virtv1.VirtualMachineInstanceMigrationState) time.Time {
+	e.migMu.Lock()
+	defer e.migMu.Unlock()
+	if at, ok := e.migStarts[uid]; ok {
+		return at
+	}
+	if state.StartTimestamp == nil {
+		return time.Time{}
+	}
+	return state.StartTimestamp.Time
 }

@@ -1,0 +1,90 @@
+package check
+
+import (
+	"fmt"
+	"testing"
+
+	f "github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+const (
+	benchVMIs      = 10000
+	benchHotplugs  = 4
+	benchNamespace = 10
+)
+
+// benchSnapshot builds benchVMIs VMIs with benchHotplugs hot-plugs each,
+// spread over benchNamespace namespaces, with one attachment pod per VMI and
+// a tenant that attaches most volumes. In the "mixed" layout the VM spec
+// lists two volumes, the tenant attaches the third, and every tenth VMI has
+// an orphaned fourth volume; every hundredth attachment pod is orphaned. In
+// the "orphans" layout every VM is gone and there is no tenant, so every
+// volume is a finding.
+func benchSnapshot(layout string) snapshot.Snapshot {
+	var s snapshot.Snapshot
+	tenant := f.Tenant("t1")
+	for i := 0; i < benchVMIs; i++ {
+		ns := f.InNamespace(fmt.Sprintf("ns-%d", i%benchNamespace))
+		name := fmt.Sprintf("vm-%05d", i)
+		vols := make([]string, benchHotplugs)
+		for j := range vols {
+			vols[j] = fmt.Sprintf("pvc-%05d-%d", i, j)
+		}
+		vm := f.VM(name, ns, f.Running(),
+			f.WithVolume(vols[0], f.PVC(vols[0]), f.Hotpluggable()),
+			f.WithVolume(vols[1], f.PVC(vols[1]), f.Hotpluggable()))
+		opts := []f.Option{ns, f.OwnedBy(vm), f.Labels("cluster", "c1")}
+		for _, v := range vols {
+			opts = append(opts, f.WithHotplug(v))
+		}
+		vmi := f.VMI(name, opts...)
+		pod := f.AttachmentPod("hp-volume-"+name, ns, f.LaunchedBy(vmi), f.Claims(vols...))
+		if i%100 == 99 {
+			pod = f.AttachmentPod("hp-volume-old-"+name, ns, f.LaunchedBy(vmi), f.Claims("gone-"+name))
+		}
+		s.VMIs = append(s.VMIs, *vmi)
+		s.AttachmentPods = append(s.AttachmentPods, *pod)
+		if layout == "orphans" {
+			continue
+		}
+		s.VMs = append(s.VMs, *vm)
+		f.Attaches(name, vols[2])(&tenant)
+		if i%10 != 9 {
+			f.Attaches(name, vols[3])(&tenant)
+		}
+	}
+	if layout != "orphans" {
+		s.Tenants = []snapshot.Tenant{tenant}
+	}
+	s.FeatureGates = hotplugGate()
+	return s
+}
+
+func BenchmarkRun(b *testing.B) {
+	for _, layout := range []string{"mixed", "orphans"} {
+		base := benchSnapshot(layout)
+		b.Run(layout+"/index+run", func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				n = len(Run(snapshot.New(base), DefaultPolicy(), now))
+			}
+			reportPerVMI(b, n)
+		})
+		b.Run(layout+"/run", func(b *testing.B) {
+			s := snapshot.New(base)
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				n = len(Run(s, DefaultPolicy(), now))
+			}
+			reportPerVMI(b, n)
+		})
+	}
+}
+
+func reportPerVMI(b *testing.B, findings int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchVMIs, "ns/VMI")
+	b.ReportMetric(float64(findings), "findings")
+}

@@ -1,0 +1,264 @@
+// Package e2e drives the built tether binary, as kubectl's plugin and on its
+// own, against the real local control plane and KubeVirt emulator.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testenv"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	// Build the binary once for the package, as a user would install it.
+	dir, err := os.MkdirTemp("", "tether-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "tether"), "./cmd/tether")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		panic("building tether: " + err.Error() + "\n" + string(out))
+	}
+	if err := os.Symlink("tether", filepath.Join(dir, "kubectl-tether")); err != nil {
+		panic(err)
+	}
+	binDir = dir
+	defer os.RemoveAll(dir)
+	testenv.Main(m, testenv.Options{Tenants: []string{"guest"}})
+}
+
+type run struct {
+	stdout, stderr string
+	code           int
+}
+
+// tether runs `name args...` with the built binaries first on PATH.
+func tether(t *testing.T, env *testenv.Env, name string, args ...string) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	if name == "tether" {
+		cmd = exec.CommandContext(ctx, filepath.Join(binDir, "tether"), args...)
+	}
+	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "KUBECONFIG="+env.Infra.Kubeconfig)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := run{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s: %v", name, err)
+	}
+	return r
+}
+
+// seed makes a VMI-only hot-plug that the tenant does not attach (an orphan
+// with tenant evidence), and a volume the VM spec wants.
+func seed(t *testing.T, env *testenv.Env) (ns, tenantKubeconfig string) {
+	ctx := context.Background()
+	ns = env.Namespace(t)
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Emulator.SetFeatureGates(ctx, "HotplugVolumes"); err != nil {
+		t.Fatal(err)
+	}
+	vm := fixture.VM("node-x", fixture.Running(), fixture.InNamespace(ns))
+	vm.UID = ""
+	for _, o := range []client.Object{vm, fixture.PVC("pvc-orphan", fixture.InNamespace(ns)), fixture.PVC("pvc-kept", fixture.InNamespace(ns))} {
+		o.SetUID("")
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := kubevirt.NewSubresourceClient(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "VMI running", func() (bool, error) {
+		var vmi kubevirtv1.VirtualMachineInstance
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "node-x"}, &vmi)
+		return err == nil && vmi.Status.Phase == kubevirtv1.Running, err
+	})
+	for kind, vol := range map[kubevirt.Kind]string{kubevirt.VMI: "pvc-orphan", kubevirt.VM: "pvc-kept"} {
+		opts := &kubevirtv1.AddVolumeOptions{Name: vol,
+			Disk: &kubevirtv1.Disk{Name: vol, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
+			VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: vol}, Hotpluggable: true}}}
+		if err := kubevirt.AddVolume(ctx, sub, kind, ns, "node-x", opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 20*time.Second, "both hot-plugs ready", func() (bool, error) {
+		var vmi kubevirtv1.VirtualMachineInstance
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "node-x"}, &vmi); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, vs := range vmi.Status.VolumeStatus {
+			if vs.HotplugVolume != nil && vs.Phase == kubevirtv1.VolumeReady {
+				n++
+			}
+		}
+		return n == 2, nil
+	})
+	return ns, env.Tenants["guest"].Kubeconfig
+}
+
+type report struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Findings   []struct {
+		ID        string   `json:"id"`
+		Check     string   `json:"check"`
+		Namespace string   `json:"namespace"`
+		Volume    string   `json:"volume"`
+		Evidence  []string `json:"evidence"`
+		Object    struct {
+			Kind, Name, UID string
+		} `json:"object"`
+		Action struct {
+			Type      string `json:"type"`
+			Safe      bool   `json:"safe"`
+			BlockedBy string `json:"blockedBy"`
+		} `json:"action"`
+	} `json:"findings"`
+}
+
+func TestKubectlPlugin_auditJSON_planThenApply(t *testing.T) {
+	env := testenv.Get(t)
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl not installed")
+	}
+	ns, tenantKC := seed(t, env)
+	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns}
+
+	r := tether(t, env, "kubectl", append([]string{"tether", "audit", "-o", "json"}, scope...)...)
+	if r.code != 1 {
+		t.Fatalf("audit with findings: want exit 1, got %d\nstdout:%s\nstderr:%s", r.code, r.stdout, r.stderr)
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("audit -o json is not JSON: %v\n%s", err, r.stdout)
+	}
+	if rep.APIVersion != "tether.dev/v1alpha1" || rep.Kind != "AuditReport" || len(rep.Findings) != 1 {
+		t.Fatalf("want one finding in a tether.dev/v1alpha1 AuditReport, got %+v", rep)
+	}
+	f := rep.Findings[0]
+	if f.Check != "OrphanHotplugVolume" || f.Namespace != ns || f.Object.Kind != "VirtualMachineInstance" ||
+		f.Object.Name != "node-x" || f.Object.UID == "" || f.Volume != "pvc-orphan" ||
+		f.Action.Type != "VMIRemoveVolume" || !f.Action.Safe || len(f.Evidence) == 0 {
+		t.Fatalf("unexpected finding %+v", f)
+	}
+
+	// fix without --apply is a plan: exit 0, nothing changes.
+	r = tether(t, env, "tether", append([]string{"fix"}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "would apply") || !strings.Contains(r.stdout, "nothing changed") {
+		t.Fatalf("fix (plan): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.stdout, "pvc-orphan") {
+		t.Fatal("the plan changed the cluster")
+	}
+
+	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("fix --apply: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tether(t, env, "tether", append([]string{"audit"}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "No findings") {
+		t.Fatalf("audit after fix: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The wanted volume is still there.
+	out, err := env.Kubectl(t, "get", "vmi", "-n", ns, "node-x", "-o", "jsonpath={.status.volumeStatus[*].name}")
+	if err != nil || !strings.Contains(out, "pvc-kept") || strings.Contains(out, "pvc-orphan") {
+		t.Fatalf("volumes after fix: %q (%v)", out, err)
+	}
+	// An Event records the action on the VMI.
+	out, err = env.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=TetherOrphanDetached", "-o", "name")
+	if err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("no TetherOrphanDetached event: %q (%v)", out, err)
+	}
+}
+
+func TestFix_maxZero_plansNothing(t *testing.T) {
+	env := testenv.Get(t)
+	ns, tenantKC := seed(t, env)
+	r := tether(t, env, "tether", "fix", "--apply", "--max", "0", "-n", ns, "--tenant", "guest="+tenantKC+":"+ns)
+	if r.code != 0 || !strings.Contains(r.stdout, "skipped: --max 0 reached") {
+		t.Fatalf("code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := tether(t, env, "tether", "audit", "-o", "json", "-n", ns, "--tenant", "guest="+tenantKC+":"+ns); !strings.Contains(r.stdout, "pvc-orphan") {
+		t.Fatal("--max 0 changed the cluster")
+	}
+}
+
+func TestAudit_tenantDown_noAction(t *testing.T) {
+	env := testenv.Get(t)
+	ns, _ := seed(t, env)
+	dead := filepath.Join(t.TempDir(), "dead.kubeconfig")
+	cfg := strings.ReplaceAll(mustRead(t, env.Tenants["guest"].Kubeconfig), env.Tenants["guest"].URL, "https://127.0.0.1:1")
+	if err := os.WriteFile(dead, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := tether(t, env, "tether", "fix", "--apply", "-n", ns, "--tenant", "guest="+dead+":"+ns)
+	if r.code != 0 || !strings.Contains(r.stdout, "blocked: TenantUnreachable") || strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestBadInput_clearErrors(t *testing.T) {
+	env := testenv.Get(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"audit", "--checks", "NoSuchCheck"}, `unknown check "NoSuchCheck"`},
+		{[]string{"audit", "-l", "a in (b"}, "not a valid label selector"},
+		{[]string{"audit", "--kubeconfig", "/nonexistent/kubeconfig"}, "cannot be read"},
+		{[]string{"audit", "-o", "xml"}, "use table, json or yaml"},
+		{[]string{"audit", "-n", "a", "-A"}, "exclude each other"},
+		{[]string{"audit", "--tenant", "guest"}, "NAME=KUBECONFIG[:NAMESPACE]"},
+		{[]string{"fix", "--check", "Nope"}, `unknown check "Nope"`},
+		{[]string{"fix", "--max", "-1"}, "--max must be 0 or more"},
+	} {
+		r := tether(t, env, "tether", c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: want exit 2 and %q, got %d\nstderr: %s", c.args, c.want, r.code, r.stderr)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
