@@ -4,7 +4,7 @@ BIN     := bin
 ENV_DIR := .tether-env
 PKGS    := ./...
 
-.PHONY: all build controlplane test unit lint vet fmt demo env-up env-down bench clean
+.PHONY: all build controlplane test unit lint vet fmt demo env-up env-down bench bench-cluster clean
 
 all: build
 
@@ -53,6 +53,10 @@ demo: controlplane build
 ## bench: benchmarks of the pure checks
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+## bench-cluster: audit 100 and 1,000 VMIs on the local control plane; prints wall time and API requests
+bench-cluster: controlplane
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -vmis 100,1000
 
 clean:
 	rm -rf $(BIN)

@@ -51,16 +51,16 @@ func decidePod(in Input, pod *corev1.Pod) (Finding, bool) {
 	if !named(pod) || !in.scope.namespace(pod.Namespace) || IsTerminating(pod) || !podVolumesInScope(in.scope, pod) {
 		return Finding{}, false
 	}
+	if referenced(in.Index, pod) {
+		return Finding{}, false
+	}
 	owner := resolvePodOwner(in.Index, pod)
 	if in.scope.selector != nil && (owner.vmi == nil || !in.scope.labels(owner.vmi.Labels)) {
 		// The selector is on VMI labels: a pod whose VMI is unknown cannot
 		// be shown to be in scope.
 		return Finding{}, false
 	}
-	unref, ok := unreferencedFacts(in.Index, pod)
-	if !ok {
-		return Finding{}, false
-	}
+	unref := unreferencedFacts(in.Index, pod)
 	claims := PodClaims(pod)
 	ev := []string{fmt.Sprintf("attachment pod %s/%s (uid %s) mounts claims %s", pod.Namespace, pod.Name, orNone(string(pod.UID)), quoteList(claims))}
 	ev = append(ev, owner.fact)
@@ -139,22 +139,29 @@ func resolvePodOwner(ix *snapshot.Index, pod *corev1.Pod) podOwner {
 	return podOwner{fact: fmt.Sprintf("pod %s/%s is controlled by %s %s", ns, pod.Name, ref.Kind, ref.Name)}
 }
 
-// unreferencedFacts returns ok=false when any VMI in the pod's namespace
-// references the pod; otherwise it returns the facts that show it does not.
-func unreferencedFacts(ix *snapshot.Index, pod *corev1.Pod) ([]string, bool) {
-	ns := pod.Namespace
-	if pod.UID != "" && ix.MigrationTargetOf(ns, pod.UID) != nil {
-		return nil, false
+// referenced reports whether any VMI in the pod's namespace names the pod
+// in a hot-plug volume status (with its UID, or without one) or as the
+// target attachment pod of a migration.
+func referenced(ix *snapshot.Index, pod *corev1.Pod) bool {
+	if pod.UID != "" && ix.MigrationTargetOf(pod.Namespace, pod.UID) != nil {
+		return true
 	}
+	for _, r := range ix.AttachPodRefs(pod.Namespace, pod.Name) {
+		if r.PodUID == "" || pod.UID == "" || r.PodUID == pod.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// unreferencedFacts states why an unreferenced pod is unreferenced.
+func unreferencedFacts(ix *snapshot.Index, pod *corev1.Pod) []string {
+	ns := pod.Namespace
 	var facts []string
 	for _, r := range ix.AttachPodRefs(ns, pod.Name) {
-		if r.PodUID == "" || pod.UID == "" || r.PodUID == pod.UID {
-			return nil, false
-		}
 		facts = append(facts, fmt.Sprintf("VMI %s/%s volume %q names attachment pod %s with uid %s, not this pod's uid", ns, r.VMI.Name, r.Volume, pod.Name, r.PodUID))
 	}
-	facts = append(facts, fmt.Sprintf("no VMI in %s names pod %s in status.volumeStatus[].hotplugVolume or as a migration target", ns, pod.Name))
-	return facts, true
+	return append(facts, fmt.Sprintf("no VMI in %s names pod %s in status.volumeStatus[].hotplugVolume or as a migration target", ns, pod.Name))
 }
 
 // podHolds applies, in order: a VMI still listing one of the pod's claims,

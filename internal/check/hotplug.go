@@ -148,6 +148,9 @@ func (s *subject) tenants(in Input) tenantView {
 // only reachable tenant evidence can say its volume is unwanted.
 func classifyStandalone(in Input, sub *subject) (verdict, bool) {
 	tv := sub.tenants(in)
+	if tv.state != tenantNotWanted && tv.state != tenantDetaching {
+		return verdict{}, false
+	}
 	ev := []string{fmt.Sprintf("VMI %s/%s has no VirtualMachine controller owner (standalone)", sub.vmi.Namespace, sub.vmi.Name)}
 	switch tv.state {
 	case tenantNotWanted:
@@ -163,10 +166,11 @@ func classifyStandalone(in Input, sub *subject) (verdict, bool) {
 // that UID; nothing but a tenant can still want the volume.
 func classifyVMGone(in Input, sub *subject) (verdict, bool) {
 	tv := sub.tenants(in)
+	if tv.state == tenantWants {
+		return verdict{}, false
+	}
 	ev := []string{sub.vmGoneFact()}
 	switch tv.state {
-	case tenantWants:
-		return verdict{}, false
 	case tenantDetaching:
 		return detachingVerdict(sub, tv, ev), true
 	}
@@ -191,10 +195,10 @@ func classifyVMOwned(in Input, sub *subject) (verdict, bool) {
 		return verdict{}, false
 	}
 	tv := sub.tenants(in)
-	ev := []string{fmt.Sprintf("VM %s/%s spec does not list volume %q", vm.Namespace, vm.Name, name)}
 	if tv.state == tenantWants {
 		return verdict{}, false
 	}
+	ev := []string{fmt.Sprintf("VM %s/%s spec does not list volume %q", vm.Namespace, vm.Name, name)}
 	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
 	}
