@@ -169,7 +169,7 @@ func unreferencedFacts(ix *snapshot.Index, pod *corev1.Pod) []string {
 // request to delete.
 func podHolds(in Input, pod *corev1.Pod, owner podOwner, claims []string) (BlockReason, []string) {
 	var h holds
-	listedBy(&h, in.Index, pod.Namespace, claims)
+	listedBy(&h, in, pod.Namespace, claims)
 	if vmi := owner.vmi; vmi != nil {
 		if IsTerminating(vmi) {
 			h.add(VMITerminating, fmt.Sprintf("owner VMI %s/%s is terminating", vmi.Namespace, vmi.Name))
@@ -190,12 +190,12 @@ func podHolds(in Input, pod *corev1.Pod, owner podOwner, claims []string) (Block
 	return h.first, h.facts
 }
 
-func listedBy(h *holds, ix *snapshot.Index, ns string, claims []string) {
+func listedBy(h *holds, in Input, ns string, claims []string) {
 	n := 0
 	for _, c := range claims {
-		for _, u := range ix.ClaimUses(ns, c) {
+		for _, u := range in.claimUses(ns, c) {
 			if n < maxListedUses {
-				h.add(VolumeStillListed, fmt.Sprintf("VMI %s/%s still lists volume %q (claim %s)", ns, u.VMI.Name, u.Volume, c))
+				h.add(VolumeStillListed, fmt.Sprintf("VMI %s/%s still lists volume %q (claim %s)", ns, u.vmi.Name, u.volume, c))
 			} else {
 				h.add(VolumeStillListed, "")
 			}

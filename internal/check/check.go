@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -31,13 +33,48 @@ type Input struct {
 	Now      time.Time
 
 	scope inScope
+	memo  *memo
 }
 
 // NewInput prepares an input: it indexes the snapshot, applies the policy
-// defaults and compiles the scope.
+// defaults and compiles the scope. An Input serves one goroutine.
 func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
 	p = p.withDefaults()
-	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now, scope: p.Scope.compile()}
+	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now, scope: p.Scope.compile(), memo: &memo{}}
+}
+
+// memo keeps lookups that a pass needs rarely, built on first use and only
+// for the namespaces that need them. It caches; it never decides.
+type memo struct {
+	claimUses map[string]map[string][]claimUse
+}
+
+// claimUse is a VMI volume status entry whose volume uses a claim.
+type claimUse struct {
+	vmi    *kubevirtv1.VirtualMachineInstance
+	volume string
+}
+
+// claimUses returns the VMI volume statuses in ns whose volume may use claim
+// (see snapshot.VolumeStatusClaims).
+func (in Input) claimUses(ns, claim string) []claimUse {
+	if in.memo.claimUses == nil {
+		in.memo.claimUses = map[string]map[string][]claimUse{}
+	}
+	uses, ok := in.memo.claimUses[ns]
+	if !ok {
+		uses = map[string][]claimUse{}
+		for _, vmi := range in.Index.VMIsIn(ns) {
+			for i := range vmi.Status.VolumeStatus {
+				vs := &vmi.Status.VolumeStatus[i]
+				snapshot.EachVolumeStatusClaim(vmi, vs, func(c string) {
+					uses[c] = append(uses[c], claimUse{vmi: vmi, volume: vs.Name})
+				})
+			}
+		}
+		in.memo.claimUses[ns] = uses
+	}
+	return uses[claim]
 }
 
 // Check is a named check and its doc line.

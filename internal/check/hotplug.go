@@ -61,12 +61,17 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
 			continue
 		}
+		var own Ownership
+		resolved := false
 		for j := range vmi.Status.VolumeStatus {
 			vs := &vmi.Status.VolumeStatus[j]
 			if vs.HotplugVolume == nil || !in.scope.volume(vs.Name) || !firstStatus(vmi, j) {
 				continue
 			}
-			if f, ok := decideVolume(in, vmi, vs); ok {
+			if !resolved {
+				own, resolved = ResolveOwner(in.Index, vmi), true
+			}
+			if f, ok := decideVolume(in, vmi, vs, own); ok {
 				out = append(out, f)
 			}
 		}
@@ -86,7 +91,7 @@ func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, vol
 	for j := range vmi.Status.VolumeStatus {
 		vs := &vmi.Status.VolumeStatus[j]
 		if vs.Name == volume && vs.HotplugVolume != nil {
-			return decideVolume(in, vmi, vs)
+			return decideVolume(in, vmi, vs, ResolveOwner(in.Index, vmi))
 		}
 	}
 	return Finding{}, false
@@ -103,8 +108,8 @@ func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
 	return true
 }
 
-func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (Finding, bool) {
-	sub := &subject{vmi: vmi, status: vs, own: ResolveOwner(in.Index, vmi)}
+func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, own Ownership) (Finding, bool) {
+	sub := &subject{vmi: vmi, status: vs, own: own}
 	sub.claim = snapshot.ClaimName(snapshot.VMIVolume(vmi, vs.Name))
 	if sub.claim == "" && vs.PersistentVolumeClaimInfo != nil {
 		sub.claim = vs.PersistentVolumeClaimInfo.ClaimName

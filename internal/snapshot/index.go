@@ -21,12 +21,6 @@ type AttachPodRef struct {
 	PodUID types.UID
 }
 
-// ClaimUse is a VMI volume status entry whose volume uses a claim.
-type ClaimUse struct {
-	VMI    *kubevirtv1.VirtualMachineInstance
-	Volume string
-}
-
 // Index answers the lookups the checks need in constant time. It is built
 // once per snapshot and never changed afterwards.
 type Index struct {
@@ -37,11 +31,10 @@ type Index struct {
 	pvcs      map[Key]*corev1.PersistentVolumeClaim
 	dvs       map[Key]*cdiv1.DataVolume
 	launchers map[types.UID]*kubevirtv1.VirtualMachineInstance
-	// The three maps below are only filled for namespaces that hold
+	// podRefs and migrationPods are only filled for namespaces that hold
 	// attachment pods: nobody else asks.
 	podRefs       map[Key][]AttachPodRef
 	migrationPods map[types.UID]*kubevirtv1.VirtualMachineInstance
-	claimUses     map[Key][]ClaimUse
 
 	tenantsByNS map[string][]*TenantIndex
 	tenantsAll  []*TenantIndex
@@ -55,10 +48,9 @@ func buildIndex(s *Snapshot) *Index {
 		pods:          make(map[Key]*corev1.Pod, len(s.AttachmentPods)),
 		pvcs:          make(map[Key]*corev1.PersistentVolumeClaim, len(s.PVCs)),
 		dvs:           make(map[Key]*cdiv1.DataVolume, len(s.DataVolumes)),
-		launchers:     map[types.UID]*kubevirtv1.VirtualMachineInstance{},
-		podRefs:       map[Key][]AttachPodRef{},
+		launchers:     make(map[types.UID]*kubevirtv1.VirtualMachineInstance, len(s.AttachmentPods)),
+		podRefs:       make(map[Key][]AttachPodRef, len(s.AttachmentPods)),
 		migrationPods: map[types.UID]*kubevirtv1.VirtualMachineInstance{},
-		claimUses:     map[Key][]ClaimUse{},
 		tenantsByNS:   map[string][]*TenantIndex{},
 	}
 	for i := range s.VMs {
@@ -79,37 +71,50 @@ func buildIndex(s *Snapshot) *Index {
 		ix.pods[Key{pod.Namespace, pod.Name}] = pod
 		podNS[pod.Namespace] = true
 	}
+	// Most pods are named by exactly one VMI: their ref lists are one-entry
+	// windows into refBuf instead of separate allocations.
+	refBuf := make([]AttachPodRef, 0, len(s.AttachmentPods))
 	for i := range s.VMIs {
 		vmi := &s.VMIs[i]
 		ix.vmis[Key{vmi.Namespace, vmi.Name}] = vmi
 		ix.vmisByNS[vmi.Namespace] = append(ix.vmisByNS[vmi.Namespace], vmi)
 		if podNS[vmi.Namespace] {
-			ix.indexVMIForPods(vmi)
+			refBuf = ix.indexVMIForPods(vmi, refBuf)
 		}
 	}
 	ix.indexTenants(s.Tenants)
 	return ix
 }
 
-// indexVMIForPods records what a VMI says about attachment pods and claims.
-func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance) {
+// indexVMIForPods records which attachment and launcher pods a VMI names.
+func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance, refBuf []AttachPodRef) []AttachPodRef {
 	for uid := range vmi.Status.ActivePods {
 		ix.launchers[uid] = vmi
 	}
 	if ms := vmi.Status.MigrationState; ms != nil && ms.TargetAttachmentPodUID != "" {
 		ix.migrationPods[ms.TargetAttachmentPodUID] = vmi
 	}
+	var last *kubevirtv1.HotplugVolumeStatus
 	for i := range vmi.Status.VolumeStatus {
 		vs := &vmi.Status.VolumeStatus[i]
-		if hp := vs.HotplugVolume; hp != nil && hp.AttachPodName != "" {
-			k := Key{vmi.Namespace, hp.AttachPodName}
-			ix.podRefs[k] = append(ix.podRefs[k], AttachPodRef{VMI: vmi, Volume: vs.Name, PodUID: hp.AttachPodUID})
+		hp := vs.HotplugVolume
+		if hp == nil || hp.AttachPodName == "" {
+			continue
 		}
-		forEachClaim(vmi, vs, func(claim string) {
-			k := Key{vmi.Namespace, claim}
-			ix.claimUses[k] = append(ix.claimUses[k], ClaimUse{VMI: vmi, Volume: vs.Name})
-		})
+		if last != nil && *last == *hp {
+			continue // one pod usually attaches all of a VMI's hot-plugs
+		}
+		last = hp
+		ref := AttachPodRef{VMI: vmi, Volume: vs.Name, PodUID: hp.AttachPodUID}
+		k := Key{vmi.Namespace, hp.AttachPodName}
+		if refs, ok := ix.podRefs[k]; ok {
+			ix.podRefs[k] = append(refs, ref)
+			continue
+		}
+		refBuf = append(refBuf, ref)
+		ix.podRefs[k] = refBuf[len(refBuf)-1 : len(refBuf) : len(refBuf)]
 	}
+	return refBuf
 }
 
 // VM returns the VirtualMachine ns/name, or nil.
@@ -167,12 +172,6 @@ func (ix *Index) MigrationTargetOf(ns string, uid types.UID) *kubevirtv1.Virtual
 		return nil
 	}
 	return vmi
-}
-
-// ClaimUses returns the VMI volume statuses in ns whose volume uses claim.
-// Only answered for namespaces that hold attachment pods.
-func (ix *Index) ClaimUses(ns, claim string) []ClaimUse {
-	return ix.claimUses[Key{ns, claim}]
 }
 
 // TenantsFor returns the tenants whose evidence applies to VMIs in ns: those

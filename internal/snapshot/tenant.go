@@ -61,7 +61,6 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 		Namespace:  t.Namespace,
 		Reachable:  t.Reachable,
 		Error:      t.Error,
-		byHandle:   map[nodeHandle][]TenantAttachment{},
 		unresolved: map[string][]TenantAttachment{},
 	}
 	if !t.Reachable {
@@ -69,35 +68,60 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 	}
 	// PV names are unique on a server; should a snapshot hold several PVs
 	// of one name, an attachment of that name counts for each handle.
-	handles := make(map[string][]string, len(t.PVs))
+	pvs := pvHandles{first: make(map[string]string, len(t.PVs))}
 	for i := range t.PVs {
 		pv := &t.PVs[i]
 		h := ""
 		if pv.Spec.CSI != nil {
 			h = pv.Spec.CSI.VolumeHandle
 		}
-		handles[pv.Name] = append(handles[pv.Name], h)
+		pvs.add(pv.Name, h)
 	}
+	ti.byHandle = make(map[nodeHandle][]TenantAttachment, len(t.VolumeAttachments))
+	// One-entry lists are windows into buf rather than separate allocations.
+	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
 	for i := range t.VolumeAttachments {
 		va := &t.VolumeAttachments[i]
 		if va.Spec.Attacher != KubevirtCSIAttacher {
 			continue
 		}
-		for _, a := range attachmentsOf(va, handles) {
+		eachAttachment(va, &pvs, func(a TenantAttachment) {
 			if a.Handle == "" {
 				ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
-				continue
+				return
 			}
 			k := nodeHandle{a.Node, a.Handle}
-			ti.byHandle[k] = append(ti.byHandle[k], a)
-		}
+			if list, ok := ti.byHandle[k]; ok {
+				ti.byHandle[k] = append(list, a)
+				return
+			}
+			buf = append(buf, a)
+			ti.byHandle[k] = buf[len(buf)-1 : len(buf) : len(buf)]
+		})
 	}
 	return ti
 }
 
-// attachmentsOf reduces a VolumeAttachment to one TenantAttachment per
-// volume handle it may stand for; an empty handle means unknown.
-func attachmentsOf(va *storagev1.VolumeAttachment, handles map[string][]string) []TenantAttachment {
+// pvHandles maps PV names to CSI volume handles ("" when not CSI).
+type pvHandles struct {
+	first map[string]string
+	more  map[string][]string
+}
+
+func (p *pvHandles) add(pv, handle string) {
+	if _, ok := p.first[pv]; !ok {
+		p.first[pv] = handle
+		return
+	}
+	if p.more == nil {
+		p.more = map[string][]string{}
+	}
+	p.more[pv] = append(p.more[pv], handle)
+}
+
+// eachAttachment calls fn once per volume handle a VolumeAttachment may
+// stand for; an empty handle means the handle is unknown.
+func eachAttachment(va *storagev1.VolumeAttachment, pvs *pvHandles, fn func(TenantAttachment)) {
 	a := TenantAttachment{
 		Name:     va.Name,
 		Node:     va.Spec.NodeName,
@@ -107,20 +131,17 @@ func attachmentsOf(va *storagev1.VolumeAttachment, handles map[string][]string) 
 	switch {
 	case src.PersistentVolumeName != nil:
 		a.PV = *src.PersistentVolumeName
-		hs := handles[a.PV]
-		if len(hs) == 0 {
-			return []TenantAttachment{a}
+		a.Handle = pvs.first[a.PV]
+		fn(a)
+		for _, h := range pvs.more[a.PV] {
+			a.Handle = h
+			fn(a)
 		}
-		out := make([]TenantAttachment, len(hs))
-		for i, h := range hs {
-			out[i] = a
-			out[i].Handle = h
-		}
-		return out
+		return
 	case src.InlineVolumeSpec != nil && src.InlineVolumeSpec.CSI != nil:
 		a.Handle = src.InlineVolumeSpec.CSI.VolumeHandle
 	}
-	return []TenantAttachment{a}
+	fn(a)
 }
 
 // Attachments returns the tenant's attachments on node whose volume handle

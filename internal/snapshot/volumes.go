@@ -65,11 +65,13 @@ func Hotpluggable(v *kubevirtv1.Volume) bool {
 // Over-matching is deliberate: callers use it to refuse actions.
 func VolumeStatusClaims(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) []string {
 	var out []string
-	forEachClaim(vmi, vs, func(c string) { out = append(out, c) })
+	EachVolumeStatusClaim(vmi, vs, func(c string) { out = append(out, c) })
 	return out
 }
 
-func forEachClaim(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, fn func(string)) {
+// EachVolumeStatusClaim calls fn for each claim VolumeStatusClaims returns,
+// without allocating.
+func EachVolumeStatusClaim(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, fn func(claim string)) {
 	spec := ClaimName(VMIVolume(vmi, vs.Name))
 	status := ""
 	if vs.PersistentVolumeClaimInfo != nil {
