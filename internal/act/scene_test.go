@@ -110,18 +110,37 @@ func lists(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
 	return false
 }
 
-// hotplug adds a claim-backed volume at VM or VMI level and waits until the
-// VMI reports it Ready.
-func (s *scene) hotplug(kind kubevirt.Kind, name, volume string) {
-	s.t.Helper()
-	s.create(fixture.PVC(volume))
-	opts := &kubevirtv1.AddVolumeOptions{
+func hotplugOptions(volume string) *kubevirtv1.AddVolumeOptions {
+	return &kubevirtv1.AddVolumeOptions{
 		Name: volume,
 		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
 		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
 			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}},
 	}
-	if err := kubevirt.AddVolume(s.ctx, s.sub, kind, s.ns, name, opts); err != nil {
+}
+
+func waitVMSpecLists(s *scene, name, volume string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 20*time.Second, "VM spec lists "+volume, func() (bool, error) {
+		var vm kubevirtv1.VirtualMachine
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &vm); err != nil {
+			return false, err
+		}
+		for _, v := range vm.Spec.Template.Spec.Volumes {
+			if v.Name == volume {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// hotplug adds a claim-backed volume at VM or VMI level and waits until the
+// VMI reports it Ready.
+func (s *scene) hotplug(kind kubevirt.Kind, name, volume string) {
+	s.t.Helper()
+	s.create(fixture.PVC(volume))
+	if err := kubevirt.AddVolume(s.ctx, s.sub, kind, s.ns, name, hotplugOptions(volume)); err != nil {
 		s.t.Fatalf("addvolume %s: %v", volume, err)
 	}
 	s.waitVMI(name, "hot-plug "+volume+" ready", func(vmi *kubevirtv1.VirtualMachineInstance) bool { return hasHotplug(vmi, volume) })
