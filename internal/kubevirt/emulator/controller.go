@@ -228,7 +228,7 @@ func (c *controller) next(ctx context.Context) bool {
 	defer c.queue.Done(k)
 	t0 := time.Now()
 	again, after, err := c.reconcile(ctx, k)
-	c.e.log.V(1).Info("reconciled", "namespace", k.ns, "name", k.name, "kind", int(k.kind), "again", again, "took", time.Since(t0).String())
+	c.e.log.V(2).Info("reconciled", "namespace", k.ns, "name", k.name, "kind", int(k.kind), "again", again, "took", time.Since(t0).String())
 	switch {
 	case ctx.Err() != nil:
 		c.queue.Forget(k)

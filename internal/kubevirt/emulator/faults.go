@@ -28,8 +28,8 @@ type Fault struct {
 	Status int `json:"status,omitempty"`
 	// Message replaces the default message of the Status body.
 	Message string `json:"message,omitempty"`
-	// Hang makes the call block until the caller gives up (or the emulator
-	// stops) instead of answering.
+	// Hang makes the call block until the caller gives up or the emulator
+	// stops; a caller still waiting then gets Status (default 504).
 	Hang bool `json:"hang,omitempty"`
 
 	// Subresource filters on "addvolume" or "removevolume".

@@ -36,6 +36,9 @@ func (e *testEnv) attached(t *testing.T, ns, vmiName, volume, claim string) (*vi
 		if pod.UID != st.HotplugVolume.AttachPodUID {
 			return fmt.Errorf("attach pod UID %s, status says %s", pod.UID, st.HotplugVolume.AttachPodUID)
 		}
+		if pod.Spec.NodeName != vmi.Status.NodeName {
+			return fmt.Errorf("attach pod %s on %q, VMI on %q", pod.Name, pod.Spec.NodeName, vmi.Status.NodeName)
+		}
 		for _, v := range pod.Spec.Volumes {
 			if v.Name == volume && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
 				return nil
@@ -43,7 +46,7 @@ func (e *testEnv) attached(t *testing.T, ns, vmiName, volume, claim string) (*vi
 		}
 		return fmt.Errorf("attach pod %s does not mount %s", pod.Name, claim)
 	})
-	if pod.Labels["kubevirt.io"] != "hotplug-disk" || pod.Spec.NodeName != vmi.Status.NodeName || len(pod.Name) != len("hp-volume-")+5 {
+	if pod.Labels["kubevirt.io"] != "hotplug-disk" || len(pod.Name) != len("hp-volume-")+5 {
 		t.Errorf("attachment pod %s labels %v node %q", pod.Name, pod.Labels, pod.Spec.NodeName)
 	}
 	owner := metav1.GetControllerOf(pod)
@@ -266,4 +269,24 @@ func TestHotplugWaitsForPVC(t *testing.T) {
 	}
 	e.pvc(t, ns, "late-claim")
 	e.attached(t, ns, "vm1", "late", "late-claim")
+}
+
+func TestVMStartedWithHotpluggableVolumeAttachesIt(t *testing.T) {
+	e := needEnv(t)
+	ns := e.namespace(t)
+	e.pvc(t, ns, "data1")
+	e.vm(t, ns, "vm1", func(vm *virtv1.VirtualMachine) {
+		spec := &vm.Spec.Template.Spec
+		spec.Volumes = append(spec.Volumes, virtv1.Volume{Name: "data1", VolumeSource: virtv1.VolumeSource{
+			PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data1"}, Hotpluggable: true,
+			},
+		}})
+		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, virtv1.Disk{Name: "data1"})
+	})
+	e.runningVMI(t, ns, "vm1")
+	vmi, _ := e.attached(t, ns, "vm1", "data1", "data1")
+	if root := hotplugStatus(vmi, "rootdisk"); root == nil || root.HotplugVolume != nil {
+		t.Errorf("boot volume status %+v", root)
+	}
 }

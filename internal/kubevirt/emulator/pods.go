@@ -23,9 +23,10 @@ const (
 var podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
 
 // launcherPod renders a virt-launcher pod for vmi on node: one pod volume per
-// VMI volume except those listed in skip (hot-plugged ones), named like the
-// VMI volume, so that "in the VMI spec but not in the launcher pod" means
-// hot-plugged, as in KubeVirt.
+// VMI volume, named like it, except hot-plug volumes, which KubeVirt leaves
+// to attachment pods (rendervolumes.go): those marked hotpluggable and those
+// in skip (reported hot-plugged by the status). So "in the VMI spec but not
+// in the launcher pod" means hot-plugged, as in KubeVirt.
 func launcherPod(vmi *virtv1.VirtualMachineInstance, node string, skip map[string]bool) *corev1.Pod {
 	labels := map[string]string{}
 	for k, v := range vmi.Labels {
@@ -53,7 +54,7 @@ func launcherPod(vmi *virtv1.VirtualMachineInstance, node string, skip map[strin
 		},
 	}
 	for _, v := range vmi.Spec.Volumes {
-		if skip[v.Name] {
+		if skip[v.Name] || hotpluggable(&v) {
 			continue
 		}
 		pv := corev1.Volume{Name: v.Name}
