@@ -49,10 +49,16 @@ func reasonFor(o Outcome) (string, string) {
 }
 
 func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
+	reason, typ := reasonFor(res.Outcome)
+	r.Event(ctx, f, reason, typ, fmt.Sprintf("%s %s volume %q: %s (finding %s)", f.Check, f.Action.Type, f.Volume, res.Message, f.ID))
+}
+
+// Event records one Event on the finding's subject. Best effort: an Event
+// that cannot be written never changes an outcome.
+func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg string) {
 	if r == nil || r.Client == nil || f.Object.Name == "" {
 		return
 	}
-	reason, typ := reasonFor(res.Outcome)
 	now := metav1.NewTime(time.Now())
 	apiVersion := "kubevirt.io/v1"
 	if f.Object.Kind == "Pod" {
@@ -69,9 +75,9 @@ func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
 		},
 		Reason:              reason,
 		Type:                typ,
-		Message:             fmt.Sprintf("%s %s volume %q: %s (finding %s)", f.Check, f.Action.Type, f.Volume, res.Message, f.ID),
+		Message:             msg,
 		Source:              corev1.EventSource{Component: r.Component},
-		ReportingController: "tether.dev/" + r.Component,
+		ReportingController: "tether.dev/tether",
 		ReportingInstance:   r.Component,
 		Action:              string(f.Action.Type),
 		FirstTimestamp:      now,
@@ -79,6 +85,5 @@ func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
 		EventTime:           metav1.NewMicroTime(now.Time),
 		Count:               1,
 	}
-	// Best effort: an Event that cannot be written must not change the outcome.
 	_ = r.Client.Create(ctx, ev)
 }

@@ -1,0 +1,54 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tether-dev/tether/internal/metrics"
+)
+
+// budget is the blast-radius limit: at most max actions in any window of
+// length interval, cluster-wide. When an action would exceed it, the budget
+// trips and refuses every further action until the process restarts: a storm
+// of orphans means something else is wrong, and an operator should look.
+type budget struct {
+	mu       sync.Mutex
+	max      int
+	interval time.Duration
+	taken    []time.Time
+	tripped  bool
+}
+
+func newBudget(max int, interval time.Duration) *budget {
+	return &budget{max: max, interval: interval}
+}
+
+// take reserves one action at now; false means the limit is reached.
+func (b *budget) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tripped {
+		return false
+	}
+	keep := b.taken[:0]
+	for _, t := range b.taken {
+		if now.Sub(t) < b.interval {
+			keep = append(keep, t)
+		}
+	}
+	b.taken = keep
+	if len(b.taken) >= b.max {
+		b.tripped = true
+		metrics.BlastRadiusTripped.Set(1)
+		return false
+	}
+	b.taken = append(b.taken, now)
+	return true
+}
+
+// isTripped reports whether acting has stopped.
+func (b *budget) isTripped() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tripped
+}

@@ -1,0 +1,230 @@
+// Package controller is `tether controller`: the checks run continuously
+// from informer caches, each open finding is kept as a durable Finding
+// object, and safe findings are acted on once their grace period — counted
+// from the durable first-observed time — has passed.
+//
+// It must never act from the cache: every action goes through package act,
+// which re-reads live and re-checks first. Event handlers only enqueue; the
+// reconcile decides from current state alone.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/observe"
+)
+
+// LeaderElectionID names the Lease the replicas compete for.
+const LeaderElectionID = "tether-controller.tether.dev"
+
+// Options configure the controller process.
+type Options struct {
+	RestConfig *rest.Config
+	Config     *config.Config
+	// LeaderElect enables leader election in LeaderElectionNamespace.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	// LeaseDuration etc. tune leader election; zero keeps the defaults.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MetricsAddr and ProbeAddr: "0" disables.
+	MetricsAddr string
+	ProbeAddr   string
+	// LeaderElectionID overrides the Lease name (tests run several sets).
+	LeaderElectionID string
+	// Identity names this replica in its Events (reportingInstance).
+	Identity string
+	// SkipNameValidation allows several controllers in one process (tests).
+	SkipNameValidation bool
+	Log                logr.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Run builds the manager and runs until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	mgr, err := New(o)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// New builds the manager with the reconciler registered.
+func New(o Options) (manager.Manager, error) {
+	if o.Config == nil {
+		return nil, errors.New("controller: no configuration")
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if len(o.Config.Tenants) > 0 {
+		return nil, errors.New("config: tenants: tenant evidence is not supported by the controller yet; use `tether audit/fix --tenant` for tenant-backed cleanups")
+	}
+	ctrllog.SetLogger(o.Log)
+	policy, err := o.Config.Policy()
+	if err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = LeaderElectionID
+	}
+	if o.Identity == "" {
+		o.Identity = "tether-controller"
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = "0"
+	}
+	cacheOpts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if ns := o.Config.Scope.Namespaces; len(ns) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range ns {
+			cacheOpts.DefaultNamespaces[n] = cache.Config{}
+		}
+		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
+		// outside the scope: read it wherever it is.
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{
+			&kubevirtv1.KubeVirt{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
+		}
+	}
+	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
+		Scheme:                        clients.Scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 durPtr(o.LeaseDuration),
+		RenewDeadline:                 durPtr(o.RenewDeadline),
+		RetryPeriod:                   durPtr(o.RetryPeriod),
+		Logger:                        o.Log,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.SkipNameValidation},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	ex, err := act.NewExecutor(o.RestConfig, policy, observe.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ex.WaitTimeout = o.Config.ActionTimeout.Duration
+	ex.Recorder.Component = o.Identity
+	r := &Reconciler{
+		Cache:    mgr.GetClient(),
+		Executor: ex,
+		Config:   o.Config,
+		Policy:   policy,
+		Budget:   newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
+		Now:      o.Now,
+		Log:      o.Log.WithName("reconciler"),
+	}
+	if err := r.setup(mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func durPtr(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
+}
+
+func requireFindingCRD(m meta.RESTMapper) error {
+	if _, err := m.RESTMapping(v1alpha1.GroupVersion.WithKind("Finding").GroupKind(), v1alpha1.GroupVersion.Version); err != nil {
+		return fmt.Errorf("the Finding CRD (findings.tether.dev) is not installed: apply it with `kubectl apply -k config/default` (or config/crd): %v", err)
+	}
+	return nil
+}
+
+// setup registers the watches. Handlers only map events to VMI keys.
+func (r *Reconciler) setup(mgr manager.Manager) error {
+	// Resyncs carry no change: skip them.
+	changed := predicate.ResourceVersionChangedPredicate{}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("hotplug").
+		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMIs), builder.WithPredicates(changed)).
+		// Only a record deleted or changed in spec by someone else wakes the
+		// subject; the controller's own status writes do not.
+		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
+		Complete(r)
+}
+
+func sameName(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+}
+
+func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
+	f, ok := o.(*v1alpha1.Finding)
+	if !ok || f.Spec.Subject.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: f.Spec.Subject.Name}}}
+}
+
+func (r *Reconciler) allVMIs(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list kubevirtv1.VirtualMachineInstanceList
+	if err := r.Cache.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+func recordTampered() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

@@ -1,0 +1,213 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/config/crd"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testenv"
+)
+
+var installOnce sync.Once
+
+// install puts the Finding CRD and the RBAC from config/ into the cluster,
+// once per package.
+func install(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	installOnce.Do(func() {
+		if err := crd.Install(context.Background(), env.Config); err != nil {
+			t.Fatalf("installing the Finding CRD: %v", err)
+		}
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		if out, err := env.Kubectl(t, "create", "namespace", "tether-system"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if out, err := env.Kubectl(t, "apply", "-k", filepath.Join(root, "config", "rbac")); err != nil {
+			t.Fatalf("applying config/rbac: %v\n%s", err, out)
+		}
+	})
+}
+
+// saConfig is a client configuration acting as the controller's
+// ServiceAccount, so the real authorizer checks config/rbac.
+func saConfig(env *testenv.Env) *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:tether-system:tether-controller"}
+	return cfg
+}
+
+type world struct {
+	t   *testing.T
+	env *testenv.Env
+	ns  string
+	c   client.Client
+	sub rest.Interface
+	ctx context.Context
+}
+
+func newWorld(t *testing.T) *world {
+	env := testenv.Get(t)
+	install(t, env)
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kubevirt.NewSubresourceClient(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, env: env, ns: env.Namespace(t), c: c, sub: sub, ctx: context.Background()}
+	if err := env.Emulator.SetFeatureGates(w.ctx, "HotplugVolumes"); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// cfg is a controller configuration scoped to this world's namespace with
+// OrphanHotplugVolume on and VMI-only detaching allowed (no tenant here).
+func (w *world) cfg(grace time.Duration) *config.Config {
+	c := config.Default()
+	c.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true, GracePeriod: metav1.Duration{Duration: grace}}}
+	c.Scope.Namespaces = []string{w.ns}
+	c.AllowVMIOnlyDetach = true
+	c.Backoff.Base.Duration, c.Backoff.Max.Duration = 200*time.Millisecond, 2*time.Second
+	c.ActionTimeout.Duration = 20 * time.Second
+	return &c
+}
+
+// start runs a controller until the returned stop is called (or the test ends).
+func (w *world) start(cfg *config.Config, mod ...func(*controller.Options)) (stop func()) {
+	w.t.Helper()
+	o := controller.Options{RestConfig: saConfig(w.env), Config: cfg, Log: testr.New(w.t), SkipNameValidation: true}
+	for _, m := range mod {
+		m(&o)
+	}
+	mgr, err := controller.New(o)
+	if err != nil {
+		w.t.Fatalf("controller.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			w.t.Errorf("controller stopped: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	w.t.Cleanup(stop)
+	return stop
+}
+
+// orphan makes a running VM with a VMI-only hot-plug named volume.
+func (w *world) orphan(vm, volume string) {
+	w.t.Helper()
+	if w.vmi(vm) == nil {
+		obj := fixture.VM(vm, fixture.Running(), fixture.InNamespace(w.ns))
+		obj.UID = ""
+		if err := w.c.Create(w.ctx, obj); err != nil {
+			w.t.Fatal(err)
+		}
+		w.waitVMI(vm, "running", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
+	}
+	pvc := fixture.PVC(volume, fixture.InNamespace(w.ns))
+	pvc.UID = ""
+	if err := w.c.Create(w.ctx, pvc); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VMI, w.ns, vm, addOpts(volume)); err != nil {
+		w.t.Fatal(err)
+	}
+	w.waitVMI(vm, volume+" hot-plugged", func(v *kubevirtv1.VirtualMachineInstance) bool { return lists(v, volume) })
+}
+
+func addOpts(volume string) *kubevirtv1.AddVolumeOptions {
+	return &kubevirtv1.AddVolumeOptions{Name: volume,
+		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
+		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}}}
+}
+
+func lists(v *kubevirtv1.VirtualMachineInstance, volume string) bool {
+	for _, vs := range v.Status.VolumeStatus {
+		if vs.Name == volume && vs.HotplugVolume != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *world) vmi(name string) *kubevirtv1.VirtualMachineInstance {
+	var v kubevirtv1.VirtualMachineInstance
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: name}, &v); err != nil {
+		return nil
+	}
+	return &v
+}
+
+func (w *world) waitVMI(name, what string, cond func(*kubevirtv1.VirtualMachineInstance) bool) {
+	w.t.Helper()
+	testenv.Eventually(w.t, 30*time.Second, name+" "+what, func() (bool, error) {
+		v := w.vmi(name)
+		return v != nil && cond(v), nil
+	})
+}
+
+// finding returns the record for vmi/volume, or nil.
+func (w *world) finding(vmi, volume string) *v1alpha1.Finding {
+	var list v1alpha1.FindingList
+	if err := w.c.List(w.ctx, &list, client.InNamespace(w.ns)); err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range list.Items {
+		if f := &list.Items[i]; f.Spec.Subject.Name == vmi && f.Spec.Volume == volume {
+			return f
+		}
+	}
+	return nil
+}
+
+func (w *world) waitFinding(vmi, volume string, phase v1alpha1.Phase, reason string) *v1alpha1.Finding {
+	w.t.Helper()
+	var got *v1alpha1.Finding
+	testenv.Eventually(w.t, 30*time.Second, fmt.Sprintf("finding %s/%s %s %s", vmi, volume, phase, reason), func() (bool, error) {
+		got = w.finding(vmi, volume)
+		return got != nil && got.Status.Phase == phase && (reason == "" || got.Status.Reason == reason), nil
+	})
+	return got
+}
+
+func (w *world) events(reason string) []corev1.Event {
+	var evs corev1.EventList
+	if err := w.c.List(w.ctx, &evs, client.InNamespace(w.ns)); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,9 @@
+package controller_test
+
+import (
+	"testing"
+
+	"github.com/tether-dev/tether/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }

@@ -1,0 +1,263 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Event reasons the controller records besides the action outcomes of
+// package act (contract: operators alert on them).
+const (
+	EventFindingObserved = "TetherFindingObserved"
+	EventBlastRadius     = "TetherBlastRadiusExceeded"
+)
+
+// Reconciler keeps the Finding records of one VMI in step with what the
+// checks conclude from the cache, and acts on safe findings whose grace
+// period has passed. It is level-based: it decides from current state only.
+type Reconciler struct {
+	// Cache is the informer-backed client: reads are free.
+	Cache client.Client
+	// Executor acts with live reads; it never uses the cache.
+	Executor *act.Executor
+	Config   *config.Config
+	Policy   check.Policy
+	Budget   *budget
+	Now      func() time.Time
+	Log      logr.Logger
+}
+
+// Reconcile handles one VMI, named by req.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	t0 := time.Now()
+	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
+	now := r.Now()
+
+	var vmi kubevirtv1.VirtualMachineInstance
+	if err := r.Cache.Get(ctx, req.NamespacedName, &vmi); err != nil {
+		// A deleted VMI's records go with it (owner reference, garbage
+		// collector); nothing to decide.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	snap, err := r.snapshotFor(ctx, &vmi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	current := map[string]check.Finding{}
+	for _, f := range check.Run(snap, r.Policy, now) {
+		if f.Object.UID == vmi.UID && r.Config.Enabled(f.Check) {
+			current[f.ID] = f
+		}
+	}
+	records, err := r.records(ctx, &vmi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var requeue time.Duration
+	for id, f := range current {
+		after, err := r.syncFinding(ctx, &vmi, f, records[id], now)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if after > 0 && (requeue == 0 || after < requeue) {
+			requeue = after
+		}
+	}
+	for id, rec := range records {
+		if _, open := current[id]; !open && rec.Status.Phase != v1alpha1.PhaseResolved {
+			if err := r.resolve(ctx, rec, now, "the condition no longer holds"); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// snapshotFor builds the decision input for one VMI from the cache: the VMI,
+// its owning VM and the KubeVirt feature gates.
+func (r *Reconciler) snapshotFor(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*snapshot.Snapshot, error) {
+	s := snapshot.Snapshot{VMIs: []kubevirtv1.VirtualMachineInstance{*vmi}}
+	if owner := metav1.GetControllerOf(vmi); owner != nil && owner.Kind == "VirtualMachine" {
+		var vm kubevirtv1.VirtualMachine
+		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: owner.Name}, &vm)
+		switch {
+		case err == nil:
+			s.VMs = []kubevirtv1.VirtualMachine{vm}
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	var kvs kubevirtv1.KubeVirtList
+	if err := r.Cache.List(ctx, &kvs); err == nil && len(kvs.Items) > 0 {
+		s.FeatureGates.Known = true
+		if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
+			s.FeatureGates.Enabled, s.FeatureGates.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
+		}
+	}
+	return snapshot.New(s), nil
+}
+
+// records returns the VMI's Finding objects by finding id.
+func (r *Reconciler) records(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (map[string]*v1alpha1.Finding, error) {
+	var list v1alpha1.FindingList
+	if err := r.Cache.List(ctx, &list, client.InNamespace(vmi.Namespace), client.MatchingLabels{v1alpha1.LabelSubjectUID: string(vmi.UID)}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*v1alpha1.Finding, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Spec.ID] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// recordName is the Finding object's name: check and id, both stable.
+func recordName(f check.Finding) string {
+	return strings.ToLower(f.Check) + "-" + f.ID
+}
+
+// syncFinding creates or updates one record, acts when the decision says so,
+// and returns when to look again.
+func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
+	log := r.Log.WithValues("finding", f.ID, "check", f.Check, "vmi", vmi.Namespace+"/"+vmi.Name, "volume", f.Volume)
+	if rec == nil {
+		created, err := r.create(ctx, vmi, f)
+		if err != nil {
+			return 0, err
+		}
+		rec = created
+		r.event(ctx, f, EventFindingObserved, corev1.EventTypeNormal, f.Message)
+		log.Info("finding observed", "severity", f.Severity, "action", f.Action.Type, "safe", f.Action.Safe, "blockedBy", f.Action.BlockedBy)
+	}
+	st := decide(stepInput{
+		Finding: f, Record: rec, Now: now, Grace: r.Config.Grace(f.Check), DryRun: r.Config.DryRun,
+		Backoff: backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration),
+	})
+	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
+		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
+	}
+	if st.Act && !r.Budget.take(now) {
+		st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonBlastRadius
+		st.Status.Message = fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then restart the controller", r.Config.BlastRadius.MaxActions, r.Config.BlastRadius.Interval.Duration)
+		st.Act = false
+		if rec.Status.Reason != ReasonBlastRadius {
+			metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
+			r.event(ctx, f, EventBlastRadius, corev1.EventTypeWarning, st.Status.Message)
+			log.Info("blast-radius limit reached; not acting", "maxActions", r.Config.BlastRadius.MaxActions)
+		}
+	}
+	if !st.Act {
+		return st.RequeueAfter, r.writeStatus(ctx, rec, st.Status)
+	}
+	return r.act(ctx, log, f, rec, st.Status)
+}
+
+// act records Acting, runs the action through the live-checking executor and
+// stores the outcome.
+func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus) (time.Duration, error) {
+	if err := r.writeStatus(ctx, rec, st); err != nil {
+		return 0, err // conflict or error: requeue and decide again
+	}
+	if st.ActAfter != nil {
+		late := r.Now().Sub(st.ActAfter.Time)
+		metrics.GraceToActionSeconds.Observe(late.Seconds())
+		log.Info("acting", "action", f.Action.Type, "afterGrace", late.String())
+	}
+	actx, cancel := context.WithTimeout(ctx, r.Config.ActionTimeout.Duration)
+	started := time.Now()
+	res := r.Executor.Apply(actx, f)
+	cancel()
+	log = log.WithValues("took", time.Since(started).Round(time.Millisecond).String())
+	metrics.Actions.WithLabelValues(f.Check, string(f.Action.Type), string(res.Outcome)).Inc()
+	log.Info("action finished", "action", f.Action.Type, "result", res.Outcome, "message", res.Message)
+	now := r.Now()
+	st.LastAttempt = mt(now)
+	st.Message = res.Message
+	st.Reason = string(res.Outcome)
+	var requeue time.Duration
+	switch res.Outcome {
+	case act.Applied:
+		st.Phase, st.ResolvedAt, st.Attempts = v1alpha1.PhaseResolved, mt(now), 0
+	case act.Pending:
+		st.Phase, requeue = v1alpha1.PhaseActing, 10*time.Second
+	default:
+		st.Attempts++
+		st.Phase = v1alpha1.PhaseFailed
+		if res.Outcome == act.Refused || res.Outcome == act.Migrating {
+			st.Phase = v1alpha1.PhaseBlocked
+		}
+		requeue = backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration)(st.Attempts)
+	}
+	return requeue, r.writeStatus(ctx, rec, st)
+}
+
+func (r *Reconciler) resolve(ctx context.Context, rec *v1alpha1.Finding, now time.Time, why string) error {
+	st := *rec.Status.DeepCopy()
+	st.Phase, st.Reason, st.Message, st.ResolvedAt = v1alpha1.PhaseResolved, "ConditionGone", why, mt(now)
+	return r.writeStatus(ctx, rec, st)
+}
+
+func (r *Reconciler) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, f check.Finding) (*v1alpha1.Finding, error) {
+	rec := &v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: vmi.Namespace,
+			Name:      recordName(f),
+			Labels: map[string]string{
+				v1alpha1.LabelCheck: f.Check, v1alpha1.LabelSubjectUID: string(vmi.UID), v1alpha1.LabelFindingID: f.ID,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
+			}},
+		},
+		Spec: v1alpha1.FindingSpec{
+			ID: f.ID, Check: f.Check, Volume: f.Volume,
+			Subject: v1alpha1.SubjectRef{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID},
+		},
+	}
+	if err := r.Executor.Client.Create(ctx, rec); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// The cache is behind our own write: decide again once it catches up.
+			return nil, fmt.Errorf("finding %s exists but is not in the cache yet: %w", rec.Name, err)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// writeStatus stores st when it differs from what is stored. The update
+// carries the record's resourceVersion, so a stale cache cannot overwrite a
+// newer status (a conflict requeues the subject).
+func (r *Reconciler) writeStatus(ctx context.Context, rec *v1alpha1.Finding, st v1alpha1.FindingStatus) error {
+	if statusEqual(rec.Status, st) {
+		return nil
+	}
+	upd := rec.DeepCopy()
+	upd.Status = st
+	if err := r.Executor.Client.Status().Update(ctx, upd); err != nil {
+		return err
+	}
+	*rec = *upd
+	return nil
+}
+
+func (r *Reconciler) event(ctx context.Context, f check.Finding, reason, typ, msg string) {
+	if r.Executor.Recorder != nil {
+		r.Executor.Recorder.Event(ctx, f, reason, typ, msg)
+	}
+}

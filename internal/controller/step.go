@@ -1,0 +1,131 @@
+package controller
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/check"
+)
+
+// Reasons the controller itself gives for holding a safe action.
+const (
+	// ReasonDryRun: the controller runs in report-only mode.
+	ReasonDryRun = "DryRun"
+	// ReasonBlastRadius: the action limit was reached; acting has stopped.
+	ReasonBlastRadius = "BlastRadiusExceeded"
+	// ReasonBackoff: an earlier attempt did not apply; waiting to retry.
+	ReasonBackoff = "Backoff"
+)
+
+// stepInput is what decides a finding record's next state.
+type stepInput struct {
+	Finding check.Finding
+	// Record is the stored Finding object, or nil when there is none yet.
+	Record  *v1alpha1.Finding
+	Now     time.Time
+	Grace   time.Duration
+	DryRun  bool
+	Backoff func(attempts int32) time.Duration
+}
+
+// step is the decision: the status to store, whether to act now (subject to
+// the blast-radius budget), and when to look again.
+type step struct {
+	Status       v1alpha1.FindingStatus
+	Act          bool
+	RequeueAfter time.Duration
+}
+
+// firstObserved returns when the current run of the condition began: the
+// stored time, unless there is none or the record was resolved (the clock
+// restarts when a condition reappears). A stored time earlier than the
+// record's creation is not trusted: nobody can have seen the condition
+// before the record existed, so a hand-edited firstObserved cannot shorten
+// the grace period.
+func firstObserved(rec *v1alpha1.Finding, now time.Time) time.Time {
+	if rec == nil || rec.Status.FirstObserved == nil || rec.Status.Phase == v1alpha1.PhaseResolved {
+		return now
+	}
+	first := rec.Status.FirstObserved.Time
+	if created := rec.CreationTimestamp.Time; !created.IsZero() && first.Before(created) {
+		first = created
+	}
+	if first.After(now) {
+		first = now
+	}
+	return first
+}
+
+// decide computes the next state of one finding record. It is pure.
+func decide(in stepInput) step {
+	f := in.Finding
+	// Stored times have second precision; decide on what will be stored.
+	first := firstObserved(in.Record, in.Now).Truncate(time.Second)
+	actAfter := first.Add(in.Grace)
+	st := v1alpha1.FindingStatus{
+		Severity:      string(f.Severity),
+		Message:       f.Message,
+		FirstObserved: mt(first),
+		LastObserved:  mt(in.Now),
+		ActAfter:      mt(actAfter),
+		Evidence:      f.Evidence,
+		Action: v1alpha1.ProposedAction{
+			Type: string(f.Action.Type), Safe: f.Action.Safe, BlockedBy: string(f.Action.BlockedBy), Remedy: f.Action.Remedy,
+		},
+	}
+	if rec := in.Record; rec != nil && rec.Status.Phase != v1alpha1.PhaseResolved {
+		st.Attempts, st.LastAttempt = rec.Status.Attempts, rec.Status.LastAttempt
+		st.Reason = rec.Status.Reason
+		if lo := rec.Status.LastObserved; lo != nil && in.Now.Sub(lo.Time) < time.Minute {
+			st.LastObserved = lo.DeepCopy() // refresh at most once a minute
+		}
+	}
+	switch {
+	case !f.Action.Safe && f.Action.BlockedBy == "":
+		st.Phase, st.Reason = v1alpha1.PhaseObserved, ""
+		return step{Status: st}
+	case !f.Action.Safe:
+		st.Phase, st.Reason = v1alpha1.PhaseBlocked, string(f.Action.BlockedBy)
+		return step{Status: st}
+	case in.Now.Before(actAfter):
+		st.Phase, st.Reason = v1alpha1.PhaseWaiting, ""
+		return step{Status: st, RequeueAfter: actAfter.Sub(in.Now)}
+	case in.DryRun:
+		st.Phase, st.Reason = v1alpha1.PhaseBlocked, ReasonDryRun
+		return step{Status: st}
+	}
+	if st.Attempts > 0 && st.LastAttempt != nil && in.Backoff != nil {
+		retryAt := st.LastAttempt.Add(in.Backoff(st.Attempts))
+		if in.Now.Before(retryAt) {
+			if in.Record != nil && in.Record.Status.Phase != "" {
+				st.Phase = in.Record.Status.Phase
+			} else {
+				st.Phase = v1alpha1.PhaseFailed
+			}
+			return step{Status: st, RequeueAfter: retryAt.Sub(in.Now)}
+		}
+	}
+	st.Phase, st.Reason = v1alpha1.PhaseActing, ""
+	return step{Status: st, Act: true}
+}
+
+// backoff returns base·2^(attempts-1), capped at max.
+func backoff(base, max time.Duration) func(int32) time.Duration {
+	return func(attempts int32) time.Duration {
+		d := base
+		for i := int32(1); i < attempts && d < max; i++ {
+			d *= 2
+		}
+		if d > max {
+			d = max
+		}
+		return d
+	}
+}
+
+func mt(t time.Time) *metav1.Time {
+	m := metav1.NewTime(t.Truncate(time.Second))
+	return &m
+}
