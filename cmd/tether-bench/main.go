@@ -32,8 +32,19 @@ import (
 func main() {
 	sizes := flag.String("vmis", "100,1000", "comma-separated VMI counts to measure")
 	hotplugs := flag.Int("hotplugs", 4, "hot-plugged volumes per VMI")
+	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`")
+	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
 	flag.Parse()
-	if err := run(*sizes, *hotplugs); err != nil {
+	var err error
+	switch *mode {
+	case "audit":
+		err = run(*sizes, *hotplugs)
+	case "controller":
+		err = runController(*sizes, *hotplugs, *window)
+	default:
+		err = fmt.Errorf("-mode %q: use audit or controller", *mode)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tether-bench:", err)
 		os.Exit(1)
 	}
@@ -58,7 +69,7 @@ func run(sizes string, hotplugs int) error {
 			return fmt.Errorf("-vmis: %q is not a positive count", s)
 		}
 		t0 := time.Now()
-		if err := seed(ctx, c, seeded, n, hotplugs); err != nil {
+		if err := seed(ctx, c, seeded, n, hotplugs, true); err != nil {
 			return err
 		}
 		seedTime := time.Since(t0)
@@ -83,7 +94,7 @@ func run(sizes string, hotplugs int) error {
 
 // seed creates VMs and VMIs from index from to to, paused so the emulator
 // leaves them as written, with status set through the status subresource.
-func seed(ctx context.Context, c client.Client, from, to, hotplugs int) error {
+func seed(ctx context.Context, c client.Client, from, to, hotplugs int, vmiOnly bool) error {
 	const ns = "bench"
 	_ = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	work := make(chan int)
@@ -94,7 +105,7 @@ func seed(ctx context.Context, c client.Client, from, to, hotplugs int) error {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := seedOne(ctx, c, ns, i, hotplugs); err != nil {
+				if err := seedOne(ctx, c, ns, i, hotplugs, vmiOnly); err != nil {
 					errs <- err
 					return
 				}
@@ -120,13 +131,14 @@ func seed(ctx context.Context, c client.Client, from, to, hotplugs int) error {
 	}
 }
 
-func seedOne(ctx context.Context, c client.Client, ns string, i, hotplugs int) error {
+func seedOne(ctx context.Context, c client.Client, ns string, i, hotplugs int, vmiOnly bool) error {
 	name := fmt.Sprintf("vm-%05d", i)
 	var vmOpts, vmiOpts []fixture.Option
 	for h := 0; h < hotplugs; h++ {
-		// Even volumes are in the VM spec; odd ones are VMI-only hot-plugs.
+		// Even volumes are in the VM spec; odd ones are VMI-only hot-plugs
+		// (unless vmiOnly is false: then all are in the spec).
 		vol := fmt.Sprintf("%s-hp%d", name, h)
-		if h%2 == 0 {
+		if h%2 == 0 || !vmiOnly {
 			vmOpts = append(vmOpts, fixture.WithVolume(vol, fixture.PVC(vol), fixture.Hotpluggable()))
 		}
 		vmiOpts = append(vmiOpts, fixture.WithHotplug(vol))

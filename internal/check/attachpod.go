@@ -19,6 +19,7 @@ const maxListedUses = 3
 // FindOrphanAttachmentPods proves that a hot-plug attachment pod is
 // referenced by no VMI: no volume status names it and no migration targets it.
 func FindOrphanAttachmentPods(in Input) []Finding {
+	in = in.ready()
 	var out []Finding
 	pods := in.Snapshot.AttachmentPods
 	for i := range pods {
@@ -54,7 +55,7 @@ func decidePod(in Input, pod *corev1.Pod) (Finding, bool) {
 	if referenced(in.Index, pod) {
 		return Finding{}, false
 	}
-	owner := resolvePodOwner(in.Index, pod)
+	owner := resolvePodOwner(in, pod)
 	if in.scope.selector != nil && (owner.vmi == nil || !in.scope.labels(owner.vmi.Labels)) {
 		// The selector is on VMI labels: a pod whose VMI is unknown cannot
 		// be shown to be in scope.
@@ -115,7 +116,8 @@ func podVolumesInScope(sc inScope, pod *corev1.Pod) bool {
 // resolvePodOwner finds the VMI a pod belongs to: through a VMI controller
 // reference, or through its virt-launcher pod controller (KubeVirt's own
 // layout), which the VMI lists in status.activePods.
-func resolvePodOwner(ix *snapshot.Index, pod *corev1.Pod) podOwner {
+func resolvePodOwner(in Input, pod *corev1.Pod) podOwner {
+	ix := in.Index
 	ref := metav1.GetControllerOfNoCopy(pod)
 	ns := pod.Namespace
 	switch {
@@ -131,7 +133,7 @@ func resolvePodOwner(ix *snapshot.Index, pod *corev1.Pod) podOwner {
 		}
 		return podOwner{vmi: vmi, fact: fmt.Sprintf("owner VMI %s/%s exists", ns, vmi.Name)}
 	case ref.Kind == "Pod":
-		if vmi := ix.VMIByLauncherPod(ns, ref.UID); vmi != nil {
+		if vmi := in.vmiByLauncher(ns, ref.UID); ref.UID != "" && vmi != nil {
 			return podOwner{vmi: vmi, fact: fmt.Sprintf("owner virt-launcher pod %s is an active pod of VMI %s/%s", ref.Name, ns, vmi.Name)}
 		}
 		return podOwner{fact: fmt.Sprintf("owner virt-launcher pod %s (uid %s) is an active pod of no VMI in %s", ref.Name, orNone(string(ref.UID)), ns)}

@@ -25,7 +25,9 @@ const (
 func benchSnapshot(layout string) snapshot.Snapshot {
 	var s snapshot.Snapshot
 	tenant := f.Tenant("t1")
-	for i := 0; i < benchVMIs; i++ {
+	for k := 0; k < benchVMIs; k++ {
+		// Sorted by namespace, then name, as a LIST returns them.
+		i := (k%(benchVMIs/benchNamespace))*benchNamespace + k/(benchVMIs/benchNamespace)
 		ns := f.InNamespace(fmt.Sprintf("ns-%d", i%benchNamespace))
 		name := fmt.Sprintf("vm-%05d", i)
 		vols := make([]string, benchHotplugs)

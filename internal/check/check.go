@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/snapshot"
@@ -25,7 +26,8 @@ const (
 	OrphanAttachmentPod = "OrphanAttachmentPod"
 )
 
-// Input is what every check decides from.
+// Input is what every check decides from. Make it with NewInput; the checks
+// prepare a hand-built Input the same way.
 type Input struct {
 	Snapshot *snapshot.Snapshot
 	Index    *snapshot.Index
@@ -43,10 +45,39 @@ func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
 	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now, scope: p.Scope.compile(), memo: &memo{}}
 }
 
+// ready returns in itself if NewInput made it, else an input NewInput makes
+// from its snapshot, policy and time.
+func (in Input) ready() Input {
+	if in.memo != nil {
+		return in
+	}
+	return NewInput(in.Snapshot, in.Policy, in.Now)
+}
+
 // memo keeps lookups that a pass needs rarely, built on first use and only
 // for the namespaces that need them. It caches; it never decides.
 type memo struct {
 	claimUses map[string]map[string][]claimUse
+	launchers map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance
+}
+
+// vmiByLauncher returns the VMI in ns whose status.activePods lists pod uid
+// (one of its virt-launcher pods), or nil.
+func (in Input) vmiByLauncher(ns string, uid types.UID) *kubevirtv1.VirtualMachineInstance {
+	if in.memo.launchers == nil {
+		in.memo.launchers = map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance{}
+	}
+	byUID, ok := in.memo.launchers[ns]
+	if !ok {
+		byUID = map[types.UID]*kubevirtv1.VirtualMachineInstance{}
+		for _, vmi := range in.Index.VMIsIn(ns) {
+			for pod := range vmi.Status.ActivePods {
+				byUID[pod] = vmi
+			}
+		}
+		in.memo.launchers[ns] = byUID
+	}
+	return byUID[uid]
 }
 
 // claimUse is a VMI volume status entry whose volume uses a claim.

@@ -255,7 +255,7 @@ func podOwnerVMI(s *snapshot.Snapshot, pod *corev1.Pod) *kubevirtv1.VirtualMachi
 		if ref.Kind == "VirtualMachineInstance" && vmi.Name == ref.Name && (ref.UID == "" || vmi.UID == "" || vmi.UID == ref.UID) {
 			return vmi
 		}
-		if _, ok := vmi.Status.ActivePods[ref.UID]; ok && ref.Kind == "Pod" {
+		if _, ok := vmi.Status.ActivePods[ref.UID]; ok && ref.Kind == "Pod" && ref.UID != "" {
 			return vmi
 		}
 	}
@@ -353,7 +353,7 @@ func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 		}
 	}
 	for _, a := range []ActionType{VMIRemoveVolume, VMRemoveVolume, DeleteAttachmentPod} {
-		if seen[a] == 0 {
+		if seen[a] == 0 && !testing.Short() {
 			t.Errorf("the generator never reached a safe %s", a)
 		}
 	}

@@ -40,20 +40,45 @@ func ResolveOwner(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) Ow
 	return o
 }
 
+// vmiFacts is what every hot-plug volume of one VMI shares, looked up once.
+type vmiFacts struct {
+	own     Ownership
+	tenants []*snapshot.TenantIndex
+}
+
+func lookupVMI(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) vmiFacts {
+	return vmiFacts{own: ResolveOwner(ix, vmi), tenants: ix.TenantsFor(vmi.Namespace)}
+}
+
 // subject is one hot-plugged volume of one VMI and what the decision reads.
 type subject struct {
 	vmi    *kubevirtv1.VirtualMachineInstance
 	status *kubevirtv1.VolumeStatus
-	own    Ownership
-	claim  string
+	vmiFacts
+	claim     string
+	claimDone bool
 }
 
 func (s *subject) volume() string { return s.status.Name }
+
+// claimName is the PVC behind the volume: from the VMI spec volume, else
+// from the volume status; "" when unknown.
+func (s *subject) claimName() string {
+	if !s.claimDone {
+		s.claim = snapshot.ClaimName(snapshot.VMIVolume(s.vmi, s.status.Name))
+		if s.claim == "" && s.status.PersistentVolumeClaimInfo != nil {
+			s.claim = s.status.PersistentVolumeClaimInfo.ClaimName
+		}
+		s.claimDone = true
+	}
+	return s.claim
+}
 
 // FindOrphanHotplugVolumes proves that a hot-plugged VMI volume is wanted by
 // nothing: not by the VM spec, a pending VM volume request or a tenant
 // VolumeAttachment, or that its VM is gone.
 func FindOrphanHotplugVolumes(in Input) []Finding {
+	in = in.ready()
 	var out []Finding
 	vmis := in.Snapshot.VMIs
 	for i := range vmis {
@@ -61,17 +86,17 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
 			continue
 		}
-		var own Ownership
-		resolved := false
+		var facts vmiFacts
+		looked := false
 		for j := range vmi.Status.VolumeStatus {
 			vs := &vmi.Status.VolumeStatus[j]
 			if vs.HotplugVolume == nil || !in.scope.volume(vs.Name) || !firstStatus(vmi, j) {
 				continue
 			}
-			if !resolved {
-				own, resolved = ResolveOwner(in.Index, vmi), true
+			if !looked {
+				facts, looked = lookupVMI(in.Index, vmi), true
 			}
-			if f, ok := decideVolume(in, vmi, vs, own); ok {
+			if f, ok := decideVolume(in, vmi, vs, facts); ok {
 				out = append(out, f)
 			}
 		}
@@ -90,8 +115,11 @@ func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, vol
 	}
 	for j := range vmi.Status.VolumeStatus {
 		vs := &vmi.Status.VolumeStatus[j]
-		if vs.Name == volume && vs.HotplugVolume != nil {
-			return decideVolume(in, vmi, vs, ResolveOwner(in.Index, vmi))
+		if vs.Name == volume {
+			if vs.HotplugVolume == nil {
+				return Finding{}, false
+			}
+			return decideVolume(in, vmi, vs, lookupVMI(in.Index, vmi))
 		}
 	}
 	return Finding{}, false
@@ -108,12 +136,8 @@ func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
 	return true
 }
 
-func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, own Ownership) (Finding, bool) {
-	sub := &subject{vmi: vmi, status: vs, own: own}
-	sub.claim = snapshot.ClaimName(snapshot.VMIVolume(vmi, vs.Name))
-	if sub.claim == "" && vs.PersistentVolumeClaimInfo != nil {
-		sub.claim = vs.PersistentVolumeClaimInfo.ClaimName
-	}
+func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, facts vmiFacts) (Finding, bool) {
+	sub := &subject{vmi: vmi, status: vs, vmiFacts: facts}
 	v, ok := classify(in, sub)
 	if !ok {
 		return Finding{}, false
@@ -145,38 +169,34 @@ func classify(in Input, sub *subject) (verdict, bool) {
 	return classifyVMOwned(in, sub)
 }
 
-func (s *subject) tenants(in Input) tenantView {
-	return tenantEvidence(in.Index, s.vmi.Namespace, s.vmi.Name, s.volume(), s.claim)
+func (s *subject) tenants() tenantView {
+	return tenantEvidence(s.vmiFacts.tenants, s.vmi.Name, s.volume(), s.claimName())
 }
 
 // classifyStandalone: a standalone VMI is never orphaned for lack of a VM;
 // only reachable tenant evidence can say its volume is unwanted.
 func classifyStandalone(in Input, sub *subject) (verdict, bool) {
-	tv := sub.tenants(in)
+	tv := sub.tenants()
 	if tv.state != tenantNotWanted && tv.state != tenantDetaching {
 		return verdict{}, false
 	}
 	ev := []string{fmt.Sprintf("VMI %s/%s has no VirtualMachine controller owner (standalone)", sub.vmi.Namespace, sub.vmi.Name)}
-	switch tv.state {
-	case tenantNotWanted:
-		return verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("no tenant attaches it"),
-			evidence: append(ev, tv.evidence...), tenants: tv.names}, true
-	case tenantDetaching:
+	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
 	}
-	return verdict{}, false
+	return verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("no tenant attaches it"),
+		evidence: append(ev, tv.evidence...), tenants: tv.names}, true
 }
 
 // classifyVMGone: the owner reference names a VM that does not exist with
 // that UID; nothing but a tenant can still want the volume.
 func classifyVMGone(in Input, sub *subject) (verdict, bool) {
-	tv := sub.tenants(in)
+	tv := sub.tenants()
 	if tv.state == tenantWants {
 		return verdict{}, false
 	}
 	ev := []string{sub.vmGoneFact()}
-	switch tv.state {
-	case tenantDetaching:
+	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
 	}
 	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("its VirtualMachine is gone"),
@@ -199,7 +219,7 @@ func classifyVMOwned(in Input, sub *subject) (verdict, bool) {
 	if HasPendingAdd(vm, name) {
 		return verdict{}, false
 	}
-	tv := sub.tenants(in)
+	tv := sub.tenants()
 	if tv.state == tenantWants {
 		return verdict{}, false
 	}
@@ -233,7 +253,7 @@ func classifyInSpec(in Input, sub *subject) (verdict, bool) {
 	if !in.Policy.TenantAuthoritative {
 		return verdict{}, false
 	}
-	tv := sub.tenants(in)
+	tv := sub.tenants()
 	if tv.state != tenantNotWanted {
 		return verdict{}, false
 	}

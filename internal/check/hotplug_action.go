@@ -37,8 +37,8 @@ func buildVolumeFinding(in Input, sub *subject, v verdict) Finding {
 
 func (s *subject) listFact() string {
 	hp, claim := s.status.HotplugVolume, ""
-	if s.claim != "" {
-		claim = fmt.Sprintf("claim %s, ", s.claim)
+	if c := s.claimName(); c != "" {
+		claim = fmt.Sprintf("claim %s, ", c)
 	}
 	return fmt.Sprintf("VMI %s/%s lists hot-plug volume %q (%sattachment pod %s, phase %s)",
 		s.vmi.Namespace, s.vmi.Name, s.volume(), claim, orNone(hp.AttachPodName), orNone(string(s.status.Phase)))

@@ -23,7 +23,7 @@ func tenantCmd(sub *subject, tenants []string) string {
 		who = "tenant " + strings.Join(tenants, ", ")
 	}
 	return fmt.Sprintf("in %s, check that `kubectl get volumeattachments -o wide` shows no attachment to node %s of the PV with volume handle %s",
-		who, sub.vmi.Name, handles(sub.volume(), sub.claim))
+		who, sub.vmi.Name, handles(sub.volume(), sub.claimName()))
 }
 
 // volumeRemedy is the manual procedure for a volume finding: what to wait

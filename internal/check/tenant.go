@@ -33,12 +33,12 @@ type tenantView struct {
 	evidence []string
 }
 
-// tenantEvidence asks every tenant that applies to the VMI's namespace
-// whether it attaches the volume (by its name or its claim) to the tenant
-// node named after the VMI.
-func tenantEvidence(ix *snapshot.Index, ns, node, volume, claim string) tenantView {
+// tenantEvidence asks the tenants that apply to the VMI's namespace whether
+// they attach the volume (by its name or its claim) to the tenant node named
+// after the VMI.
+func tenantEvidence(tenants []*snapshot.TenantIndex, node, volume, claim string) tenantView {
 	var v tenantView
-	for _, t := range ix.TenantsFor(ns) {
+	for _, t := range tenants {
 		state, block, ev := oneTenant(t, node, volume, claim)
 		if state == tenantWants {
 			return tenantView{state: tenantWants}
@@ -58,16 +58,21 @@ func oneTenant(t *snapshot.TenantIndex, node, volume, claim string) (tenantState
 	if !t.Reachable {
 		return tenantUnknown, TenantUnreachable, []string{fmt.Sprintf("tenant %q is unreachable: %s", t.Name, orUnknown(t.Error))}
 	}
-	atts := t.Attachments(node, volume)
-	if claim != volume {
-		atts = append(atts[:len(atts):len(atts)], t.Attachments(node, claim)...)
-	}
 	var deleting []string
-	for _, a := range atts {
-		if !a.Deleting {
-			return tenantWants, "", nil
+	hs, n := [2]string{volume, claim}, 2
+	if claim == "" || claim == volume {
+		n = 1
+	}
+	for _, h := range hs[:n] {
+		for _, a := range t.Attachments(h) {
+			if a.Node != node {
+				continue
+			}
+			if !a.Deleting {
+				return tenantWants, "", nil
+			}
+			deleting = append(deleting, fmt.Sprintf("tenant %q VolumeAttachment %s (node %q, volume handle %q) is being deleted: detach in progress", t.Name, a.Name, a.Node, a.Handle))
 		}
-		deleting = append(deleting, fmt.Sprintf("tenant %q VolumeAttachment %s (node %q, volume handle %q) is being deleted: detach in progress", t.Name, a.Name, a.Node, a.Handle))
 	}
 	if len(deleting) > 0 {
 		return tenantDetaching, DetachInProgress, deleting

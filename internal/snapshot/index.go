@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -21,16 +23,12 @@ type AttachPodRef struct {
 	PodUID types.UID
 }
 
-// Index answers the lookups the checks need in constant time. It is built
-// once per snapshot and never changed afterwards.
+// Index answers the lookups the checks need in constant time. It never
+// changes what it answers. The parts every pass needs are built up front;
+// the others on first use, safely for concurrent callers.
 type Index struct {
-	vms       map[Key]*kubevirtv1.VirtualMachine
-	vmis      map[Key]*kubevirtv1.VirtualMachineInstance
-	vmisByNS  map[string][]*kubevirtv1.VirtualMachineInstance
-	pods      map[Key]*corev1.Pod
-	pvcs      map[Key]*corev1.PersistentVolumeClaim
-	dvs       map[Key]*cdiv1.DataVolume
-	launchers map[types.UID]*kubevirtv1.VirtualMachineInstance
+	s   *Snapshot
+	vms map[Key]*kubevirtv1.VirtualMachine
 	// podRefs and migrationPods are only filled for namespaces that hold
 	// attachment pods: nobody else asks.
 	podRefs       map[Key][]AttachPodRef
@@ -38,17 +36,22 @@ type Index struct {
 
 	tenantsByNS map[string][]*TenantIndex
 	tenantsAll  []*TenantIndex
+
+	vmisOnce sync.Once
+	vmis     map[Key]*kubevirtv1.VirtualMachineInstance
+	vmisByNS map[string][]*kubevirtv1.VirtualMachineInstance
+	podsOnce sync.Once
+	pods     map[Key]*corev1.Pod
+	pvcsOnce sync.Once
+	pvcs     map[Key]*corev1.PersistentVolumeClaim
+	dvsOnce  sync.Once
+	dvs      map[Key]*cdiv1.DataVolume
 }
 
 func buildIndex(s *Snapshot) *Index {
 	ix := &Index{
+		s:             s,
 		vms:           make(map[Key]*kubevirtv1.VirtualMachine, len(s.VMs)),
-		vmis:          make(map[Key]*kubevirtv1.VirtualMachineInstance, len(s.VMIs)),
-		vmisByNS:      map[string][]*kubevirtv1.VirtualMachineInstance{},
-		pods:          make(map[Key]*corev1.Pod, len(s.AttachmentPods)),
-		pvcs:          make(map[Key]*corev1.PersistentVolumeClaim, len(s.PVCs)),
-		dvs:           make(map[Key]*cdiv1.DataVolume, len(s.DataVolumes)),
-		launchers:     make(map[types.UID]*kubevirtv1.VirtualMachineInstance, len(s.AttachmentPods)),
 		podRefs:       make(map[Key][]AttachPodRef, len(s.AttachmentPods)),
 		migrationPods: map[types.UID]*kubevirtv1.VirtualMachineInstance{},
 		tenantsByNS:   map[string][]*TenantIndex{},
@@ -57,28 +60,17 @@ func buildIndex(s *Snapshot) *Index {
 		vm := &s.VMs[i]
 		ix.vms[Key{vm.Namespace, vm.Name}] = vm
 	}
-	for i := range s.PVCs {
-		pvc := &s.PVCs[i]
-		ix.pvcs[Key{pvc.Namespace, pvc.Name}] = pvc
-	}
-	for i := range s.DataVolumes {
-		dv := &s.DataVolumes[i]
-		ix.dvs[Key{dv.Namespace, dv.Name}] = dv
-	}
 	podNS := map[string]bool{}
 	for i := range s.AttachmentPods {
-		pod := &s.AttachmentPods[i]
-		ix.pods[Key{pod.Namespace, pod.Name}] = pod
-		podNS[pod.Namespace] = true
+		if ns := s.AttachmentPods[i].Namespace; i == 0 || ns != s.AttachmentPods[i-1].Namespace {
+			podNS[ns] = true
+		}
 	}
 	// Most pods are named by exactly one VMI: their ref lists are one-entry
 	// windows into refBuf instead of separate allocations.
 	refBuf := make([]AttachPodRef, 0, len(s.AttachmentPods))
 	for i := range s.VMIs {
-		vmi := &s.VMIs[i]
-		ix.vmis[Key{vmi.Namespace, vmi.Name}] = vmi
-		ix.vmisByNS[vmi.Namespace] = append(ix.vmisByNS[vmi.Namespace], vmi)
-		if podNS[vmi.Namespace] {
+		if vmi := &s.VMIs[i]; podNS[vmi.Namespace] {
 			refBuf = ix.indexVMIForPods(vmi, refBuf)
 		}
 	}
@@ -86,11 +78,29 @@ func buildIndex(s *Snapshot) *Index {
 	return ix
 }
 
-// indexVMIForPods records which attachment and launcher pods a VMI names.
-func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance, refBuf []AttachPodRef) []AttachPodRef {
-	for uid := range vmi.Status.ActivePods {
-		ix.launchers[uid] = vmi
+// indexVMIs indexes VMIs by key and by namespace. LIST results come sorted
+// by namespace, so a run of one namespace is appended at once.
+func (ix *Index) indexVMIs() {
+	vmis := ix.s.VMIs
+	ix.vmis = make(map[Key]*kubevirtv1.VirtualMachineInstance, len(vmis))
+	ix.vmisByNS = map[string][]*kubevirtv1.VirtualMachineInstance{}
+	start := 0
+	for i := range vmis {
+		vmi := &vmis[i]
+		ix.vmis[Key{vmi.Namespace, vmi.Name}] = vmi
+		if i+1 == len(vmis) || vmis[i+1].Namespace != vmi.Namespace {
+			list := ix.vmisByNS[vmi.Namespace]
+			for j := start; j <= i; j++ {
+				list = append(list, &vmis[j])
+			}
+			ix.vmisByNS[vmi.Namespace] = list
+			start = i + 1
+		}
 	}
+}
+
+// indexVMIForPods records which attachment pods a VMI names.
+func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance, refBuf []AttachPodRef) []AttachPodRef {
 	if ms := vmi.Status.MigrationState; ms != nil && ms.TargetAttachmentPodUID != "" {
 		ix.migrationPods[ms.TargetAttachmentPodUID] = vmi
 	}
@@ -124,38 +134,50 @@ func (ix *Index) VM(ns, name string) *kubevirtv1.VirtualMachine {
 
 // VMI returns the VirtualMachineInstance ns/name, or nil.
 func (ix *Index) VMI(ns, name string) *kubevirtv1.VirtualMachineInstance {
+	ix.vmisOnce.Do(ix.indexVMIs)
 	return ix.vmis[Key{ns, name}]
 }
 
 // VMIsIn returns the VMIs of namespace ns, in snapshot order.
 func (ix *Index) VMIsIn(ns string) []*kubevirtv1.VirtualMachineInstance {
+	ix.vmisOnce.Do(ix.indexVMIs)
 	return ix.vmisByNS[ns]
 }
 
 // AttachmentPod returns the attachment pod ns/name, or nil.
 func (ix *Index) AttachmentPod(ns, name string) *corev1.Pod {
+	ix.podsOnce.Do(func() {
+		ix.pods = make(map[Key]*corev1.Pod, len(ix.s.AttachmentPods))
+		for i := range ix.s.AttachmentPods {
+			pod := &ix.s.AttachmentPods[i]
+			ix.pods[Key{pod.Namespace, pod.Name}] = pod
+		}
+	})
 	return ix.pods[Key{ns, name}]
 }
 
 // PVC returns the PersistentVolumeClaim ns/name, or nil.
 func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
+	ix.pvcsOnce.Do(func() {
+		ix.pvcs = make(map[Key]*corev1.PersistentVolumeClaim, len(ix.s.PVCs))
+		for i := range ix.s.PVCs {
+			pvc := &ix.s.PVCs[i]
+			ix.pvcs[Key{pvc.Namespace, pvc.Name}] = pvc
+		}
+	})
 	return ix.pvcs[Key{ns, name}]
 }
 
 // DataVolume returns the DataVolume ns/name, or nil.
 func (ix *Index) DataVolume(ns, name string) *cdiv1.DataVolume {
+	ix.dvsOnce.Do(func() {
+		ix.dvs = make(map[Key]*cdiv1.DataVolume, len(ix.s.DataVolumes))
+		for i := range ix.s.DataVolumes {
+			dv := &ix.s.DataVolumes[i]
+			ix.dvs[Key{dv.Namespace, dv.Name}] = dv
+		}
+	})
 	return ix.dvs[Key{ns, name}]
-}
-
-// VMIByLauncherPod returns the VMI in ns whose status.activePods lists the
-// pod uid (its virt-launcher pod), or nil. Only answered for namespaces that
-// hold attachment pods.
-func (ix *Index) VMIByLauncherPod(ns string, uid types.UID) *kubevirtv1.VirtualMachineInstance {
-	vmi := ix.launchers[uid]
-	if vmi == nil || vmi.Namespace != ns {
-		return nil
-	}
-	return vmi
 }
 
 // AttachPodRefs returns the VMI volume statuses in ns that name attachment

@@ -18,10 +18,6 @@ import (
 // addvolume/removevolume API on VMIs owned by a VirtualMachine.
 const HotplugVolumesGate = "HotplugVolumes"
 
-// DeclarativeHotplugVolumesGate is the KubeVirt feature gate for declarative
-// (VM spec driven) hot-plug.
-const DeclarativeHotplugVolumesGate = "DeclarativeHotplugVolumes"
-
 // KubevirtCSIAttacher is the attacher name of the KubeVirt CSI driver that
 // tenant clusters use to hot-plug infra volumes into their nodes.
 const KubevirtCSIAttacher = "csi.kubevirt.io"

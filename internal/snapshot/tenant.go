@@ -19,10 +19,6 @@ type TenantAttachment struct {
 	Deleting bool
 }
 
-type nodeHandle struct {
-	node, handle string
-}
-
 // TenantIndex is one tenant's evidence, indexed by node and volume handle.
 type TenantIndex struct {
 	Name      string
@@ -30,7 +26,8 @@ type TenantIndex struct {
 	Reachable bool
 	Error     string
 
-	byHandle map[nodeHandle][]TenantAttachment
+	// byHandle holds the attachments of each volume handle, on any node.
+	byHandle map[string][]TenantAttachment
 	// unresolved holds, per node, attachments whose volume handle cannot be
 	// known (their PV is missing or has no CSI source). They may want any
 	// volume on that node.
@@ -77,7 +74,7 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 		}
 		pvs.add(pv.Name, h)
 	}
-	ti.byHandle = make(map[nodeHandle][]TenantAttachment, len(t.VolumeAttachments))
+	ti.byHandle = make(map[string][]TenantAttachment, len(t.VolumeAttachments))
 	// One-entry lists are windows into buf rather than separate allocations.
 	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
 	for i := range t.VolumeAttachments {
@@ -90,7 +87,7 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 				ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
 				return
 			}
-			k := nodeHandle{a.Node, a.Handle}
+			k := a.Handle
 			if list, ok := ti.byHandle[k]; ok {
 				ti.byHandle[k] = append(list, a)
 				return
@@ -144,13 +141,13 @@ func eachAttachment(va *storagev1.VolumeAttachment, pvs *pvHandles, fn func(Tena
 	fn(a)
 }
 
-// Attachments returns the tenant's attachments on node whose volume handle
-// is handle.
-func (t *TenantIndex) Attachments(node, handle string) []TenantAttachment {
+// Attachments returns the tenant's attachments whose volume handle is
+// handle, on any node: callers compare Node themselves.
+func (t *TenantIndex) Attachments(handle string) []TenantAttachment {
 	if handle == "" {
 		return nil
 	}
-	return t.byHandle[nodeHandle{node, handle}]
+	return t.byHandle[handle]
 }
 
 // Unresolved returns the tenant's attachments on node whose volume handle is

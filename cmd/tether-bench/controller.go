@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/config/crd"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/localenv"
+	"github.com/tether-dev/tether/internal/metrics"
+)
+
+// runController measures `tether controller` over N seeded VMIs: the heap its
+// caches take per VMI, the API requests per minute once it has settled
+// (watches aside), and how late it acts after a grace period ends.
+func runController(sizes string, hotplugs int, window time.Duration) error {
+	ctx := context.Background()
+	env, err := localenv.Start(ctx, localenv.Options{})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	if err := crd.Install(ctx, env.Config()); err != nil {
+		return err
+	}
+	if err := env.Emulator.SetFeatureGates(ctx, "HotplugVolumes"); err != nil {
+		return err
+	}
+	c, err := clients.New(env.Config())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-6s %-14s %-16s %-22s %-20s %s\n", "VMIS", "HEAP/VMI", "FIRST PASS", "REQUESTS/MIN (steady)", "GRACE->ACTION (avg)", "STEADY-STATE REQUESTS")
+	seeded := 0
+	for _, s := range strings.Split(sizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n <= seeded {
+			return fmt.Errorf("-vmis: %q must be a growing list of counts", s)
+		}
+		if err := seed(ctx, c, seeded, n, hotplugs, false); err != nil {
+			return err
+		}
+		seeded = n
+		if err := measure(ctx, env, c, n, window); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, window time.Duration) error {
+	cfg := config.Default()
+	cfg.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true, GracePeriod: metav1.Duration{Duration: 2 * time.Second}}}
+	cfg.Scope.Namespaces = []string{"bench"}
+	cfg.AllowVMIOnlyDetach = true
+	var counter clients.Counter
+	before := heap()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mgr, err := controller.New(controller.Options{RestConfig: counter.Wrap(env.Config()), Config: &cfg, Log: logr.Discard(), SkipNameValidation: true})
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- mgr.Start(cctx) }()
+	if !mgr.GetCache().WaitForCacheSync(cctx) {
+		return fmt.Errorf("cache did not sync")
+	}
+	t0 := time.Now()
+	base := reconciles()
+	if err := waitFor(cctx, 10*time.Minute, func() bool { return reconciles()-base >= float64(n) && queueEmpty() }); err != nil { // the first reconcile of every VMI
+		return fmt.Errorf("initial reconciles: %w", err)
+	}
+	initial := time.Since(t0)
+	perVMI := float64(heap()-before) / float64(n)
+
+	start := counter.By()
+	time.Sleep(window)
+	steady, detail := 0, []string{}
+	for k, v := range counter.By() {
+		if d := v - start[k]; d > 0 && !strings.Contains(k, "watch") {
+			steady += d
+			detail = append(detail, fmt.Sprintf("%s=%d", k, d))
+		}
+	}
+	perMin := float64(steady) * float64(time.Minute) / float64(window)
+
+	late, err := graceToAction(ctx, env.Config(), c, n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-6d %-14s %-16s %-22.1f %-20s %s\n", n, fmt.Sprintf("%.1f KiB", perVMI/1024), initial.Round(10*time.Millisecond), perMin, late.Round(time.Millisecond), strings.Join(detail, " "))
+	cancel()
+	return <-errc
+}
+
+// graceToAction hot-plugs three VMI-only volumes on a live VM and returns
+// the average delay between the end of their grace period and the action.
+func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int) (time.Duration, error) {
+	sumBefore, countBefore := histogram()
+	name := fmt.Sprintf("live-%d", n)
+	vm := fixture.VM(name, fixture.Running(), fixture.InNamespace("bench"))
+	vm.UID = ""
+	if err := c.Create(ctx, vm); err != nil {
+		return 0, err
+	}
+	if err := waitFor(ctx, 30*time.Second, func() bool {
+		var vmi kubevirtv1.VirtualMachineInstance
+		return c.Get(ctx, client.ObjectKey{Namespace: "bench", Name: name}, &vmi) == nil && vmi.Status.Phase == kubevirtv1.Running
+	}); err != nil {
+		return 0, fmt.Errorf("live VM did not start: %w", err)
+	}
+	sub, err := kubevirt.NewSubresourceClient(cfg)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < 3; i++ {
+		vol := fmt.Sprintf("%s-orphan-%d", name, i)
+		pvc := fixture.PVC(vol, fixture.InNamespace("bench"))
+		pvc.UID = ""
+		if err := c.Create(ctx, pvc); err != nil {
+			return 0, err
+		}
+		if err := kubevirt.AddVolume(ctx, sub, kubevirt.VMI, "bench", name, addOptions(vol)); err != nil {
+			return 0, err
+		}
+	}
+	if err := waitFor(ctx, 60*time.Second, func() bool {
+		var list v1alpha1.FindingList
+		if c.List(ctx, &list, client.InNamespace("bench")) != nil {
+			return false
+		}
+		done := 0
+		for _, f := range list.Items {
+			if f.Spec.Subject.Name == name && f.Status.Phase == v1alpha1.PhaseResolved {
+				done++
+			}
+		}
+		return done == 3
+	}); err != nil {
+		return 0, fmt.Errorf("orphans not resolved: %w", err)
+	}
+	sum, count := histogram()
+	if count == countBefore {
+		return 0, fmt.Errorf("no action recorded")
+	}
+	return time.Duration((sum - sumBefore) / float64(count-countBefore) * float64(time.Second)), nil
+}
+
+// queueEmpty reports whether the controller's work queue is drained.
+func queueEmpty() bool {
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return false
+	}
+	for _, fam := range families {
+		if fam.GetName() != "workqueue_depth" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == "hotplug" {
+					return m.GetGauge().GetValue() == 0
+				}
+			}
+		}
+	}
+	return false
+}
+
+// reconciles is the controller's reconcile count so far.
+func reconciles() float64 {
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, fam := range families {
+		if fam.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "hotplug" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func histogram() (float64, uint64) {
+	var m dto.Metric
+	if err := metrics.GraceToActionSeconds.Write(&m); err != nil || m.Histogram == nil {
+		return 0, 0
+	}
+	return m.Histogram.GetSampleSum(), m.Histogram.GetSampleCount()
+}
+
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func addOptions(volume string) *kubevirtv1.AddVolumeOptions {
+	return &kubevirtv1.AddVolumeOptions{Name: volume,
+		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
+		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}}}
+}

@@ -1,0 +1,491 @@
+// Package config holds the configuration file of `tether controller`: one
+// typed struct, its defaults in one place (Default), strict decoding (an
+// unknown or misspelt field is an error, never silently ignored) and
+// validation that names the field and the fix.
+//
+// The package only reads and checks; it never talks to a cluster and never
+// reads the files a configuration points to (tenant kubeconfigs).
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tether-dev/tether/internal/check"
+)
+
+// APIVersion and Kind identify the file format.
+const (
+	APIVersion = "tether.dev/v1alpha1"
+	Kind       = "ControllerConfig"
+)
+
+// Defaults (contract: documented in docs/controller.md).
+const (
+	DefaultGracePeriod         = 10 * time.Minute
+	DefaultActionTimeout       = 2 * time.Minute
+	DefaultMaxActions          = 5
+	DefaultBlastRadiusInterval = 10 * time.Minute
+	DefaultBackoffBase         = 5 * time.Second
+	DefaultBackoffMax          = 5 * time.Minute
+)
+
+// ErrNoChecks is returned by Policy when no check is enabled. The check
+// package reads an empty list as "every check", so a policy is never built
+// from it; a controller may treat this as "nothing to do".
+var ErrNoChecks = errors.New("no check is enabled: set checks.<name>.enabled: true for at least one of " +
+	strings.Join(check.Names(), ", "))
+
+// Config is the controller's configuration file.
+type Config struct {
+	// APIVersion must be "tether.dev/v1alpha1"; empty means that.
+	APIVersion string `json:"apiVersion"`
+	// Kind must be "ControllerConfig"; empty means that.
+	Kind string `json:"kind"`
+	// DryRun: record findings, never act.
+	DryRun bool `json:"dryRun"`
+	// Checks by check name. A check that is not listed, or not enabled,
+	// does not run.
+	Checks map[string]CheckConfig `json:"checks"`
+	// Scope limits what is looked at and acted on.
+	Scope ScopeConfig `json:"scope"`
+	// AllowVMIOnlyDetach: see check.Policy.
+	AllowVMIOnlyDetach bool `json:"allowVMIOnlyDetach"`
+	// TenantAuthoritative: see check.Policy; needs at least one tenant.
+	TenantAuthoritative bool `json:"tenantAuthoritative"`
+	// Tenants are clusters whose VolumeAttachments are evidence.
+	Tenants []TenantConfig `json:"tenants"`
+	// BlastRadius bounds how many actions happen in a time window.
+	BlastRadius BlastRadiusConfig `json:"blastRadius"`
+	// Backoff between failed attempts on one finding.
+	Backoff BackoffConfig `json:"backoff"`
+	// ActionTimeout bounds one action, including waiting for convergence.
+	ActionTimeout metav1.Duration `json:"actionTimeout"`
+}
+
+// CheckConfig configures one check.
+type CheckConfig struct {
+	// Enabled runs the check (opt-in).
+	Enabled bool `json:"enabled"`
+	// GracePeriod is how long a finding must persist, counted from its
+	// first observation, before its action is taken. Zero is allowed.
+	GracePeriod metav1.Duration `json:"gracePeriod"`
+}
+
+// ScopeConfig is check.Scope in file form.
+type ScopeConfig struct {
+	// Namespaces to look at; empty means all.
+	Namespaces []string `json:"namespaces"`
+	// Selector on VMI labels, in kubectl -l syntax; empty means all.
+	Selector string `json:"selector"`
+	// VolumePrefix limits the checks to volumes whose name starts with it.
+	VolumePrefix string `json:"volumePrefix"`
+}
+
+// TenantConfig is a tenant cluster, like the CLI's --tenant flag.
+type TenantConfig struct {
+	// Name identifies the tenant in findings (a DNS-1123 label).
+	Name string `json:"name"`
+	// Kubeconfig is the path of the tenant cluster's kubeconfig.
+	Kubeconfig string `json:"kubeconfig"`
+	// Namespace is the infra namespace whose VMIs serve this tenant;
+	// empty means every namespace.
+	Namespace string `json:"namespace"`
+}
+
+// BlastRadiusConfig allows at most MaxActions actions per Interval.
+type BlastRadiusConfig struct {
+	MaxActions int             `json:"maxActions"`
+	Interval   metav1.Duration `json:"interval"`
+}
+
+// BackoffConfig is an exponential backoff from Base, capped at Max.
+type BackoffConfig struct {
+	Base metav1.Duration `json:"base"`
+	Max  metav1.Duration `json:"max"`
+}
+
+// Default returns the defaults: no check enabled (each one is opt-in, with
+// a 10m grace period once enabled), everything in scope, no opt-ins, at
+// most 5 actions per 10m, backoff from 5s to 5m, 2m per action.
+func Default() Config {
+	return Config{
+		APIVersion:    APIVersion,
+		Kind:          Kind,
+		Checks:        map[string]CheckConfig{},
+		BlastRadius:   BlastRadiusConfig{MaxActions: DefaultMaxActions, Interval: metav1.Duration{Duration: DefaultBlastRadiusInterval}},
+		Backoff:       BackoffConfig{Base: metav1.Duration{Duration: DefaultBackoffBase}, Max: metav1.Duration{Duration: DefaultBackoffMax}},
+		ActionTimeout: metav1.Duration{Duration: DefaultActionTimeout},
+	}
+}
+
+// Load reads the file at path, decodes it strictly over the defaults and
+// validates it. An empty path gives the defaults. Errors name the file.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		c := Default()
+		return &c, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML (or JSON) strictly over the defaults and validates the
+// result. Unknown and duplicate fields are errors that name the field.
+func Parse(data []byte) (*Config, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if err := checkDurations(js); err != nil {
+		return nil, err
+	}
+	c := Default()
+	strict, err := sigsjson.UnmarshalStrict(js, &c)
+	if err != nil {
+		return nil, decodeError(js, err)
+	}
+	if len(strict) > 0 {
+		errs := make([]error, len(strict))
+		for i, e := range strict {
+			errs[i] = fmt.Errorf("%w (see docs/controller.md for the fields)", e)
+		}
+		return nil, errors.Join(errs...)
+	}
+	if err := defaultGracePeriods(js, &c); err != nil {
+		return nil, err
+	}
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// decodeError rewords the decoder's type errors to lead with the field path
+// (the decoder drops map keys and list indexes from it) and to speak YAML.
+func decodeError(js []byte, err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("decoding: %w", err)
+	}
+	got, want := yamlKind(te.Value), yamlType(te.Type)
+	field := te.Field
+	if field == "" {
+		return fmt.Errorf("the file must be a mapping of fields (apiVersion, kind, checks, ...), got a %s", got)
+	}
+	field = locate(js, field)
+	return fmt.Errorf("%s: got a %s, want a %s", field, got, want)
+}
+
+// locate adds the map key or list index the decoder leaves out of a field
+// path inside checks or tenants.
+func locate(js []byte, field string) string {
+	var raw struct {
+		Checks  map[string]json.RawMessage `json:"checks"`
+		Tenants []json.RawMessage          `json:"tenants"`
+	}
+	if json.Unmarshal(js, &raw) != nil {
+		return field
+	}
+	top, sub, _ := strings.Cut(field, ".")
+	if sub != "" {
+		sub = "." + sub
+	}
+	switch top {
+	case "checks":
+		for _, name := range sortedKeys(raw.Checks) {
+			var cc CheckConfig
+			if json.Unmarshal(raw.Checks[name], &cc) != nil {
+				return "checks." + name + sub
+			}
+		}
+	case "tenants":
+		for i, t := range raw.Tenants {
+			var tc TenantConfig
+			if json.Unmarshal(t, &tc) != nil {
+				return fmt.Sprintf("tenants[%d]%s", i, sub)
+			}
+		}
+	}
+	return field
+}
+
+// yamlKind names a JSON value kind as YAML users know it.
+func yamlKind(v string) string {
+	switch {
+	case v == "object":
+		return "mapping"
+	case v == "array":
+		return "list"
+	case strings.HasPrefix(v, "number"):
+		return "number"
+	default:
+		return v
+	}
+}
+
+// yamlType names what a Go type accepts, in YAML terms.
+func yamlType(t reflect.Type) string {
+	if t == nil {
+		return "value of another type"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "whole number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "list"
+	case reflect.Map, reflect.Struct:
+		return "mapping"
+	default:
+		return t.String()
+	}
+}
+
+// checkDurations reports duration fields whose value does not parse, with
+// their path; the decoder's own error would not name the field.
+func checkDurations(js []byte) error {
+	var raw map[string]any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &raw); err != nil {
+		return nil // not an object: the typed decode reports it
+	}
+	var errs []error
+	at := func(path string, v any, ok bool) {
+		if !ok || v == nil {
+			return
+		}
+		s, isString := v.(string)
+		if !isString {
+			errs = append(errs, fmt.Errorf("%s: %v is not a duration: write it as a string with a unit, e.g. \"90s\" or \"10m\"", path, v))
+			return
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a duration: write it with a unit, e.g. \"90s\" or \"10m\"", path, s))
+		}
+	}
+	field := func(parent any, name string) (any, bool) {
+		m, ok := parent.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		v, ok := m[name]
+		return v, ok
+	}
+	v, ok := field(raw, "actionTimeout")
+	at("actionTimeout", v, ok)
+	br, _ := field(raw, "blastRadius")
+	v, ok = field(br, "interval")
+	at("blastRadius.interval", v, ok)
+	bo, _ := field(raw, "backoff")
+	v, ok = field(bo, "base")
+	at("backoff.base", v, ok)
+	v, ok = field(bo, "max")
+	at("backoff.max", v, ok)
+	if checks, ok := raw["checks"].(map[string]any); ok {
+		for _, name := range sortedKeys(checks) {
+			v, ok := field(checks[name], "gracePeriod")
+			at("checks."+name+".gracePeriod", v, ok)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// defaultGracePeriods gives every listed check without a gracePeriod field
+// the default one. (The decoder starts each map value from zero, so the
+// default cannot be put in place before decoding.)
+func defaultGracePeriods(js []byte, c *Config) error {
+	var raw struct {
+		Checks map[string]map[string]any `json:"checks"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &raw); err != nil {
+		return fmt.Errorf("checks: %w", err)
+	}
+	for name, fields := range raw.Checks {
+		if _, set := fields["gracePeriod"]; set {
+			continue
+		}
+		cc := c.Checks[name]
+		cc.GracePeriod = metav1.Duration{Duration: DefaultGracePeriod}
+		c.Checks[name] = cc
+	}
+	return nil
+}
+
+// Validate reports every problem at once, each naming its field and the fix.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.APIVersion != "" && c.APIVersion != APIVersion {
+		add("apiVersion", "%q is not supported: use %q", c.APIVersion, APIVersion)
+	}
+	if c.Kind != "" && c.Kind != Kind {
+		add("kind", "%q is not supported: use %q", c.Kind, Kind)
+	}
+	for _, name := range sortedKeys(c.Checks) {
+		if _, err := check.Lookup(name); err != nil {
+			add("checks."+name, "%v", err)
+		}
+		if g := c.Checks[name].GracePeriod.Duration; g < 0 {
+			add("checks."+name+".gracePeriod", "must not be negative, got %s", g)
+		}
+	}
+	errs = append(errs, c.Scope.validate()...)
+	errs = append(errs, validateTenants(c.Tenants)...)
+	if c.TenantAuthoritative && len(c.Tenants) == 0 {
+		add("tenantAuthoritative", "has no effect without tenants: add a tenant under tenants or set it to false")
+	}
+	if c.BlastRadius.MaxActions < 1 {
+		add("blastRadius.maxActions", "must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions)
+	}
+	positive(&errs, "blastRadius.interval", c.BlastRadius.Interval.Duration)
+	positive(&errs, "backoff.base", c.Backoff.Base.Duration)
+	positive(&errs, "backoff.max", c.Backoff.Max.Duration)
+	if b, m := c.Backoff.Base.Duration, c.Backoff.Max.Duration; b > 0 && m > 0 && b > m {
+		add("backoff", "base %s is longer than max %s: make base at most max", b, m)
+	}
+	positive(&errs, "actionTimeout", c.ActionTimeout.Duration)
+	return errors.Join(errs...)
+}
+
+func positive(errs *[]error, field string, d time.Duration) {
+	if d <= 0 {
+		*errs = append(*errs, fmt.Errorf("%s: must be positive, got %s (write e.g. \"30s\" or \"5m\")", field, d))
+	}
+}
+
+func (s ScopeConfig) validate() []error {
+	var errs []error
+	for i, ns := range s.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("scope.namespaces[%d]: %q is not a valid namespace name: %s", i, ns, msgs[0]))
+		}
+	}
+	if _, err := labels.Parse(s.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("scope.selector: %q does not parse: %v (use kubectl -l syntax, e.g. \"app=db,tier!=test\")", s.Selector, err))
+	}
+	return errs
+}
+
+func validateTenants(ts []TenantConfig) []error {
+	var errs []error
+	seen := map[string]int{}
+	for i, t := range ts {
+		field := fmt.Sprintf("tenants[%d]", i)
+		switch {
+		case t.Name == "":
+			errs = append(errs, fmt.Errorf("%s.name: is required: name the tenant, e.g. \"guest1\"", field))
+		case len(validation.IsDNS1123Label(t.Name)) > 0:
+			errs = append(errs, fmt.Errorf("%s.name: %q is not valid: %s", field, t.Name, validation.IsDNS1123Label(t.Name)[0]))
+		default:
+			if j, dup := seen[t.Name]; dup {
+				errs = append(errs, fmt.Errorf("%s.name: %q is already the name of tenants[%d]: give each tenant its own name", field, t.Name, j))
+			} else {
+				seen[t.Name] = i
+			}
+		}
+		if t.Kubeconfig == "" {
+			errs = append(errs, fmt.Errorf("%s.kubeconfig: is required: the path of the tenant cluster's kubeconfig, e.g. \"/etc/tether/tenants/%s.kubeconfig\"", field, nameOr(t.Name, "guest1")))
+		}
+		if t.Namespace != "" {
+			if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s.namespace: %q is not a valid namespace name: %s", field, t.Namespace, msgs[0]))
+			}
+		}
+	}
+	return errs
+}
+
+func nameOr(name, alt string) string {
+	if name == "" || len(validation.IsDNS1123Label(name)) > 0 {
+		return alt
+	}
+	return name
+}
+
+// Enabled reports whether the check is enabled.
+func (c *Config) Enabled(name string) bool {
+	return c.Checks[name].Enabled
+}
+
+// Grace is the check's grace period; DefaultGracePeriod for a check that is
+// not listed.
+func (c *Config) Grace(name string) time.Duration {
+	if cc, ok := c.Checks[name]; ok {
+		return cc.GracePeriod.Duration
+	}
+	return DefaultGracePeriod
+}
+
+// Policy builds the checks' policy: the enabled checks (in check.Names
+// order), the scope and the opt-ins. It validates the configuration first,
+// and returns ErrNoChecks when no check is enabled.
+func (c *Config) Policy() (check.Policy, error) {
+	if err := c.Validate(); err != nil {
+		return check.Policy{}, err
+	}
+	p := check.DefaultPolicy()
+	for _, name := range check.Names() {
+		if c.Enabled(name) {
+			p.Checks = append(p.Checks, name)
+		}
+	}
+	if len(p.Checks) == 0 {
+		return check.Policy{}, ErrNoChecks
+	}
+	sel, err := labels.Parse(c.Scope.Selector)
+	if err != nil { // unreachable after Validate; kept for safety
+		return check.Policy{}, fmt.Errorf("scope.selector: %w", err)
+	}
+	p.Scope = check.Scope{
+		Namespaces:   slices.Clone(c.Scope.Namespaces),
+		Selector:     sel,
+		VolumePrefix: c.Scope.VolumePrefix,
+	}
+	p.AllowVMIOnlyDetach = c.AllowVMIOnlyDetach
+	p.TenantAuthoritative = c.TenantAuthoritative
+	if err := p.Validate(); err != nil {
+		return check.Policy{}, err
+	}
+	return p, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

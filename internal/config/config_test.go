@@ -1,0 +1,412 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tether-dev/tether/internal/check"
+)
+
+const samplePath = "../../config/samples/controller-config.yaml"
+
+func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	want := Config{
+		APIVersion:    "tether.dev/v1alpha1",
+		Kind:          "ControllerConfig",
+		Checks:        map[string]CheckConfig{},
+		BlastRadius:   BlastRadiusConfig{MaxActions: 5, Interval: dur(10 * time.Minute)},
+		Backoff:       BackoffConfig{Base: dur(5 * time.Second), Max: dur(5 * time.Minute)},
+		ActionTimeout: dur(2 * time.Minute),
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Default() = %+v\nwant %+v", c, want)
+	}
+	for _, name := range check.Names() {
+		if c.Enabled(name) {
+			t.Errorf("check %s is enabled by default; every check must be opt-in", name)
+		}
+		if g := c.Grace(name); g != 10*time.Minute {
+			t.Errorf("Grace(%s) = %s, want 10m", name, g)
+		}
+	}
+	if c.DryRun {
+		t.Error("dryRun is on by default; the --dry-run flag turns it on")
+	}
+}
+
+// TestParse covers decoding and every validation error. want is the
+// expected config (nil: not compared); errs are substrings the error must
+// contain (none: success).
+func TestParse(t *testing.T) {
+	withDefaults := func(f func(*Config)) *Config {
+		c := Default()
+		f(&c)
+		return &c
+	}
+	cases := []struct {
+		name string
+		in   string
+		want *Config
+		errs []string
+	}{
+		{name: "empty file -> defaults", in: "", want: withDefaults(func(*Config) {})},
+		{name: "only comments -> defaults", in: "# nothing\n", want: withDefaults(func(*Config) {})},
+		{name: "empty apiVersion and kind -> filled in", in: "apiVersion: \"\"\nkind: \"\"\n", want: withDefaults(func(*Config) {})},
+		{name: "JSON -> accepted", in: `{"dryRun": true}`, want: withDefaults(func(c *Config) { c.DryRun = true })},
+		{
+			name: "enabled check without grace -> default grace",
+			in:   "checks:\n  OrphanHotplugVolume:\n    enabled: true\n",
+			want: withDefaults(func(c *Config) {
+				c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true, GracePeriod: dur(10 * time.Minute)}
+			}),
+		},
+		{
+			name: "explicit zero grace -> kept",
+			in:   "checks:\n  OrphanHotplugVolume: {enabled: true, gracePeriod: 0s}\n",
+			want: withDefaults(func(c *Config) {
+				c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
+			}),
+		},
+		{
+			name: "null check entry -> disabled with default grace",
+			in:   "checks:\n  OrphanAttachmentPod:\n",
+			want: withDefaults(func(c *Config) {
+				c.Checks["OrphanAttachmentPod"] = CheckConfig{GracePeriod: dur(10 * time.Minute)}
+			}),
+		},
+		{
+			name: "partial blastRadius -> other field keeps its default",
+			in:   "blastRadius: {maxActions: 2}\nbackoff: {max: 1m}\n",
+			want: withDefaults(func(c *Config) {
+				c.BlastRadius.MaxActions = 2
+				c.Backoff.Max = dur(time.Minute)
+			}),
+		},
+		{
+			name: "scope and tenants -> decoded",
+			in: "scope: {namespaces: [a, b], selector: 'x=y', volumePrefix: pvc-}\n" +
+				"tenantAuthoritative: true\nallowVMIOnlyDetach: true\n" +
+				"tenants: [{name: g1, kubeconfig: /k, namespace: a}, {name: g2, kubeconfig: /k2}]\n",
+			want: withDefaults(func(c *Config) {
+				c.Scope = ScopeConfig{Namespaces: []string{"a", "b"}, Selector: "x=y", VolumePrefix: "pvc-"}
+				c.TenantAuthoritative, c.AllowVMIOnlyDetach = true, true
+				c.Tenants = []TenantConfig{{Name: "g1", Kubeconfig: "/k", Namespace: "a"}, {Name: "g2", Kubeconfig: "/k2"}}
+			}),
+		},
+
+		// Decoding errors.
+		{name: "not YAML -> error", in: "a: [", errs: []string{"not valid YAML"}},
+		{name: "duplicate key -> error naming it", in: "dryRun: true\ndryRun: false\n", errs: []string{`"dryRun" already set`}},
+		{name: "unknown top-level field -> error naming it", in: "dryrun: true\n", errs: []string{`unknown field "dryrun"`}},
+		{name: "unknown nested field -> error with its path", in: "scope: {namespace: [a]}\n", errs: []string{`unknown field "scope.namespace"`}},
+		{name: "unknown field in a check -> error with its path", in: "checks: {OrphanHotplugVolume: {grace: 1m}}\n", errs: []string{`unknown field "checks.OrphanHotplugVolume.grace"`}},
+		{name: "two unknown fields -> both named", in: "foo: 1\nbar: 2\n", errs: []string{`"foo"`, `"bar"`}},
+		{name: "list instead of mapping -> error", in: "- a\n", errs: []string{"must be a mapping", "got a list"}},
+		{name: "string for a number -> field and type", in: "blastRadius: {maxActions: five}\n", errs: []string{"blastRadius.maxActions: got a string, want a whole number"}},
+		{name: "number for a bool in a check -> check named", in: "checks: {OrphanAttachmentPod: {enabled: 1}}\n", errs: []string{"checks.OrphanAttachmentPod.enabled: got a number, want a boolean"}},
+		{name: "number for a tenant name -> index named", in: "tenants: [{name: a, kubeconfig: b}, {name: 3}]\n", errs: []string{"tenants[1].name: got a number, want a string"}},
+		{name: "bad duration -> field and example", in: "actionTimeout: ten\n", errs: []string{`actionTimeout: "ten" is not a duration`, `"10m"`}},
+		{name: "duration without unit -> field", in: "checks: {OrphanHotplugVolume: {gracePeriod: 600}}\n", errs: []string{"checks.OrphanHotplugVolume.gracePeriod: 600 is not a duration"}},
+		{name: "bad backoff durations -> both named", in: "backoff: {base: x, max: y}\nblastRadius: {interval: z}\n", errs: []string{"backoff.base:", "backoff.max:", "blastRadius.interval:"}},
+
+		// Validation errors.
+		{name: "wrong apiVersion -> error with the right one", in: "apiVersion: v1\n", errs: []string{`apiVersion: "v1" is not supported: use "tether.dev/v1alpha1"`}},
+		{name: "wrong kind -> error with the right one", in: "kind: Config\n", errs: []string{`kind: "Config" is not supported: use "ControllerConfig"`}},
+		{name: "unknown check -> error listing valid checks", in: "checks: {Orphans: {enabled: true}}\n", errs: []string{`checks.Orphans: unknown check "Orphans"`, "OrphanHotplugVolume", "OrphanAttachmentPod"}},
+		{name: "negative grace -> error", in: "checks: {OrphanHotplugVolume: {gracePeriod: -1m}}\n", errs: []string{"checks.OrphanHotplugVolume.gracePeriod: must not be negative"}},
+		{name: "bad namespace -> error with index", in: "scope: {namespaces: [ok, Not_OK]}\n", errs: []string{`scope.namespaces[1]: "Not_OK" is not a valid namespace name`}},
+		{name: "unparsable selector -> error with syntax hint", in: "scope: {selector: 'a=(b'}\n", errs: []string{"scope.selector:", "kubectl -l syntax"}},
+		{name: "tenant without name -> error", in: "tenants: [{kubeconfig: /k}]\n", errs: []string{"tenants[0].name: is required"}},
+		{name: "tenant with bad name -> error", in: "tenants: [{name: Guest_1, kubeconfig: /k}]\n", errs: []string{`tenants[0].name: "Guest_1" is not valid`}},
+		{name: "tenant without kubeconfig -> error with example", in: "tenants: [{name: g1}]\n", errs: []string{"tenants[0].kubeconfig: is required", "/etc/tether/tenants/g1.kubeconfig"}},
+		{name: "duplicate tenant name -> error naming the first", in: "tenants: [{name: g, kubeconfig: /a}, {name: g, kubeconfig: /b}]\n", errs: []string{`tenants[1].name: "g" is already the name of tenants[0]`}},
+		{name: "tenant with bad namespace -> error", in: "tenants: [{name: g, kubeconfig: /a, namespace: A}]\n", errs: []string{`tenants[0].namespace: "A" is not a valid namespace name`}},
+		{name: "tenantAuthoritative without tenants -> error", in: "tenantAuthoritative: true\n", errs: []string{"tenantAuthoritative: has no effect without tenants"}},
+		{name: "maxActions zero -> error suggesting dryRun", in: "blastRadius: {maxActions: 0}\n", errs: []string{"blastRadius.maxActions: must be at least 1", "dryRun: true"}},
+		{name: "negative interval -> error", in: "blastRadius: {interval: -1s}\n", errs: []string{"blastRadius.interval: must be positive"}},
+		{name: "zero backoff base -> error", in: "backoff: {base: 0s}\n", errs: []string{"backoff.base: must be positive"}},
+		{name: "negative backoff max -> error", in: "backoff: {max: -5m}\n", errs: []string{"backoff.max: must be positive"}},
+		{name: "backoff base above max -> error", in: "backoff: {base: 10m, max: 1m}\n", errs: []string{"backoff: base 10m0s is longer than max 1m0s"}},
+		{name: "zero actionTimeout -> error", in: "actionTimeout: 0s\n", errs: []string{"actionTimeout: must be positive"}},
+		{
+			name: "several problems -> all reported at once",
+			in:   "kind: X\nchecks: {Nope: {}}\nscope: {namespaces: [A]}\nblastRadius: {maxActions: -1}\nactionTimeout: -1s\n",
+			errs: []string{"kind:", "checks.Nope:", "scope.namespaces[0]:", "blastRadius.maxActions:", "actionTimeout:"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse([]byte(tc.in))
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if tc.want != nil && !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("got  %+v\nwant %+v", got, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want an error containing %q", tc.errs)
+			}
+			if got != nil {
+				t.Errorf("returned a config with an error")
+			}
+			for _, want := range tc.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q\ndoes not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("no path -> defaults", func(t *testing.T) {
+		c, err := Load("")
+		if err != nil || !reflect.DeepEqual(*c, Default()) {
+			t.Fatalf("Load(\"\") = %+v, %v", c, err)
+		}
+	})
+	t.Run("missing file -> error naming the file", func(t *testing.T) {
+		p := filepath.Join(dir, "absent.yaml")
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), "config file "+p) {
+			t.Fatalf("error %v does not name %s", err, p)
+		}
+	})
+	t.Run("invalid file -> error naming the file and field", func(t *testing.T) {
+		p := write("bad.yaml", "backoff: {base: 0s}\n")
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), "config file "+p+": backoff.base: must be positive") {
+			t.Fatalf("error %v", err)
+		}
+	})
+	t.Run("valid file -> decoded over the defaults", func(t *testing.T) {
+		p := write("ok.yaml", "dryRun: true\n")
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Default()
+		want.DryRun = true
+		if !reflect.DeepEqual(*c, want) {
+			t.Errorf("got %+v, want %+v", *c, want)
+		}
+	})
+}
+
+func TestSample(t *testing.T) {
+	c, err := Load(samplePath)
+	if err != nil {
+		t.Fatalf("the sample does not load: %v", err)
+	}
+	if !c.Enabled(check.OrphanHotplugVolume) || c.Enabled(check.OrphanAttachmentPod) {
+		t.Errorf("sample enables %v", c.Checks)
+	}
+	if g := c.Grace(check.OrphanHotplugVolume); g != 15*time.Minute {
+		t.Errorf("sample grace = %s, want 15m", g)
+	}
+	if len(c.Tenants) != 0 || c.Scope.VolumePrefix != "pvc-" {
+		t.Errorf("sample tenants %v, scope %+v", c.Tenants, c.Scope)
+	}
+	if _, err := c.Policy(); err != nil {
+		t.Errorf("sample policy: %v", err)
+	}
+	// The sample mentions every field (tenant fields in a comment), so that
+	// it documents them all.
+	data, err := os.ReadFile(samplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range jsonFields(reflect.TypeFor[Config]()) {
+		if !strings.Contains(string(data), field+":") {
+			t.Errorf("the sample does not mention field %q", field)
+		}
+	}
+	// The commented tenant example is valid once uncommented.
+	uncommented := strings.ReplaceAll(strings.Replace(string(data), "tenants: []", "tenants:", 1), "\n#  ", "\n  ")
+	withTenant, err := Parse([]byte(uncommented))
+	if err != nil {
+		t.Fatalf("the sample with its tenant example: %v", err)
+	}
+	if len(withTenant.Tenants) != 1 || withTenant.Tenants[0].Name != "guest1" {
+		t.Errorf("tenant example decodes to %+v", withTenant.Tenants)
+	}
+}
+
+// jsonFields lists the JSON names of a struct's fields and of the fields of
+// its struct-typed fields.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out = append(out, name)
+		ft := f.Type
+		for ft.Kind() == reflect.Map || ft.Kind() == reflect.Slice {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[metav1.Duration]() {
+			out = append(out, jsonFields(ft)...)
+		}
+	}
+	return out
+}
+
+func TestEnabledAndGrace(t *testing.T) {
+	c := Default()
+	c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true, GracePeriod: dur(time.Minute)}
+	c.Checks["OrphanAttachmentPod"] = CheckConfig{GracePeriod: dur(3 * time.Minute)}
+	cases := []struct {
+		check   string
+		enabled bool
+		grace   time.Duration
+	}{
+		{"OrphanHotplugVolume", true, time.Minute},
+		{"OrphanAttachmentPod", false, 3 * time.Minute},
+		{"NotListed", false, DefaultGracePeriod},
+	}
+	for _, tc := range cases {
+		if got := c.Enabled(tc.check); got != tc.enabled {
+			t.Errorf("Enabled(%s) = %v, want %v", tc.check, got, tc.enabled)
+		}
+		if got := c.Grace(tc.check); got != tc.grace {
+			t.Errorf("Grace(%s) = %s, want %s", tc.check, got, tc.grace)
+		}
+	}
+	var nilChecks Config
+	if nilChecks.Enabled("OrphanHotplugVolume") || nilChecks.Grace("x") != DefaultGracePeriod {
+		t.Error("a config without a checks map must enable nothing and use the default grace")
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	t.Run("no check enabled -> ErrNoChecks", func(t *testing.T) {
+		c := Default()
+		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: false}
+		_, err := c.Policy()
+		if !errors.Is(err, ErrNoChecks) {
+			t.Fatalf("err = %v, want ErrNoChecks", err)
+		}
+	})
+	t.Run("invalid config -> validation error", func(t *testing.T) {
+		c := Default()
+		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
+		c.Scope.Selector = "a=(b"
+		if _, err := c.Policy(); err == nil || !strings.Contains(err.Error(), "scope.selector") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("enabled checks, scope and opt-ins -> policy", func(t *testing.T) {
+		c, err := Parse([]byte(`
+checks:
+  OrphanAttachmentPod: {enabled: true}
+  OrphanHotplugVolume: {enabled: true}
+scope: {namespaces: [a], selector: "x=y", volumePrefix: pvc-}
+allowVMIOnlyDetach: true
+tenantAuthoritative: true
+tenants: [{name: g, kubeconfig: /k}]
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.Policy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(p.Checks, []string{check.OrphanHotplugVolume, check.OrphanAttachmentPod}) {
+			t.Errorf("checks %v: want every enabled check in check.Names() order", p.Checks)
+		}
+		if !slices.Equal(p.Scope.Namespaces, []string{"a"}) || p.Scope.VolumePrefix != "pvc-" ||
+			!p.Scope.Selector.Matches(labels.Set{"x": "y"}) || p.Scope.Selector.Matches(labels.Set{"x": "z"}) {
+			t.Errorf("scope %+v", p.Scope)
+		}
+		if !p.AllowVMIOnlyDetach || !p.TenantAuthoritative || p.DeleteAttachmentPods {
+			t.Errorf("opt-ins %+v", p)
+		}
+		if p.MinAttachmentPodAge != check.DefaultPolicy().MinAttachmentPodAge {
+			t.Errorf("min attachment pod age %s, want the check package's default", p.MinAttachmentPodAge)
+		}
+		c.Scope.Namespaces[0] = "changed"
+		if p.Scope.Namespaces[0] != "a" {
+			t.Error("the policy shares the namespace list with the config")
+		}
+	})
+	t.Run("disabled check -> left out", func(t *testing.T) {
+		c := Default()
+		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
+		c.Checks["OrphanAttachmentPod"] = CheckConfig{Enabled: false}
+		p, err := c.Policy()
+		if err != nil || !slices.Equal(p.Checks, []string{check.OrphanHotplugVolume}) {
+			t.Fatalf("policy checks %v, %v", p.Checks, err)
+		}
+	})
+}
+
+// FuzzParse: Parse never panics; whatever it accepts validates, builds a
+// policy (or reports that no check is enabled), and reads back the same
+// after encoding.
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile(samplePath); err == nil {
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"", "dryRun: true", "checks: {OrphanHotplugVolume: {enabled: true}}",
+		"checks: {OrphanHotplugVolume: {gracePeriod: -1s}}", "checks: {X: null}",
+		"scope: {namespaces: [a], selector: 'a in (b,c)'}", "tenants: [{name: g, kubeconfig: /k}]",
+		"backoff: {base: 1h, max: 1s}", "blastRadius: {maxActions: 9223372036854775807}",
+		"actionTimeout: 1ns", "[1, 2]", "{", "apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			if c != nil {
+				t.Fatal("a config returned with an error")
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted config does not validate: %v", err)
+		}
+		if _, err := c.Policy(); err != nil && !errors.Is(err, ErrNoChecks) {
+			t.Fatalf("accepted config builds no policy: %v", err)
+		}
+		out, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatalf("encoding: %v", err)
+		}
+		again, err := Parse(out)
+		if err != nil {
+			t.Fatalf("encoded config does not parse: %v\n%s", err, out)
+		}
+		if !reflect.DeepEqual(c, again) {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, again)
+		}
+	})
+}
