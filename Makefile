@@ -54,9 +54,10 @@ demo: controlplane build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
-## bench-cluster: audit 100 and 1,000 VMIs on the local control plane; prints wall time and API requests
+## bench-cluster: audit and controller figures on the local control plane (wall time, API requests, memory)
 bench-cluster: controlplane
-	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -vmis 100,1000
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode audit -vmis 100,1000
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode controller -vmis 1000,5000
 
 clean:
 	rm -rf $(BIN)
