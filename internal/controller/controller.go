@@ -31,12 +31,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/protect"
 )
 
 // LeaderElectionID names the Lease the replicas compete for.
@@ -82,11 +84,13 @@ func New(o Options) (manager.Manager, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if len(o.Config.Tenants) > 0 {
-		return nil, errors.New("config: tenants: tenant evidence is not supported by the controller yet; use `tether audit/fix --tenant` for tenant-backed cleanups")
-	}
 	ctrllog.SetLogger(o.Log)
+	// Protection alone, without any check, is a valid configuration.
 	policy, err := o.Config.Policy()
+	checks := err == nil
+	if errors.Is(err, config.ErrNoChecks) && o.Config.Protection.Enabled {
+		err = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -137,16 +141,41 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
-		return nil, err
-	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	ex, err := act.NewExecutor(o.RestConfig, policy, observe.Options{})
+	if o.Config.Protection.Enabled {
+		sel, err := o.Config.VMSelector()
+		if err != nil {
+			return nil, err
+		}
+		if err := protect.Setup(mgr, protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log}); err != nil {
+			return nil, err
+		}
+	}
+	if !checks {
+		return mgr, nil
+	}
+	if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
+		return nil, err
+	}
+	var tenants []*tenantWatch
+	var sources []observe.TenantSource
+	for _, tc := range o.Config.Tenants {
+		tw, err := newTenantWatch(tc)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(tw); err != nil {
+			return nil, err
+		}
+		tenants = append(tenants, tw)
+		sources = append(sources, tw.source())
+	}
+	ex, err := act.NewExecutor(o.RestConfig, policy, observe.Options{Tenants: sources})
 	if err != nil {
 		return nil, err
 	}
@@ -160,8 +189,12 @@ func New(o Options) (manager.Manager, error) {
 		Budget:   newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
 		Now:      o.Now,
 		Log:      o.Log.WithName("reconciler"),
+		Tenants:  tenants,
 	}
 	if err := r.setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -185,6 +218,12 @@ func requireFindingCRD(m meta.RESTMapper) error {
 func (r *Reconciler) setup(mgr manager.Manager) error {
 	// Resyncs carry no change: skip them.
 	changed := predicate.ResourceVersionChangedPredicate{}
+	tenantEvents := make(chan event.GenericEvent, 1024)
+	for _, tw := range r.Tenants {
+		if err := tw.watchInto(mgr.GetClient(), tenantEvents); err != nil {
+			return err
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("hotplug").
 		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed)).
@@ -193,6 +232,8 @@ func (r *Reconciler) setup(mgr manager.Manager) error {
 		// Only a record deleted or changed in spec by someone else wakes the
 		// subject; the controller's own status writes do not.
 		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
+		// Tenant VolumeAttachment changes wake the VMI named after their node.
+		WatchesRawSource(source.Channel(tenantEvents, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

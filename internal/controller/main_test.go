@@ -6,4 +6,4 @@ import (
 	"github.com/tether-dev/tether/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{Tenants: []string{"guest"}}) }

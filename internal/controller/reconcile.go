@@ -42,6 +42,8 @@ type Reconciler struct {
 	Budget   *budget
 	Now      func() time.Time
 	Log      logr.Logger
+	// Tenants are the watched tenant clusters (their evidence).
+	Tenants []*tenantWatch
 }
 
 // Reconcile handles one VMI, named by req.
@@ -90,8 +92,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// snapshotFor builds the decision input for one VMI from the cache: the VMI,
-// its owning VM and the KubeVirt feature gates.
+// snapshotFor builds the decision input for one VMI from the caches: the VMI,
+// its owning VM, the KubeVirt feature gates and the tenants' attachments on
+// the node named after the VMI.
 func (r *Reconciler) snapshotFor(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*snapshot.Snapshot, error) {
 	s := snapshot.Snapshot{VMIs: []kubevirtv1.VirtualMachineInstance{*vmi}}
 	if owner := metav1.GetControllerOf(vmi); owner != nil && owner.Kind == "VirtualMachine" {
@@ -109,6 +112,11 @@ func (r *Reconciler) snapshotFor(ctx context.Context, vmi *kubevirtv1.VirtualMac
 		s.FeatureGates.Known = true
 		if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
 			s.FeatureGates.Enabled, s.FeatureGates.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
+		}
+	}
+	for _, tw := range r.Tenants {
+		if tw.applies(vmi.Namespace) {
+			s.Tenants = append(s.Tenants, tw.evidence(vmi.Name))
 		}
 	}
 	return snapshot.New(s), nil

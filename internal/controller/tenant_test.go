@@ -1,0 +1,78 @@
+package controller_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/fixture"
+)
+
+// With tenant evidence, the volume the tenant attaches is left alone, the one
+// it does not is detached; when the tenant lets go of the first one, the
+// controller hears it from the tenant's informer and detaches it too.
+func TestController_tenantEvidence_detachesWhatTheTenantDropped(t *testing.T) {
+	w := newWorld(t)
+	tenant := w.env.Tenants["guest"]
+	tc, err := clients.New(tenant.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := fixture.PV("pv-"+w.ns, "pvc-kept")
+	va := fixture.VolumeAttachment("va-"+w.ns, "vm-t", pv.Name)
+	for _, o := range []client.Object{pv, va} {
+		o.SetUID("")
+		if err := tc.Create(w.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.orphan("vm-t", "pvc-kept")
+	w.orphan("vm-t", "pvc-dropped")
+	cfg := w.cfg(time.Second)
+	cfg.AllowVMIOnlyDetach = false
+	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: tenant.Kubeconfig, Namespace: w.ns}}
+	w.start(cfg)
+
+	w.waitFinding("vm-t", "pvc-dropped", v1alpha1.PhaseResolved, string(act.Applied))
+	if !lists(w.vmi("vm-t"), "pvc-kept") || w.finding("vm-t", "pvc-kept") != nil {
+		t.Fatal("the volume the tenant attaches was touched or reported")
+	}
+	if err := tc.Delete(w.ctx, va); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFinding("vm-t", "pvc-kept", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitVMI("vm-t", "pvc-kept detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-kept") })
+}
+
+// A tenant that cannot be reached is unknown evidence: the finding is held,
+// never acted on.
+func TestController_tenantUnreachable_holds(t *testing.T) {
+	w := newWorld(t)
+	w.orphan("vm-u", "pvc-u")
+	data, err := os.ReadFile(w.env.Tenants["guest"].Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(t.TempDir(), "dead.kubeconfig")
+	if err := os.WriteFile(dead, []byte(strings.ReplaceAll(string(data), w.env.Tenants["guest"].URL, "https://127.0.0.1:1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.cfg(0)
+	cfg.AllowVMIOnlyDetach = false
+	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: dead, Namespace: w.ns}}
+	w.start(cfg)
+	w.waitFinding("vm-u", "pvc-u", v1alpha1.PhaseBlocked, "TenantUnreachable")
+	time.Sleep(time.Second)
+	if !lists(w.vmi("vm-u"), "pvc-u") {
+		t.Fatal("acted without tenant evidence")
+	}
+}
