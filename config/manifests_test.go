@@ -146,8 +146,10 @@ var (
 	wantRules = sorted(
 		expand("kubevirt.io", []string{"virtualmachines", "virtualmachineinstances", "kubevirts"}, read),
 		expand("", []string{"pods"}, read),
-		expand("", []string{"persistentvolumeclaims"}, []string{"list", "watch"}),
-		expand("cdi.kubevirt.io", []string{"datavolumes"}, []string{"list", "watch"}),
+		expand("", []string{"persistentvolumeclaims"}, []string{"get", "list", "watch", "patch"}),
+		expand("cdi.kubevirt.io", []string{"datavolumes"}, []string{"get", "list", "watch", "patch"}),
+		expand("apps", []string{"controllerrevisions"}, []string{"get", "list", "watch", "patch"}),
+		expand("", []string{"namespaces"}, []string{"get"}),
 		expand("subresources.kubevirt.io", []string{"virtualmachines/removevolume", "virtualmachineinstances/removevolume"}, []string{"update"}),
 		expand("tether.dev", []string{"findings"}, allVerbs),
 		expand("tether.dev", []string{"findings/status"}, []string{"get", "update", "patch"}),
@@ -414,7 +416,13 @@ func TestApplyOnControlPlane(t *testing.T) {
 	canI(false, "delete", "", "pods", "", "tenant-a")
 	canI(false, "update", "kubevirt.io", "virtualmachineinstances", "", "tenant-a")
 	canI(false, "update", "subresources.kubevirt.io", "virtualmachineinstances", "addvolume", "tenant-a")
-	canI(false, "get", "", "persistentvolumeclaims", "", "tenant-a")
+	canI(true, "patch", "", "persistentvolumeclaims", "", "tenant-a")
+	canI(true, "patch", "cdi.kubevirt.io", "datavolumes", "", "tenant-a")
+	canI(true, "patch", "apps", "controllerrevisions", "", "tenant-a")
+	canI(true, "get", "", "namespaces", "", allNamespaces)
+	canI(false, "update", "", "persistentvolumeclaims", "", "tenant-a")
+	canI(false, "delete", "apps", "controllerrevisions", "", "tenant-a")
+	canI(false, "delete", "", "namespaces", "", allNamespaces)
 	canI(false, "delete", "", "persistentvolumeclaims", "", "tenant-a")
 	canI(false, "get", "", "secrets", "", namespace)
 	canI(false, "delete", "tether.dev", "findings", "status", "tenant-a")

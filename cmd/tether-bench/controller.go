@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -147,7 +146,7 @@ func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int
 		if err := c.Create(ctx, pvc); err != nil {
 			return 0, err
 		}
-		if err := kubevirt.AddVolume(ctx, sub, kubevirt.VMI, "bench", name, addOptions(vol)); err != nil {
+		if err := kubevirt.AddVolume(ctx, sub, kubevirt.VMI, "bench", name, fixture.AddVolumeOptions(vol)); err != nil {
 			return 0, err
 		}
 	}
@@ -237,11 +236,4 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 		}
 	}
 	return nil
-}
-
-func addOptions(volume string) *kubevirtv1.AddVolumeOptions {
-	return &kubevirtv1.AddVolumeOptions{Name: volume,
-		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
-		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}}}
 }

@@ -25,7 +25,7 @@ func TestApply_volumeReAddedToVMSpecAfterPlan_refused(t *testing.T) {
 	s.hotplug(kubevirt.VMI, "node-r", "pvc-r")
 	f := s.plan(policy(), s.tenant(), "node-r", "pvc-r")
 
-	opts := hotplugOptions("pvc-r")
+	opts := fixture.AddVolumeOptions("pvc-r")
 	if err := kubevirt.AddVolume(s.ctx, s.sub, kubevirt.VM, s.ns, "node-r", opts); err != nil {
 		t.Fatalf("VM-level addvolume: %v", err)
 	}

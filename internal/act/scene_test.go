@@ -110,15 +110,6 @@ func lists(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
 	return false
 }
 
-func hotplugOptions(volume string) *kubevirtv1.AddVolumeOptions {
-	return &kubevirtv1.AddVolumeOptions{
-		Name: volume,
-		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
-		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}},
-	}
-}
-
 func waitVMSpecLists(s *scene, name, volume string) {
 	s.t.Helper()
 	testenv.Eventually(s.t, 20*time.Second, "VM spec lists "+volume, func() (bool, error) {
@@ -140,7 +131,7 @@ func waitVMSpecLists(s *scene, name, volume string) {
 func (s *scene) hotplug(kind kubevirt.Kind, name, volume string) {
 	s.t.Helper()
 	s.create(fixture.PVC(volume))
-	if err := kubevirt.AddVolume(s.ctx, s.sub, kind, s.ns, name, hotplugOptions(volume)); err != nil {
+	if err := kubevirt.AddVolume(s.ctx, s.sub, kind, s.ns, name, fixture.AddVolumeOptions(volume)); err != nil {
 		s.t.Fatalf("addvolume %s: %v", volume, err)
 	}
 	s.waitVMI(name, "hot-plug "+volume+" ready", func(vmi *kubevirtv1.VirtualMachineInstance) bool { return hasHotplug(vmi, volume) })

@@ -67,7 +67,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newAudit(), newFix(), newController(), newChecks(), newVersion())
+	root.AddCommand(newAudit(), newFix(), newController(), newChecks(), newVersion(), newProtect(), newManifests())
 	return root
 }
 

@@ -74,6 +74,17 @@ type Config struct {
 	Backoff BackoffConfig `json:"backoff"`
 	// ActionTimeout bounds one action, including waiting for convergence.
 	ActionTimeout metav1.Duration `json:"actionTimeout"`
+	// Protection keeps the tether.dev/in-use finalizer on what VMs in
+	// scope use (docs/protection.md).
+	Protection ProtectionConfig `json:"protection"`
+}
+
+// ProtectionConfig configures the protection of VM dependents.
+type ProtectionConfig struct {
+	// Enabled runs the protection reconciler (opt-in). It protects the
+	// dependents of the VMs in scope.namespaces whose labels match
+	// scope.selector.
+	Enabled bool `json:"enabled"`
 }
 
 // CheckConfig configures one check.
@@ -446,6 +457,15 @@ func (c *Config) Grace(name string) time.Duration {
 		return cc.GracePeriod.Duration
 	}
 	return DefaultGracePeriod
+}
+
+// VMSelector is scope.selector parsed, for VM labels (protection).
+func (c *Config) VMSelector() (labels.Selector, error) {
+	sel, err := labels.Parse(c.Scope.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("scope.selector: %w", err)
+	}
+	return sel, nil
 }
 
 // Policy builds the checks' policy: the enabled checks (in check.Names

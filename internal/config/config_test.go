@@ -410,3 +410,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestProtection(t *testing.T) {
+	c, err := Parse([]byte("protection:\n  enabled: true\nscope:\n  namespaces: [tenant-a]\n  selector: app=db\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Protection.Enabled {
+		t.Error("protection.enabled not read")
+	}
+	// Protection alone enables no check: the controller runs it without a policy.
+	if _, err := c.Policy(); !errors.Is(err, ErrNoChecks) {
+		t.Errorf("Policy: %v, want ErrNoChecks", err)
+	}
+	sel, err := c.VMSelector()
+	if err != nil || !sel.Matches(labels.Set{"app": "db"}) || sel.Matches(labels.Set{"app": "web"}) {
+		t.Errorf("VMSelector %v, %v", sel, err)
+	}
+	if _, err := Parse([]byte("protection:\n  enable: true\n")); err == nil || !strings.Contains(err.Error(), "protection.enable") {
+		t.Errorf("misspelt protection field: %v", err)
+	}
+	if Default().Protection.Enabled {
+		t.Error("protection must be opt-in")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
 )
 
@@ -68,7 +69,7 @@ func TestController_conditionDisappearsMidGrace_resolvedNoAction(t *testing.T) {
 	w.orphan("vm-d", "pvc-d")
 	w.start(w.cfg(time.Hour))
 	w.waitFinding("vm-d", "pvc-d", v1alpha1.PhaseWaiting, "")
-	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VM, w.ns, "vm-d", addOpts("pvc-d")); err != nil {
+	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VM, w.ns, "vm-d", fixture.AddVolumeOptions("pvc-d")); err != nil {
 		t.Fatal(err)
 	}
 	w.waitFinding("vm-d", "pvc-d", v1alpha1.PhaseResolved, "ConditionGone")

@@ -136,17 +136,10 @@ func (w *world) orphan(vm, volume string) {
 	if err := w.c.Create(w.ctx, pvc); err != nil {
 		w.t.Fatal(err)
 	}
-	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VMI, w.ns, vm, addOpts(volume)); err != nil {
+	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VMI, w.ns, vm, fixture.AddVolumeOptions(volume)); err != nil {
 		w.t.Fatal(err)
 	}
 	w.waitVMI(vm, volume+" hot-plugged", func(v *kubevirtv1.VirtualMachineInstance) bool { return lists(v, volume) })
-}
-
-func addOpts(volume string) *kubevirtv1.AddVolumeOptions {
-	return &kubevirtv1.AddVolumeOptions{Name: volume,
-		Disk: &kubevirtv1.Disk{Name: volume, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
-		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: volume}, Hotpluggable: true}}}
 }
 
 func lists(v *kubevirtv1.VirtualMachineInstance, volume string) bool {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,11 +106,7 @@ func seed(t *testing.T, env *testenv.Env) (ns, tenantKubeconfig string) {
 		return err == nil && vmi.Status.Phase == kubevirtv1.Running, err
 	})
 	for kind, vol := range map[kubevirt.Kind]string{kubevirt.VMI: "pvc-orphan", kubevirt.VM: "pvc-kept"} {
-		opts := &kubevirtv1.AddVolumeOptions{Name: vol,
-			Disk: &kubevirtv1.Disk{Name: vol, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
-			VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: vol}, Hotpluggable: true}}}
-		if err := kubevirt.AddVolume(ctx, sub, kind, ns, "node-x", opts); err != nil {
+		if err := kubevirt.AddVolume(ctx, sub, kind, ns, "node-x", fixture.AddVolumeOptions(vol)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,170 @@
+package protect_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/protect"
+)
+
+func pvcRef(name string) protect.Ref {
+	return protect.Ref{Kind: protect.KindPVC, Namespace: fixture.Namespace, Name: name}
+}
+
+func stopped(vm *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachine {
+	halted := kubevirtv1.RunStrategyHalted
+	vm.Spec.RunStrategy = &halted
+	return vm
+}
+
+func withFinalizer(o metav1.Object) {
+	o.SetFinalizers(append(o.GetFinalizers(), protect.Finalizer))
+}
+
+func deleting(o metav1.Object) {
+	t := metav1.NewTime(fixture.Epoch().Add(time.Hour))
+	o.SetDeletionTimestamp(&t)
+}
+
+func TestDependents(t *testing.T) {
+	vm := fixture.VM("vm", fixture.WithVolume("disk", fixture.PVC("claim")), fixture.WithVolume("dv", fixture.DataVolume("data")))
+	vm.Spec.DataVolumeTemplates = []kubevirtv1.DataVolumeTemplateSpec{{ObjectMeta: metav1.ObjectMeta{Name: "root"}}}
+	vm.Spec.Instancetype = &kubevirtv1.InstancetypeMatcher{Name: "u1.small", RevisionName: "vm-u1.small-1"}
+	vm.Spec.Preference = &kubevirtv1.PreferenceMatcher{Name: "fedora"}
+	vm.Status.PreferenceRef = &kubevirtv1.InstancetypeStatusRef{ControllerRevisionRef: &kubevirtv1.ControllerRevisionRef{Name: "vm-fedora-1"}}
+	vm.Status.InstancetypeRef = &kubevirtv1.InstancetypeStatusRef{ControllerRevisionRef: &kubevirtv1.ControllerRevisionRef{Name: "vm-u1.small-1"}}
+	got := protect.Dependents(vm)
+	ns := fixture.Namespace
+	want := []protect.Ref{
+		{Kind: protect.KindControllerRevision, Namespace: ns, Name: "vm-fedora-1"},
+		{Kind: protect.KindControllerRevision, Namespace: ns, Name: "vm-u1.small-1"},
+		{Kind: protect.KindDataVolume, Namespace: ns, Name: "data"},
+		{Kind: protect.KindDataVolume, Namespace: ns, Name: "root"},
+		{Kind: protect.KindPVC, Namespace: ns, Name: "claim"},
+		{Kind: protect.KindPVC, Namespace: ns, Name: "data"},
+		{Kind: protect.KindPVC, Namespace: ns, Name: "root"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Dependents\n got %v\nwant %v", got, want)
+	}
+	if d := protect.Dependents(fixture.VM("empty")); len(d) != 0 {
+		t.Errorf("a VM without volumes has dependents %v", d)
+	}
+}
+
+// TestDecide: table named "state -> outcome". Each case gives the VMs as the
+// reader sees them; the "late informer" cases show what the cache alone
+// would conclude and why the live read must confirm a release.
+func TestDecide(t *testing.T) {
+	ref := pvcRef("claim")
+	usesClaim := func(name string, opts ...fixture.Option) kubevirtv1.VirtualMachine {
+		return *stopped(fixture.VM(name, append([]fixture.Option{fixture.WithVolume("disk", fixture.PVC("claim"))}, opts...)...))
+	}
+	other := *fixture.VM("other", fixture.WithVolume("disk", fixture.PVC("another")))
+	pvc := func(mut ...func(metav1.Object)) *corev1.PersistentVolumeClaim {
+		p := fixture.PVC("claim")
+		for _, m := range mut {
+			m(p)
+		}
+		return p
+	}
+	terminatingVM := usesClaim("vm", fixture.Terminating(fixture.Epoch()))
+	ownedPVC := func(o metav1.Object) {
+		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "vm", UID: terminatingVM.UID}})
+	}
+	cases := []struct {
+		name   string
+		obj    *corev1.PersistentVolumeClaim
+		vms    []kubevirtv1.VirtualMachine
+		nsTerm bool
+		want   protect.Decision
+		users  []string
+	}{
+		{name: "referenced only by a stopped VM -> add", obj: pvc(), vms: []kubevirtv1.VirtualMachine{usesClaim("vm"), other}, want: protect.Add, users: []string{"vm"}},
+		{name: "referenced and protected -> none", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, want: protect.None, users: []string{"vm"}},
+		{name: "VM deleted -> release", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{other}, want: protect.Release},
+		{name: "reference moved to another VM -> still protected", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{*fixture.VM("vm"), usesClaim("vm2")}, want: protect.None, users: []string{"vm2"}},
+		{name: "deletion requested while in use -> postpone", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{usesClaim("vm"), usesClaim("vm2")}, want: protect.Postpone, users: []string{"vm", "vm2"}},
+		{name: "deletion requested, no user -> release", obj: pvc(withFinalizer, deleting), want: protect.Release},
+		{name: "deleting without finalizer -> none (cannot add)", obj: pvc(deleting), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, want: protect.None, users: []string{"vm"}},
+		{name: "unused and unprotected -> none", obj: pvc(), vms: []kubevirtv1.VirtualMachine{other}, want: protect.None},
+		{name: "namespace terminating -> release", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, nsTerm: true, want: protect.Release, users: []string{"vm"}},
+		{name: "namespace terminating, no finalizer -> none", obj: pvc(), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, nsTerm: true, want: protect.None, users: []string{"vm"}},
+		{name: "terminating VM, not the owner -> still protected", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{terminatingVM}, want: protect.Postpone, users: []string{"vm"}},
+		{name: "terminating VM owns it (foreground deletion) -> release", obj: pvc(withFinalizer, deleting, ownedPVC), vms: []kubevirtv1.VirtualMachine{terminatingVM}, want: protect.Release},
+		{name: "VM in another namespace -> not a user", obj: pvc(), vms: []kubevirtv1.VirtualMachine{usesClaim("vm", fixture.InNamespace("elsewhere"))}, want: protect.None},
+		{name: "other finalizers kept in mind -> add", obj: pvc(func(o metav1.Object) { o.SetFinalizers([]string{"kubernetes.io/pvc-protection"}) }), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, want: protect.Add, users: []string{"vm"}},
+		// Late informer: the cache has not seen the new user yet. The cache
+		// alone says "release"; the live list (second row) says "postpone".
+		{name: "late informer: cache without the new VM -> release candidate", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{other}, want: protect.Release},
+		{name: "late informer: live list with the new VM -> postpone", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{other, usesClaim("new")}, want: protect.Postpone, users: []string{"new"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			users := protect.Users(ref, c.obj, c.vms)
+			if !slices.Equal(users, c.users) {
+				t.Errorf("users %v, want %v", users, c.users)
+			}
+			if got := protect.Decide(c.obj, users, c.nsTerm); got != c.want {
+				t.Errorf("Decide = %s, want %s", got, c.want)
+			}
+			if !c.nsTerm {
+				if got := protect.NeedToAddFinalizer(c.obj, users); got != (c.want == protect.Add) {
+					t.Errorf("NeedToAddFinalizer = %v", got)
+				}
+				if got := protect.IsReleaseCandidate(c.obj, users); got != (c.want == protect.Release) {
+					t.Errorf("IsReleaseCandidate = %v", got)
+				}
+			}
+		})
+	}
+}
+
+func TestPatchesCarryTest(t *testing.T) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	decode := func(b []byte, err error) []op {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ops []op
+		if err := json.Unmarshal(b, &ops); err != nil {
+			t.Fatal(err)
+		}
+		return ops
+	}
+	p := fixture.PVC("claim")
+	p.ResourceVersion = "42"
+	ops := decode(protect.AddPatch(p))
+	if len(ops) != 2 || ops[0].Op != "test" || ops[0].Path != "/metadata/resourceVersion" || ops[0].Value != "42" ||
+		ops[1].Op != "add" || ops[1].Path != "/metadata/finalizers" {
+		t.Errorf("add to no finalizers: %+v", ops)
+	}
+	p.Finalizers = []string{"kubernetes.io/pvc-protection"}
+	ops = decode(protect.AddPatch(p))
+	if len(ops) != 2 || ops[0].Op != "test" || ops[0].Path != "/metadata/finalizers" ||
+		ops[1].Op != "add" || ops[1].Path != "/metadata/finalizers/-" || ops[1].Value != protect.Finalizer {
+		t.Errorf("add to existing finalizers: %+v", ops)
+	}
+	p.Finalizers = []string{"kubernetes.io/pvc-protection", protect.Finalizer}
+	ops = decode(protect.RemovePatch(p))
+	if len(ops) != 2 || ops[0].Op != "test" || ops[0].Path != "/metadata/finalizers" ||
+		ops[1].Op != "remove" || ops[1].Path != "/metadata/finalizers/1" {
+		t.Errorf("remove: %+v", ops)
+	}
+	p.Finalizers = nil
+	if _, err := protect.RemovePatch(p); err == nil {
+		t.Error("RemovePatch without the finalizer: no error")
+	}
+}
