@@ -1,7 +1,6 @@
 package act_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -84,12 +83,7 @@ func TestApply_tenantUnreachableAtApply_refused(t *testing.T) {
 	dead.Host = "https://127.0.0.1:1"
 	o := observe.Options{TenantTimeout: 2 * time.Second, Tenants: []observe.TenantSource{{Name: "guest", Namespace: s.ns, Config: dead}}}
 	r := s.executor(policy(), o).Apply(s.ctx, f)
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.TenantUnreachable)) {
-		t.Fatalf("want Refused by %s, got %s: %s", check.TenantUnreachable, r.Outcome, r.Message)
-	}
-	if !hasHotplug(s.vmi("node-c"), "pvc-c") {
-		t.Fatal("the volume was touched")
-	}
+	s.refusedUntouched(r, check.TenantUnreachable, "node-c", "pvc-c")
 }
 
 // With the HotplugVolumes gate switched off after planning, the re-check
@@ -103,12 +97,7 @@ func TestApply_gateOffAtApply_refused(t *testing.T) {
 	t.Cleanup(func() { s.gates(kubevirtv1HotplugVolumes) })
 	s.gates()
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.HotplugGateDisabled)) {
-		t.Fatalf("want Refused by %s, got %s: %s", check.HotplugGateDisabled, r.Outcome, r.Message)
-	}
-	if !hasHotplug(s.vmi("node-d"), "pvc-d") {
-		t.Fatal("the volume was touched")
-	}
+	s.refusedUntouched(r, check.HotplugGateDisabled, "node-d", "pvc-d")
 }
 
 // A migration that starts after planning: the re-check holds the action.
@@ -123,12 +112,7 @@ func TestApply_migrationStartsAfterPlan_refused(t *testing.T) {
 	})
 	s.waitVMI("node-e", "migration started", check.IsMigrating)
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.VMIMigrating)) {
-		t.Fatalf("want Refused by %s, got %s: %s", check.VMIMigrating, r.Outcome, r.Message)
-	}
-	if !hasHotplug(s.vmi("node-e"), "pvc-e") {
-		t.Fatal("the volume was touched")
-	}
+	s.refusedUntouched(r, check.VMIMigrating, "node-e", "pvc-e")
 }
 
 // The server answers 409 (as virt-api does for a migrating VMI): reported as

@@ -2,6 +2,7 @@ package act_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,4 +181,16 @@ func (s *scene) events(findingID string) []corev1.Event {
 func policy() check.Policy {
 	p := check.DefaultPolicy()
 	return p
+}
+
+// refusedUntouched asserts that r is a refusal naming reason and that the
+// VMI still has the volume hot-plugged and Ready.
+func (s *scene) refusedUntouched(r act.Result, reason check.BlockReason, vmi, volume string) {
+	s.t.Helper()
+	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(reason)) {
+		s.t.Fatalf("want Refused by %s, got %s: %s", reason, r.Outcome, r.Message)
+	}
+	if !hasHotplug(s.vmi(vmi), volume) {
+		s.t.Fatal("the volume was touched")
+	}
 }
