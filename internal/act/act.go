@@ -70,6 +70,9 @@ type Executor struct {
 	PollInterval time.Duration
 	// Recorder records Events; nil records none.
 	Recorder *Recorder
+	// NodesGoneSince: durable records of since when Nodes have been missing
+	// (see snapshot.Snapshot.NodesGoneSince), for live re-checks.
+	NodesGoneSince map[string]time.Time
 }
 
 // NewExecutor builds an executor for cfg.
@@ -98,6 +101,10 @@ func (e *Executor) Apply(ctx context.Context, f check.Finding) Result {
 	switch {
 	case !f.Action.Safe:
 		r = Result{Outcome: Refused, Message: fmt.Sprintf("action %s is not safe: blocked by %s", f.Action.Type, f.Action.BlockedBy)}
+	case f.Check == check.StaleVolumeAttachment:
+		r = e.fixStaleAttachment(ctx, f)
+	case f.Check == check.DanglingVolumeReference:
+		r = e.removeDangling(ctx, f)
 	case f.Action.Type == check.VMRemoveVolume || f.Action.Type == check.VMIRemoveVolume:
 		r = e.removeVolume(ctx, f)
 	case f.Action.Type == check.DeleteAttachmentPod:

@@ -93,8 +93,16 @@ func TestApply_gateOffAtApply_refused(t *testing.T) {
 	s.runningVM("node-d")
 	s.hotplug(kubevirt.VMI, "node-d", "pvc-d")
 	f := s.plan(policy(), s.tenant(), "node-d", "pvc-d")
-	// Re-enable the gate for the tests that follow, whatever happens here.
-	t.Cleanup(func() { s.gates(kubevirtv1HotplugVolumes) })
+	// Re-enable the gates for the tests that follow, whatever happens here.
+	t.Cleanup(func() {
+		s.gates(kubevirtv1HotplugVolumes)
+		_ = s.env.Emulator.SetDisabledFeatureGates(s.ctx)
+	})
+	// Both hot-plug gates off: with DeclarativeHotplugVolumes still on, the
+	// (emulated) virt-controller would itself drop VMI-only hot-plugs.
+	if err := s.env.Emulator.SetDisabledFeatureGates(s.ctx, "DeclarativeHotplugVolumes"); err != nil {
+		t.Fatal(err)
+	}
 	s.gates()
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
 	s.refusedUntouched(r, check.HotplugGateDisabled, "node-d", "pvc-d")

@@ -18,6 +18,7 @@ import (
 // Event reasons (contract: users alert on them).
 const (
 	ReasonOrphanDetached     = "TetherOrphanDetached"
+	ReasonDanglingRemoved    = "TetherDanglingReferenceRemoved"
 	ReasonOrphanDetachFailed = "TetherOrphanDetachFailed"
 	ReasonActionRefused      = "TetherActionRefused"
 	ReasonActionPending      = "TetherActionPending"
@@ -33,9 +34,12 @@ type Recorder struct {
 
 func newClient(cfg *rest.Config) (client.Client, error) { return clients.New(cfg) }
 
-func reasonFor(o Outcome) (string, string) {
+func reasonFor(f check.Finding, o Outcome) (string, string) {
 	switch o {
 	case Applied:
+		if f.Check == check.DanglingVolumeReference {
+			return ReasonDanglingRemoved, corev1.EventTypeNormal
+		}
 		return ReasonOrphanDetached, corev1.EventTypeNormal
 	case Pending:
 		return ReasonActionPending, corev1.EventTypeWarning
@@ -49,7 +53,7 @@ func reasonFor(o Outcome) (string, string) {
 }
 
 func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
-	reason, typ := reasonFor(res.Outcome)
+	reason, typ := reasonFor(f, res.Outcome)
 	r.Event(ctx, f, reason, typ, fmt.Sprintf("%s %s volume %q: %s (finding %s)", f.Check, f.Action.Type, f.Volume, res.Message, f.ID))
 }
 
@@ -60,18 +64,23 @@ func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg 
 		return
 	}
 	now := metav1.NewTime(time.Now())
-	apiVersion := "kubevirt.io/v1"
-	if f.Object.Kind == "Pod" {
+	apiVersion, evNS, objNS := "kubevirt.io/v1", f.Namespace, f.Namespace
+	switch f.Object.Kind {
+	case "Pod", "PersistentVolumeClaim":
 		apiVersion = "v1"
+	case "PersistentVolume":
+		apiVersion, evNS, objNS = "v1", metav1.NamespaceDefault, ""
+	case check.KindVolumeAttachment:
+		apiVersion, evNS, objNS = "storage.k8s.io/v1", metav1.NamespaceDefault, ""
 	}
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.Namespace,
+			Namespace: evNS,
 			Name:      fmt.Sprintf("%s.tether-%s-%s", f.Object.Name, f.ID, rand.String(5)),
 			Labels:    map[string]string{"tether.dev/finding": f.ID},
 		},
 		InvolvedObject: corev1.ObjectReference{
-			APIVersion: apiVersion, Kind: f.Object.Kind, Namespace: f.Namespace, Name: f.Object.Name, UID: f.Object.UID,
+			APIVersion: apiVersion, Kind: f.Object.Kind, Namespace: objNS, Name: f.Object.Name, UID: f.Object.UID,
 		},
 		Reason:              reason,
 		Type:                typ,

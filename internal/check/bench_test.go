@@ -40,6 +40,7 @@ func benchSnapshot(layout string) snapshot.Snapshot {
 		opts := []f.Option{ns, f.OwnedBy(vm), f.Labels("cluster", "c1")}
 		for _, v := range vols {
 			opts = append(opts, f.WithHotplug(v))
+			s.PVCs = append(s.PVCs, *f.PVC(v, ns)) // the claims exist: nothing dangles
 		}
 		vmi := f.VMI(name, opts...)
 		pod := f.AttachmentPod("hp-volume-"+name, ns, f.LaunchedBy(vmi), f.Claims(vols...))

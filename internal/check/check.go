@@ -24,6 +24,15 @@ import (
 const (
 	OrphanHotplugVolume = "OrphanHotplugVolume"
 	OrphanAttachmentPod = "OrphanAttachmentPod"
+	// DanglingVolumeReference: a VM or VMI refers to storage that is gone.
+	DanglingVolumeReference = "DanglingVolumeReference"
+	// StaleVolumeAttachment: a CSI VolumeAttachment nothing needs any more.
+	StaleVolumeAttachment = "StaleVolumeAttachment"
+	// MultiAttachConflict: a pod waits for a ReadWriteOnce volume attached
+	// to another node.
+	MultiAttachConflict = "MultiAttachConflict"
+	// BlockedDeletion: an object stuck terminating on a protection finalizer.
+	BlockedDeletion = "BlockedDeletion"
 )
 
 // Input is what every check decides from. Make it with NewInput; the checks
@@ -121,6 +130,10 @@ func All() []Check {
 	return []Check{
 		{Name: OrphanHotplugVolume, Doc: "a hot-plugged VMI volume that nothing wants any more", Run: FindOrphanHotplugVolumes},
 		{Name: OrphanAttachmentPod, Doc: "a hot-plug attachment pod that no VMI references", Run: FindOrphanAttachmentPods},
+		{Name: DanglingVolumeReference, Doc: "a VM or VMI volume whose PVC or DataVolume is missing, being deleted or failed, or whose attachment pod is gone", Run: FindDanglingVolumeReferences},
+		{Name: StaleVolumeAttachment, Doc: "a CSI VolumeAttachment whose node or PV is gone, or that no running pod on its node needs", Run: FindStaleVolumeAttachments},
+		{Name: MultiAttachConflict, Doc: "a pod waiting for a ReadWriteOnce volume that is attached to another node", Run: FindMultiAttachConflicts},
+		{Name: BlockedDeletion, Doc: "a PVC, PV or DataVolume stuck terminating on a protection finalizer, and who holds it", Run: FindBlockedDeletions},
 	}
 }
 

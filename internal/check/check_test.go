@@ -24,7 +24,8 @@ func TestLookup(t *testing.T) {
 		!strings.Contains(err.Error(), OrphanHotplugVolume) || !strings.Contains(err.Error(), OrphanAttachmentPod) {
 		t.Errorf("unknown check error must name it and the valid checks, got %v", err)
 	}
-	if got := Names(); !reflect.DeepEqual(got, []string{OrphanHotplugVolume, OrphanAttachmentPod}) {
+	if got := Names(); !reflect.DeepEqual(got, []string{OrphanHotplugVolume, OrphanAttachmentPod, DanglingVolumeReference,
+		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion}) {
 		t.Errorf("Names() = %v", got)
 	}
 }
@@ -102,10 +103,14 @@ func TestRunSortsAndFiltersChecks(t *testing.T) {
 		got = append(got, fd.Namespace+" "+fd.Object.Kind+" "+fd.Object.Name+" "+fd.Volume+" "+fd.Check)
 	}
 	want := []string{
+		"aaa VirtualMachineInstance c v1 DanglingVolumeReference",
 		"aaa VirtualMachineInstance c v1 OrphanHotplugVolume",
 		"default Pod hp-volume-zzz c1 OrphanAttachmentPod",
+		"default VirtualMachineInstance a v1 DanglingVolumeReference",
 		"default VirtualMachineInstance a v1 OrphanHotplugVolume",
+		"default VirtualMachineInstance b v1 DanglingVolumeReference",
 		"default VirtualMachineInstance b v1 OrphanHotplugVolume",
+		"default VirtualMachineInstance b v2 DanglingVolumeReference",
 		"default VirtualMachineInstance b v2 OrphanHotplugVolume",
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -146,7 +151,7 @@ func TestFindingIDIsStable(t *testing.T) {
 // TestFindingJSON pins the JSON shape of a finding (contract).
 func TestFindingJSON(t *testing.T) {
 	vm := f.VM("vm-a")
-	fs := Run(f.Snapshot(f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Gates()), DefaultPolicy(), now)
+	fs := only(Run(f.Snapshot(f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Gates()), DefaultPolicy(), now), OrphanHotplugVolume, "vm-a", "v1")
 	if len(fs) != 1 {
 		t.Fatalf("want 1 finding, got %d", len(fs))
 	}
@@ -185,7 +190,7 @@ func TestFindingJSON(t *testing.T) {
 func TestEvidenceIsCheckable(t *testing.T) {
 	vm := f.VM("vm-a", f.Running())
 	vmi := f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("v1", f.AttachPod("hp-volume-abcde")))
-	fs := Run(f.Snapshot(vm, vmi, f.Tenant("t1"), hotplugGate()), DefaultPolicy(), now)
+	fs := only(Run(f.Snapshot(vm, vmi, f.Tenant("t1"), hotplugGate()), DefaultPolicy(), now), OrphanHotplugVolume, "vm-a", "")
 	if len(fs) != 1 {
 		t.Fatalf("want 1 finding, got %+v", fs)
 	}
@@ -224,7 +229,7 @@ func TestEveryBlockHasARemedy(t *testing.T) {
 }
 
 func TestChecksAcceptAHandBuiltInput(t *testing.T) {
-	s := f.Snapshot(orphanWorld()...)
+	s := f.Snapshot(append(orphanWorld(), storageChecksWorld()...)...)
 	for _, c := range All() {
 		got := c.Run(Input{Snapshot: s, Policy: DefaultPolicy(), Now: now})
 		want := c.Run(NewInput(s, DefaultPolicy(), now))

@@ -32,6 +32,16 @@ const (
 	VMIRemoveVolume ActionType = "VMIRemoveVolume"
 	// DeleteAttachmentPod deletes a hot-plug attachment pod.
 	DeleteAttachmentPod ActionType = "DeleteAttachmentPod"
+	// DeletePodsOnFencedNode force-deletes the pods bound to a fenced node
+	// that keep a stale VolumeAttachment desired, so that the attach/detach
+	// controller detaches it on its normal path.
+	DeletePodsOnFencedNode ActionType = "DeletePodsOnFencedNode"
+	// DeleteVolumeAttachment deletes a stale VolumeAttachment (forced:
+	// last resort, opt-in).
+	DeleteVolumeAttachment ActionType = "DeleteVolumeAttachment"
+	// RemoveAttacherFinalizer removes external-attacher's finalizer from a
+	// VolumeAttachment whose deletion hangs (forced: last resort, opt-in).
+	RemoveAttacherFinalizer ActionType = "RemoveAttacherFinalizer"
 	// None means no action can fix the finding.
 	None ActionType = "None"
 )
@@ -84,6 +94,28 @@ const (
 	VolumeStillListed BlockReason = "VolumeStillListed"
 	// NotRequested: the action is destructive and was not asked for.
 	NotRequested BlockReason = "NotRequested"
+	// NodeNotFenced: nothing proves the VolumeAttachment's node is down: it
+	// lacks the out-of-service taint, and it is not gone for longer than
+	// the configured period (or that rule is off).
+	NodeNotFenced BlockReason = "NodeNotFenced"
+	// VolumeHeldElsewhere: a ReadWriteOnce volume a pod waits for is
+	// attached to another node; see the evidence for who holds it.
+	VolumeHeldElsewhere BlockReason = "VolumeHeldElsewhere"
+	// HeldByUsers: an object being deleted is still used; its protection
+	// finalizer stays until the users named in the evidence are gone.
+	HeldByUsers BlockReason = "HeldByUsers"
+	// FinalizerNotReleased: no user is left, yet the protection finalizer
+	// stays: the controller that owns it is not releasing it.
+	FinalizerNotReleased BlockReason = "FinalizerNotReleased"
+	// VMRunning: the VM has a VMI and the dangling reference is not provably
+	// unused by it; stop the VM first.
+	VMRunning BlockReason = "VMRunning"
+	// VolumeInUse: the VMI status shows the volume attached (an attachment
+	// pod or an attached phase), or an attachment pod still mounts its claim.
+	VolumeInUse BlockReason = "VolumeInUse"
+	// ClaimExists: the claim is there; only the attachment pod the VMI status
+	// names is gone, which virt-controller normally repairs on its own.
+	ClaimExists BlockReason = "ClaimExists"
 )
 
 // ObjectRef names the subject of a finding.

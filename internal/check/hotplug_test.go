@@ -241,7 +241,7 @@ func TestCheckVolumeMatchesRun(t *testing.T) {
 	vm := f.VM("a", f.Running())
 	s := f.Snapshot(vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.WithHotplug("v2")), f.Tenant("t1", f.Attaches("a", "v2")), hotplugGate())
 	p := DefaultPolicy()
-	fs := Run(s, p, now)
+	fs := only(Run(s, p, now), OrphanHotplugVolume, "a", "")
 	got, ok := CheckVolume(s, p, now, "default", "a", "v1")
 	if !ok || len(fs) != 1 || got.ID != fs[0].ID || got.Action != fs[0].Action {
 		t.Fatalf("CheckVolume = %+v, %v; Run = %+v", got, ok, fs)

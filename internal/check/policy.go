@@ -45,6 +45,8 @@ type Policy struct {
 	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
 	// means DefaultMinAttachmentPodAge.
 	MinAttachmentPodAge time.Duration
+	// Storage holds the policy of the VolumeAttachment checks (storage_policy.go).
+	Storage StoragePolicy
 }
 
 // DefaultPolicy returns the conservative defaults: every check, everywhere,
@@ -58,6 +60,7 @@ func (p Policy) withDefaults() Policy {
 	if p.MinAttachmentPodAge == 0 {
 		p.MinAttachmentPodAge = DefaultMinAttachmentPodAge
 	}
+	p.Storage = p.Storage.withDefaults()
 	return p
 }
 
@@ -74,6 +77,7 @@ func (p Policy) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, p.Storage.validate()...)
 	if p.MinAttachmentPodAge < 0 {
 		errs = append(errs, fmt.Errorf("minimum attachment pod age must not be negative, got %s", p.MinAttachmentPodAge))
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,6 +31,8 @@ type scopeFlags struct {
 
 	allowVMIOnly        bool
 	tenantAuthoritative bool
+	forceDetach         bool
+	staleGrace          time.Duration
 	minSeverity         string
 }
 
@@ -45,6 +48,8 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
 	fs.BoolVar(&f.allowVMIOnly, "allow-vmi-only-detach", false, "treat VMI-only hot-plugs (not in the VM spec) as detachable without tenant evidence")
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
+	fs.BoolVar(&f.forceDetach, "force-detach", false, "last resort on fenced nodes: allow deleting a stale VolumeAttachment or its attacher finalizer (counted as forced)")
+	fs.DurationVar(&f.staleGrace, "stale-attachment-grace", check.DefaultStaleAttachmentGrace, "report a VolumeAttachment that no pod needs only after this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info or warning")
 }
 
@@ -106,6 +111,8 @@ func (f *scopeFlags) resolve() (*options, error) {
 	o.policy.Checks = f.checks
 	o.policy.AllowVMIOnlyDetach = f.allowVMIOnly
 	o.policy.TenantAuthoritative = f.tenantAuthoritative
+	o.policy.Storage.ForceDetach = f.forceDetach
+	o.policy.Storage.StaleAttachmentGrace = f.staleGrace
 	o.observe.Namespace = o.namespace
 	for _, spec := range f.tenants {
 		t, err := ParseTenant(spec)

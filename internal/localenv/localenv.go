@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-dev/tether/internal/attacher"
 	"github.com/tether-dev/tether/internal/controlplane"
 	"github.com/tether-dev/tether/internal/kubevirt/emulator"
 )
@@ -30,6 +31,11 @@ type Options struct {
 	MigrationDuration time.Duration
 	// StartTimeout bounds the start of each control plane.
 	StartTimeout time.Duration
+	// Attacher starts the CSI attacher emulator (package attacher) for
+	// attacher.DefaultDriver and registers that CSIDriver (attachRequired:
+	// true); with ControllerManager, the real attach/detach controller then
+	// attaches volumes of pods bound to Nodes it manages.
+	Attacher bool
 }
 
 // Env is a running local world.
@@ -37,6 +43,8 @@ type Env struct {
 	Infra    *controlplane.ControlPlane
 	Emulator *emulator.Emulator
 	Tenants  map[string]*controlplane.ControlPlane
+	// Attacher is the CSI attacher emulator, when Options.Attacher is set.
+	Attacher *attacher.Attacher
 
 	cancel context.CancelFunc
 }
@@ -81,6 +89,12 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 	if err != nil {
 		return env, fmt.Errorf("kubevirt emulator: %w", err)
 	}
+	if o.Attacher {
+		env.Attacher, err = attacher.Start(ctx, attacher.Options{Config: env.Infra.Config})
+		if err != nil {
+			return env, fmt.Errorf("csi attacher: %w", err)
+		}
+	}
 	return env, nil
 }
 
@@ -91,6 +105,10 @@ func (e *Env) Config() *rest.Config { return e.Infra.Config }
 func (e *Env) Stop() {
 	if e == nil {
 		return
+	}
+	if e.Attacher != nil {
+		e.Attacher.Stop()
+		e.Attacher = nil
 	}
 	if e.Emulator != nil {
 		e.Emulator.Stop()

@@ -70,7 +70,9 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	}{
 		{"VirtualMachine", &vms, nil, false},
 		{"VirtualMachineInstance", &vmis, nil, false},
-		{"Pod", &pods, []client.ListOption{client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}}, false},
+		// Every pod: the storage checks need their users; attachment pods
+		// are picked out below, without a second LIST.
+		{"Pod", &pods, nil, false},
 		{"PersistentVolumeClaim", &pvcs, nil, false},
 		{"DataVolume", &dvs, nil, true},
 	}
@@ -86,7 +88,11 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 			o.Progress(st.kind, n)
 		}
 	}
-	s.VMs, s.VMIs, s.AttachmentPods, s.PVCs, s.DataVolumes = vms.Items, vmis.Items, pods.Items, pvcs.Items, dvs.Items
+	s.VMs, s.VMIs, s.PVCs, s.DataVolumes = vms.Items, vmis.Items, pvcs.Items, dvs.Items
+	s.Pods, s.AttachmentPods = pods.Items, attachmentPods(pods.Items)
+	if err := readStorage(ctx, c, s, o); err != nil {
+		return nil, err
+	}
 	s.FeatureGates = readGates(ctx, c)
 	for _, t := range o.Tenants {
 		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))

@@ -46,6 +46,9 @@ type Index struct {
 	pvcs     map[Key]*corev1.PersistentVolumeClaim
 	dvsOnce  sync.Once
 	dvs      map[Key]*cdiv1.DataVolume
+
+	storageOnce sync.Once
+	storage     storageIndex
 }
 
 func buildIndex(s *Snapshot) *Index {

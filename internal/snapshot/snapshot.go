@@ -8,6 +8,8 @@
 package snapshot
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -42,6 +44,20 @@ type Snapshot struct {
 	FeatureGates FeatureGates
 	// Tenants are the configured tenant clusters, reachable or not.
 	Tenants []Tenant
+
+	// The storage view (see storage.go): every pod in scope (attachment
+	// pods included), and the cluster-scoped Nodes, VolumeAttachments, PVs
+	// and CSIDrivers.
+	Pods              []corev1.Pod
+	Nodes             []corev1.Node
+	VolumeAttachments []storagev1.VolumeAttachment
+	PVs               []corev1.PersistentVolume
+	CSIDrivers        []storagev1.CSIDriver
+	// NodesGoneSince records, for Node names that are missing, since when
+	// they have been seen missing, from durable records (the controller's
+	// Finding records). A one-shot audit has none: then how long a node has
+	// been gone is unknown.
+	NodesGoneSince map[string]time.Time
 
 	idx *Index
 }

@@ -1,0 +1,170 @@
+package check
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+)
+
+// storageState is what the snapshot says about the storage behind one
+// volume reference.
+type storageState int
+
+const (
+	// storagePresent: the PVC exists and is not being deleted, or a
+	// dataVolumeTemplate of the VM will create the DataVolume.
+	storagePresent storageState = iota
+	// storageProvisioning: a DataVolume exists and has not finished; the
+	// reference is not dangling yet.
+	storageProvisioning
+	// storageMissing: neither the PVC nor a DataVolume that provides it exists.
+	storageMissing
+	// storageDeleting: the PVC or DataVolume has a deletionTimestamp.
+	storageDeleting
+	// storageFailed: the DataVolume is in phase Failed.
+	storageFailed
+)
+
+func (s storageState) dangling() bool { return s >= storageMissing }
+
+// source is what a volume refers to: a PVC or a DataVolume, by name.
+type source struct {
+	kind string // "PVC" or "DataVolume"
+	name string
+}
+
+func volumeSource(v *kubevirtv1.Volume) (source, bool) {
+	switch {
+	case v == nil:
+	case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName != "":
+		return source{kind: "PVC", name: v.PersistentVolumeClaim.ClaimName}, true
+	case v.DataVolume != nil && v.DataVolume.Name != "":
+		return source{kind: "DataVolume", name: v.DataVolume.Name}, true
+	}
+	return source{}, false
+}
+
+// storage is the judged state of one source with the facts behind it.
+type storage struct {
+	state storageState
+	// gone: no PVC object of the claim's name exists at all, so nothing can
+	// mount it from now on.
+	gone  bool
+	facts []string
+}
+
+// judgeStorage decides about src in namespace ns. templated says the VM has
+// a dataVolumeTemplate of that name.
+//
+// A PVC reference is satisfied by the PVC; while it is missing, a DataVolume
+// of the same name that is still provisioning will create it. A DataVolume
+// reference is satisfied by a Succeeded DataVolume with its PVC, by a
+// dataVolumeTemplate (virt-controller creates the DataVolume), or by the PVC
+// alone (CDI garbage-collects succeeded DataVolumes and keeps their PVCs).
+func judgeStorage(in Input, ns string, src source, templated bool) storage {
+	pvc := in.Index.PVC(ns, src.name)
+	dv := in.Index.DataVolume(ns, src.name)
+	st := storage{gone: pvc == nil}
+	if src.kind == "PVC" {
+		switch {
+		case pvc != nil && !IsTerminating(pvc):
+			st.state = storagePresent
+		case dv != nil && !IsTerminating(dv) && provisioning(dv):
+			st.state = storageProvisioning // CDI may be re-creating the PVC
+		case pvc != nil:
+			st.state, st.facts = storageDeleting, []string{in.deletingFact("PVC", pvc)}
+		case dv != nil && !IsTerminating(dv) && dv.Status.Phase == cdiv1.Failed:
+			st.state = storageFailed
+			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.failedFact(dv)}
+		case dv == nil && templated:
+			st.state = storagePresent
+		default:
+			st.state, st.facts = storageMissing, []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name)}
+			if dv != nil && IsTerminating(dv) {
+				st.facts = append(st.facts, in.deletingFact("DataVolume", dv))
+			}
+		}
+		return st
+	}
+	switch {
+	case dv != nil && IsTerminating(dv):
+		st.state, st.facts = storageDeleting, []string{in.deletingFact("DataVolume", dv)}
+	case dv != nil && dv.Status.Phase == cdiv1.Failed:
+		st.state, st.facts = storageFailed, []string{in.failedFact(dv)}
+	case dv != nil && provisioning(dv):
+		st.state = storageProvisioning
+	case pvc != nil && IsTerminating(pvc):
+		st.state, st.facts = storageDeleting, []string{in.deletingFact("PVC", pvc)}
+	case pvc != nil:
+		st.state = storagePresent
+	case dv == nil && templated:
+		st.state = storagePresent
+	case dv != nil:
+		st.state = storageMissing
+		st.facts = []string{fmt.Sprintf("DataVolume %s/%s (uid %s, %s) is Succeeded but its PVC %s/%s does not exist",
+			ns, dv.Name, orNone(string(dv.UID)), in.age(dv.CreationTimestamp), ns, src.name)}
+	default:
+		st.state = storageMissing
+		st.facts = []string{fmt.Sprintf("DataVolume %s/%s does not exist, nor a PVC of that name, nor a dataVolumeTemplate that would create it", ns, src.name)}
+	}
+	return st
+}
+
+// provisioning reports whether a DataVolume has neither succeeded nor
+// failed. Unknown and unset phases count as provisioning: that errs towards
+// "not dangling".
+func provisioning(dv *cdiv1.DataVolume) bool {
+	return dv.Status.Phase != cdiv1.Succeeded && dv.Status.Phase != cdiv1.Failed
+}
+
+func (in Input) deletingFact(kind string, obj metav1.Object) string {
+	del := obj.GetDeletionTimestamp()
+	return fmt.Sprintf("%s %s/%s (uid %s, %s) is being deleted (deletionTimestamp %s, %s ago)",
+		kind, obj.GetNamespace(), obj.GetName(), orNone(string(obj.GetUID())), in.age(obj.GetCreationTimestamp()),
+		del.UTC().Format(time.RFC3339), in.Now.Sub(del.Time).Round(time.Second))
+}
+
+func (in Input) failedFact(dv *cdiv1.DataVolume) string {
+	return fmt.Sprintf("DataVolume %s/%s (uid %s, %s) is in phase Failed", dv.Namespace, dv.Name, orNone(string(dv.UID)), in.age(dv.CreationTimestamp))
+}
+
+// age says how old an object is: "age 1h0m0s" or "age unknown".
+func (in Input) age(created metav1.Time) string {
+	if created.IsZero() {
+		return "age unknown"
+	}
+	return "age " + in.Now.Sub(created.Time).Round(time.Second).String()
+}
+
+// attachedPhase reports whether a volume status phase means the volume is
+// (being) attached through an attachment pod.
+func attachedPhase(p kubevirtv1.VolumePhase) bool {
+	return p == kubevirtv1.HotplugVolumeAttachedToNode || p == kubevirtv1.HotplugVolumeMounted || p == kubevirtv1.VolumeReady
+}
+
+// mountingPods returns the attachment pods in ns that mount claim, built once
+// per namespace.
+func (r *danglingRun) mountingPods(ns, claim string) []*corev1.Pod {
+	if r.podsByClaim == nil {
+		r.podsByClaim = map[string]map[string][]*corev1.Pod{}
+	}
+	byClaim, ok := r.podsByClaim[ns]
+	if !ok {
+		byClaim = map[string][]*corev1.Pod{}
+		pods := r.in.Snapshot.AttachmentPods
+		for i := range pods {
+			if pods[i].Namespace != ns {
+				continue
+			}
+			for _, c := range PodClaims(&pods[i]) {
+				byClaim[c] = append(byClaim[c], &pods[i])
+			}
+		}
+		r.podsByClaim[ns] = byClaim
+	}
+	return byClaim[claim]
+}
