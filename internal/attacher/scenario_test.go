@@ -1,0 +1,143 @@
+package attacher_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/testenv"
+)
+
+// A pod moves to another node while the old node is partitioned (NotReady,
+// its kubelet's last report still lists the volume in use, no taint): the
+// stale attachment and the waiting pod are reported, and nothing is done.
+// Once an operator applies the out-of-service taint, tether force-deletes
+// the pod stuck on the old node, the real attach/detach controller
+// detaches, and the new attachment proceeds.
+func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
+	w := newWorld(t)
+	oldNode, newNode, pv := w.ns+"-a", w.ns+"-b", w.ns+"-pv"
+	w.node(oldNode)
+	w.node(newNode)
+	w.volume(pv)
+	w.pod("old", oldNode, corev1.PodRunning)
+	w.attachment(pv, oldNode, true)
+
+	// Partition: the node stops reporting; its last report had the volume
+	// mounted. The workload deletes the old pod (it stays Terminating: no
+	// kubelet confirms) and starts a new one elsewhere.
+	w.setReady(oldNode, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
+	grace := int64(1)
+	w.must(w.c.Delete(w.ctx, &corev1.Pod{}, client.GracePeriodSeconds(grace), client.InNamespace(w.ns), deleteName("old")))
+	time.Sleep(2 * time.Second)
+	w.pod("new", newNode, corev1.PodPending)
+
+	stale := w.audit(check.StaleVolumeAttachment, w.policy())
+	if len(stale) != 1 || stale[0].Action.Safe || stale[0].Action.BlockedBy != check.NodeNotFenced || stale[0].Action.Type != check.DeletePodsOnFencedNode {
+		t.Fatalf("partitioned node: want one StaleVolumeAttachment blocked by NodeNotFenced, got %+v", stale)
+	}
+	if ev := evidence(stale[0]); !strings.Contains(ev, "Ready=Unknown") || !strings.Contains(ev, "stuck terminating") {
+		t.Errorf("evidence does not say why:\n%s", ev)
+	}
+	multi := w.audit(check.MultiAttachConflict, w.policy())
+	if len(multi) != 1 || multi[0].Object.Name != "new" || !strings.Contains(evidence(multi[0]), "used there by pod(s) old") {
+		t.Fatalf("want the waiting pod reported with its holder, got %+v", multi)
+	}
+	exec, err := act.NewExecutor(w.env.Config, w.policy(), w.obsOpts())
+	w.must(err)
+	if r := exec.Apply(w.ctx, stale[0]); r.Outcome != act.Refused {
+		t.Fatalf("unfenced node: want Refused, got %+v", r)
+	}
+	w.attachment(pv, oldNode, true) // still there
+
+	// Fencing: the operator asserts that the node is down.
+	var n corev1.Node
+	w.must(w.c.Get(w.ctx, client.ObjectKey{Name: oldNode}, &n))
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	w.must(w.c.Update(w.ctx, &n))
+
+	stale = w.audit(check.StaleVolumeAttachment, w.policy())
+	if len(stale) != 1 || !stale[0].Action.Safe || stale[0].Action.Type != check.DeletePodsOnFencedNode {
+		t.Fatalf("fenced node: want a safe DeletePodsOnFencedNode, got %+v", stale)
+	}
+	if r := exec.Apply(w.ctx, stale[0]); r.Outcome != act.Applied {
+		t.Fatalf("fenced node: want Applied, got %+v", r)
+	}
+	w.attachment(pv, newNode, true)
+	testenv.Eventually(t, 60*time.Second, "the old attachment to go", func() (bool, error) {
+		return len(w.audit(check.StaleVolumeAttachment, w.policy())) == 0, nil
+	})
+}
+
+// A node object deleted under an attached volume: reported, with the node
+// named as gone; not remediated (how long it has been gone is unknown).
+func TestNodeDeleted_reportedWithEvidence(t *testing.T) {
+	w := newWorld(t)
+	node, pv := w.ns+"-c", w.ns+"-pv"
+	w.node(node)
+	w.volume(pv)
+	w.pod("app", node, corev1.PodRunning)
+	va := w.attachment(pv, node, true)
+	w.must(w.c.Delete(w.ctx, &corev1.Node{}, deleteName(node)))
+	testenv.Eventually(t, 30*time.Second, "the node to go", func() (bool, error) {
+		err := w.c.Get(w.ctx, client.ObjectKey{Name: node}, &corev1.Node{})
+		return apierrors.IsNotFound(err), nil
+	})
+	stale := w.audit(check.StaleVolumeAttachment, w.policy())
+	if len(stale) != 1 || stale[0].Object.Name != va.Name {
+		t.Fatalf("want one finding on %s, got %+v", va.Name, stale)
+	}
+	f := stale[0]
+	if f.Action.Safe || f.Action.BlockedBy != check.NodeNotFenced || !strings.Contains(evidence(f), "node "+node+" does not exist") ||
+		!strings.Contains(evidence(f), "pod "+w.ns+"/app is still bound to the missing node") {
+		t.Fatalf("want node-gone evidence and no action, got %+v", f)
+	}
+}
+
+// A PVC deleted while a finished (never deleted) pod references it stays
+// Terminating on kubernetes.io/pvc-protection; BlockedDeletion names the pod.
+func TestPVCHeldByFinishedPod(t *testing.T) {
+	w := newWorld(t)
+	w.volume(w.ns + "-pv")
+	w.pod("job", w.ns+"-nowhere", corev1.PodSucceeded)
+	pvc := &corev1.PersistentVolumeClaim{}
+	w.must(w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "data"}, pvc))
+	w.must(w.c.Delete(w.ctx, pvc))
+	var found []check.Finding
+	testenv.Eventually(t, 30*time.Second, "BlockedDeletion of the claim", func() (bool, error) {
+		found = w.audit(check.BlockedDeletion, w.policy())
+		return len(found) > 0, nil
+	})
+	f := found[0]
+	if f.Object.Name != "data" || f.Action.BlockedBy != check.HeldByUsers ||
+		!strings.Contains(evidence(f), "pod job (phase Succeeded, finished)") || !strings.Contains(f.Action.Remedy, "kubectl delete pod job -n "+w.ns) {
+		t.Fatalf("want the finished pod named with its remedy, got %+v", f)
+	}
+	// Deleting the pod releases the claim: the PVC protection controller does
+	// its job and the finding goes.
+	w.must(w.c.Delete(w.ctx, &corev1.Pod{}, client.InNamespace(w.ns), deleteName("job"), client.GracePeriodSeconds(0)))
+	testenv.Eventually(t, 60*time.Second, "the claim to go", func() (bool, error) {
+		err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "data"}, &corev1.PersistentVolumeClaim{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func (w *world) obsOpts() (o observeOptions) { return }
+
+// deleteName is a delete option that names the object (for typed deletes of
+// an empty object).
+func deleteName(name string) client.DeleteOption { return nameOpt(name) }
+
+type nameOpt string
+
+func (n nameOpt) ApplyToDelete(*client.DeleteOptions) {}
+
+var _ = context.Background
