@@ -8,12 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/attacher"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
@@ -85,8 +83,6 @@ func (w *world) volume(pv string) {
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: attacher.DefaultDriver, VolumeHandle: "h-" + pv}},
 		},
 	}
-	w.must(w.c.Create(w.ctx, p))
-	w.t.Cleanup(func() { _ = w.c.Delete(context.Background(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}}) })
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -96,6 +92,11 @@ func (w *world) volume(pv string) {
 		},
 	}
 	w.must(w.c.Create(w.ctx, pvc))
+	p.Spec.ClaimRef.UID = pvc.UID // the attach/detach controller checks it
+	w.must(w.c.Create(w.ctx, p))
+	w.t.Cleanup(func() {
+		_ = w.c.Delete(context.Background(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}})
+	})
 	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pvc.Spec.AccessModes, Capacity: corev1.ResourceList{corev1.ResourceStorage: q}}
 	w.must(w.c.Status().Update(w.ctx, pvc))
 }

@@ -1,17 +1,18 @@
 package attacher_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/testenv"
 )
@@ -36,7 +37,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	// kubelet confirms) and starts a new one elsewhere.
 	w.setReady(oldNode, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
 	grace := int64(1)
-	w.must(w.c.Delete(w.ctx, &corev1.Pod{}, client.GracePeriodSeconds(grace), client.InNamespace(w.ns), deleteName("old")))
+	w.must(w.c.Delete(w.ctx, w.podRef("old"), client.GracePeriodSeconds(grace)))
 	time.Sleep(2 * time.Second)
 	w.pod("new", newNode, corev1.PodPending)
 
@@ -51,7 +52,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	if len(multi) != 1 || multi[0].Object.Name != "new" || !strings.Contains(evidence(multi[0]), "used there by pod(s) old") {
 		t.Fatalf("want the waiting pod reported with its holder, got %+v", multi)
 	}
-	exec, err := act.NewExecutor(w.env.Config, w.policy(), w.obsOpts())
+	exec, err := act.NewExecutor(w.env.Config, w.policy(), observe.Options{})
 	w.must(err)
 	if r := exec.Apply(w.ctx, stale[0]); r.Outcome != act.Refused {
 		t.Fatalf("unfenced node: want Refused, got %+v", r)
@@ -86,7 +87,7 @@ func TestNodeDeleted_reportedWithEvidence(t *testing.T) {
 	w.volume(pv)
 	w.pod("app", node, corev1.PodRunning)
 	va := w.attachment(pv, node, true)
-	w.must(w.c.Delete(w.ctx, &corev1.Node{}, deleteName(node)))
+	w.must(w.c.Delete(w.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 	testenv.Eventually(t, 30*time.Second, "the node to go", func() (bool, error) {
 		err := w.c.Get(w.ctx, client.ObjectKey{Name: node}, &corev1.Node{})
 		return apierrors.IsNotFound(err), nil
@@ -123,21 +124,13 @@ func TestPVCHeldByFinishedPod(t *testing.T) {
 	}
 	// Deleting the pod releases the claim: the PVC protection controller does
 	// its job and the finding goes.
-	w.must(w.c.Delete(w.ctx, &corev1.Pod{}, client.InNamespace(w.ns), deleteName("job"), client.GracePeriodSeconds(0)))
+	w.must(w.c.Delete(w.ctx, w.podRef("job"), client.GracePeriodSeconds(0)))
 	testenv.Eventually(t, 60*time.Second, "the claim to go", func() (bool, error) {
 		err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "data"}, &corev1.PersistentVolumeClaim{})
 		return apierrors.IsNotFound(err), nil
 	})
 }
 
-func (w *world) obsOpts() (o observeOptions) { return }
-
-// deleteName is a delete option that names the object (for typed deletes of
-// an empty object).
-func deleteName(name string) client.DeleteOption { return nameOpt(name) }
-
-type nameOpt string
-
-func (n nameOpt) ApplyToDelete(*client.DeleteOptions) {}
-
-var _ = context.Background
+func (w *world) podRef(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+}

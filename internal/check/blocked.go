@@ -88,7 +88,9 @@ type blockage struct {
 	idle     []string // finalizers with no user left
 }
 
-func (b *blockage) fact(format string, args ...any) { b.facts = append(b.facts, fmt.Sprintf(format, args...)) }
+func (b *blockage) fact(format string, args ...any) {
+	b.facts = append(b.facts, fmt.Sprintf(format, args...))
+}
 
 func blockedPVC(in Input, pvc *corev1.PersistentVolumeClaim) Finding {
 	b := &blockage{in: in, obj: pvc, kind: "PersistentVolumeClaim", ns: pvc.Namespace}

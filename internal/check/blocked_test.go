@@ -51,7 +51,7 @@ func TestBlockedDeletion(t *testing.T) {
 			object: "pv-1",
 			want:   blocked(SeverityInfo, None, HeldByUsers, "bound to claim default/data")},
 		{name: "PV held by the attacher finalizer while attached -> names the VolumeAttachment",
-			items: []any{dataPV(f.Finalizers(snapshot.AttacherFinalizer(f.CSIDriverName)), f.Terminating(now.Add(-time.Hour))), va1("node-1")},
+			items:  []any{dataPV(f.Finalizers(snapshot.AttacherFinalizer(f.CSIDriverName)), f.Terminating(now.Add(-time.Hour))), va1("node-1")},
 			object: "pv-1",
 			want:   blocked(SeverityInfo, None, HeldByUsers, "VolumeAttachment va-1 to node node-1")},
 	}

@@ -73,7 +73,9 @@ type vaView struct {
 	facts []string
 }
 
-func (v *vaView) fact(format string, args ...any) { v.facts = append(v.facts, fmt.Sprintf(format, args...)) }
+func (v *vaView) fact(format string, args ...any) {
+	v.facts = append(v.facts, fmt.Sprintf(format, args...))
+}
 
 func decideVA(in Input, va *storagev1.VolumeAttachment) (Finding, bool) {
 	if va.Name == "" || va.Spec.NodeName == "" || in.scope.selector != nil {

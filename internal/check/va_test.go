@@ -39,7 +39,7 @@ func user(name string, opts ...f.Option) any {
 
 func storageWorld(items ...any) []any { return append([]any{dataPVC(), dataPV()}, items...) }
 
-func fenceGone(p *Policy) { p.Storage.FenceGoneNodesAfter = 10 * time.Minute }
+func fenceGone(p *Policy)   { p.Storage.FenceGoneNodesAfter = 10 * time.Minute }
 func forceDetach(p *Policy) { p.Storage.ForceDetach = true }
 
 func TestStaleVolumeAttachment(t *testing.T) {
