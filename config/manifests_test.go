@@ -327,6 +327,7 @@ func TestTenantReader(t *testing.T) {
 	want := sorted(
 		expand("storage.k8s.io", []string{"volumeattachments"}, read),
 		expand("", []string{"persistentvolumes"}, read),
+		expand("", []string{"nodes"}, read),
 	)
 	if g := grants(cr.Rules); cr.Kind != "ClusterRole" || !slices.Equal(g, want) {
 		t.Errorf("%s grants %v, want %v", cr.Kind, g, want)

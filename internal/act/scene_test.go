@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,6 +73,7 @@ func (s *scene) runningVM(name string, opts ...fixture.Option) *kubevirtv1.Virtu
 	s.t.Helper()
 	vm := fixture.VM(name, append([]fixture.Option{fixture.Running()}, opts...)...)
 	s.create(vm)
+	s.tenantNode(name)
 	s.waitVMI(name, "VMI running", func(vmi *kubevirtv1.VirtualMachineInstance) bool {
 		return vmi.Status.Phase == kubevirtv1.Running
 	})
@@ -192,5 +195,19 @@ func (s *scene) refusedUntouched(r act.Result, reason check.BlockReason, vmi, vo
 	}
 	if !hasHotplug(s.vmi(vmi), volume) {
 		s.t.Fatal("the volume was touched")
+	}
+}
+
+// tenantNode gives the tenant cluster a Node named after the VM, as the
+// KubeVirt CSI driver's tenants have: tenant evidence concerns only those.
+func (s *scene) tenantNode(name string) {
+	s.t.Helper()
+	tc, err := clients.New(s.env.Tenants["guest"].Config)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := tc.Create(s.ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.t.Fatal(err)
 	}
 }

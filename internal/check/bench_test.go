@@ -25,6 +25,7 @@ const (
 func benchSnapshot(layout string) snapshot.Snapshot {
 	var s snapshot.Snapshot
 	tenant := f.Tenant("t1")
+	tenantNodes := make([]string, 0, benchVMIs)
 	for k := 0; k < benchVMIs; k++ {
 		// Sorted by namespace, then name, as a LIST returns them.
 		i := (k%(benchVMIs/benchNamespace))*benchNamespace + k/(benchVMIs/benchNamespace)
@@ -53,12 +54,14 @@ func benchSnapshot(layout string) snapshot.Snapshot {
 			continue
 		}
 		s.VMs = append(s.VMs, *vm)
+		tenantNodes = append(tenantNodes, name)
 		f.Attaches(name, vols[2])(&tenant)
 		if i%10 != 9 {
 			f.Attaches(name, vols[3])(&tenant)
 		}
 	}
 	if layout != "orphans" {
+		f.Nodes(tenantNodes...)(&tenant)
 		s.Tenants = []snapshot.Tenant{tenant}
 	}
 	s.FeatureGates = hotplugGate()

@@ -190,14 +190,14 @@ func TestFindingJSON(t *testing.T) {
 func TestEvidenceIsCheckable(t *testing.T) {
 	vm := f.VM("vm-a", f.Running())
 	vmi := f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("v1", f.AttachPod("hp-volume-abcde")))
-	fs := only(Run(f.Snapshot(vm, vmi, f.Tenant("t1"), hotplugGate()), DefaultPolicy(), now), OrphanHotplugVolume, "vm-a", "")
+	fs := only(Run(f.Snapshot(vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), hotplugGate()), DefaultPolicy(), now), OrphanHotplugVolume, "vm-a", "")
 	if len(fs) != 1 {
 		t.Fatalf("want 1 finding, got %+v", fs)
 	}
 	want := []string{
 		`VMI default/vm-a lists hot-plug volume "v1" (claim v1, attachment pod hp-volume-abcde, phase Ready)`,
 		`VM default/vm-a spec does not list volume "v1"`,
-		`tenant "t1" has no VolumeAttachment for node "vm-a" with volume handle "v1"`,
+		`tenant "t1" has no VolumeAttachment for node "vm-a" with volume handle "v1" (and has a Node "vm-a")`,
 	}
 	if !reflect.DeepEqual(fs[0].Evidence, want) {
 		t.Errorf("evidence:\n got %q\nwant %q", fs[0].Evidence, want)

@@ -101,15 +101,15 @@ func (c combo) build() (*snapshot.Snapshot, Policy) {
 	items = append(items, f.VMI("a", append(vmiOpts, f.WithHotplug("v1", hp...))...))
 	switch c.tenant {
 	case "tenant attaches it":
-		items = append(items, f.Tenant("t1", f.Attaches("a", "v1")))
+		items = append(items, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1")))
 	case "tenant detaching":
-		items = append(items, f.Tenant("t1", f.Attaches("a", "v1", f.Terminating(now))))
+		items = append(items, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1", f.Terminating(now))))
 	case "tenant does not attach it":
-		items = append(items, f.Tenant("t1", f.Attaches("a", "v2"), f.Attaches("b", "v1")))
+		items = append(items, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v2"), f.Attaches("b", "v1")))
 	case "tenant unreachable":
-		items = append(items, f.Tenant("t1", f.Unreachable("x")))
+		items = append(items, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")))
 	case "tenant incomplete":
-		items = append(items, f.Tenant("t1", f.WithAttachment(f.VolumeAttachment("va", "a", "pv-missing"))))
+		items = append(items, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.WithAttachment(f.VolumeAttachment("va", "a", "pv-missing"))))
 	}
 	switch c.gate {
 	case "gate on":

@@ -81,7 +81,12 @@ func oneTenant(t *snapshot.TenantIndex, node, volume, claim string) (tenantState
 		a := un[0]
 		return tenantUnknown, TenantIncomplete, []string{fmt.Sprintf("tenant %q VolumeAttachment %s on node %q uses PV %q whose volume handle is unknown", t.Name, a.Name, a.Node, a.PV)}
 	}
-	return tenantNotWanted, "", []string{fmt.Sprintf("tenant %q has no VolumeAttachment for node %q with volume handle %s", t.Name, node, handles(volume, claim))}
+	if !t.HasNode(node) {
+		// Not one of this tenant's nodes: its attachments say nothing
+		// about this VM's volumes.
+		return tenantNone, "", nil
+	}
+	return tenantNotWanted, "", []string{fmt.Sprintf("tenant %q has no VolumeAttachment for node %q with volume handle %s (and has a Node %q)", t.Name, node, handles(volume, claim), node)}
 }
 
 func handles(volume, claim string) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -132,7 +133,10 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 	}
 	var vas storagev1.VolumeAttachmentList
 	var pvs corev1.PersistentVolumeList
-	for _, l := range []client.ObjectList{&vas, &pvs} {
+	// Node names only: they tell which infra VMs are this tenant's nodes.
+	var nodes metav1.PartialObjectMetadataList
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	for _, l := range []client.ObjectList{&vas, &pvs, &nodes} {
 		if _, err := listAll(ctx, c, l, "", o.PageSize); err != nil {
 			out.Error = err.Error()
 			return out
@@ -140,5 +144,8 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 	}
 	out.Reachable = true
 	out.VolumeAttachments, out.PVs = vas.Items, pvs.Items
+	for _, n := range nodes.Items {
+		out.Nodes = append(out.Nodes, n.Name)
+	}
 	return out
 }

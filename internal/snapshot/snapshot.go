@@ -126,6 +126,11 @@ type Tenant struct {
 	Error             string
 	VolumeAttachments []storagev1.VolumeAttachment
 	PVs               []corev1.PersistentVolume
+	// Nodes are the names of the tenant's Node objects. Its evidence
+	// concerns a VMI only when a Node of the VMI's name exists: "no
+	// VolumeAttachment on node X" proves nothing about a VM that is not one
+	// of the tenant's nodes.
+	Nodes []string
 }
 
 // New returns an indexed copy of s. The slices are shared, not copied.

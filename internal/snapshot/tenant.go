@@ -32,7 +32,11 @@ type TenantIndex struct {
 	// known (their PV is missing or has no CSI source). They may want any
 	// volume on that node.
 	unresolved map[string][]TenantAttachment
+	nodes      map[string]bool
 }
+
+// HasNode reports whether the tenant has a Node of this name.
+func (t *TenantIndex) HasNode(name string) bool { return t.nodes[name] }
 
 func (ix *Index) indexTenants(tenants []Tenant) {
 	var specific []*TenantIndex
@@ -59,9 +63,13 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 		Reachable:  t.Reachable,
 		Error:      t.Error,
 		unresolved: map[string][]TenantAttachment{},
+		nodes:      make(map[string]bool, len(t.Nodes)),
 	}
 	if !t.Reachable {
 		return ti
+	}
+	for _, n := range t.Nodes {
+		ti.nodes[n] = true
 	}
 	// PV names are unique on a server; should a snapshot hold several PVs
 	// of one name, an attachment of that name counts for each handle.

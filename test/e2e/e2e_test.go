@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,6 +126,14 @@ func seed(t *testing.T, env *testenv.Env) (ns, tenantKubeconfig string) {
 		}
 		return n == 2, nil
 	})
+	// The tenant's node named after the VM: tenant evidence concerns it.
+	tc, err := clients.New(env.Tenants["guest"].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-x"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	return ns, env.Tenants["guest"].Kubeconfig
 }
 
