@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,18 +92,19 @@ func storageBack(s *snapshot.Snapshot) string {
 	return "the reference is no longer dangling: " + strings.Join(found, "; ") + " (re-created or restored since the plan)"
 }
 
-// readDangling reads live what CheckDangling needs for one reference: the VM
-// and the VMI of that name (and the VMI's owning VM), the PVCs and
+// readDangling reads live what CheckDangling needs for one reference: the
+// namespace's VMs, the VMI of that name, the PVCs and
 // DataVolumes the volume may use, the namespace's attachment pods and the
 // feature gates.
 func readDangling(ctx context.Context, c client.Client, ns, name, volume string) (*snapshot.Snapshot, error) {
 	var s snapshot.Snapshot
-	var vm kubevirtv1.VirtualMachine
-	if ok, err := getOptional(ctx, c, ns, name, &vm); err != nil {
-		return nil, err
-	} else if ok {
-		s.VMs = append(s.VMs, vm)
+	// Every VM of the namespace: another VM's dataVolumeTemplates may be
+	// about to create the DataVolume the reference names.
+	var vms kubevirtv1.VirtualMachineList
+	if err := c.List(ctx, &vms, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing VMs in %s: %w", ns, err)
 	}
+	s.VMs = vms.Items
 	var vmi kubevirtv1.VirtualMachineInstance
 	ok, err := getOptional(ctx, c, ns, name, &vmi)
 	if err != nil {
@@ -112,14 +112,6 @@ func readDangling(ctx context.Context, c client.Client, ns, name, volume string)
 	}
 	if ok {
 		s.VMIs = append(s.VMIs, vmi)
-		if ref := metav1.GetControllerOf(&vmi); ref != nil && ref.Kind == "VirtualMachine" && ref.Name != name {
-			var owner kubevirtv1.VirtualMachine
-			if ok, err := getOptional(ctx, c, ns, ref.Name, &owner); err != nil {
-				return nil, err
-			} else if ok {
-				s.VMs = append(s.VMs, owner)
-			}
-		}
 	}
 	for _, claim := range claimsOf(&s, volume) {
 		var pvc corev1.PersistentVolumeClaim

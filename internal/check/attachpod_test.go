@@ -140,3 +140,18 @@ func TestCheckAttachmentPodMatchesRun(t *testing.T) {
 		}
 	}
 }
+
+// A pod for a volume that the VMI spec lists but its status does not yet name
+// (virt-controller created the pod, then could not write the status) must
+// never be deleted.
+func TestAttachmentPod_specVolumeNotYetInStatus_blocked(t *testing.T) {
+	vm := f.VM("v", f.Running())
+	vmi := f.VMI("v", f.OwnedBy(vm), f.WithVolume("x", f.PVC("x"), f.Hotpluggable()))
+	pod := f.AttachmentPod("hp-volume-new", f.LaunchedBy(vmi), f.Claims("x"), f.CreatedAt(now.Add(-time.Hour)))
+	p := DefaultPolicy()
+	p.DeleteAttachmentPods = true
+	fd, ok := CheckAttachmentPod(f.Snapshot(vm, vmi, pod, hotplugGate()), p, now, "default", "hp-volume-new")
+	if ok && (fd.Action.Safe || fd.Action.BlockedBy != VolumeStillListed) {
+		t.Fatalf("want no finding or blocked by %s, got %+v", VolumeStillListed, fd.Action)
+	}
+}

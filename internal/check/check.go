@@ -95,8 +95,8 @@ type claimUse struct {
 	volume string
 }
 
-// claimUses returns the VMI volume statuses in ns whose volume may use claim
-// (see snapshot.VolumeStatusClaims).
+// claimUses returns the VMI volumes in ns — listed in the status or in the
+// spec — that may use claim (see snapshot.VolumeStatusClaims).
 func (in Input) claimUses(ns, claim string) []claimUse {
 	if in.memo.claimUses == nil {
 		in.memo.claimUses = map[string]map[string][]claimUse{}
@@ -105,11 +105,22 @@ func (in Input) claimUses(ns, claim string) []claimUse {
 	if !ok {
 		uses = map[string][]claimUse{}
 		for _, vmi := range in.Index.VMIsIn(ns) {
+			seen := map[[2]string]bool{} // claim, volume
+			add := func(c string, u claimUse) {
+				if k := [2]string{c, u.volume}; c != "" && !seen[k] {
+					seen[k] = true
+					uses[c] = append(uses[c], u)
+				}
+			}
 			for i := range vmi.Status.VolumeStatus {
 				vs := &vmi.Status.VolumeStatus[i]
-				snapshot.EachVolumeStatusClaim(vmi, vs, func(c string) {
-					uses[c] = append(uses[c], claimUse{vmi: vmi, volume: vs.Name})
-				})
+				snapshot.EachVolumeStatusClaim(vmi, vs, func(c string) { add(c, claimUse{vmi: vmi, volume: vs.Name}) })
+			}
+			// The spec counts too: virt-controller may have created the
+			// pod for a spec volume before it recorded it in the status.
+			for i := range vmi.Spec.Volumes {
+				v := &vmi.Spec.Volumes[i]
+				add(snapshot.ClaimName(v), claimUse{vmi: vmi, volume: v.Name})
 			}
 		}
 		in.memo.claimUses[ns] = uses

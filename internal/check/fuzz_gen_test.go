@@ -231,6 +231,11 @@ func (g *gen) tenant(i int) snapshot.Tenant {
 		}
 		t.VolumeAttachments = append(t.VolumeAttachments, va)
 	}
+	for _, name := range poolName {
+		if g.n(4) != 0 {
+			t.Nodes = append(t.Nodes, name)
+		}
+	}
 	for j := g.n(4); j > 0; j-- {
 		pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: g.of("pv-1", "pv-2", "pv-3")}}
 		if g.n(4) != 0 {

@@ -97,7 +97,8 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
 func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachineInstance, fd Finding) string {
 	ref := metav1.GetControllerOf(vmi)
 	vmOwned := ref != nil && ref.Kind == "VirtualMachine" && (ref.APIVersion == "" || strings.HasPrefix(ref.APIVersion, "kubevirt.io/"))
-	tenants := tenantsFor(s, vmi.Namespace)
+	// Only tenants that have a Node of the VMI's name judge its volumes.
+	tenants := withNode(tenantsFor(s, vmi.Namespace), vmi.Name)
 	if !vmOwned {
 		if len(tenants) == 0 {
 			return "the VMI is standalone and no tenant evidence applies"
@@ -127,6 +128,8 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 		return "the VM is terminating"
 	case inSpec && !p.TenantAuthoritative:
 		return "the VM spec lists it"
+	case inSpec && len(tenants) == 0:
+		return "the VM spec lists it and no tenant has a node of the VMI's name"
 	case inSpec && fd.Action.Type != VMRemoveVolume:
 		return "the VM spec lists it but the action is not VM-level"
 	case len(tenants) == 0 && !p.AllowVMIOnlyDetach:
@@ -358,4 +361,14 @@ func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 		}
 	}
 	t.Logf("safe actions seen: %v", seen)
+}
+
+func withNode(ts []snapshot.Tenant, node string) []snapshot.Tenant {
+	var out []snapshot.Tenant
+	for _, t := range ts {
+		if contains(t.Nodes, node) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -69,8 +69,10 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 		opts []client.ListOption
 		opt  bool // a missing API (e.g. no CDI installed) is an empty list
 	}{
-		{"VirtualMachine", &vms, nil, false},
+		// VMIs before VMs: a VM created between the two LISTs then has no
+		// VMI in the snapshot, rather than a VMI whose VM looks gone.
 		{"VirtualMachineInstance", &vmis, nil, false},
+		{"VirtualMachine", &vms, nil, false},
 		// Every pod: the storage checks need their users; attachment pods
 		// are picked out below, without a second LIST.
 		{"Pod", &pods, nil, false},

@@ -120,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// it causes no writes.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	users, err := r.users(ctx, r.Cache, ref, obj)
+	users, err := r.users(ctx, r.Cache, ref, obj, true)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -146,7 +146,10 @@ func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) error {
 	if err := r.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	users, err := r.users(ctx, r.Live, ref, obj)
+	// The live check counts every VM of the namespace, in scope or not: the
+	// selector limits what tether starts protecting, never what keeps an
+	// object protected.
+	users, err := r.users(ctx, r.Live, ref, obj, false)
 	if err != nil {
 		return err
 	}
@@ -179,11 +182,11 @@ func (r *Reconciler) postpone(ctx context.Context, ref Ref, obj client.Object, u
 }
 
 // users lists the VMs in ref's namespace from reader and returns those that
-// hold obj.
-func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref Ref, obj metav1.Object) ([]string, error) {
+// hold obj; scoped limits them to the VMs the selector picks.
+func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref Ref, obj metav1.Object, scoped bool) ([]string, error) {
 	var vms kubevirtv1.VirtualMachineList
 	opts := []client.ListOption{client.InNamespace(ref.Namespace)}
-	if r.Selector != nil && !r.Selector.Empty() {
+	if scoped && r.Selector != nil && !r.Selector.Empty() {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
 	}
 	if err := reader.List(ctx, &vms, opts...); err != nil {
