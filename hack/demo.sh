@@ -68,6 +68,26 @@ spec: {vmiName: node-3}
 YAML
 until [ -n "$(k get vmi -n tenant-a node-3 -o jsonpath='{.status.migrationState.startTimestamp}')" ]; do sleep 0.2; done
 
+# A claim someone tried to delete, held by a batch pod that finished long ago
+# and was never cleaned up: the PVC stays Terminating.
+k create -n legacy -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: pvc-archive}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: archive-job}
+spec:
+  nodeName: node-1
+  restartPolicy: Never
+  containers: [{name: job, image: registry.invalid/archiver:1, volumeMounts: [{name: data, mountPath: /data}]}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: pvc-archive}}]
+YAML
+k patch pod -n legacy archive-job --subresource=status --type merge -p '{"status":{"phase":"Succeeded"}}' >/dev/null
+k delete pvc -n legacy pvc-archive --wait=false >/dev/null
+
 volumes() {
 	k get vmi -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}:{range .status.volumeStatus[*]} {.name}{end}{"\n"}{end}'
 }
@@ -76,7 +96,9 @@ volumes | sed 's/^/  /'
 volumes > "$ENV_DIR/before.txt"
 k get pods -A -l kubevirt.io=hotplug-disk -o name | sort > "$ENV_DIR/pods-before.txt"
 
-SCOPE=(-A --volume-prefix pvc- --tenant "guest=$TENANT_KC:tenant-a")
+# --blocked-deletion-grace: the demo cannot wait the default minute for the
+# claim above to count as stuck.
+SCOPE=(-A --volume-prefix pvc- --tenant "guest=$TENANT_KC:tenant-a" --blocked-deletion-grace 1s)
 
 step "tether audit ${SCOPE[*]}"
 "$BIN/tether" audit "${SCOPE[@]}" || echo "(exit code $?: findings)"

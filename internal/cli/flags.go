@@ -33,6 +33,7 @@ type scopeFlags struct {
 	tenantAuthoritative bool
 	forceDetach         bool
 	staleGrace          time.Duration
+	blockedGrace        time.Duration
 	minSeverity         string
 }
 
@@ -50,6 +51,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
 	fs.BoolVar(&f.forceDetach, "force-detach", false, "last resort on fenced nodes: allow deleting a stale VolumeAttachment or its attacher finalizer (counted as forced)")
 	fs.DurationVar(&f.staleGrace, "stale-attachment-grace", check.DefaultStaleAttachmentGrace, "report a VolumeAttachment that no pod needs only after this long")
+	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info or warning")
 }
 
@@ -113,6 +115,7 @@ func (f *scopeFlags) resolve() (*options, error) {
 	o.policy.TenantAuthoritative = f.tenantAuthoritative
 	o.policy.Storage.ForceDetach = f.forceDetach
 	o.policy.Storage.StaleAttachmentGrace = f.staleGrace
+	o.policy.Storage.BlockedDeletionGrace = f.blockedGrace
 	o.observe.Namespace = o.namespace
 	for _, spec := range f.tenants {
 		t, err := ParseTenant(spec)

@@ -156,6 +156,14 @@ func kindShort(kind string) string {
 		return "vm"
 	case "Pod":
 		return "pod"
+	case "PersistentVolumeClaim":
+		return "pvc"
+	case "PersistentVolume":
+		return "pv"
+	case "VolumeAttachment":
+		return "volumeattachment"
+	case "DataVolume":
+		return "dv"
 	}
 	return strings.ToLower(kind)
 }
