@@ -31,6 +31,7 @@ func (s *FindingStatus) DeepCopyInto(out *FindingStatus) {
 	*out = *s
 	out.FirstObserved = s.FirstObserved.DeepCopy()
 	out.LastObserved = s.LastObserved.DeepCopy()
+	out.SafeSince = s.SafeSince.DeepCopy()
 	out.ActAfter = s.ActAfter.DeepCopy()
 	out.LastAttempt = s.LastAttempt.DeepCopy()
 	out.ResolvedAt = s.ResolvedAt.DeepCopy()

@@ -86,13 +86,19 @@ type FindingStatus struct {
 	// Severity is "warning" or "info".
 	Severity string `json:"severity,omitempty"`
 	// FirstObserved is when the condition was first seen in its current
-	// run; the grace period counts from here. It never precedes the
-	// object's creationTimestamp.
+	// run (a record of first sight). It never precedes the object's
+	// creationTimestamp.
 	FirstObserved *metav1.Time `json:"firstObserved,omitempty"`
 	// LastObserved is when the condition was last seen (refreshed at most
 	// once a minute).
 	LastObserved *metav1.Time `json:"lastObserved,omitempty"`
-	// ActAfter is FirstObserved plus the grace period.
+	// SafeSince is when the proposed action last became safe; it is unset
+	// while the action is not safe (blocked, or information only), so a
+	// hold that clears restarts the grace period. It never precedes the
+	// object's creationTimestamp.
+	SafeSince *metav1.Time `json:"safeSince,omitempty"`
+	// ActAfter is SafeSince plus the grace period; unset while the action
+	// is not safe.
 	ActAfter *metav1.Time `json:"actAfter,omitempty"`
 	// Evidence are short facts a human can check with kubectl.
 	Evidence []string `json:"evidence,omitempty"`

@@ -51,6 +51,7 @@ func finding(ns, name string) *v1alpha1.Finding {
 			Severity:      "warning",
 			FirstObserved: &now,
 			LastObserved:  &now,
+			SafeSince:     &now,
 			ActAfter:      &later,
 			Evidence:      []string{`VMI node-2 lists hot-plug volume "pvc-ccc"`, `VM node-2 spec does not list volume "pvc-ccc"`},
 			Action:        v1alpha1.ProposedAction{Type: "VMIRemoveVolume", Safe: true, Remedy: "virtctl removevolume node-2 --volume-name=pvc-ccc"},

@@ -43,11 +43,21 @@ const (
 	DefaultBackoffMax          = 5 * time.Minute
 )
 
+// controllerChecks are the checks the controller runs. The controller
+// decides from a snapshot of one VMI, its VM, the KubeVirt feature gates and
+// the tenants' attachments; the other checks need objects that snapshot does
+// not hold (claims, pods, ...) and run in `tether audit` and `tether fix`
+// only.
+var controllerChecks = []string{check.OrphanHotplugVolume}
+
+// ControllerChecks returns the names of the checks the controller runs.
+func ControllerChecks() []string { return slices.Clone(controllerChecks) }
+
 // ErrNoChecks is returned by Policy when no check is enabled. The check
 // package reads an empty list as "every check", so a policy is never built
 // from it; a controller may treat this as "nothing to do".
-var ErrNoChecks = errors.New("no check is enabled: set checks.<name>.enabled: true for at least one of " +
-	strings.Join(check.Names(), ", "))
+var ErrNoChecks = errors.New("no check is enabled: set checks.<name>.enabled: true for " +
+	strings.Join(controllerChecks, ", "))
 
 // Config is the controller's configuration file.
 type Config struct {
@@ -58,7 +68,8 @@ type Config struct {
 	// DryRun: record findings, never act.
 	DryRun bool `json:"dryRun"`
 	// Checks by check name. A check that is not listed, or not enabled,
-	// does not run.
+	// does not run. The controller runs only OrphanHotplugVolume; enabling
+	// any other check is an error (they run in `tether audit/fix`).
 	Checks map[string]CheckConfig `json:"checks"`
 	// Scope limits what is looked at and acted on.
 	Scope ScopeConfig `json:"scope"`
@@ -113,7 +124,9 @@ type TenantConfig struct {
 	// Kubeconfig is the path of the tenant cluster's kubeconfig.
 	Kubeconfig string `json:"kubeconfig"`
 	// Namespace is the infra namespace whose VMIs serve this tenant;
-	// empty means every namespace.
+	// empty means every namespace (every namespace of scope.namespaces,
+	// when that is set). When scope.namespaces is set, it must be one of
+	// them.
 	Namespace string `json:"namespace"`
 }
 
@@ -367,13 +380,16 @@ func (c *Config) Validate() error {
 	for _, name := range sortedKeys(c.Checks) {
 		if _, err := check.Lookup(name); err != nil {
 			add("checks."+name, "%v", err)
+		} else if c.Checks[name].Enabled && !slices.Contains(controllerChecks, name) {
+			add("checks."+name+".enabled", "the controller runs only %s; %s runs in `tether audit` and `tether fix` only: remove it or set enabled: false",
+				strings.Join(controllerChecks, ", "), name)
 		}
 		if g := c.Checks[name].GracePeriod.Duration; g < 0 {
 			add("checks."+name+".gracePeriod", "must not be negative, got %s", g)
 		}
 	}
 	errs = append(errs, c.Scope.validate()...)
-	errs = append(errs, validateTenants(c.Tenants)...)
+	errs = append(errs, validateTenants(c.Tenants, c.Scope.Namespaces)...)
 	if c.TenantAuthoritative && len(c.Tenants) == 0 {
 		add("tenantAuthoritative", "has no effect without tenants: add a tenant under tenants or set it to false")
 	}
@@ -409,7 +425,7 @@ func (s ScopeConfig) validate() []error {
 	return errs
 }
 
-func validateTenants(ts []TenantConfig) []error {
+func validateTenants(ts []TenantConfig, scope []string) []error {
 	var errs []error
 	seen := map[string]int{}
 	for i, t := range ts {
@@ -432,6 +448,11 @@ func validateTenants(ts []TenantConfig) []error {
 		if t.Namespace != "" {
 			if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {
 				errs = append(errs, fmt.Errorf("%s.namespace: %q is not a valid namespace name: %s", field, t.Namespace, msgs[0]))
+			} else if len(scope) > 0 && !slices.Contains(scope, t.Namespace) {
+				// The caches hold only the scope's namespaces: the tenant's
+				// VMIs could never be read.
+				errs = append(errs, fmt.Errorf("%s.namespace: %q is not in scope.namespaces (%s): add it there, or leave the tenant's namespace empty to mean those namespaces",
+					field, t.Namespace, strings.Join(scope, ", ")))
 			}
 		}
 	}

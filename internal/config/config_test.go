@@ -137,6 +137,24 @@ func TestParse(t *testing.T) {
 		{name: "tenant without kubeconfig -> error with example", in: "tenants: [{name: g1}]\n", errs: []string{"tenants[0].kubeconfig: is required", "/etc/tether/tenants/g1.kubeconfig"}},
 		{name: "duplicate tenant name -> error naming the first", in: "tenants: [{name: g, kubeconfig: /a}, {name: g, kubeconfig: /b}]\n", errs: []string{`tenants[1].name: "g" is already the name of tenants[0]`}},
 		{name: "tenant with bad namespace -> error", in: "tenants: [{name: g, kubeconfig: /a, namespace: A}]\n", errs: []string{`tenants[0].namespace: "A" is not a valid namespace name`}},
+		{name: "tenant namespace outside scope.namespaces -> error", in: "scope: {namespaces: [a, b]}\ntenants: [{name: g, kubeconfig: /k, namespace: c}]\n",
+			errs: []string{`tenants[0].namespace: "c" is not in scope.namespaces (a, b)`}},
+		{name: "tenant namespace in scope.namespaces -> accepted", in: "scope: {namespaces: [a, b]}\ntenants: [{name: g, kubeconfig: /k, namespace: b}]\n",
+			want: withDefaults(func(c *Config) {
+				c.Scope.Namespaces = []string{"a", "b"}
+				c.Tenants = []TenantConfig{{Name: "g", Kubeconfig: "/k", Namespace: "b"}}
+			})},
+		{name: "tenant without namespace and scope.namespaces set -> accepted", in: "scope: {namespaces: [a]}\ntenants: [{name: g, kubeconfig: /k}]\n",
+			want: withDefaults(func(c *Config) {
+				c.Scope.Namespaces = []string{"a"}
+				c.Tenants = []TenantConfig{{Name: "g", Kubeconfig: "/k"}}
+			})},
+		{name: "tenant namespace without scope.namespaces -> accepted", in: "tenants: [{name: g, kubeconfig: /k, namespace: c}]\n",
+			want: withDefaults(func(c *Config) { c.Tenants = []TenantConfig{{Name: "g", Kubeconfig: "/k", Namespace: "c"}} })},
+		{name: "check the controller does not run, enabled -> error naming it and audit/fix", in: "checks: {OrphanAttachmentPod: {enabled: true}}\n",
+			errs: []string{"checks.OrphanAttachmentPod.enabled:", "the controller runs only OrphanHotplugVolume", "`tether audit` and `tether fix` only"}},
+		{name: "DanglingVolumeReference enabled -> error", in: "checks: {OrphanHotplugVolume: {enabled: true}, DanglingVolumeReference: {enabled: true}}\n",
+			errs: []string{"checks.DanglingVolumeReference.enabled:", "`tether audit` and `tether fix` only"}},
 		{name: "tenantAuthoritative without tenants -> error", in: "tenantAuthoritative: true\n", errs: []string{"tenantAuthoritative: has no effect without tenants"}},
 		{name: "maxActions zero -> error suggesting dryRun", in: "blastRadius: {maxActions: 0}\n", errs: []string{"blastRadius.maxActions: must be at least 1", "dryRun: true"}},
 		{name: "negative interval -> error", in: "blastRadius: {interval: -1s}\n", errs: []string{"blastRadius.interval: must be positive"}},
@@ -324,7 +342,7 @@ func TestPolicy(t *testing.T) {
 	t.Run("enabled checks, scope and opt-ins -> policy", func(t *testing.T) {
 		c, err := Parse([]byte(`
 checks:
-  OrphanAttachmentPod: {enabled: true}
+  OrphanAttachmentPod: {enabled: false}
   OrphanHotplugVolume: {enabled: true}
 scope: {namespaces: [a], selector: "x=y", volumePrefix: pvc-}
 allowVMIOnlyDetach: true
@@ -338,8 +356,8 @@ tenants: [{name: g, kubeconfig: /k}]
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(p.Checks, []string{check.OrphanHotplugVolume, check.OrphanAttachmentPod}) {
-			t.Errorf("checks %v: want every enabled check in check.Names() order", p.Checks)
+		if !slices.Equal(p.Checks, []string{check.OrphanHotplugVolume}) {
+			t.Errorf("checks %v: want the enabled check only", p.Checks)
 		}
 		if !slices.Equal(p.Scope.Namespaces, []string{"a"}) || p.Scope.VolumePrefix != "pvc-" ||
 			!p.Scope.Selector.Matches(labels.Set{"x": "y"}) || p.Scope.Selector.Matches(labels.Set{"x": "z"}) {

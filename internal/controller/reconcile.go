@@ -62,8 +62,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The snapshot holds only the VMI, its VM, the gates and the tenants:
+	// checks that need more (claims, pods) would report falsely here.
+	policy := r.Policy
+	policy.Checks = config.ControllerChecks()
 	current := map[string]check.Finding{}
-	for _, f := range check.Run(snap, r.Policy, now) {
+	for _, f := range check.Run(snap, policy, now) {
 		if f.Object.UID == vmi.UID && r.Config.Enabled(f.Check) {
 			current[f.ID] = f
 		}
@@ -144,6 +148,15 @@ func recordName(f check.Finding) string {
 // and returns when to look again.
 func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
 	log := r.Log.WithValues("finding", f.ID, "check", f.Check, "vmi", vmi.Namespace+"/"+vmi.Name, "volume", f.Volume)
+	if rec != nil && finished(rec) {
+		// The condition is back after it was resolved: a new run, with a
+		// new record whose server-set creationTimestamp anchors its clock
+		// (the old record's creation cannot vouch for times in this run).
+		if err := r.retire(ctx, rec); err != nil {
+			return 0, err
+		}
+		rec = nil
+	}
 	if rec == nil {
 		created, err := r.create(ctx, vmi, f)
 		if err != nil {
@@ -160,6 +173,11 @@ func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMac
 	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
 	}
+	if st.Act {
+		if err := r.seedBudget(ctx, now); err != nil {
+			return 0, err
+		}
+	}
 	if st.Act && !r.Budget.take(now) {
 		st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonBlastRadius
 		st.Status.Message = fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then restart the controller", r.Config.BlastRadius.MaxActions, r.Config.BlastRadius.Interval.Duration)
@@ -173,14 +191,69 @@ func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMac
 	if !st.Act {
 		return st.RequeueAfter, r.writeStatus(ctx, rec, st.Status)
 	}
-	return r.act(ctx, log, f, rec, st.Status)
+	return r.act(ctx, log, f, rec, st.Status, now)
+}
+
+// finished reports whether a record belongs to a run of the condition that
+// has ended (only a resolved record carries resolvedAt).
+func finished(rec *v1alpha1.Finding) bool {
+	return rec.Status.Phase == v1alpha1.PhaseResolved || rec.Status.ResolvedAt != nil
+}
+
+// retire deletes a finished record, on the condition that it is still the
+// one the cache showed (UID precondition).
+func (r *Reconciler) retire(ctx context.Context, rec *v1alpha1.Finding) error {
+	uid := rec.UID
+	err := r.Executor.Client.Delete(ctx, rec, client.Preconditions{UID: &uid})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Already gone or replaced: the cache is behind; decide again once
+		// it catches up.
+		return fmt.Errorf("resolved finding %s changed since the cache saw it: %w", rec.Name, err)
+	default:
+		return err
+	}
+}
+
+// seedBudget fills the blast-radius window, once, from the actions that the
+// Finding records show within it, so that a restart or a change of leader
+// does not reset the window.
+func (r *Reconciler) seedBudget(ctx context.Context, now time.Time) error {
+	if r.Budget.isSeeded() {
+		return nil
+	}
+	var list v1alpha1.FindingList
+	if err := r.Cache.List(ctx, &list); err != nil {
+		return fmt.Errorf("reading the Finding records for the action budget: %w", err)
+	}
+	r.Budget.seed(recentActions(list.Items, now, r.Budget.interval))
+	return nil
+}
+
+// recentActions returns the times of the actions that changed something
+// (outcome Applied or Pending) within interval before now.
+func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) []time.Time {
+	var out []time.Time
+	for _, rec := range recs {
+		la := rec.Status.LastAttempt
+		if la == nil || now.Sub(la.Time) >= interval {
+			continue
+		}
+		if rec.Status.Reason == string(act.Applied) || rec.Status.Reason == string(act.Pending) {
+			out = append(out, la.Time)
+		}
+	}
+	return out
 }
 
 // act records Acting, runs the action through the live-checking executor and
 // stores the outcome.
-func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus) (time.Duration, error) {
+func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (time.Duration, error) {
 	if err := r.writeStatus(ctx, rec, st); err != nil {
-		return 0, err // conflict or error: requeue and decide again
+		r.Budget.refund(taken) // nothing was done
+		return 0, err          // conflict or error: requeue and decide again
 	}
 	if st.ActAfter != nil {
 		late := r.Now().Sub(st.ActAfter.Time)
@@ -208,7 +281,12 @@ func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, 
 		st.Attempts++
 		st.Phase = v1alpha1.PhaseFailed
 		if res.Outcome == act.Refused || res.Outcome == act.Migrating {
+			// The live state says not safe now, and nothing changed: the
+			// action gives its budget back, and the grace period starts
+			// again once the action is safe again.
 			st.Phase = v1alpha1.PhaseBlocked
+			st.SafeSince, st.ActAfter = nil, nil
+			r.Budget.refund(taken)
 		}
 		requeue = backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration)(st.Attempts)
 	}

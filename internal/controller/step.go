@@ -40,36 +40,57 @@ type step struct {
 
 // firstObserved returns when the current run of the condition began: the
 // stored time, unless there is none or the record was resolved (the clock
-// restarts when a condition reappears). A stored time earlier than the
-// record's creation is not trusted: nobody can have seen the condition
-// before the record existed, so a hand-edited firstObserved cannot shorten
-// the grace period.
+// restarts when a condition reappears). It is the record of first sight.
 func firstObserved(rec *v1alpha1.Finding, now time.Time) time.Time {
-	if rec == nil || rec.Status.FirstObserved == nil || rec.Status.Phase == v1alpha1.PhaseResolved {
+	if rec == nil || rec.Status.Phase == v1alpha1.PhaseResolved {
 		return now
 	}
-	first := rec.Status.FirstObserved.Time
-	if created := rec.CreationTimestamp.Time; !created.IsZero() && first.Before(created) {
-		first = created
+	return trusted(rec, rec.Status.FirstObserved, now)
+}
+
+// safeSince returns when the action became safe in its current stretch of
+// safety: the stored time, unless there is none (the action was not safe at
+// the last decision, so the grace period starts now) or the record was
+// resolved.
+func safeSince(rec *v1alpha1.Finding, now time.Time) time.Time {
+	if rec == nil || rec.Status.Phase == v1alpha1.PhaseResolved {
+		return now
 	}
-	if first.After(now) {
-		first = now
+	return trusted(rec, rec.Status.SafeSince, now)
+}
+
+// trusted clamps a stored time: none means now; a time earlier than the
+// record's creation is not trusted (nobody can have seen the condition
+// before the record existed, so a hand-edited time cannot shorten the grace
+// period), and neither is one in the future.
+func trusted(rec *v1alpha1.Finding, stored *metav1.Time, now time.Time) time.Time {
+	if stored == nil {
+		return now
 	}
-	return first
+	t := stored.Time
+	if created := rec.CreationTimestamp.Time; !created.IsZero() && t.Before(created) {
+		t = created
+	}
+	if t.After(now) {
+		t = now
+	}
+	return t
 }
 
 // decide computes the next state of one finding record. It is pure.
+//
+// The grace period counts from safeSince, the start of the current stretch
+// in which the action is safe: a finding held for an hour (migrating VMI,
+// unreachable tenant, ...) waits the full grace period once the hold clears.
 func decide(in stepInput) step {
 	f := in.Finding
 	// Stored times have second precision; decide on what will be stored.
 	first := firstObserved(in.Record, in.Now).Truncate(time.Second)
-	actAfter := first.Add(in.Grace)
 	st := v1alpha1.FindingStatus{
 		Severity:      string(f.Severity),
 		Message:       f.Message,
 		FirstObserved: mt(first),
 		LastObserved:  mt(in.Now),
-		ActAfter:      mt(actAfter),
 		Evidence:      f.Evidence,
 		Action: v1alpha1.ProposedAction{
 			Type: string(f.Action.Type), Safe: f.Action.Safe, BlockedBy: string(f.Action.BlockedBy), Remedy: f.Action.Remedy,
@@ -89,6 +110,11 @@ func decide(in stepInput) step {
 	case !f.Action.Safe:
 		st.Phase, st.Reason = v1alpha1.PhaseBlocked, string(f.Action.BlockedBy)
 		return step{Status: st}
+	}
+	safe := safeSince(in.Record, in.Now).Truncate(time.Second)
+	actAfter := safe.Add(in.Grace)
+	st.SafeSince, st.ActAfter = mt(safe), mt(actAfter)
+	switch {
 	case in.Now.Before(actAfter):
 		st.Phase, st.Reason = v1alpha1.PhaseWaiting, ""
 		return step{Status: st, RequeueAfter: actAfter.Sub(in.Now)}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func record(opts ...recOpt) *v1alpha1.Finding {
 func firstAt(t time.Time) recOpt {
 	return func(r *v1alpha1.Finding) { r.Status.FirstObserved = mt(t) }
 }
+func safeAt(t time.Time) recOpt {
+	return func(r *v1alpha1.Finding) { r.Status.SafeSince = mt(t) }
+}
 func phase(p v1alpha1.Phase) recOpt { return func(r *v1alpha1.Finding) { r.Status.Phase = p } }
 func createdAt(t time.Time) recOpt {
 	return func(r *v1alpha1.Finding) { r.CreationTimestamp = metav1.NewTime(t) }
@@ -59,35 +63,53 @@ func TestDecide(t *testing.T) {
 		wantAct     bool
 		wantRequeue time.Duration
 		wantFirst   time.Time
+		// wantSafe is the expected safeSince (zero: unset); actAfter must
+		// be wantSafe+grace.
+		wantSafe time.Time
 	}{
 		{name: "new safe finding -> waiting the whole grace", f: safeFinding(), now: t0,
-			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0},
-		{name: "mid-grace after restart -> waits only the rest, from the stored first-observed",
-			f: safeFinding(), rec: record(firstAt(t0.Add(-7*time.Minute)), phase(v1alpha1.PhaseWaiting)), now: t0,
-			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: 3 * time.Minute, wantFirst: t0.Add(-7 * time.Minute)},
-		{name: "grace passed -> act", f: safeFinding(), rec: record(firstAt(t0.Add(-grace)), phase(v1alpha1.PhaseWaiting)), now: t0,
-			wantPhase: v1alpha1.PhaseActing, wantAct: true, wantFirst: t0.Add(-grace)},
-		{name: "grace passed, dry run -> blocked DryRun, never act", f: safeFinding(), rec: record(firstAt(t0.Add(-time.Hour))), now: t0, dryRun: true,
-			wantPhase: v1alpha1.PhaseBlocked, wantReason: ReasonDryRun, wantFirst: t0.Add(-time.Hour)},
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0, wantSafe: t0},
+		{name: "mid-grace after restart -> waits only the rest, from the stored safe-since",
+			f: safeFinding(), rec: record(firstAt(t0.Add(-7*time.Minute)), safeAt(t0.Add(-7*time.Minute)), phase(v1alpha1.PhaseWaiting)), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: 3 * time.Minute, wantFirst: t0.Add(-7 * time.Minute), wantSafe: t0.Add(-7 * time.Minute)},
+		{name: "safe, restart mid-grace -> keeps safeSince",
+			f: safeFinding(), rec: record(firstAt(t0.Add(-30*time.Minute)), safeAt(t0.Add(-4*time.Minute)), phase(v1alpha1.PhaseWaiting)), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: 6 * time.Minute, wantFirst: t0.Add(-30 * time.Minute), wantSafe: t0.Add(-4 * time.Minute)},
+		{name: "grace passed -> act", f: safeFinding(), rec: record(firstAt(t0.Add(-grace)), safeAt(t0.Add(-grace)), phase(v1alpha1.PhaseWaiting)), now: t0,
+			wantPhase: v1alpha1.PhaseActing, wantAct: true, wantFirst: t0.Add(-grace), wantSafe: t0.Add(-grace)},
+		{name: "grace passed, dry run -> blocked DryRun, never act, safe-since kept", f: safeFinding(),
+			rec: record(firstAt(t0.Add(-time.Hour)), safeAt(t0.Add(-time.Hour))), now: t0, dryRun: true,
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: ReasonDryRun, wantFirst: t0.Add(-time.Hour), wantSafe: t0.Add(-time.Hour)},
 		{name: "blocked by migration -> blocked, no requeue (the VMI change wakes us)", f: blockedFinding(check.VMIMigrating), now: t0,
 			wantPhase: v1alpha1.PhaseBlocked, wantReason: string(check.VMIMigrating), wantFirst: t0},
-		{name: "blocked keeps the first-observed clock", f: blockedFinding(check.VMIMigrating),
-			rec: record(firstAt(t0.Add(-20*time.Minute)), phase(v1alpha1.PhaseWaiting)), now: t0,
+		{name: "blocked keeps the first-observed clock and clears safe-since", f: blockedFinding(check.VMIMigrating),
+			rec: record(firstAt(t0.Add(-20*time.Minute)), safeAt(t0.Add(-20*time.Minute)), phase(v1alpha1.PhaseWaiting)), now: t0,
 			wantPhase: v1alpha1.PhaseBlocked, wantReason: string(check.VMIMigrating), wantFirst: t0.Add(-20 * time.Minute)},
+		{name: "blocked an hour, becomes safe -> waits the full grace from safeSince", f: safeFinding(),
+			rec: func() *v1alpha1.Finding {
+				r := record(firstAt(t0.Add(-time.Hour)), phase(v1alpha1.PhaseBlocked))
+				r.Status.Reason = string(check.VMIMigrating)
+				return r
+			}(), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0.Add(-time.Hour), wantSafe: t0},
+		{name: "tenant unreachable for an hour, becomes safe -> waits the full grace", f: safeFinding(),
+			rec: record(firstAt(t0.Add(-time.Hour)), phase(v1alpha1.PhaseBlocked)), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0.Add(-time.Hour), wantSafe: t0},
 		{name: "resolved record and condition back -> clock restarts", f: safeFinding(),
-			rec: record(firstAt(t0.Add(-time.Hour)), phase(v1alpha1.PhaseResolved)), now: t0,
-			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0},
-		{name: "first-observed edited to before the record existed -> creation time counts",
-			f: safeFinding(), rec: record(createdAt(t0.Add(-2*time.Minute)), firstAt(t0.Add(-24*time.Hour)), phase(v1alpha1.PhaseWaiting)), now: t0,
-			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: 8 * time.Minute, wantFirst: t0.Add(-2 * time.Minute)},
-		{name: "first-observed in the future -> now", f: safeFinding(), rec: record(firstAt(t0.Add(time.Hour)), phase(v1alpha1.PhaseWaiting)), now: t0,
-			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0},
+			rec: record(firstAt(t0.Add(-time.Hour)), safeAt(t0.Add(-time.Hour)), phase(v1alpha1.PhaseResolved)), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0, wantSafe: t0},
+		{name: "first-observed and safe-since edited to before the record existed -> creation time counts",
+			f: safeFinding(), rec: record(createdAt(t0.Add(-2*time.Minute)), firstAt(t0.Add(-24*time.Hour)), safeAt(t0.Add(-24*time.Hour)), phase(v1alpha1.PhaseWaiting)), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: 8 * time.Minute, wantFirst: t0.Add(-2 * time.Minute), wantSafe: t0.Add(-2 * time.Minute)},
+		{name: "first-observed and safe-since in the future -> now", f: safeFinding(),
+			rec: record(firstAt(t0.Add(time.Hour)), safeAt(t0.Add(time.Hour)), phase(v1alpha1.PhaseWaiting)), now: t0,
+			wantPhase: v1alpha1.PhaseWaiting, wantRequeue: grace, wantFirst: t0, wantSafe: t0},
 		{name: "failed twice, backoff not over -> wait", f: safeFinding(),
-			rec: record(firstAt(t0.Add(-time.Hour)), failed(2, t0.Add(-5*time.Second))), now: t0,
-			wantPhase: v1alpha1.PhaseFailed, wantRequeue: 5 * time.Second, wantFirst: t0.Add(-time.Hour)},
+			rec: record(firstAt(t0.Add(-time.Hour)), safeAt(t0.Add(-time.Hour)), failed(2, t0.Add(-5*time.Second))), now: t0,
+			wantPhase: v1alpha1.PhaseFailed, wantRequeue: 5 * time.Second, wantFirst: t0.Add(-time.Hour), wantSafe: t0.Add(-time.Hour)},
 		{name: "failed twice, backoff over -> act again", f: safeFinding(),
-			rec: record(firstAt(t0.Add(-time.Hour)), failed(2, t0.Add(-10*time.Second))), now: t0,
-			wantPhase: v1alpha1.PhaseActing, wantAct: true, wantFirst: t0.Add(-time.Hour)},
+			rec: record(firstAt(t0.Add(-time.Hour)), safeAt(t0.Add(-time.Hour)), failed(2, t0.Add(-10*time.Second))), now: t0,
+			wantPhase: v1alpha1.PhaseActing, wantAct: true, wantFirst: t0.Add(-time.Hour), wantSafe: t0.Add(-time.Hour)},
 		{name: "information only -> observed", f: check.Finding{ID: "i", Severity: check.SeverityInfo, Action: check.Action{Type: check.None}}, now: t0,
 			wantPhase: v1alpha1.PhaseObserved, wantFirst: t0},
 	} {
@@ -99,10 +121,46 @@ func TestDecide(t *testing.T) {
 			if !got.Status.FirstObserved.Time.Equal(c.wantFirst) {
 				t.Fatalf("first observed %s, want %s", got.Status.FirstObserved.Time, c.wantFirst)
 			}
-			if c.f.Action.Safe && !got.Status.ActAfter.Time.Equal(c.wantFirst.Add(grace)) {
-				t.Fatalf("act after %s, want %s", got.Status.ActAfter.Time, c.wantFirst.Add(grace))
+			if c.wantSafe.IsZero() {
+				if got.Status.SafeSince != nil || got.Status.ActAfter != nil {
+					t.Fatalf("safe since %v, act after %v: want both unset while not safe", got.Status.SafeSince, got.Status.ActAfter)
+				}
+				return
+			}
+			if got.Status.SafeSince == nil || !got.Status.SafeSince.Time.Equal(c.wantSafe) {
+				t.Fatalf("safe since %v, want %s", got.Status.SafeSince, c.wantSafe)
+			}
+			if !got.Status.ActAfter.Time.Equal(c.wantSafe.Add(grace)) {
+				t.Fatalf("act after %s, want %s", got.Status.ActAfter.Time, c.wantSafe.Add(grace))
 			}
 		})
+	}
+}
+
+// A hold that clears in the middle of a series of reconciles: the grace
+// period counts from the moment the action became safe again.
+func TestDecide_holdClearsRestartsGrace(t *testing.T) {
+	grace := 10 * time.Minute
+	rec := record(createdAt(t0))
+	apply := func(f check.Finding, now time.Time) step {
+		st := decide(stepInput{Finding: f, Record: rec, Now: now, Grace: grace})
+		rec.Status = st.Status
+		return st
+	}
+	apply(safeFinding(), t0)                                         // safe from t0
+	apply(blockedFinding(check.VMIMigrating), t0.Add(5*time.Minute)) // held
+	back := t0.Add(time.Hour)
+	if st := apply(safeFinding(), back); st.Act || st.Status.Phase != v1alpha1.PhaseWaiting || st.RequeueAfter != grace {
+		t.Fatalf("right after the hold: phase %s act %v requeue %s; want the full grace", st.Status.Phase, st.Act, st.RequeueAfter)
+	}
+	if st := apply(safeFinding(), back.Add(grace-time.Second)); st.Act {
+		t.Fatal("acted before the grace counted from the end of the hold")
+	}
+	if st := apply(safeFinding(), back.Add(grace)); !st.Act {
+		t.Fatalf("not acting once the grace has passed: %s", st.Status.Phase)
+	}
+	if !rec.Status.FirstObserved.Time.Equal(t0) {
+		t.Fatalf("first observed moved to %s", rec.Status.FirstObserved.Time)
 	}
 }
 
@@ -110,9 +168,10 @@ func TestDecide(t *testing.T) {
 // acted on, dry run never acts, and nothing acts before first-observed+grace
 // measured from no earlier than the record's creation.
 func FuzzDecide(f *testing.F) {
-	f.Add(true, false, int64(0), int64(-600), int64(-3600), "Waiting", int32(0), int64(0))
-	f.Add(false, false, int64(-10), int64(-99999), int64(-5), "Resolved", int32(3), int64(-2))
-	f.Fuzz(func(t *testing.T, safe, dryRun bool, nowOff, firstOff, createdOff int64, ph string, attempts int32, lastOff int64) {
+	f.Add(true, false, int64(0), int64(-600), int64(-3600), "Waiting", int32(0), int64(0), int64(-600), true)
+	f.Add(false, false, int64(-10), int64(-99999), int64(-5), "Resolved", int32(3), int64(-2), int64(-99999), true)
+	f.Add(true, false, int64(0), int64(-9999), int64(-9999), "Blocked", int32(0), int64(0), int64(0), false)
+	f.Fuzz(func(t *testing.T, safe, dryRun bool, nowOff, firstOff, createdOff int64, ph string, attempts int32, lastOff, safeOff int64, hasSafe bool) {
 		now := t0.Add(time.Duration(nowOff) * time.Second)
 		fd := safeFinding()
 		if !safe {
@@ -121,6 +180,9 @@ func FuzzDecide(f *testing.F) {
 		rec := record(createdAt(t0.Add(time.Duration(createdOff)*time.Second)), firstAt(t0.Add(time.Duration(firstOff)*time.Second)),
 			phase(v1alpha1.Phase(ph)), failed(attempts, t0.Add(time.Duration(lastOff)*time.Second)))
 		rec.Status.Phase = v1alpha1.Phase(ph)
+		if hasSafe {
+			rec.Status.SafeSince = mt(t0.Add(time.Duration(safeOff) * time.Second))
+		}
 		grace := 10 * time.Minute
 		got := decide(stepInput{Finding: fd, Record: rec, Now: now, Grace: grace, DryRun: dryRun, Backoff: backoff(time.Second, time.Minute)})
 		if got.Act && (!safe || dryRun) {
@@ -132,6 +194,15 @@ func FuzzDecide(f *testing.F) {
 		}
 		if got.Act && ph == string(v1alpha1.PhaseResolved) {
 			t.Fatal("acted on a condition that just reappeared")
+		}
+		if got.Act && !hasSafe {
+			t.Fatal("acted on a finding that was not safe at the last decision")
+		}
+		if got.Act && now.Before(rec.Status.SafeSince.Time.Truncate(time.Second).Add(grace)) {
+			t.Fatalf("acted at %s before safe-since %s + grace", now, rec.Status.SafeSince.Time)
+		}
+		if !safe && (got.Status.SafeSince != nil || got.Status.ActAfter != nil) {
+			t.Fatal("an unsafe finding keeps a safe-since")
 		}
 	})
 }
@@ -158,11 +229,76 @@ func TestBudget_windowSlides(t *testing.T) {
 	}
 }
 
+func TestBudget_refundGivesTheActionBack(t *testing.T) {
+	b := newBudget(1, time.Minute)
+	if !b.take(t0) {
+		t.Fatal("the first action must pass")
+	}
+	b.refund(t0)
+	if !b.take(t0.Add(time.Second)) {
+		t.Fatal("a refunded action still counts")
+	}
+	b.refund(t0.Add(time.Hour)) // nothing reserved then: no effect
+	if b.take(t0.Add(2*time.Second)) || !b.isTripped() {
+		t.Fatal("the limit no longer holds after a refund of nothing")
+	}
+}
+
+func TestBudget_seededWindowSurvivesRestart(t *testing.T) {
+	b := newBudget(2, time.Minute)
+	b.seed([]time.Time{t0.Add(-30 * time.Second), t0.Add(-2 * time.Minute)})
+	b.seed([]time.Time{t0, t0}) // only the first seed counts
+	if !b.isSeeded() {
+		t.Fatal("not seeded")
+	}
+	if !b.take(t0) {
+		t.Fatal("one action left in the window")
+	}
+	if b.take(t0.Add(time.Second)) {
+		t.Fatal("the action before the restart was not counted")
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	bo := backoff(5*time.Second, time.Minute)
 	for attempts, want := range map[int32]time.Duration{1: 5 * time.Second, 2: 10 * time.Second, 3: 20 * time.Second, 5: time.Minute, 50: time.Minute} {
 		if got := bo(attempts); got != want {
 			t.Errorf("attempts %d: got %s want %s", attempts, got, want)
 		}
+	}
+}
+
+func TestTenantReachable(t *testing.T) {
+	now := t0
+	for _, c := range []struct {
+		name            string
+		synced          bool
+		lastErr, lastOK time.Time
+		want            bool
+	}{
+		{name: "not synced -> unknown", synced: false, want: false},
+		{name: "synced, never an error -> reachable", synced: true, lastOK: now.Add(-time.Second), want: true},
+		{name: "error 5s ago, requests succeed since -> unknown (the cache may still be stale)", synced: true,
+			lastErr: now.Add(-5 * time.Second), lastOK: now.Add(-time.Second), want: false},
+		{name: "error 29s ago -> unknown", synced: true, lastErr: now.Add(-29 * time.Second), lastOK: now, want: false},
+		{name: "error 31s ago, succeeded since -> reachable", synced: true,
+			lastErr: now.Add(-31 * time.Second), lastOK: now.Add(-20 * time.Second), want: true},
+		{name: "error 50s ago, nothing succeeded since (backing off) -> unknown", synced: true,
+			lastErr: now.Add(-50 * time.Second), lastOK: now.Add(-10 * time.Minute), want: false},
+		{name: "partitioned long ago, never recovered -> unknown", synced: true,
+			lastErr: now.Add(-time.Hour), lastOK: now.Add(-2 * time.Hour), want: false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, why := tenantReachable(c.synced, c.lastErr, "dial tcp: connection refused", c.lastOK, now)
+			if got != c.want {
+				t.Fatalf("reachable = %v (%s), want %v", got, why, c.want)
+			}
+			if !got && why == "" {
+				t.Fatal("unknown evidence without a reason")
+			}
+			if !got && c.synced && !strings.Contains(why, "connection refused") {
+				t.Fatalf("reason %q does not name the last error", why)
+			}
+		})
 	}
 }

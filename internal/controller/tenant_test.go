@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +32,11 @@ func TestController_tenantEvidence_detachesWhatTheTenantDropped(t *testing.T) {
 	}
 	pv := fixture.PV("pv-"+w.ns, "pvc-kept")
 	va := fixture.VolumeAttachment("va-"+w.ns, "vm-t", pv.Name)
+	// The tenant's Node named after the VM: its evidence concerns that VM.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vm-t"}}
+	if err := tc.Create(w.ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	for _, o := range []client.Object{pv, va} {
 		o.SetUID("")
 		if err := tc.Create(w.ctx, o); err != nil {

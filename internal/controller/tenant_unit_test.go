@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// The informers' requests feed the tenant's connection state: a refused
+// connection (which the informers retry without reporting it) makes the
+// evidence unknown until a request succeeds and the hold has passed.
+func TestObservedTransport_recordsFailuresAndSuccesses(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fail" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	conn := &connState{}
+	c := &http.Client{Transport: &observedTransport{next: http.DefaultTransport, conn: conn}}
+	get := func(url string) {
+		if resp, err := c.Get(url); err == nil {
+			resp.Body.Close()
+		}
+	}
+	get(srv.URL + "/ok")
+	if ok, why := conn.reachable(true, time.Now()); !ok {
+		t.Fatalf("unknown after a success: %s", why)
+	}
+	get(srv.URL + "/fail")
+	if ok, _ := conn.reachable(true, time.Now()); ok {
+		t.Fatal("reachable right after a server error")
+	}
+	srv.Close()
+	get(srv.URL + "/ok") // connection refused
+	if ok, _ := conn.reachable(true, time.Now().Add(time.Hour)); ok {
+		t.Fatal("reachable with no success since the refused connection")
+	}
+}
+
+func TestWatchError_ignoresNormalEnds(t *testing.T) {
+	conn := &connState{}
+	for _, err := range []error{io.EOF, apierrors.NewResourceExpired("too old"), apierrors.NewGone("gone")} {
+		conn.watchError(context.Background(), new(toolscache.Reflector), err)
+	}
+	if !conn.lastErr.IsZero() {
+		t.Fatalf("a normal end of a watch counted as an error: %s", conn.errMsg)
+	}
+	conn.watchError(context.Background(), new(toolscache.Reflector), errors.New("i/o timeout"))
+	if ok, why := conn.reachable(true, time.Now()); ok || why == "" {
+		t.Fatal("a watch error left the evidence reachable")
+	}
+}
