@@ -68,6 +68,20 @@ func benchSnapshot(layout string) snapshot.Snapshot {
 	return s
 }
 
+// BenchmarkHotplugChecks is the pass of the two hot-plug checks alone
+// (OrphanHotplugVolume, OrphanAttachmentPod) on an indexed snapshot.
+func BenchmarkHotplugChecks(b *testing.B) {
+	s := snapshot.New(benchSnapshot("mixed"))
+	p := DefaultPolicy()
+	p.Checks = []string{OrphanHotplugVolume, OrphanAttachmentPod}
+	b.ReportAllocs()
+	n, cpu := 0, processCPU()
+	for b.Loop() {
+		n = len(Run(s, p, now))
+	}
+	reportPerVMI(b, n, processCPU()-cpu)
+}
+
 func BenchmarkRun(b *testing.B) {
 	for _, layout := range []string{"mixed", "orphans"} {
 		base := benchSnapshot(layout)
