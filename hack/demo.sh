@@ -31,7 +31,7 @@ step "Seeding the scene"
 k patch kubevirt kubevirt -n kubevirt --type merge \
 	-p '{"spec":{"configuration":{"developerConfiguration":{"featureGates":["HotplugVolumes"]}}}}' >/dev/null
 k apply -f hack/demo/infra.yaml >/dev/null
-for ns_claim in tenant-a/node-1-root tenant-a/node-2-root tenant-a/node-3-root legacy/app-1-root \
+for ns_claim in tenant-a/node-1-root tenant-a/node-2-root tenant-a/node-3-root legacy/app-1-root legacy/app-2-root \
 	tenant-a/pvc-aaa tenant-a/pvc-bbb tenant-a/pvc-ccc tenant-a/pvc-ddd tenant-a/pvc-eee tenant-a/manual-disk legacy/pvc-scratch; do
 	ns=${ns_claim%/*} claim=${ns_claim#*/}
 	k create -n "$ns" -f - >/dev/null <<YAML
@@ -111,6 +111,10 @@ step "tether fix --apply"
 
 step "tether audit, again"
 "$BIN/tether" audit "${SCOPE[@]}" || echo "(exit code $?: findings)"
+
+step "tether fix --check DanglingVolumeReference --object legacy/app-2 --apply (the per-VM cleanup)"
+"$BIN/tether" fix -n legacy --check DanglingVolumeReference --object legacy/app-2 --apply
+echo "app-2 volumes now: $(k get vm -n legacy app-2 -o jsonpath='{.spec.template.spec.volumes[*].name}')"
 
 step "What changed"
 volumes > "$ENV_DIR/after.txt"
