@@ -21,6 +21,7 @@ type AuditReport struct {
 	APIVersion string          `json:"apiVersion"`
 	Kind       string          `json:"kind"`
 	Tenants    []tenantStatus  `json:"tenants,omitempty"`
+	Warnings   []string        `json:"warnings,omitempty"`
 	Findings   []check.Finding `json:"findings"`
 }
 
@@ -57,7 +58,7 @@ func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Fin
 		fs = []check.Finding{}
 	}
 	if format != "table" {
-		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs}
+		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}
 		for _, t := range s.Tenants {
 			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error})
 		}
@@ -67,6 +68,9 @@ func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Fin
 		if !t.Reachable {
 			fmt.Fprintf(w, "warning: tenant %q is unreachable (%s): its evidence counts as unknown\n", t.Name, t.Error)
 		}
+	}
+	for _, msg := range s.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
 	if len(fs) == 0 {
 		fmt.Fprintf(w, "No findings (%d VMs, %d VMIs, %d attachment pods checked).\n", len(s.VMs), len(s.VMIs), len(s.AttachmentPods))

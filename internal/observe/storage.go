@@ -42,7 +42,11 @@ func readStorage(ctx context.Context, c client.Client, s *snapshot.Snapshot, o O
 	}{{"Node", &nodes}, {"VolumeAttachment", &vas}, {"PersistentVolume", &pvs}} {
 		n, err := listAll(ctx, c, st.list, "", o.PageSize)
 		if err != nil {
-			if apierrors.IsForbidden(err) || isNoKind(err) {
+			if apierrors.IsForbidden(err) {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("cannot list %ss (forbidden): StaleVolumeAttachment, MultiAttachConflict and BlockedDeletion of PVs checked nothing; grant list on nodes, volumeattachments and persistentvolumes", st.kind))
+				return nil
+			}
+			if isNoKind(err) {
 				return nil
 			}
 			return fmt.Errorf("listing %s: %w", st.kind, err)

@@ -42,6 +42,9 @@ type Snapshot struct {
 	DataVolumes    []cdiv1.DataVolume
 	// FeatureGates are the gates of the KubeVirt CR.
 	FeatureGates FeatureGates
+	// Warnings say what the observer could not read (e.g. a forbidden
+	// cluster-scoped LIST), so the report can say what it did not check.
+	Warnings []string
 	// Tenants are the configured tenant clusters, reachable or not.
 	Tenants []Tenant
 

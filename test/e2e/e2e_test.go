@@ -268,3 +268,29 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(data)
 }
+
+// A namespaced user may not list Nodes: the audit still runs and says which
+// checks saw nothing, instead of silently reporting a clean storage view.
+func TestAudit_namespacedUser_warnsAboutStorageView(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	if out, err := env.Kubectl(t, "create", "rolebinding", "alice-admin", "-n", ns, "--clusterrole=cluster-admin", "--user=alice"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cfg, err := env.Infra.UserConfig("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "alice.kubeconfig")
+	if err := env.Infra.WriteKubeconfig(cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	r := tether(t, env, "tether", "audit", "--kubeconfig", kc, "-n", ns)
+	if r.code != 0 || !strings.Contains(r.stdout, "warning: cannot list Nodes (forbidden)") {
+		t.Fatalf("code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tether(t, env, "tether", "audit", "--kubeconfig", kc, "-n", ns, "-o", "json")
+	if !strings.Contains(r.stdout, `"warnings"`) {
+		t.Fatalf("JSON report lacks warnings:\n%s", r.stdout)
+	}
+}
