@@ -160,24 +160,43 @@ func (e *Executor) removeVolume(ctx context.Context, f check.Finding) Result {
 		}
 		name = own.VM.Name
 	}
-	versions := resourceVersions(s)
-	opts := &kubevirtv1.RemoveVolumeOptions{Name: f.Volume, DryRun: kubevirt.DryRunAll}
-	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, f.Namespace, name, opts); err != nil {
-		return serverRefusal("dry run", err)
+	recheck := func() (string, *Result) {
+		s2, refusal := e.recheckVolume(ctx, f)
+		if refusal != nil {
+			return "", refusal
+		}
+		return resourceVersions(s2), nil
 	}
-	// Nothing may have moved between the re-check and the write.
-	s2, refusal := e.recheckVolume(ctx, f)
-	if refusal != nil {
+	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, name, f.Volume, resourceVersions(s), recheck); refusal != nil {
 		return *refusal
 	}
-	if v2 := resourceVersions(s2); v2 != versions {
-		return Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", versions, v2)}
+	return e.waitVolumeGone(ctx, f, kind)
+}
+
+// guardedRemoveVolume is the write protocol of every removevolume action,
+// entered after a live re-check whose objects fingerprint to before: a
+// server-side dry run, a second live re-check whose fingerprint must not
+// have moved, then the real call. It returns nil once the call is accepted,
+// else the refusal or failure.
+func (e *Executor) guardedRemoveVolume(ctx context.Context, kind kubevirt.Kind, ns, name, volume, before string, recheck func() (string, *Result)) *Result {
+	opts := &kubevirtv1.RemoveVolumeOptions{Name: volume, DryRun: kubevirt.DryRunAll}
+	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
+		r := serverRefusal("dry run", err)
+		return &r
+	}
+	after, refusal := recheck()
+	if refusal != nil {
+		return refusal
+	}
+	if after != before {
+		return &Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", before, after)}
 	}
 	opts.DryRun = nil
-	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, f.Namespace, name, opts); err != nil {
-		return serverRefusal("removevolume", err)
+	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
+		r := serverRefusal("removevolume", err)
+		return &r
 	}
-	return e.waitVolumeGone(ctx, f, kind)
+	return nil
 }
 
 // resourceVersions fingerprints the VM and VMI of a single-subject snapshot.

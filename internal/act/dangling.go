@@ -32,21 +32,15 @@ func (e *Executor) removeDangling(ctx context.Context, f check.Finding) Result {
 	if refusal != nil {
 		return *refusal
 	}
-	before := danglingVersions(s)
-	opts := &kubevirtv1.RemoveVolumeOptions{Name: f.Volume, DryRun: kubevirt.DryRunAll}
-	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, f.Namespace, f.Object.Name, opts); err != nil {
-		return serverRefusal("dry run", err)
+	recheck := func() (string, *Result) {
+		s2, refusal := e.recheckDangling(ctx, f)
+		if refusal != nil {
+			return "", refusal
+		}
+		return danglingVersions(s2), nil
 	}
-	s2, refusal := e.recheckDangling(ctx, f)
-	if refusal != nil {
+	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, f.Object.Name, f.Volume, danglingVersions(s), recheck); refusal != nil {
 		return *refusal
-	}
-	if after := danglingVersions(s2); after != before {
-		return Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", before, after)}
-	}
-	opts.DryRun = nil
-	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, f.Namespace, f.Object.Name, opts); err != nil {
-		return serverRefusal("removevolume", err)
 	}
 	if kind == kubevirt.VMI {
 		return e.waitVolumeGone(ctx, f, kind)
