@@ -88,6 +88,21 @@ type Config struct {
 	// Protection keeps the tether.dev/in-use finalizer on what VMs in
 	// scope use (docs/protection.md).
 	Protection ProtectionConfig `json:"protection"`
+	// DanglingOnRestart removes dangling hot-plugged references of VMs in
+	// scope that are about to start (docs/controller.md).
+	DanglingOnRestart DanglingOnRestartConfig `json:"danglingOnRestart"`
+}
+
+// DanglingOnRestartConfig configures the "on restart" mode: when a VM in
+// scope is about to start, or fails to start, and its spec refers to a
+// hot-plugged PVC or DataVolume that is gone, the reference is removed with
+// KubeVirt's VM-level removevolume (DanglingVolumeReference's action, with
+// its live re-check). Boot and other non-hot-pluggable disks are only
+// reported.
+type DanglingOnRestartConfig struct {
+	// Enabled runs the mode (opt-in). It may be enabled with no check
+	// enabled; it does not enable DanglingVolumeReference for running VMs.
+	Enabled bool `json:"enabled"`
 }
 
 // ProtectionConfig configures the protection of VM dependents.
@@ -505,6 +520,24 @@ func (c *Config) Policy() (check.Policy, error) {
 	if len(p.Checks) == 0 {
 		return check.Policy{}, ErrNoChecks
 	}
+	return c.withScope(p)
+}
+
+// DanglingPolicy is the policy of the "on restart" mode: only
+// DanglingVolumeReference, named (which makes its removal of a hot-plugged
+// reference eligible), with the configuration's scope and opt-ins. It does
+// not depend on checks.
+func (c *Config) DanglingPolicy() (check.Policy, error) {
+	if err := c.Validate(); err != nil {
+		return check.Policy{}, err
+	}
+	p := check.DefaultPolicy()
+	p.Checks = []string{check.DanglingVolumeReference}
+	return c.withScope(p)
+}
+
+// withScope adds the scope and the opt-ins to p and validates it.
+func (c *Config) withScope(p check.Policy) (check.Policy, error) {
 	sel, err := labels.Parse(c.Scope.Selector)
 	if err != nil { // unreachable after Validate; kept for safety
 		return check.Policy{}, fmt.Errorf("scope.selector: %w", err)

@@ -452,3 +452,41 @@ func TestProtection(t *testing.T) {
 		t.Error("protection must be opt-in")
 	}
 }
+
+func TestDanglingOnRestart(t *testing.T) {
+	c, err := Parse([]byte("danglingOnRestart:\n  enabled: true\nscope:\n  namespaces: [tenant-a]\n  volumePrefix: pvc-\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DanglingOnRestart.Enabled {
+		t.Error("danglingOnRestart.enabled not read")
+	}
+	// The mode alone enables no check: the controller runs it without the
+	// checks' policy.
+	if _, err := c.Policy(); !errors.Is(err, ErrNoChecks) {
+		t.Errorf("Policy: %v, want ErrNoChecks", err)
+	}
+	p, err := c.DanglingPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Checks, []string{check.DanglingVolumeReference}) {
+		t.Errorf("DanglingPolicy checks = %v, want only %s", p.Checks, check.DanglingVolumeReference)
+	}
+	if !reflect.DeepEqual(p.Scope.Namespaces, []string{"tenant-a"}) || p.Scope.VolumePrefix != "pvc-" {
+		t.Errorf("DanglingPolicy scope = %+v, want the configuration's", p.Scope)
+	}
+	if _, err := Parse([]byte("danglingOnRestart:\n  enable: true\n")); err == nil || !strings.Contains(err.Error(), "danglingOnRestart.enable") {
+		t.Errorf("misspelt danglingOnRestart field: %v", err)
+	}
+	if _, err := Parse([]byte("danglingOnRestart:\n  enabled: yes please\n")); err == nil || !strings.Contains(err.Error(), "danglingOnRestart.enabled") {
+		t.Errorf("danglingOnRestart.enabled of the wrong type: %v", err)
+	}
+	// It does not make DanglingVolumeReference a controller check.
+	if _, err := Parse([]byte("danglingOnRestart:\n  enabled: true\nchecks:\n  DanglingVolumeReference:\n    enabled: true\n")); err == nil {
+		t.Error("enabling DanglingVolumeReference as a check must stay an error")
+	}
+	if Default().DanglingOnRestart.Enabled {
+		t.Error("danglingOnRestart must be opt-in")
+	}
+}

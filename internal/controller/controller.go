@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,10 +38,12 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // LeaderElectionID names the Lease the replicas compete for.
@@ -85,10 +90,11 @@ func New(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	ctrllog.SetLogger(o.Log)
-	// Protection alone, without any check, is a valid configuration.
+	// Protection or the "on restart" mode alone, without any check, is a
+	// valid configuration.
 	policy, err := o.Config.Policy()
 	checks := err == nil
-	if errors.Is(err, config.ErrNoChecks) && o.Config.Protection.Enabled {
+	if errors.Is(err, config.ErrNoChecks) && (o.Config.Protection.Enabled || o.Config.DanglingOnRestart.Enabled) {
 		err = nil
 	}
 	if err != nil {
@@ -111,6 +117,10 @@ func New(o Options) (manager.Manager, error) {
 	}
 	cacheOpts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// The only pods the controller reads are hot-plug attachment pods.
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})},
+		},
 	}
 	if ns := o.Config.Scope.Namespaces; len(ns) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -119,9 +129,7 @@ func New(o Options) (manager.Manager, error) {
 		}
 		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
 		// outside the scope: read it wherever it is.
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{
-			&kubevirtv1.KubeVirt{}: {Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}},
-		}
+		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
 	}
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
 		Scheme:                        clients.Scheme,
@@ -156,9 +164,25 @@ func New(o Options) (manager.Manager, error) {
 			return nil, err
 		}
 	}
-	if !checks {
-		return mgr, nil
+	// One blast-radius budget for every action of the process.
+	budget := newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration)
+	var r *Reconciler
+	if checks {
+		if r, err = newReconciler(mgr, o, policy, budget); err != nil {
+			return nil, err
+		}
 	}
+	if o.Config.DanglingOnRestart.Enabled {
+		if err := setupRestart(mgr, o, budget, r); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// newReconciler registers the hot-plug reconciler (the checks) and the
+// findings gauge.
+func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budget) (*Reconciler, error) {
 	if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
 		return nil, err
 	}
@@ -186,7 +210,7 @@ func New(o Options) (manager.Manager, error) {
 		Executor: ex,
 		Config:   o.Config,
 		Policy:   policy,
-		Budget:   newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
+		Budget:   b,
 		Now:      o.Now,
 		Log:      o.Log.WithName("reconciler"),
 		Tenants:  tenants,
@@ -197,7 +221,46 @@ func New(o Options) (manager.Manager, error) {
 	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
 		return nil, err
 	}
-	return mgr, nil
+	return r, nil
+}
+
+// setupRestart registers the "on restart" reconciler. hot is the hot-plug
+// reconciler, nil when no check runs: its Finding records seed the shared
+// budget.
+func setupRestart(mgr manager.Manager, o Options, b *budget, hot *Reconciler) error {
+	policy, err := o.Config.DanglingPolicy()
+	if err != nil {
+		return err
+	}
+	ex, err := act.NewExecutor(o.RestConfig, policy, observe.Options{})
+	if err != nil {
+		return err
+	}
+	ex.WaitTimeout = o.Config.ActionTimeout.Duration
+	ex.Recorder.Component = o.Identity
+	rr := &RestartReconciler{
+		Cache:       mgr.GetClient(),
+		Executor:    ex,
+		Config:      o.Config,
+		Policy:      policy,
+		Budget:      b,
+		Now:         o.Now,
+		Log:         o.Log.WithName("dangling-restart"),
+		DataVolumes: dataVolumesInstalled(mgr.GetRESTMapper()),
+	}
+	if hot != nil {
+		rr.Seed = hot.seedBudget
+	}
+	if !rr.DataVolumes {
+		rr.Log.Info("DataVolumes are not watched: the API is not installed (no CDI)")
+	}
+	return rr.setup(mgr)
+}
+
+// dataVolumesInstalled reports whether the API server serves DataVolumes.
+func dataVolumesInstalled(m meta.RESTMapper) bool {
+	_, err := m.RESTMapping(cdiv1.SchemeGroupVersion.WithKind("DataVolume").GroupKind(), cdiv1.SchemeGroupVersion.Version)
+	return err == nil
 }
 
 func durPtr(d time.Duration) *time.Duration {

@@ -1,0 +1,373 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Event reasons of the "on restart" mode (contract: operators alert on
+// them), recorded on the VM besides the action outcomes of package act.
+const (
+	// EventDanglingRemovedOnStart: a dangling hot-plugged reference was
+	// removed from a VM that is about to start.
+	EventDanglingRemovedOnStart = "TetherDanglingRemovedOnStart"
+	// EventDanglingBlocksStart: a dangling reference of a starting VM that
+	// tether does not remove (a boot or other non-hot-pluggable disk, or a
+	// hold of the check); the message names the claim and the procedure.
+	EventDanglingBlocksStart = "TetherDanglingBlocksStart"
+	// EventDanglingWouldRemove: dry run; the reference would be removed.
+	EventDanglingWouldRemove = "TetherDanglingWouldRemoveOnStart"
+)
+
+// RestartReconciler is the "on restart" mode: its subject is a VM. When
+// the VM is about to start (or fails to start) it removes the VM's dangling
+// hot-plugged references, the ones DanglingVolumeReference proves safe to
+// remove, through the live-checking executor. It decides from the cache;
+// the executor re-reads live before it writes.
+type RestartReconciler struct {
+	// Cache is the informer-backed client.
+	Cache client.Client
+	// Executor acts with live reads; its policy names DanglingVolumeReference.
+	Executor *act.Executor
+	Config   *config.Config
+	// Policy is config.DanglingPolicy().
+	Policy check.Policy
+	// Budget is shared with the hot-plug reconciler.
+	Budget *budget
+	// Seed fills the budget window before the first action; nil when no
+	// durable record of earlier actions exists (no check enabled).
+	Seed func(context.Context, time.Time) error
+	Now  func() time.Time
+	Log  logr.Logger
+	// DataVolumes: CDI is installed and DataVolumes are cached.
+	DataVolumes bool
+
+	mu sync.Mutex
+	// told holds, per VM, the "volume/reason" Events already recorded for
+	// the current start attempt; it is cleared when the VM is not starting.
+	told map[types.UID]map[string]bool
+}
+
+// StartingUp reports whether vm is about to start or failing to start: it
+// wants to run, and vmi (its VMI, nil when there is none) does not run and
+// is not going away. A finished VMI counts as "about to start" only when the
+// run strategy starts it again.
+func StartingUp(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) bool {
+	if vm.DeletionTimestamp != nil || !wantsToRun(vm) {
+		return false
+	}
+	if vmi == nil {
+		return true
+	}
+	if vmi.DeletionTimestamp != nil {
+		return false // stopping or restarting: decide once it is gone
+	}
+	switch vmi.Status.Phase {
+	case kubevirtv1.VmPhaseUnset, kubevirtv1.Pending, kubevirtv1.Scheduling:
+		return true
+	case kubevirtv1.Failed:
+		return restartsFinished(vm, true)
+	case kubevirtv1.Succeeded:
+		return restartsFinished(vm, false)
+	}
+	return false // Scheduled, Running, Unknown
+}
+
+// wantsToRun: a pending Start request, spec.running true, or a run
+// strategy that runs the VM (Always, RerunOnFailure, Once).
+func wantsToRun(vm *kubevirtv1.VirtualMachine) bool {
+	for _, r := range vm.Status.StateChangeRequests {
+		if r.Action == kubevirtv1.StartRequest {
+			return true
+		}
+	}
+	if vm.Spec.Running != nil {
+		return *vm.Spec.Running
+	}
+	if vm.Spec.RunStrategy == nil {
+		return false
+	}
+	switch *vm.Spec.RunStrategy {
+	case kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce:
+		return true
+	}
+	return false
+}
+
+// restartsFinished: KubeVirt starts a new VMI after a finished one for
+// Always (and spec.running: true), and after a failed one for RerunOnFailure.
+func restartsFinished(vm *kubevirtv1.VirtualMachine, failed bool) bool {
+	if vm.Spec.Running != nil {
+		return *vm.Spec.Running
+	}
+	if vm.Spec.RunStrategy == nil {
+		return false
+	}
+	switch *vm.Spec.RunStrategy {
+	case kubevirtv1.RunStrategyAlways:
+		return true
+	case kubevirtv1.RunStrategyRerunOnFailure:
+		return failed
+	}
+	return false
+}
+
+// Reconcile handles one VM, named by req.
+func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var vm kubevirtv1.VirtualMachine
+	if err := r.Cache.Get(ctx, req.NamespacedName, &vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var vmi *kubevirtv1.VirtualMachineInstance
+	var got kubevirtv1.VirtualMachineInstance
+	switch err := r.Cache.Get(ctx, req.NamespacedName, &got); {
+	case err == nil:
+		vmi = &got
+	case !apierrors.IsNotFound(err):
+		return ctrl.Result{}, err
+	}
+	if !StartingUp(&vm, vmi) {
+		r.forget(vm.UID)
+		return ctrl.Result{}, nil
+	}
+	snap, err := r.snapshotFor(ctx, &vm, vmi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var requeue time.Duration
+	for _, f := range r.findingsOf(snap, &vm, vmi) {
+		after, err := r.handle(ctx, &vm, f)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if after > 0 && (requeue == 0 || after < requeue) {
+			requeue = after
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// findingsOf runs DanglingVolumeReference on the snapshot and keeps the
+// findings about vm or its VMI whose storage is dangling, by volume name.
+func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) []check.Finding {
+	var out []check.Finding
+	for _, f := range check.Run(s, r.Policy, r.Now()) {
+		ours := f.Object.UID == vm.UID || (vmi != nil && f.Object.UID == vmi.UID)
+		if f.Check != check.DanglingVolumeReference || !ours || f.Action.BlockedBy == check.ClaimExists {
+			continue
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Volume < out[j].Volume })
+	return out
+}
+
+// handle decides about one finding of a starting VM and returns when to
+// look again.
+func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding) (time.Duration, error) {
+	log := r.Log.WithValues("finding", f.ID, "vm", vm.Namespace+"/"+vm.Name, "volume", f.Volume)
+	switch {
+	case !f.Action.Safe:
+		if r.tell(vm.UID, f.Volume, string(f.Action.BlockedBy)) {
+			log.Info("dangling reference blocks the start; not removing it", "blockedBy", f.Action.BlockedBy)
+			r.event(ctx, vm, f, EventDanglingBlocksStart, corev1.EventTypeWarning,
+				fmt.Sprintf("VM is starting, but %s; tether does not remove it (%s). %s (finding %s)", f.Message, f.Action.BlockedBy, f.Action.Remedy, f.ID))
+		}
+		return 0, nil
+	case r.Config.DryRun:
+		if r.tell(vm.UID, f.Volume, "DryRun") {
+			log.Info("dry run: would remove the dangling reference as the VM starts", "action", f.Action.Type)
+			r.event(ctx, vm, f, EventDanglingWouldRemove, corev1.EventTypeNormal,
+				fmt.Sprintf("dry run: would remove hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
+		}
+		return 0, nil
+	}
+	now := r.Now()
+	if r.Seed != nil {
+		if err := r.Seed(ctx, now); err != nil {
+			return 0, err
+		}
+	}
+	if !r.Budget.take(now) {
+		if r.tell(vm.UID, f.Volume, ReasonBlastRadius) {
+			msg := fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then restart the controller", r.Config.BlastRadius.MaxActions, r.Config.BlastRadius.Interval.Duration)
+			metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
+			log.Info("blast-radius limit reached; not acting", "maxActions", r.Config.BlastRadius.MaxActions)
+			r.event(ctx, vm, f, EventBlastRadius, corev1.EventTypeWarning, msg)
+		}
+		return 0, nil
+	}
+	log.Info("removing the dangling reference as the VM starts", "action", f.Action.Type)
+	actx, cancel := context.WithTimeout(ctx, r.Config.ActionTimeout.Duration)
+	started := time.Now()
+	res := r.Executor.Apply(actx, f)
+	cancel()
+	metrics.Actions.WithLabelValues(f.Check, string(f.Action.Type), string(res.Outcome)).Inc()
+	log.Info("action finished", "action", f.Action.Type, "result", res.Outcome, "message", res.Message,
+		"took", time.Since(started).Round(time.Millisecond).String())
+	switch res.Outcome {
+	case act.Applied:
+		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
+			fmt.Sprintf("removed hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
+		return 0, nil
+	case act.Pending:
+		return 10 * time.Second, nil
+	case act.Refused, act.Migrating:
+		// Nothing changed; the executor recorded why. Look again later.
+		r.Budget.refund(now)
+		return r.Config.Backoff.Base.Duration, nil
+	}
+	// Failed: the workqueue backs off.
+	return 0, fmt.Errorf("removing volume %q of VM %s/%s: %s", f.Volume, vm.Namespace, vm.Name, res.Message)
+}
+
+// snapshotFor builds the decision input for one VM from the caches: every
+// VM of its namespace (their dataVolumeTemplates count as storage), its
+// VMI, the namespace's PVCs, DataVolumes and attachment pods, and the gates.
+func (r *RestartReconciler) snapshotFor(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (*snapshot.Snapshot, error) {
+	ns := client.InNamespace(vm.Namespace)
+	var s snapshot.Snapshot
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.Cache.List(ctx, &vms, ns); err != nil {
+		return nil, err
+	}
+	s.VMs = vms.Items
+	if vmi != nil {
+		s.VMIs = []kubevirtv1.VirtualMachineInstance{*vmi}
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := r.Cache.List(ctx, &pvcs, ns); err != nil {
+		return nil, err
+	}
+	s.PVCs = pvcs.Items
+	if r.DataVolumes {
+		var dvs cdiv1.DataVolumeList
+		if err := r.Cache.List(ctx, &dvs, ns); err != nil {
+			return nil, err
+		}
+		s.DataVolumes = dvs.Items
+	}
+	var pods corev1.PodList
+	if err := r.Cache.List(ctx, &pods, ns, client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
+		return nil, err
+	}
+	s.AttachmentPods = pods.Items
+	s.FeatureGates = cachedGates(ctx, r.Cache)
+	return snapshot.New(s), nil
+}
+
+// cachedGates reads the KubeVirt feature gates from the cache; a failure
+// or no KubeVirt object is "unknown".
+func cachedGates(ctx context.Context, c client.Reader) snapshot.FeatureGates {
+	var kvs kubevirtv1.KubeVirtList
+	if err := c.List(ctx, &kvs); err != nil || len(kvs.Items) == 0 {
+		return snapshot.FeatureGates{}
+	}
+	g := snapshot.FeatureGates{Known: true}
+	if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
+		g.Enabled, g.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
+	}
+	return g
+}
+
+// tell reports whether the Event for vm, volume and reason is still to be
+// recorded in this start attempt, and notes it as recorded.
+func (r *RestartReconciler) tell(vm types.UID, volume, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.told == nil {
+		r.told = map[types.UID]map[string]bool{}
+	}
+	key := volume + "/" + reason
+	if r.told[vm][key] {
+		return false
+	}
+	if r.told[vm] == nil {
+		r.told[vm] = map[string]bool{}
+	}
+	r.told[vm][key] = true
+	return true
+}
+
+// forget drops what was told about vm: its next start attempt is told again.
+func (r *RestartReconciler) forget(vm types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.told, vm)
+}
+
+// event records an Event on the VM (also for a finding on its VMI).
+func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding, reason, typ, msg string) {
+	if r.Executor.Recorder == nil {
+		return
+	}
+	f.Object = check.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
+	r.Executor.Recorder.Event(ctx, f, reason, typ, msg)
+}
+
+// setup registers the watches. Handlers only map events to VM keys.
+func (r *RestartReconciler) setup(mgr manager.Manager) error {
+	changed := predicate.ResourceVersionChangedPredicate{}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("dangling-restart").
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.vmsOfNamespace), builder.WithPredicates(changed)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.vmsOfNamespace), builder.WithPredicates(changed, attachmentPods())).
+		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMs), builder.WithPredicates(changed))
+	if r.DataVolumes {
+		b = b.Watches(&cdiv1.DataVolume{}, handler.EnqueueRequestsFromMapFunc(r.vmsOfNamespace), builder.WithPredicates(changed))
+	}
+	return b.Complete(r)
+}
+
+func attachmentPods() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[snapshot.AttachmentPodLabel] == snapshot.AttachmentPodLabelValue
+	})
+}
+
+// vmsOfNamespace maps a storage object or attachment pod to every VM of its
+// namespace (any of them may refer to it, also through a template).
+func (r *RestartReconciler) vmsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.vms(ctx, client.InNamespace(o.GetNamespace()))
+}
+
+func (r *RestartReconciler) allVMs(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.vms(ctx)
+}
+
+func (r *RestartReconciler) vms(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var list kubevirtv1.VirtualMachineList
+	if err := r.Cache.List(ctx, &list, opts...); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
