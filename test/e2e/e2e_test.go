@@ -252,6 +252,8 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"audit", "--tenant", "guest"}, "NAME=KUBECONFIG[:NAMESPACE]"},
 		{[]string{"fix", "--check", "Nope"}, `unknown check "Nope"`},
 		{[]string{"fix", "--max", "-1"}, "--max must be 0 or more"},
+		{[]string{"audit", "--fence-gone-nodes-after", "-1s"}, "fence gone nodes after must not be negative"},
+		{[]string{"audit", "--blocked-deletion-grace", "-5m"}, "blocked deletion grace must not be negative"},
 	} {
 		r := tether(t, env, "tether", c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
