@@ -20,7 +20,10 @@ import (
 func judgeFencing(in Input, v *vaView) bool {
 	name, after := v.va.Spec.NodeName, in.Policy.Storage.FenceGoneNodesAfter
 	switch {
-	case v.node != nil && !v.nodeReplaced:
+	case v.node != nil && v.nodeReplaced:
+		v.fact("a Node named %s exists: the machine under that name may be alive (re-registered); only its out-of-service taint could prove anything", name)
+		return false
+	case v.node != nil:
 		if snapshot.HasOutOfServiceTaint(v.node) {
 			v.fact("node %s carries the %s taint: an operator asserted that it is down (fenced)", name, snapshot.OutOfServiceTaint)
 			return true
@@ -67,13 +70,7 @@ func vaAction(in Input, v *vaView, fenced bool) (ActionType, BlockReason) {
 	case len(v.live) > 0:
 		// A re-created node's own pods need the volume: only a forced,
 		// opt-in re-attachment can help.
-		if action == DeletePodsOnFencedNode {
-			return action, VolumeInUse
-		}
-		if !in.Policy.Storage.ForceDetach {
-			return action, NotRequested
-		}
-		return action, ""
+		return action, VolumeInUse
 	case action == DeletePodsOnFencedNode:
 		return action, ""
 	case !in.Policy.Storage.ForceDetach:

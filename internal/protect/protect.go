@@ -71,6 +71,13 @@ func Dependents(vm *kubevirtv1.VirtualMachine) []Ref {
 			switch {
 			case v.PersistentVolumeClaim != nil:
 				add(KindPVC, v.PersistentVolumeClaim.ClaimName)
+				// The claim may be a DataVolume's PVC: deleting the
+				// DataVolume would take the claim with it.
+				add(KindDataVolume, v.PersistentVolumeClaim.ClaimName)
+			case v.Ephemeral != nil && v.Ephemeral.PersistentVolumeClaim != nil:
+				add(KindPVC, v.Ephemeral.PersistentVolumeClaim.ClaimName)
+			case v.MemoryDump != nil:
+				add(KindPVC, v.MemoryDump.ClaimName)
 			case v.DataVolume != nil:
 				add(KindDataVolume, v.DataVolume.Name)
 				add(KindPVC, v.DataVolume.Name)

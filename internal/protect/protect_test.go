@@ -40,15 +40,28 @@ func TestDependents(t *testing.T) {
 	vm.Spec.Preference = &kubevirtv1.PreferenceMatcher{Name: "fedora"}
 	vm.Status.PreferenceRef = &kubevirtv1.InstancetypeStatusRef{ControllerRevisionRef: &kubevirtv1.ControllerRevisionRef{Name: "vm-fedora-1"}}
 	vm.Status.InstancetypeRef = &kubevirtv1.InstancetypeStatusRef{ControllerRevisionRef: &kubevirtv1.ControllerRevisionRef{Name: "vm-u1.small-1"}}
+	// An ephemeral disk backed by a claim, and a memory-dump volume, use
+	// their claims too.
+	vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes,
+		kubevirtv1.Volume{Name: "scratch", VolumeSource: kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "base"}}}},
+		kubevirtv1.Volume{Name: "dump", VolumeSource: kubevirtv1.VolumeSource{MemoryDump: &kubevirtv1.MemoryDumpVolumeSource{
+			PersistentVolumeClaimVolumeSource: kubevirtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "dump-1"}}}}})
 	got := protect.Dependents(vm)
 	ns := fixture.Namespace
 	want := []protect.Ref{
 		{Kind: protect.KindControllerRevision, Namespace: ns, Name: "vm-fedora-1"},
 		{Kind: protect.KindControllerRevision, Namespace: ns, Name: "vm-u1.small-1"},
+		// A claim may be a DataVolume's PVC: the DataVolume of that name is
+		// protected too (absent ones cost nothing).
+		{Kind: protect.KindDataVolume, Namespace: ns, Name: "claim"},
 		{Kind: protect.KindDataVolume, Namespace: ns, Name: "data"},
 		{Kind: protect.KindDataVolume, Namespace: ns, Name: "root"},
+		{Kind: protect.KindPVC, Namespace: ns, Name: "base"},
 		{Kind: protect.KindPVC, Namespace: ns, Name: "claim"},
 		{Kind: protect.KindPVC, Namespace: ns, Name: "data"},
+		{Kind: protect.KindPVC, Namespace: ns, Name: "dump-1"},
 		{Kind: protect.KindPVC, Namespace: ns, Name: "root"},
 	}
 	if !slices.Equal(got, want) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	f "github.com/tether-dev/tether/internal/fixture"
@@ -234,5 +235,18 @@ func TestLazyLookupsAreSafeConcurrently(t *testing.T) {
 		if !<-done {
 			t.Error("a concurrent lookup failed")
 		}
+	}
+}
+
+// A generic ephemeral volume's claim is named <pod>-<volume>: its pod uses it.
+func TestPodClaimNames_includesGenericEphemeralClaims(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-claim"}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}}}
+	got := snapshot.PodClaimNames(pod)
+	if want := []string{"data-claim", "web-scratch"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -89,6 +89,8 @@ func PodClaimNames(pod *corev1.Pod) []string {
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName != "" {
 			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		} else if v.Ephemeral != nil {
+			out = append(out, pod.Name+"-"+v.Name)
 		}
 	}
 	return out
