@@ -103,7 +103,15 @@ type DanglingOnRestartConfig struct {
 	// Enabled runs the mode (opt-in). It may be enabled with no check
 	// enabled; it does not enable DanglingVolumeReference for running VMs.
 	Enabled bool `json:"enabled"`
+	// Settle is how long a reference must stay dangling, seen on two passes
+	// at least this far apart, before it is removed: a claim missing for a
+	// moment (a restore, a GitOps apply of the VM before its PVC) is left
+	// alone. Default 30s.
+	Settle metav1.Duration `json:"settle"`
 }
+
+// DefaultDanglingSettle is the default danglingOnRestart.settle.
+const DefaultDanglingSettle = 30 * time.Second
 
 // ProtectionConfig configures the protection of VM dependents.
 type ProtectionConfig struct {
@@ -168,6 +176,9 @@ func Default() Config {
 		BlastRadius:   BlastRadiusConfig{MaxActions: DefaultMaxActions, Interval: metav1.Duration{Duration: DefaultBlastRadiusInterval}},
 		Backoff:       BackoffConfig{Base: metav1.Duration{Duration: DefaultBackoffBase}, Max: metav1.Duration{Duration: DefaultBackoffMax}},
 		ActionTimeout: metav1.Duration{Duration: DefaultActionTimeout},
+		DanglingOnRestart: DanglingOnRestartConfig{
+			Settle: metav1.Duration{Duration: DefaultDanglingSettle},
+		},
 	}
 }
 
@@ -402,6 +413,9 @@ func (c *Config) Validate() error {
 		if g := c.Checks[name].GracePeriod.Duration; g < 0 {
 			add("checks."+name+".gracePeriod", "must not be negative, got %s", g)
 		}
+	}
+	if d := c.DanglingOnRestart.Settle.Duration; d < 0 {
+		add("danglingOnRestart.settle", "must not be negative, got %s", d)
 	}
 	errs = append(errs, c.Scope.validate()...)
 	errs = append(errs, validateTenants(c.Tenants, c.Scope.Namespaces)...)

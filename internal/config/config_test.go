@@ -27,12 +27,13 @@ func TestDefault(t *testing.T) {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	want := Config{
-		APIVersion:    "tether.dev/v1alpha1",
-		Kind:          "ControllerConfig",
-		Checks:        map[string]CheckConfig{},
-		BlastRadius:   BlastRadiusConfig{MaxActions: 5, Interval: dur(10 * time.Minute)},
-		Backoff:       BackoffConfig{Base: dur(5 * time.Second), Max: dur(5 * time.Minute)},
-		ActionTimeout: dur(2 * time.Minute),
+		APIVersion:        "tether.dev/v1alpha1",
+		Kind:              "ControllerConfig",
+		Checks:            map[string]CheckConfig{},
+		BlastRadius:       BlastRadiusConfig{MaxActions: 5, Interval: dur(10 * time.Minute)},
+		Backoff:           BackoffConfig{Base: dur(5 * time.Second), Max: dur(5 * time.Minute)},
+		ActionTimeout:     dur(2 * time.Minute),
+		DanglingOnRestart: DanglingOnRestartConfig{Settle: dur(30 * time.Second)},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Default() = %+v\nwant %+v", c, want)

@@ -69,6 +69,9 @@ type RestartReconciler struct {
 	// told holds, per VM, the "volume/reason" Events already recorded for
 	// the current start attempt; it is cleared when the VM is not starting.
 	told map[types.UID]map[string]bool
+	// seen holds, per VM, when each safe finding was first seen in the
+	// current start attempt (for Settle).
+	seen map[types.UID]map[string]time.Time
 }
 
 // StartingUp reports whether vm is about to start or failing to start: it
@@ -206,6 +209,16 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 		return 0, nil
 	}
 	now := r.Now()
+	// Seen twice, at least Settle apart: a claim missing for a moment is
+	// left alone.
+	if wait := r.settle(vm.UID, f.Volume, now); wait > 0 {
+		log.Info("dangling reference seen; waiting for it to settle", "settle", r.Config.DanglingOnRestart.Settle.Duration.String())
+		return wait, nil
+	}
+	// The cache said the VM is starting: confirm it live before acting.
+	if starting, err := r.liveStartingUp(ctx, vm); err != nil || !starting {
+		return 0, err
+	}
 	if r.Seed != nil {
 		if err := r.Seed(ctx, now); err != nil {
 			return 0, err
@@ -242,6 +255,47 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 	}
 	// Failed: the workqueue backs off.
 	return 0, fmt.Errorf("removing volume %q of VM %s/%s: %s", f.Volume, vm.Namespace, vm.Name, res.Message)
+}
+
+// settle records when a safe finding was first seen for this start attempt
+// and returns how long it must still wait.
+func (r *RestartReconciler) settle(vm types.UID, volume string, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[types.UID]map[string]time.Time{}
+	}
+	if r.seen[vm] == nil {
+		r.seen[vm] = map[string]time.Time{}
+	}
+	first, ok := r.seen[vm][volume]
+	if !ok {
+		r.seen[vm][volume] = now
+		first = now
+	}
+	if wait := first.Add(r.Config.DanglingOnRestart.Settle.Duration).Sub(now); wait > 0 {
+		return wait
+	}
+	return 0
+}
+
+// liveStartingUp re-reads the VM and its VMI live and reports whether the VM
+// is still about to start.
+func (r *RestartReconciler) liveStartingUp(ctx context.Context, cached *kubevirtv1.VirtualMachine) (bool, error) {
+	key := client.ObjectKeyFromObject(cached)
+	var vm kubevirtv1.VirtualMachine
+	if err := r.Executor.Client.Get(ctx, key, &vm); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	var vmi *kubevirtv1.VirtualMachineInstance
+	var got kubevirtv1.VirtualMachineInstance
+	switch err := r.Executor.Client.Get(ctx, key, &got); {
+	case err == nil:
+		vmi = &got
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	return vm.UID == cached.UID && StartingUp(&vm, vmi), nil
 }
 
 // snapshotFor builds the decision input for one VM from the caches: every
@@ -317,6 +371,7 @@ func (r *RestartReconciler) forget(vm types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.told, vm)
+	delete(r.seen, vm)
 }
 
 // event records an Event on the VM (also for a finding on its VMI).

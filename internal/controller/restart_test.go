@@ -24,6 +24,7 @@ func (w *world) restartCfg(dryRun bool) *config.Config {
 	c := config.Default()
 	c.Scope.Namespaces = []string{w.ns}
 	c.DanglingOnRestart.Enabled = true
+	c.DanglingOnRestart.Settle.Duration = time.Second
 	c.DryRun = dryRun
 	c.Backoff.Base.Duration, c.Backoff.Max.Duration = 200*time.Millisecond, 2*time.Second
 	c.ActionTimeout.Duration = 20 * time.Second

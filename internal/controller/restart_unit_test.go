@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/fixture"
 )
 
@@ -92,5 +93,27 @@ func TestRestartReconciler_tellOncePerAttempt(t *testing.T) {
 	r.forget("uid-1")
 	if !r.tell("uid-1", "boot", "VolumeNotHotpluggable") {
 		t.Fatal("after the VM stopped starting: want to tell again")
+	}
+}
+
+// A dangling reference must be seen twice, Settle apart, before it is
+// removed; a new start attempt starts the wait again.
+func TestRestartSettle_seenTwiceSettleApart(t *testing.T) {
+	cfg := config.Default()
+	cfg.DanglingOnRestart.Settle.Duration = 30 * time.Second
+	r := &RestartReconciler{Config: &cfg}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if w := r.settle("vm-1", "v", t0); w != 30*time.Second {
+		t.Fatalf("first sight: wait %s, want 30s", w)
+	}
+	if w := r.settle("vm-1", "v", t0.Add(10*time.Second)); w != 20*time.Second {
+		t.Fatalf("10s later: wait %s, want 20s", w)
+	}
+	if w := r.settle("vm-1", "v", t0.Add(30*time.Second)); w != 0 {
+		t.Fatalf("after settle: wait %s, want 0", w)
+	}
+	r.forget("vm-1")
+	if w := r.settle("vm-1", "v", t0.Add(time.Hour)); w != 30*time.Second {
+		t.Fatalf("new start attempt: wait %s, want 30s", w)
 	}
 }
