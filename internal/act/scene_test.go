@@ -80,20 +80,11 @@ func (s *scene) runningVM(name string, opts ...fixture.Option) *kubevirtv1.Virtu
 	return vm
 }
 
-func (s *scene) vmi(name string) *kubevirtv1.VirtualMachineInstance {
-	var vmi kubevirtv1.VirtualMachineInstance
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &vmi); err != nil {
-		return nil
-	}
-	return &vmi
-}
+func (s *scene) vmi(name string) *kubevirtv1.VirtualMachineInstance { return s.env.VMI(s.ns, name) }
 
 func (s *scene) waitVMI(name, what string, cond func(*kubevirtv1.VirtualMachineInstance) bool) {
 	s.t.Helper()
-	testenv.Eventually(s.t, 20*time.Second, what, func() (bool, error) {
-		vmi := s.vmi(name)
-		return vmi != nil && cond(vmi), nil
-	})
+	s.env.WaitVMI(s.t, s.ns, name, what, cond)
 }
 
 func hasHotplug(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {

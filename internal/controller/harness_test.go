@@ -151,20 +151,11 @@ func lists(v *kubevirtv1.VirtualMachineInstance, volume string) bool {
 	return false
 }
 
-func (w *world) vmi(name string) *kubevirtv1.VirtualMachineInstance {
-	var v kubevirtv1.VirtualMachineInstance
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: name}, &v); err != nil {
-		return nil
-	}
-	return &v
-}
+func (w *world) vmi(name string) *kubevirtv1.VirtualMachineInstance { return w.env.VMI(w.ns, name) }
 
 func (w *world) waitVMI(name, what string, cond func(*kubevirtv1.VirtualMachineInstance) bool) {
 	w.t.Helper()
-	testenv.Eventually(w.t, 30*time.Second, name+" "+what, func() (bool, error) {
-		v := w.vmi(name)
-		return v != nil && cond(v), nil
-	})
+	w.env.WaitVMI(w.t, w.ns, name, what, cond)
 }
 
 // finding returns the record for vmi/volume, or nil.
