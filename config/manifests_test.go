@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -150,6 +151,9 @@ var (
 		expand("cdi.kubevirt.io", []string{"datavolumes"}, []string{"get", "list", "watch", "patch"}),
 		expand("apps", []string{"controllerrevisions"}, []string{"get", "list", "watch", "patch"}),
 		expand("", []string{"namespaces"}, []string{"get"}),
+		expand("", []string{"nodes", "persistentvolumes"}, read),
+		expand("storage.k8s.io", []string{"volumeattachments"}, read),
+		expand("storage.k8s.io", []string{"csidrivers"}, []string{"list", "watch"}),
 		expand("subresources.kubevirt.io", []string{"virtualmachines/removevolume", "virtualmachineinstances/removevolume"}, []string{"update"}),
 		expand("tether.dev", []string{"findings"}, allVerbs),
 		expand("tether.dev", []string{"findings/status"}, []string{"get", "update", "patch"}),
@@ -414,7 +418,7 @@ func TestApplyOnControlPlane(t *testing.T) {
 	canI(true, "update", "coordination.k8s.io", "leases", "", namespace)
 
 	canI(false, "update", "coordination.k8s.io", "leases", "", "default")
-	canI(false, "delete", "", "pods", "", "tenant-a")
+	canI(false, "delete", "", "pods", "", "tenant-a") // storage-remediation is not applied yet
 	canI(false, "update", "kubevirt.io", "virtualmachineinstances", "", "tenant-a")
 	canI(false, "update", "subresources.kubevirt.io", "virtualmachineinstances", "addvolume", "tenant-a")
 	canI(true, "patch", "", "persistentvolumeclaims", "", "tenant-a")
@@ -427,6 +431,31 @@ func TestApplyOnControlPlane(t *testing.T) {
 	canI(false, "delete", "", "persistentvolumeclaims", "", "tenant-a")
 	canI(false, "get", "", "secrets", "", namespace)
 	canI(false, "delete", "tether.dev", "findings", "status", "tenant-a")
+	// The storage checks read, and by default write nothing.
+	canI(true, "watch", "", "nodes", "", allNamespaces)
+	canI(true, "get", "", "persistentvolumes", "", allNamespaces)
+	canI(true, "list", "storage.k8s.io", "volumeattachments", "", allNamespaces)
+	canI(true, "watch", "storage.k8s.io", "csidrivers", "", allNamespaces)
+	canI(false, "delete", "storage.k8s.io", "volumeattachments", "", allNamespaces)
+	canI(false, "patch", "storage.k8s.io", "volumeattachments", "", allNamespaces)
+	canI(false, "update", "", "nodes", "", allNamespaces)
+
+	// The opt-in storage remediation adds exactly its writes.
+	if out, err := env.Kubectl(t, "apply", "-k", filepath.Join("rbac", "storage-remediation")); err != nil {
+		t.Fatalf("applying rbac/storage-remediation: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 10*time.Second, "the remediation grants", func() (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: saUser, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "delete", Group: "storage.k8s.io", Resource: "volumeattachments"},
+		}}
+		got, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		return err == nil && got.Status.Allowed, err
+	})
+	canI(true, "delete", "", "pods", "", "tenant-a")
+	canI(true, "patch", "storage.k8s.io", "volumeattachments", "", allNamespaces)
+	canI(false, "update", "storage.k8s.io", "volumeattachments", "", allNamespaces)
+	canI(false, "delete", "", "nodes", "", allNamespaces)
+	canI(false, "delete", "", "persistentvolumeclaims", "", "tenant-a")
 
 	out, err = env.Kubectl(t, "get", "deployment", name, "-n", namespace, "-o", "jsonpath={.spec.replicas}")
 	if err != nil || strings.TrimSpace(out) != "2" {

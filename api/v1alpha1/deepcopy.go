@@ -35,6 +35,7 @@ func (s *FindingStatus) DeepCopyInto(out *FindingStatus) {
 	out.ActAfter = s.ActAfter.DeepCopy()
 	out.LastAttempt = s.LastAttempt.DeepCopy()
 	out.ResolvedAt = s.ResolvedAt.DeepCopy()
+	out.NodeGoneSince = s.NodeGoneSince.DeepCopy()
 	if s.Evidence != nil {
 		out.Evidence = append([]string(nil), s.Evidence...)
 	}

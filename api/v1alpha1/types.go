@@ -67,6 +67,10 @@ type FindingSpec struct {
 	Subject SubjectRef `json:"subject"`
 	// Volume is the volume concerned, if any.
 	Volume string `json:"volume,omitempty"`
+	// Node is the node concerned, if any: the node a VolumeAttachment
+	// attaches to (StaleVolumeAttachment), or the node a waiting pod is
+	// bound to (MultiAttachConflict).
+	Node string `json:"node,omitempty"`
 }
 
 // SubjectRef names the subject.
@@ -110,6 +114,11 @@ type FindingStatus struct {
 	LastAttempt *metav1.Time `json:"lastAttempt,omitempty"`
 	// ResolvedAt is when the finding was resolved.
 	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
+	// NodeGoneSince is the durable record of since when the controller has
+	// seen spec.node missing (StaleVolumeAttachment); unset while the Node
+	// exists. The opt-in rule that fences nodes gone for long counts from
+	// here. It never precedes the object's creationTimestamp.
+	NodeGoneSince *metav1.Time `json:"nodeGoneSince,omitempty"`
 }
 
 // ProposedAction mirrors the action of an audit finding.

@@ -42,6 +42,7 @@ func TestObject(t *testing.T) {
 		{"CHECK", "string", ".spec.check", 0},
 		{"SUBJECT", "string", ".spec.subject.name", 0},
 		{"VOLUME", "string", ".spec.volume", 0},
+		{"NODE", "string", ".spec.node", 1},
 		{"PHASE", "string", ".status.phase", 0},
 		{"REASON", "string", ".status.reason", 0},
 		{"ACT-AFTER", "date", ".status.actAfter", 1},

@@ -22,7 +22,8 @@ func newController() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the continuous reconciler (opt-in per check; see docs/controller.md)",
-		Long: `Watches VMIs, keeps one Finding object per open finding, and acts on the checks
+		Long: `Watches VMIs and the storage state (Nodes, VolumeAttachments, PVs, claims, pods),
+keeps one Finding object per open finding, and acts on the checks
 enabled in --config once their grace period has passed. --dry-run records findings and
 never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`,
 		Args: cobra.NoArgs,
@@ -50,6 +51,9 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 			defer stop()
 			return controller.Run(ctx, controller.Options{
 				RestConfig: rc, Config: cfg, LeaderElect: leaderElect, LeaderElectionNamespace: leaderNS,
+				// Records of cluster-scoped subjects go to the pod's own
+				// namespace (default tether-system).
+				Namespace:   os.Getenv("POD_NAMESPACE"),
 				MetricsAddr: metricsAddr, ProbeAddr: probeAddr, Log: logr.Logger(log),
 			})
 		},

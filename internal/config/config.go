@@ -43,15 +43,22 @@ const (
 	DefaultBackoffMax          = 5 * time.Minute
 )
 
-// controllerChecks are the checks the controller runs. The controller
-// decides from a snapshot of one VMI, its VM, the KubeVirt feature gates and
-// the tenants' attachments; the other checks need objects that snapshot does
-// not hold (claims, pods, ...) and run in `tether audit` and `tether fix`
-// only.
-var controllerChecks = []string{check.OrphanHotplugVolume}
+// controllerChecks are the checks the controller runs. OrphanHotplugVolume
+// is decided per VMI (the VMI, its VM, the KubeVirt feature gates and the
+// tenants' attachments); the storage checks are decided from cluster-wide
+// caches of Nodes, VolumeAttachments, PVs, claims and pods. The other checks
+// run in `tether audit` and `tether fix` only.
+var controllerChecks = []string{check.OrphanHotplugVolume, check.StaleVolumeAttachment, check.MultiAttachConflict, check.BlockedDeletion}
+
+// storageChecks are the controller checks decided from the storage caches.
+var storageChecks = []string{check.StaleVolumeAttachment, check.MultiAttachConflict, check.BlockedDeletion}
 
 // ControllerChecks returns the names of the checks the controller runs.
 func ControllerChecks() []string { return slices.Clone(controllerChecks) }
+
+// StorageChecks returns the names of the controller checks that are decided
+// from the storage caches (Nodes, VolumeAttachments, PVs, claims, pods).
+func StorageChecks() []string { return slices.Clone(storageChecks) }
 
 // ErrNoChecks is returned by Policy when no check is enabled. The check
 // package reads an empty list as "every check", so a policy is never built
@@ -68,9 +75,12 @@ type Config struct {
 	// DryRun: record findings, never act.
 	DryRun bool `json:"dryRun"`
 	// Checks by check name. A check that is not listed, or not enabled,
-	// does not run. The controller runs only OrphanHotplugVolume; enabling
-	// any other check is an error (they run in `tether audit/fix`).
+	// does not run. The controller runs OrphanHotplugVolume and the storage
+	// checks (StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion);
+	// enabling any other check is an error (they run in `tether audit/fix`).
 	Checks map[string]CheckConfig `json:"checks"`
+	// Storage is the policy of the storage checks.
+	Storage StorageConfig `json:"storage"`
 	// Scope limits what is looked at and acted on.
 	Scope ScopeConfig `json:"scope"`
 	// AllowVMIOnlyDetach: see check.Policy.
@@ -112,6 +122,27 @@ type DanglingOnRestartConfig struct {
 
 // DefaultDanglingSettle is the default danglingOnRestart.settle.
 const DefaultDanglingSettle = 30 * time.Second
+
+// StorageConfig is check.StoragePolicy in file form: when the storage
+// checks report, and the two opt-ins about fencing and forcing.
+type StorageConfig struct {
+	// StaleAttachmentGrace: a VolumeAttachment no pod needs is reported
+	// after this long (default 5m).
+	StaleAttachmentGrace metav1.Duration `json:"staleAttachmentGrace"`
+	// MultiAttachGrace: a pod waiting for a volume held elsewhere is
+	// reported after this long (default 1m).
+	MultiAttachGrace metav1.Duration `json:"multiAttachGrace"`
+	// BlockedDeletionGrace: an object stuck terminating is reported after
+	// this long (default 1m).
+	BlockedDeletionGrace metav1.Duration `json:"blockedDeletionGrace"`
+	// FenceGoneNodesAfter, when set, turns on the rule "a Node object that
+	// the controller has seen missing for longer than this is fenced"
+	// (opt-in; 0 keeps it off, and only the out-of-service taint fences).
+	FenceGoneNodesAfter metav1.Duration `json:"fenceGoneNodesAfter"`
+	// ForceDetach accepts the last resort on fenced nodes: deleting a stale
+	// VolumeAttachment, or its attacher finalizer (counted as forced).
+	ForceDetach bool `json:"forceDetach"`
+}
 
 // ProtectionConfig configures the protection of VM dependents.
 type ProtectionConfig struct {
@@ -361,6 +392,11 @@ func checkDurations(js []byte) error {
 	at("backoff.base", v, ok)
 	v, ok = field(bo, "max")
 	at("backoff.max", v, ok)
+	st, _ := field(raw, "storage")
+	for _, name := range []string{"staleAttachmentGrace", "multiAttachGrace", "blockedDeletionGrace", "fenceGoneNodesAfter"} {
+		v, ok = field(st, name)
+		at("storage."+name, v, ok)
+	}
 	if checks, ok := raw["checks"].(map[string]any); ok {
 		for _, name := range sortedKeys(checks) {
 			v, ok := field(checks[name], "gracePeriod")
@@ -416,6 +452,28 @@ func (c *Config) Validate() error {
 	}
 	if d := c.DanglingOnRestart.Settle.Duration; d < 0 {
 		add("danglingOnRestart.settle", "must not be negative, got %s", d)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"storage.staleAttachmentGrace", c.Storage.StaleAttachmentGrace.Duration},
+		{"storage.multiAttachGrace", c.Storage.MultiAttachGrace.Duration},
+		{"storage.blockedDeletionGrace", c.Storage.BlockedDeletionGrace.Duration},
+		{"storage.fenceGoneNodesAfter", c.Storage.FenceGoneNodesAfter.Duration},
+	} {
+		if d.v < 0 {
+			add(d.field, "must not be negative, got %s", d.v)
+		}
+	}
+	if c.Scope.Selector != "" {
+		for _, name := range []string{check.StaleVolumeAttachment, check.BlockedDeletion} {
+			if c.Enabled(name) {
+				// VolumeAttachments, PVs and claims carry no VMI labels:
+				// with a selector the check would silently see nothing.
+				add("checks."+name+".enabled", "%s cannot be limited by scope.selector (a label selector on VMIs): set enabled: false, or scope it with scope.namespaces instead", name)
+			}
+		}
 	}
 	errs = append(errs, c.Scope.validate()...)
 	errs = append(errs, validateTenants(c.Tenants, c.Scope.Namespaces)...)
@@ -563,6 +621,13 @@ func (c *Config) withScope(p check.Policy) (check.Policy, error) {
 	}
 	p.AllowVMIOnlyDetach = c.AllowVMIOnlyDetach
 	p.TenantAuthoritative = c.TenantAuthoritative
+	p.Storage = check.StoragePolicy{
+		StaleAttachmentGrace: c.Storage.StaleAttachmentGrace.Duration,
+		MultiAttachGrace:     c.Storage.MultiAttachGrace.Duration,
+		BlockedDeletionGrace: c.Storage.BlockedDeletionGrace.Duration,
+		FenceGoneNodesAfter:  c.Storage.FenceGoneNodesAfter.Duration,
+		ForceDetach:          c.Storage.ForceDetach,
+	}
 	if err := p.Validate(); err != nil {
 		return check.Policy{}, err
 	}

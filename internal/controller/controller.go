@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -49,6 +50,10 @@ import (
 // LeaderElectionID names the Lease the replicas compete for.
 const LeaderElectionID = "tether-controller.tether.dev"
 
+// DefaultNamespace is the controller's namespace when Options.Namespace is
+// empty.
+const DefaultNamespace = "tether-system"
+
 // Options configure the controller process.
 type Options struct {
 	RestConfig *rest.Config
@@ -65,6 +70,10 @@ type Options struct {
 	LeaderElectionID string
 	// Identity names this replica in its Events (reportingInstance).
 	Identity string
+	// Namespace is the controller's own namespace: it holds the Finding
+	// records of cluster-scoped subjects that no claim ties to a namespace
+	// (default tether-system).
+	Namespace string
 	// SkipNameValidation allows several controllers in one process (tests).
 	SkipNameValidation bool
 	Log                logr.Logger
@@ -109,6 +118,10 @@ func New(o Options) (manager.Manager, error) {
 	if o.Identity == "" {
 		o.Identity = "tether-controller"
 	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	storage := slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled)
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
 	}
@@ -117,10 +130,12 @@ func New(o Options) (manager.Manager, error) {
 	}
 	cacheOpts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
-		// The only pods the controller reads are hot-plug attachment pods.
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})},
-		},
+		ByObject:         map[client.Object]cache.ByObject{},
+	}
+	if !storage {
+		// Without the storage checks, the only pods the controller reads
+		// are hot-plug attachment pods.
+		cacheOpts.ByObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})}
 	}
 	if ns := o.Config.Scope.Namespaces; len(ns) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -130,6 +145,13 @@ func New(o Options) (manager.Manager, error) {
 		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
 		// outside the scope: read it wherever it is.
 		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+		// Records of cluster-scoped subjects live in the controller's own
+		// namespace.
+		records := map[string]cache.Config{o.Namespace: {}}
+		for _, n := range ns {
+			records[n] = cache.Config{}
+		}
+		cacheOpts.ByObject[&v1alpha1.Finding{}] = cache.ByObject{Namespaces: records}
 	}
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
 		Scheme:                        clients.Scheme,
@@ -171,6 +193,16 @@ func New(o Options) (manager.Manager, error) {
 		if r, err = newReconciler(mgr, o, policy, budget); err != nil {
 			return nil, err
 		}
+		if o.Config.Enabled(check.OrphanHotplugVolume) {
+			if err := r.setup(mgr); err != nil {
+				return nil, err
+			}
+		}
+		if storage {
+			if err := setupStorage(mgr, r, o); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if o.Config.DanglingOnRestart.Enabled {
 		if err := setupRestart(mgr, o, budget, r); err != nil {
@@ -180,8 +212,8 @@ func New(o Options) (manager.Manager, error) {
 	return mgr, nil
 }
 
-// newReconciler registers the hot-plug reconciler (the checks) and the
-// findings gauge.
+// newReconciler builds the record keeper the checks' reconcilers share
+// (tenant watches, executor, budget) and registers the findings gauge.
 func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budget) (*Reconciler, error) {
 	if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
 		return nil, err
@@ -214,9 +246,6 @@ func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budge
 		Now:      o.Now,
 		Log:      o.Log.WithName("reconciler"),
 		Tenants:  tenants,
-	}
-	if err := r.setup(mgr); err != nil {
-		return nil, err
 	}
 	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
 		return nil, err
@@ -306,7 +335,7 @@ func sameName(_ context.Context, o client.Object) []reconcile.Request {
 
 func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
 	f, ok := o.(*v1alpha1.Finding)
-	if !ok || f.Spec.Subject.Name == "" {
+	if !ok || f.Spec.Subject.Name == "" || f.Spec.Subject.Kind != "VirtualMachineInstance" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: f.Spec.Subject.Name}}}

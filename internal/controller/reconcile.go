@@ -77,8 +77,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	var requeue time.Duration
+	subj := vmiSubject(&vmi)
 	for id, f := range current {
-		after, err := r.syncFinding(ctx, &vmi, f, records[id], now)
+		after, err := r.syncFinding(ctx, subj, f, records[id], now)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -144,10 +145,29 @@ func recordName(f check.Finding) string {
 	return strings.ToLower(f.Check) + "-" + f.ID
 }
 
+// subject is where a finding's record is filed: its namespace, its owner
+// (the finding's subject, so that the record goes when the subject goes),
+// and what the record says about the subject's node.
+type subject struct {
+	namespace string
+	owner     metav1.OwnerReference
+	// node is the node concerned (spec.node), if any.
+	node string
+	// nodeGoneSince is since when node has been seen missing, if it is.
+	nodeGoneSince *time.Time
+}
+
+// vmiSubject files a hot-plug finding under its VMI.
+func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) subject {
+	return subject{namespace: vmi.Namespace, owner: metav1.OwnerReference{
+		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
+	}}
+}
+
 // syncFinding creates or updates one record, acts when the decision says so,
 // and returns when to look again.
-func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
-	log := r.Log.WithValues("finding", f.ID, "check", f.Check, "vmi", vmi.Namespace+"/"+vmi.Name, "volume", f.Volume)
+func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
+	log := r.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
 	if rec != nil && finished(rec) {
 		// The condition is back after it was resolved: a new run, with a
 		// new record whose server-set creationTimestamp anchors its clock
@@ -158,7 +178,7 @@ func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMac
 		rec = nil
 	}
 	if rec == nil {
-		created, err := r.create(ctx, vmi, f)
+		created, err := r.create(ctx, subj, f)
 		if err != nil {
 			return 0, err
 		}
@@ -170,6 +190,9 @@ func (r *Reconciler) syncFinding(ctx context.Context, vmi *kubevirtv1.VirtualMac
 		Finding: f, Record: rec, Now: now, Grace: r.Config.Grace(f.Check), DryRun: r.Config.DryRun,
 		Backoff: backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration),
 	})
+	if subj.nodeGoneSince != nil {
+		st.Status.NodeGoneSince = mt(trusted(rec, &metav1.Time{Time: *subj.nodeGoneSince}, now))
+	}
 	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
 	}
@@ -299,21 +322,19 @@ func (r *Reconciler) resolve(ctx context.Context, rec *v1alpha1.Finding, now tim
 	return r.writeStatus(ctx, rec, st)
 }
 
-func (r *Reconciler) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, f check.Finding) (*v1alpha1.Finding, error) {
+func (r *Reconciler) create(ctx context.Context, subj subject, f check.Finding) (*v1alpha1.Finding, error) {
 	rec := &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: vmi.Namespace,
+			Namespace: subj.namespace,
 			Name:      recordName(f),
 			Labels: map[string]string{
-				v1alpha1.LabelCheck: f.Check, v1alpha1.LabelSubjectUID: string(vmi.UID), v1alpha1.LabelFindingID: f.ID,
+				v1alpha1.LabelCheck: f.Check, v1alpha1.LabelSubjectUID: string(subj.owner.UID), v1alpha1.LabelFindingID: f.ID,
 			},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
-			}},
+			OwnerReferences: []metav1.OwnerReference{subj.owner},
 		},
 		Spec: v1alpha1.FindingSpec{
-			ID: f.ID, Check: f.Check, Volume: f.Volume,
-			Subject: v1alpha1.SubjectRef{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID},
+			ID: f.ID, Check: f.Check, Volume: f.Volume, Node: subj.node,
+			Subject: v1alpha1.SubjectRef{APIVersion: subj.owner.APIVersion, Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID},
 		},
 	}
 	if err := r.Executor.Client.Create(ctx, rec); err != nil {
@@ -340,6 +361,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, rec *v1alpha1.Finding, st 
 	}
 	*rec = *upd
 	return nil
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
 }
 
 func (r *Reconciler) event(ctx context.Context, f check.Finding, reason, typ, msg string) {

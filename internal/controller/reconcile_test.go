@@ -103,7 +103,7 @@ func TestSyncFinding_resolvedRecordIsReplaced(t *testing.T) {
 	}}, old)
 	r := reconciler(t, c, graceConfig(10*time.Minute, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	after, err := r.syncFinding(context.Background(), vmi, f, old.DeepCopy(), t0)
+	after, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, old.DeepCopy(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestSyncFinding_replacementAlreadyExists_requeues(t *testing.T) {
 	}}, old)
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmi, f, old.DeepCopy(), t0); err == nil || !apierrors.IsAlreadyExists(err) {
+	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, old.DeepCopy(), t0); err == nil || !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("err = %v, want AlreadyExists so that the subject is requeued", err)
 	}
 }
@@ -148,7 +148,7 @@ func TestSyncFinding_resolvedRecordGone_requeues(t *testing.T) {
 	c := fakeClient(interceptor.Funcs{})
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmi, f, old, t0); err == nil {
+	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, old, t0); err == nil {
 		t.Fatal("no error: the subject would not be requeued")
 	}
 	var list v1alpha1.FindingList
@@ -178,7 +178,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmi, f, &stored, t0); err != nil {
+	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
@@ -238,7 +238,7 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmi, f, &stored, t0); err != nil {
+	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"maps"
+	"time"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// goneNodes is the controller's knowledge of since when Nodes that
+// VolumeAttachments refer to have been missing. It lives in memory and is
+// made durable through the StaleVolumeAttachment records
+// (status.nodeGoneSince), from which it is seeded once after a start.
+//
+// It only ever under-states how long a node has been gone: a node is
+// counted from the first pass that saw it missing, a node seen again is
+// forgotten, and a record is not trusted across a gap in observation longer
+// than maxBlindGap (the node may have come back and gone again unseen).
+type goneNodes struct {
+	since  map[string]time.Time
+	seeded bool
+}
+
+// seed takes the "gone since" times that open StaleVolumeAttachment records
+// hold. Only the first call counts.
+func (g *goneNodes) seed(recs []*v1alpha1.Finding, now time.Time) {
+	if g.seeded {
+		return
+	}
+	g.seeded = true
+	if g.since == nil {
+		g.since = map[string]time.Time{}
+	}
+	for _, rec := range recs {
+		st := rec.Status
+		if rec.Spec.Check != check.StaleVolumeAttachment || rec.Spec.Node == "" || st.NodeGoneSince == nil || finished(rec) {
+			continue
+		}
+		if st.LastObserved == nil || now.Sub(st.LastObserved.Time) > maxBlindGap {
+			continue
+		}
+		t := trusted(rec, st.NodeGoneSince, now)
+		if cur, ok := g.since[rec.Spec.Node]; !ok || t.Before(cur) {
+			g.since[rec.Spec.Node] = t
+		}
+	}
+}
+
+// observe updates the knowledge from one pass: a node that a
+// VolumeAttachment refers to and that is missing is gone since now unless
+// it was already known gone; a node that exists, or that no
+// VolumeAttachment refers to any more, is forgotten.
+func (g *goneNodes) observe(s *snapshot.Snapshot, now time.Time) {
+	if g.since == nil {
+		g.since = map[string]time.Time{}
+	}
+	exists := make(map[string]bool, len(s.Nodes))
+	for i := range s.Nodes {
+		exists[s.Nodes[i].Name] = true
+	}
+	missing := map[string]bool{}
+	for i := range s.VolumeAttachments {
+		if n := s.VolumeAttachments[i].Spec.NodeName; n != "" && !exists[n] {
+			missing[n] = true
+		}
+	}
+	for n := range g.since {
+		if !missing[n] {
+			delete(g.since, n)
+		}
+	}
+	for n := range missing {
+		if _, ok := g.since[n]; !ok {
+			g.since[n] = now
+		}
+	}
+}
+
+// copy returns a copy of the knowledge, for a snapshot or an executor.
+func (g *goneNodes) copy() map[string]time.Time { return maps.Clone(g.since) }

@@ -1,0 +1,312 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// EventMultiAttach is the reason of the Event the controller records on a pod
+// that waits for a volume attached to another node (contract: operators
+// alert on it). Like the attach/detach controller's own Multi-Attach Events,
+// it names pods only in the waiting pod's namespace and counts the others.
+const EventMultiAttach = "TetherMultiAttachConflict"
+
+// storageKey is the one work item of the storage reconciler: the storage
+// checks decide from cluster-wide state, so every change leads to one pass
+// over all of it.
+var storageKey = reconcile.Request{NamespacedName: client.ObjectKey{Name: "storage"}}
+
+const (
+	// storageBatch is how long events are gathered into one pass.
+	storageBatch = 2 * time.Second
+	// storageResync bounds the time between passes: the storage findings
+	// appear after grace periods pass, with no event to announce it.
+	storageResync = 30 * time.Second
+	// maxBlindGap is the longest gap in the controller's observations over
+	// which a durable "node gone since" record is still trusted after a
+	// restart or a change of leader. Over a longer gap the node may have
+	// come back and gone again unseen: the clock starts again.
+	maxBlindGap = 3 * time.Minute
+)
+
+// StorageReconciler runs the storage checks (StaleVolumeAttachment,
+// MultiAttachConflict, BlockedDeletion) from cluster-wide caches of Nodes,
+// VolumeAttachments, PVs, claims and pods, keeps their Finding records and
+// acts on safe findings through package act, which re-reads live first.
+type StorageReconciler struct {
+	// Reconciler keeps the records and acts; its Executor carries the
+	// storage policy.
+	Reconciler
+	// RecordNamespace holds the records of findings about cluster-scoped
+	// objects that no claim ties to a namespace.
+	RecordNamespace string
+	// Checks are the enabled storage checks.
+	Checks []string
+	// DataVolumes and VMs: whether those APIs are served (BlockedDeletion
+	// explains tether.dev/in-use with them).
+	DataVolumes, VMs bool
+
+	gone goneNodes
+}
+
+// Reconcile is one pass over the storage state.
+func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	t0 := time.Now()
+	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
+	now := r.Now()
+	snap, err := r.snapshot(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	records, err := r.storageRecords(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !r.gone.seeded {
+		r.gone.seed(slices.Collect(maps.Values(records)), now)
+	}
+	r.gone.observe(snap, now)
+	snap.NodesGoneSince = r.gone.copy()
+	// The executor's live re-check must see the same durable records.
+	r.Executor.NodesGoneSince = r.gone.copy()
+	snap = snapshot.New(*snap)
+
+	policy := r.Policy
+	policy.Checks = r.Checks
+	current := map[string]check.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if r.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+			current[f.ID] = f
+		}
+	}
+	var errs []error
+	requeue := storageResync
+	for id, f := range current {
+		rec := records[id]
+		fresh := rec == nil || finished(rec)
+		after, err := r.syncFinding(ctx, r.subjectOf(snap, f), f, rec, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if fresh && f.Check == check.MultiAttachConflict {
+			r.event(ctx, f, EventMultiAttach, corev1.EventTypeWarning, multiAttachEvent(f))
+		}
+		if after > 0 && after < requeue {
+			requeue = after
+		}
+	}
+	for id, rec := range records {
+		if _, open := current[id]; !open && rec.Status.Phase != v1alpha1.PhaseResolved {
+			if err := r.resolve(ctx, rec, now, "the condition no longer holds"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// snapshot reads the storage state from the caches (no API request).
+func (r *StorageReconciler) snapshot(ctx context.Context) (*snapshot.Snapshot, error) {
+	var (
+		s       snapshot.Snapshot
+		nodes   corev1.NodeList
+		vas     storagev1.VolumeAttachmentList
+		pvs     corev1.PersistentVolumeList
+		pvcs    corev1.PersistentVolumeClaimList
+		pods    corev1.PodList
+		drivers storagev1.CSIDriverList
+	)
+	for _, l := range []client.ObjectList{&nodes, &vas, &pvs, &pvcs, &pods, &drivers} {
+		if err := r.Cache.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("reading the storage caches: %w", err)
+		}
+	}
+	s.Nodes, s.VolumeAttachments, s.PVs, s.PVCs, s.Pods, s.CSIDrivers = nodes.Items, vas.Items, pvs.Items, pvcs.Items, pods.Items, drivers.Items
+	if r.VMs {
+		var vms kubevirtv1.VirtualMachineList
+		if err := r.Cache.List(ctx, &vms); err != nil {
+			return nil, err
+		}
+		s.VMs = vms.Items
+	}
+	if r.DataVolumes {
+		var dvs cdiv1.DataVolumeList
+		if err := r.Cache.List(ctx, &dvs); err != nil {
+			return nil, err
+		}
+		s.DataVolumes = dvs.Items
+	}
+	return &s, nil
+}
+
+// storageRecords returns the records of the enabled storage checks by
+// finding id (a disabled check's records are left as they are).
+func (r *StorageReconciler) storageRecords(ctx context.Context) (map[string]*v1alpha1.Finding, error) {
+	var list v1alpha1.FindingList
+	if err := r.Cache.List(ctx, &list, client.HasLabels{v1alpha1.LabelCheck}); err != nil {
+		return nil, err
+	}
+	out := map[string]*v1alpha1.Finding{}
+	for i := range list.Items {
+		if rec := &list.Items[i]; slices.Contains(r.Checks, rec.Spec.Check) {
+			out[rec.Spec.ID] = rec
+		}
+	}
+	return out, nil
+}
+
+// subjectOf files a storage finding: in the namespace it concerns (the
+// claim's, the pod's), else in the controller's own; owned by its subject.
+func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, f check.Finding) subject {
+	subj := subject{namespace: f.Namespace, owner: metav1.OwnerReference{
+		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
+	}}
+	if subj.namespace == "" {
+		subj.namespace = r.RecordNamespace
+	}
+	switch f.Object.Kind {
+	case check.KindVolumeAttachment:
+		subj.owner.APIVersion = storagev1.SchemeGroupVersion.String()
+		for i := range s.VolumeAttachments {
+			if va := &s.VolumeAttachments[i]; va.Name == f.Object.Name {
+				subj.node = va.Spec.NodeName
+			}
+		}
+		if since, ok := s.NodesGoneSince[subj.node]; ok && subj.node != "" && s.Index().Node(subj.node) == nil {
+			subj.nodeGoneSince = &since
+		}
+	case "DataVolume":
+		subj.owner.APIVersion = cdiv1.SchemeGroupVersion.String()
+	case "Pod":
+		for i := range s.Pods {
+			if p := &s.Pods[i]; p.UID == f.Object.UID {
+				subj.node = p.Spec.NodeName
+			}
+		}
+	}
+	return subj
+}
+
+// multiAttachEvent is the Event text of a MultiAttachConflict: the finding's
+// message, who holds the volume and the remedy. The finding's evidence
+// already follows the namespace-privacy rule, and the Event is recorded on
+// the waiting pod, in its namespace.
+func multiAttachEvent(f check.Finding) string {
+	parts := []string{f.Message}
+	if len(f.Evidence) > 1 {
+		parts = append(parts, f.Evidence[1:]...)
+	}
+	parts = append(parts, "remedy: "+f.Action.Remedy)
+	msg := strings.Join(parts, "; ")
+	const max = 1024 // what the events API keeps of a note
+	if len(msg) > max {
+		msg = msg[:max-3] + "..."
+	}
+	return msg
+}
+
+// setupStorage registers the storage reconciler: every change to what the
+// storage checks read leads, batched, to one pass.
+func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
+	r := &StorageReconciler{
+		Reconciler:      *base,
+		RecordNamespace: o.Namespace,
+		DataVolumes:     dataVolumesInstalled(mgr.GetRESTMapper()),
+		VMs:             vmsInstalled(mgr.GetRESTMapper()),
+	}
+	for _, name := range config.StorageChecks() {
+		if o.Config.Enabled(name) {
+			r.Checks = append(r.Checks, name)
+		}
+	}
+	ex := *base.Executor // own NodesGoneSince
+	r.Executor = &ex
+	r.Log = o.Log.WithName("storage")
+	changed := predicate.ResourceVersionChangedPredicate{}
+	all := batched{}
+	start := make(chan event.GenericEvent, 1)
+	start <- event.GenericEvent{Object: &corev1.Node{}}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("storage").
+		// One pass at start, whatever the cluster holds.
+		WatchesRawSource(source.Channel(start, all)).
+		Watches(&corev1.Node{}, all, builder.WithPredicates(changed)).
+		Watches(&storagev1.VolumeAttachment{}, all, builder.WithPredicates(changed)).
+		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(changed)).
+		Watches(&corev1.PersistentVolumeClaim{}, all, builder.WithPredicates(changed)).
+		Watches(&corev1.Pod{}, all, builder.WithPredicates(changed)).
+		Watches(&storagev1.CSIDriver{}, all, builder.WithPredicates(changed)).
+		// A record deleted or edited by someone else is put back.
+		Watches(&v1alpha1.Finding{}, all, builder.WithPredicates(recordTampered()))
+	if r.VMs {
+		b = b.Watches(&kubevirtv1.VirtualMachine{}, all, builder.WithPredicates(changed))
+	}
+	if r.DataVolumes {
+		b = b.Watches(&cdiv1.DataVolume{}, all, builder.WithPredicates(changed))
+	}
+	return b.Complete(r)
+}
+
+// vmsInstalled reports whether the API server serves VirtualMachines.
+func vmsInstalled(m meta.RESTMapper) bool {
+	_, err := m.RESTMapping(kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachine").GroupKind(), kubevirtv1.SchemeGroupVersion.Version)
+	return err == nil
+}
+
+// batched maps every event to the storage key, added after storageBatch so
+// that a burst of events leads to one pass.
+type batched struct{}
+
+func (batched) add(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	q.AddAfter(storageKey, storageBatch)
+}
+
+func (b batched) Create(_ context.Context, _ event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	b.add(q)
+}
+
+func (b batched) Update(_ context.Context, _ event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	b.add(q)
+}
+
+func (b batched) Delete(_ context.Context, _ event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	b.add(q)
+}
+
+func (b batched) Generic(_ context.Context, _ event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	b.add(q)
+}
+
+var _ handler.EventHandler = batched{}
