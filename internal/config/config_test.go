@@ -156,6 +156,26 @@ func TestParse(t *testing.T) {
 			errs: []string{"checks.OrphanAttachmentPod.enabled:", "the controller runs only OrphanHotplugVolume", "`tether audit` and `tether fix` only"}},
 		{name: "DanglingVolumeReference enabled -> error", in: "checks: {OrphanHotplugVolume: {enabled: true}, DanglingVolumeReference: {enabled: true}}\n",
 			errs: []string{"checks.DanglingVolumeReference.enabled:", "`tether audit` and `tether fix` only"}},
+		{
+			name: "storage checks and storage policy -> decoded",
+			in: "checks: {StaleVolumeAttachment: {enabled: true, gracePeriod: 1m}, MultiAttachConflict: {enabled: true}, BlockedDeletion: {enabled: true}}\n" +
+				"storage: {staleAttachmentGrace: 2m, multiAttachGrace: 30s, blockedDeletionGrace: 3m, fenceGoneNodesAfter: 1h, forceDetach: true}\n",
+			want: withDefaults(func(c *Config) {
+				c.Checks["StaleVolumeAttachment"] = CheckConfig{Enabled: true, GracePeriod: dur(time.Minute)}
+				c.Checks["MultiAttachConflict"] = CheckConfig{Enabled: true, GracePeriod: dur(10 * time.Minute)}
+				c.Checks["BlockedDeletion"] = CheckConfig{Enabled: true, GracePeriod: dur(10 * time.Minute)}
+				c.Storage = StorageConfig{StaleAttachmentGrace: dur(2 * time.Minute), MultiAttachGrace: dur(30 * time.Second),
+					BlockedDeletionGrace: dur(3 * time.Minute), FenceGoneNodesAfter: dur(time.Hour), ForceDetach: true}
+			}),
+		},
+		{name: "storage check with a selector -> error suggesting namespaces", in: "checks: {StaleVolumeAttachment: {enabled: true}, BlockedDeletion: {enabled: true}}\nscope: {selector: a=b}\n",
+			errs: []string{"checks.StaleVolumeAttachment.enabled: StaleVolumeAttachment cannot be limited by scope.selector", "checks.BlockedDeletion.enabled:", "scope.namespaces"}},
+		{name: "MultiAttachConflict with a selector (on pod labels) -> accepted", in: "checks: {MultiAttachConflict: {enabled: true}}\nscope: {selector: a=b}\n"},
+		{name: "negative storage durations -> each named", in: "storage: {staleAttachmentGrace: -1s, fenceGoneNodesAfter: -1h}\n",
+			errs: []string{"storage.staleAttachmentGrace: must not be negative", "storage.fenceGoneNodesAfter: must not be negative"}},
+		{name: "storage duration without a unit -> error naming it", in: "storage: {fenceGoneNodesAfter: 10}\n",
+			errs: []string{"storage.fenceGoneNodesAfter: 10 is not a duration"}},
+		{name: "unknown storage field -> error naming it", in: "storage: {forceDettach: true}\n", errs: []string{`unknown field "storage.forceDettach"`}},
 		{name: "tenantAuthoritative without tenants -> error", in: "tenantAuthoritative: true\n", errs: []string{"tenantAuthoritative: has no effect without tenants"}},
 		{name: "maxActions zero -> error suggesting dryRun", in: "blastRadius: {maxActions: 0}\n", errs: []string{"blastRadius.maxActions: must be at least 1", "dryRun: true"}},
 		{name: "negative interval -> error", in: "blastRadius: {interval: -1s}\n", errs: []string{"blastRadius.interval: must be positive"}},
@@ -489,5 +509,28 @@ func TestDanglingOnRestart(t *testing.T) {
 	}
 	if Default().DanglingOnRestart.Enabled {
 		t.Error("danglingOnRestart must be opt-in")
+	}
+}
+
+func TestStoragePolicy(t *testing.T) {
+	c, err := Parse([]byte("checks: {StaleVolumeAttachment: {enabled: true}}\nstorage: {staleAttachmentGrace: 2m, fenceGoneNodesAfter: 1h, forceDetach: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := check.StoragePolicy{StaleAttachmentGrace: 2 * time.Minute, FenceGoneNodesAfter: time.Hour, ForceDetach: true}
+	if !slices.Equal(p.Checks, []string{check.StaleVolumeAttachment}) || p.Storage != want {
+		t.Fatalf("policy checks %v storage %+v, want %+v", p.Checks, p.Storage, want)
+	}
+	if got := StorageChecks(); !slices.Equal(got, []string{check.StaleVolumeAttachment, check.MultiAttachConflict, check.BlockedDeletion}) {
+		t.Fatalf("StorageChecks() = %v", got)
+	}
+	for _, name := range StorageChecks() {
+		if !slices.Contains(ControllerChecks(), name) {
+			t.Errorf("storage check %s is not a controller check", name)
+		}
 	}
 }

@@ -80,3 +80,20 @@ func (g *goneNodes) observe(s *snapshot.Snapshot, now time.Time) {
 
 // copy returns a copy of the knowledge, for a snapshot or an executor.
 func (g *goneNodes) copy() map[string]time.Time { return maps.Clone(g.since) }
+
+// nextFencing returns how long until the next known gone node has been gone
+// for after (the fencing rule's period), or 0 when none is pending or the
+// rule is off.
+func (g *goneNodes) nextFencing(after time.Duration, now time.Time) time.Duration {
+	if after <= 0 {
+		return 0
+	}
+	var next time.Duration
+	for _, since := range g.since {
+		// One second more: stored times have second precision.
+		if d := since.Add(after).Sub(now) + time.Second; d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	return next
+}

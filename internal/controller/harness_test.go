@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/config/crd"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
@@ -27,34 +24,12 @@ import (
 	"github.com/tether-dev/tether/internal/testenv"
 )
 
-var installOnce sync.Once
-
-// install puts the Finding CRD and the RBAC from config/ into the cluster,
-// once per package.
-func install(t *testing.T, env *testenv.Env) {
-	t.Helper()
-	installOnce.Do(func() {
-		if err := crd.Install(context.Background(), env.Config); err != nil {
-			t.Fatalf("installing the Finding CRD: %v", err)
-		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		if out, err := env.Kubectl(t, "create", "namespace", "tether-system"); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		if out, err := env.Kubectl(t, "apply", "-k", filepath.Join(root, "config", "rbac")); err != nil {
-			t.Fatalf("applying config/rbac: %v\n%s", err, out)
-		}
-	})
-}
+// install puts the Finding CRD and the RBAC from config/ into the cluster.
+func install(t *testing.T, env *testenv.Env) { env.InstallController(t) }
 
 // saConfig is a client configuration acting as the controller's
 // ServiceAccount, so the real authorizer checks config/rbac.
-func saConfig(env *testenv.Env) *rest.Config {
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:tether-system:tether-controller"}
-	return cfg
-}
+func saConfig(env *testenv.Env) *rest.Config { return env.AsController() }
 
 type world struct {
 	t   *testing.T

@@ -134,6 +134,11 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	if len(errs) > 0 {
 		return ctrl.Result{}, errors.Join(errs...)
 	}
+	// A gone node becomes fenced by the operator's rule with no event to
+	// announce it: look again right then.
+	if due := r.gone.nextFencing(r.Policy.Storage.FenceGoneNodesAfter, now); due > 0 && due < requeue {
+		requeue = due
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 

@@ -1,0 +1,250 @@
+package attacher_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/testenv"
+)
+
+// storageConfig enables the three storage checks in the test namespace,
+// with no grace period anywhere.
+func (w *world) storageConfig() *config.Config {
+	c := config.Default()
+	zero := config.CheckConfig{Enabled: true}
+	c.Checks = map[string]config.CheckConfig{check.StaleVolumeAttachment: zero, check.MultiAttachConflict: zero, check.BlockedDeletion: zero}
+	c.Scope.Namespaces = []string{w.ns}
+	c.Storage.StaleAttachmentGrace.Duration = time.Nanosecond
+	c.Storage.MultiAttachGrace.Duration = time.Nanosecond
+	c.Storage.BlockedDeletionGrace.Duration = time.Nanosecond
+	c.Backoff.Base.Duration, c.Backoff.Max.Duration = 200*time.Millisecond, 2*time.Second
+	c.ActionTimeout.Duration = 20 * time.Second
+	return &c
+}
+
+// controller runs `tether controller` as the ServiceAccount of config/rbac
+// (plus the opt-in storage-remediation role) until the returned stop.
+func (w *world) controller(cfg *config.Config) (stop func()) {
+	w.t.Helper()
+	w.env.InstallController(w.t, "rbac/storage-remediation")
+	mgr, err := controller.New(controller.Options{RestConfig: w.env.AsController(), Config: cfg, Log: testr.New(w.t), SkipNameValidation: true})
+	if err != nil {
+		w.t.Fatalf("controller.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			w.t.Errorf("controller stopped: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	w.t.Cleanup(stop)
+	return stop
+}
+
+// record returns the Finding record of check about the named subject, or nil.
+func (w *world) record(checkName, subject string) *v1alpha1.Finding {
+	var list v1alpha1.FindingList
+	w.must(w.c.List(w.ctx, &list, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelCheck: checkName}))
+	for i := range list.Items {
+		if list.Items[i].Spec.Subject.Name == subject {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+func (w *world) waitRecord(checkName, subject, what string, cond func(*v1alpha1.Finding) bool) *v1alpha1.Finding {
+	w.t.Helper()
+	var got *v1alpha1.Finding
+	testenv.Eventually(w.t, 60*time.Second, fmt.Sprintf("%s record of %s %s", checkName, subject, what), func() (bool, error) {
+		got = w.record(checkName, subject)
+		return got != nil && cond(got), nil
+	})
+	return got
+}
+
+func phase(p v1alpha1.Phase, reason string) func(*v1alpha1.Finding) bool {
+	return func(f *v1alpha1.Finding) bool { return f.Status.Phase == p && (reason == "" || f.Status.Reason == reason) }
+}
+
+// resolvedOrGone waits until the record is Resolved or was deleted with its
+// subject (owner reference, garbage collector).
+func (w *world) resolvedOrGone(checkName, subject string) {
+	w.t.Helper()
+	testenv.Eventually(w.t, 90*time.Second, checkName+" record of "+subject+" resolved or gone", func() (bool, error) {
+		rec := w.record(checkName, subject)
+		return rec == nil || rec.Status.Phase == v1alpha1.PhaseResolved, nil
+	})
+}
+
+func (w *world) eventsWith(reason string) []corev1.Event {
+	var evs corev1.EventList
+	w.must(w.c.List(w.ctx, &evs, client.InNamespace(w.ns)))
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (w *world) taintOutOfService(node string) {
+	var n corev1.Node
+	w.must(w.c.Get(w.ctx, client.ObjectKey{Name: node}, &n))
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	w.must(w.c.Update(w.ctx, &n))
+}
+
+// The controller front end of the partitioned-node story: while the old node
+// is NotReady without the taint, the stale attachment is recorded as Blocked
+// (NodeNotFenced) and the waiting pod as a MultiAttachConflict with a
+// Warning Event in its namespace that names the holder; nothing is done.
+// Once the node carries the out-of-service taint, the controller deletes the
+// pod stuck on it, the real attach/detach controller detaches, the new
+// attachment proceeds, and both records close.
+func TestController_partitionedNode_blockedThenRemediatedWhenFenced(t *testing.T) {
+	w := newWorld(t)
+	oldNode, newNode, pv := w.ns+"-a", w.ns+"-b", w.ns+"-pv"
+	w.node(oldNode)
+	w.node(newNode)
+	w.volume(pv)
+	w.pod("old", oldNode, corev1.PodRunning)
+	va := w.attachment(pv, oldNode, true)
+	w.setReady(oldNode, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
+	w.must(w.c.Delete(w.ctx, w.podRef("old"), client.GracePeriodSeconds(1)))
+	time.Sleep(2 * time.Second)
+	w.pod("new", newNode, corev1.PodPending)
+
+	w.controller(w.storageConfig())
+	stale := w.waitRecord(check.StaleVolumeAttachment, va.Name, "Blocked by NodeNotFenced", phase(v1alpha1.PhaseBlocked, string(check.NodeNotFenced)))
+	if stale.Spec.Node != oldNode || stale.Spec.Volume != pv || stale.Status.Action.Type != string(check.DeletePodsOnFencedNode) ||
+		!strings.Contains(strings.Join(stale.Status.Evidence, "\n"), "stuck terminating") {
+		t.Fatalf("stale record: spec %+v, status %+v", stale.Spec, stale.Status)
+	}
+	if own := stale.OwnerReferences; len(own) != 1 || own[0].Kind != "VolumeAttachment" || own[0].UID != va.UID {
+		t.Fatalf("the record must be owned by its VolumeAttachment, got %+v", own)
+	}
+	multi := w.waitRecord(check.MultiAttachConflict, "new", "Blocked by VolumeHeldElsewhere", phase(v1alpha1.PhaseBlocked, string(check.VolumeHeldElsewhere)))
+	if multi.Spec.Node != newNode {
+		t.Errorf("multi-attach record node = %q, want %q", multi.Spec.Node, newNode)
+	}
+	var ev []corev1.Event
+	testenv.Eventually(t, 30*time.Second, "a "+controller.EventMultiAttach+" Event", func() (bool, error) {
+		ev = w.eventsWith(controller.EventMultiAttach)
+		return len(ev) > 0, nil
+	})
+	if e := ev[0]; e.Type != corev1.EventTypeWarning || e.InvolvedObject.Name != "new" || !strings.Contains(e.Message, "used there by pod(s) old") ||
+		!strings.Contains(e.Message, "remedy:") {
+		t.Errorf("event: %s %s %q", e.Type, e.InvolvedObject.Name, e.Message)
+	}
+	// Not fenced: nothing is done, however long we look.
+	time.Sleep(3 * time.Second)
+	w.attachment(pv, oldNode, true)
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "old"}, &corev1.Pod{}); err != nil {
+		t.Fatalf("the pod on the unfenced node was touched: %v", err)
+	}
+
+	w.taintOutOfService(oldNode)
+	testenv.Eventually(t, 60*time.Second, "the pod on the fenced node to go", func() (bool, error) {
+		err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "old"}, &corev1.Pod{})
+		return apierrors.IsNotFound(err), nil
+	})
+	w.attachment(pv, newNode, true)
+	w.resolvedOrGone(check.StaleVolumeAttachment, va.Name)
+	w.resolvedOrGone(check.MultiAttachConflict, "new")
+	if evs := w.eventsWith(act.ReasonActionRefused); len(evs) != 0 {
+		t.Errorf("unexpected refusals: %v", evs)
+	}
+}
+
+// A node object deleted under an attached volume: the controller records
+// since when it has been gone (status.nodeGoneSince), keeps that time across
+// a restart, and with the opt-in rule fences the node once it has been gone
+// long enough: the pod still bound to it is deleted and the volume detached.
+func TestController_nodeGone_durableRecordThenFenced(t *testing.T) {
+	w := newWorld(t)
+	node, pv := w.ns+"-c", w.ns+"-pv"
+	w.node(node)
+	w.volume(pv)
+	w.pod("app", node, corev1.PodRunning)
+	va := w.attachment(pv, node, true)
+	w.must(w.c.Delete(w.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
+
+	const after = 20 * time.Second
+	cfg := w.storageConfig()
+	cfg.Storage.FenceGoneNodesAfter.Duration = after
+	cfg.DryRun = true
+	stop := w.controller(cfg)
+	first := w.waitRecord(check.StaleVolumeAttachment, va.Name, "with nodeGoneSince", func(f *v1alpha1.Finding) bool {
+		return f.Status.NodeGoneSince != nil && f.Status.Phase == v1alpha1.PhaseBlocked
+	})
+	if first.Status.Reason != string(check.NodeNotFenced) || !strings.Contains(strings.Join(first.Status.Evidence, "\n"), "node "+node+" does not exist (missing since") {
+		t.Fatalf("before the period: want NodeNotFenced with the missing-since evidence, got %s: %v", first.Status.Reason, first.Status.Evidence)
+	}
+	goneSince := first.Status.NodeGoneSince.Time
+	time.Sleep(8 * time.Second)
+	stop()
+
+	// A new controller (a restart, or another leader) counts from the
+	// durable record, not from its own start.
+	restarted := time.Now()
+	cfg.DryRun = false
+	w.controller(cfg)
+	testenv.Eventually(t, 60*time.Second, "the pod bound to the gone node to go", func() (bool, error) {
+		err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "app"}, &corev1.Pod{})
+		return apierrors.IsNotFound(err), nil
+	})
+	acted := time.Now()
+	if rec := w.record(check.StaleVolumeAttachment, va.Name); rec != nil && rec.Status.NodeGoneSince != nil && !rec.Status.NodeGoneSince.Time.Equal(goneSince) {
+		t.Errorf("nodeGoneSince moved across the restart: %s -> %s", goneSince, rec.Status.NodeGoneSince.Time)
+	}
+	if acted.Before(goneSince.Add(after)) {
+		t.Fatalf("acted at %s, before the node had been gone for %s (since %s)", acted, after, goneSince)
+	}
+	if acted.After(restarted.Add(after)) {
+		t.Fatalf("acted %s after the restart: the clock started again instead of counting from the durable record (%s)", acted.Sub(restarted), goneSince)
+	}
+	t.Logf("acted %s after the restart, %s after the node was first seen gone", acted.Sub(restarted).Round(time.Millisecond), acted.Sub(goneSince).Round(time.Millisecond))
+	w.resolvedOrGone(check.StaleVolumeAttachment, va.Name)
+}
+
+// A claim deleted while a finished pod still references it: the controller
+// records a BlockedDeletion that names the pod, and closes it once the pod
+// is deleted and the PVC protection controller lets the claim go.
+func TestController_blockedDeletion_namesFinishedPod(t *testing.T) {
+	w := newWorld(t)
+	w.volume(w.ns + "-pv")
+	w.pod("job", w.ns+"-nowhere", corev1.PodSucceeded)
+	pvc := &corev1.PersistentVolumeClaim{}
+	w.must(w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "data"}, pvc))
+	w.must(w.c.Delete(w.ctx, pvc))
+	w.controller(w.storageConfig())
+	rec := w.waitRecord(check.BlockedDeletion, "data", "Blocked by HeldByUsers", phase(v1alpha1.PhaseBlocked, string(check.HeldByUsers)))
+	if ev := strings.Join(rec.Status.Evidence, "\n"); !strings.Contains(ev, "pod job (phase Succeeded, finished)") ||
+		!strings.Contains(rec.Status.Action.Remedy, "kubectl delete pod job -n "+w.ns) {
+		t.Fatalf("want the finished pod named with its remedy, got %v / %s", rec.Status.Evidence, rec.Status.Action.Remedy)
+	}
+	w.must(w.c.Delete(w.ctx, w.podRef("job"), client.GracePeriodSeconds(0)))
+	w.resolvedOrGone(check.BlockedDeletion, "data")
+}

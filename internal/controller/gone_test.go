@@ -1,0 +1,131 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+func goneRecord(node string, created, since, lastSeen time.Time, mod ...func(*v1alpha1.Finding)) *v1alpha1.Finding {
+	rec := &v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)},
+		Spec:       v1alpha1.FindingSpec{Check: check.StaleVolumeAttachment, Node: node},
+		Status: v1alpha1.FindingStatus{
+			Phase: v1alpha1.PhaseBlocked, NodeGoneSince: &metav1.Time{Time: since}, LastObserved: &metav1.Time{Time: lastSeen},
+		},
+	}
+	for _, m := range mod {
+		m(rec)
+	}
+	return rec
+}
+
+func TestGoneNodes_seed(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	cases := []struct {
+		name string
+		recs []*v1alpha1.Finding
+		want map[string]time.Time
+	}{
+		{"an open record, seen a minute ago -> its time",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
+			map[string]time.Time{"n1": ago(50 * time.Minute)}},
+		{"two records of one node -> the earlier time",
+			[]*v1alpha1.Finding{
+				goneRecord("n1", ago(time.Hour), ago(20*time.Minute), ago(time.Minute)),
+				goneRecord("n1", ago(time.Hour), ago(40*time.Minute), ago(time.Minute)),
+			},
+			map[string]time.Time{"n1": ago(40 * time.Minute)}},
+		{"a time before the record existed (hand-edited) -> clamped to its creation",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), ago(24*time.Hour), ago(time.Minute))},
+			map[string]time.Time{"n1": ago(10 * time.Minute)}},
+		{"a time in the future -> now",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), now.Add(time.Hour), ago(time.Minute))},
+			map[string]time.Time{"n1": now}},
+		{"last observed longer ago than the blind gap -> not trusted (the node may have come back)",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(maxBlindGap+time.Second))},
+			map[string]time.Time{}},
+		{"never observed -> not trusted",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), now, func(f *v1alpha1.Finding) { f.Status.LastObserved = nil })},
+			map[string]time.Time{}},
+		{"a resolved record -> ignored",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.Phase = v1alpha1.PhaseResolved })},
+			map[string]time.Time{}},
+		{"another check's record -> ignored",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Spec.Check = check.MultiAttachConflict })},
+			map[string]time.Time{}},
+		{"no node named -> ignored",
+			[]*v1alpha1.Finding{goneRecord("", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
+			map[string]time.Time{}},
+		{"no nodeGoneSince (the node existed) -> ignored",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.NodeGoneSince = nil })},
+			map[string]time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var g goneNodes
+			g.seed(tc.recs, now)
+			if len(g.since) != len(tc.want) {
+				t.Fatalf("got %v, want %v", g.since, tc.want)
+			}
+			for n, w := range tc.want {
+				if got, ok := g.since[n]; !ok || !got.Equal(w) {
+					t.Fatalf("node %s: got %v, want %v", n, got, w)
+				}
+			}
+			// Only the first seed counts.
+			g.seed([]*v1alpha1.Finding{goneRecord("late", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))}, now)
+			if _, ok := g.since["late"]; ok {
+				t.Fatal("a second seed was taken")
+			}
+		})
+	}
+}
+
+func TestGoneNodes_observe(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	va := func(name, node string) storagev1.VolumeAttachment {
+		return storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.VolumeAttachmentSpec{NodeName: node}}
+	}
+	node := func(name string) corev1.Node { return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	var g goneNodes
+
+	// n1 is missing, n2 exists.
+	g.observe(&snapshot.Snapshot{Nodes: []corev1.Node{node("n2")}, VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1"), va("b", "n2")}}, t0)
+	if len(g.since) != 1 || !g.since["n1"].Equal(t0) {
+		t.Fatalf("first pass: %v", g.since)
+	}
+	// Still missing later: the first sighting stays.
+	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(time.Minute))
+	if !g.since["n1"].Equal(t0) {
+		t.Fatalf("a later pass moved the time: %v", g.since)
+	}
+	if d := g.nextFencing(5*time.Minute, t0.Add(time.Minute)); d != 4*time.Minute+time.Second {
+		t.Fatalf("next fencing in %s, want 4m1s", d)
+	}
+	if d := g.nextFencing(0, t0); d != 0 {
+		t.Fatalf("rule off: next fencing %s, want 0", d)
+	}
+	// Back (re-registered): forgotten, and a new absence starts a new clock.
+	g.observe(&snapshot.Snapshot{Nodes: []corev1.Node{node("n1")}, VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(2*time.Minute))
+	if len(g.since) != 0 {
+		t.Fatalf("a node seen again must be forgotten: %v", g.since)
+	}
+	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute))
+	if !g.since["n1"].Equal(t0.Add(3 * time.Minute)) {
+		t.Fatalf("a new absence must start a new clock: %v", g.since)
+	}
+	// No attachment refers to it any more: forgotten.
+	g.observe(&snapshot.Snapshot{}, t0.Add(4*time.Minute))
+	if len(g.since) != 0 {
+		t.Fatalf("a node no attachment refers to must be forgotten: %v", g.since)
+	}
+}
