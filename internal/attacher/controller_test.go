@@ -19,6 +19,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/testenv"
 )
@@ -84,7 +85,9 @@ func (w *world) waitRecord(checkName, subject, what string, cond func(*v1alpha1.
 }
 
 func phase(p v1alpha1.Phase, reason string) func(*v1alpha1.Finding) bool {
-	return func(f *v1alpha1.Finding) bool { return f.Status.Phase == p && (reason == "" || f.Status.Reason == reason) }
+	return func(f *v1alpha1.Finding) bool {
+		return f.Status.Phase == p && (reason == "" || f.Status.Reason == reason)
+	}
 }
 
 // resolvedOrGone waits until the record is Resolved or was deleted with its
@@ -205,6 +208,20 @@ func TestController_nodeGone_durableRecordThenFenced(t *testing.T) {
 	goneSince := first.Status.NodeGoneSince.Time
 	time.Sleep(8 * time.Second)
 	stop()
+
+	// A one-shot audit reads the same durable record.
+	snap, err := observe.Observe(w.ctx, w.c, observe.Options{GoneNodeRecords: true})
+	w.must(err)
+	if got, ok := snap.NodesGoneSince[node]; !ok || !got.Equal(goneSince) {
+		t.Fatalf("audit read nodeGoneSince %v (found %v), want %s", got, ok, goneSince)
+	}
+	p := w.policy()
+	p.Storage.FenceGoneNodesAfter = time.Second
+	p.Checks = []string{check.StaleVolumeAttachment}
+	audited := check.Run(snap, p, time.Now())
+	if len(audited) != 1 || !audited[0].Action.Safe {
+		t.Fatalf("audit with the record and a 1s rule: want a safe StaleVolumeAttachment, got %+v", audited)
+	}
 
 	// A new controller (a restart, or another leader) counts from the
 	// durable record, not from its own start.

@@ -54,7 +54,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 				return err
 			}
 			o.policy.DeleteAttachmentPods = deletePods
-			_, findings, err := scan(cmd.Context(), o, cmd.ErrOrStderr())
+			snap, findings, err := scan(cmd.Context(), o, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -67,6 +67,8 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 			if err != nil {
 				return err
 			}
+			// The live re-check sees the same durable node records.
+			ex.NodesGoneSince = snap.NodesGoneSince
 			failed := 0
 			for i := range items {
 				if !items[i].Planned {

@@ -52,7 +52,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
 	fs.BoolVar(&f.forceDetach, "force-detach", false, "last resort on fenced nodes: allow deleting a stale VolumeAttachment or its attacher finalizer (counted as forced)")
 	fs.DurationVar(&f.staleGrace, "stale-attachment-grace", check.DefaultStaleAttachmentGrace, "report a VolumeAttachment that no pod needs only after this long")
-	fs.DurationVar(&f.fenceGoneAfter, "fence-gone-nodes-after", 0, "opt-in: treat a node re-created under the same name more than this long ago as fenced (0: only the out-of-service taint proves a node is down)")
+	fs.DurationVar(&f.fenceGoneAfter, "fence-gone-nodes-after", 0, "opt-in: treat a Node that tether controller has recorded as missing for longer than this as fenced (read from its Finding records; 0: only the out-of-service taint proves a node is down)")
 	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info or warning")
 }
@@ -119,6 +119,7 @@ func (f *scopeFlags) resolve() (*options, error) {
 	o.policy.Storage.StaleAttachmentGrace = f.staleGrace
 	o.policy.Storage.BlockedDeletionGrace = f.blockedGrace
 	o.policy.Storage.FenceGoneNodesAfter = f.fenceGoneAfter
+	o.observe.GoneNodeRecords = f.fenceGoneAfter > 0
 	o.observe.Namespace = o.namespace
 	for _, spec := range f.tenants {
 		t, err := ParseTenant(spec)

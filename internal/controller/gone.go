@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -17,35 +17,20 @@ import (
 // It only ever under-states how long a node has been gone: a node is
 // counted from the first pass that saw it missing, a node seen again is
 // forgotten, and a record is not trusted across a gap in observation longer
-// than maxBlindGap (the node may have come back and gone again unseen).
+// than observe.MaxBlindGap (the node may have come back and gone again unseen).
 type goneNodes struct {
 	since  map[string]time.Time
 	seeded bool
 }
 
 // seed takes the "gone since" times that open StaleVolumeAttachment records
-// hold. Only the first call counts.
+// hold (observe.NodesGoneFromRecords). Only the first call counts.
 func (g *goneNodes) seed(recs []*v1alpha1.Finding, now time.Time) {
 	if g.seeded {
 		return
 	}
 	g.seeded = true
-	if g.since == nil {
-		g.since = map[string]time.Time{}
-	}
-	for _, rec := range recs {
-		st := rec.Status
-		if rec.Spec.Check != check.StaleVolumeAttachment || rec.Spec.Node == "" || st.NodeGoneSince == nil || finished(rec) {
-			continue
-		}
-		if st.LastObserved == nil || now.Sub(st.LastObserved.Time) > maxBlindGap {
-			continue
-		}
-		t := trusted(rec, st.NodeGoneSince, now)
-		if cur, ok := g.since[rec.Spec.Node]; !ok || t.Before(cur) {
-			g.since[rec.Spec.Node] = t
-		}
-	}
+	g.since = observe.NodesGoneFromRecords(recs, now)
 }
 
 // observe updates the knowledge from one pass: a node that a

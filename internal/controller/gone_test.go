@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -51,7 +52,7 @@ func TestGoneNodes_seed(t *testing.T) {
 			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), now.Add(time.Hour), ago(time.Minute))},
 			map[string]time.Time{"n1": now}},
 		{"last observed longer ago than the blind gap -> not trusted (the node may have come back)",
-			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(maxBlindGap+time.Second))},
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(observe.MaxBlindGap+time.Second))},
 			map[string]time.Time{}},
 		{"never observed -> not trusted",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), now, func(f *v1alpha1.Finding) { f.Status.LastObserved = nil })},

@@ -50,11 +50,6 @@ const (
 	// storageResync bounds the time between passes: the storage findings
 	// appear after grace periods pass, with no event to announce it.
 	storageResync = 30 * time.Second
-	// maxBlindGap is the longest gap in the controller's observations over
-	// which a durable "node gone since" record is still trusted after a
-	// restart or a change of leader. Over a longer gap the node may have
-	// come back and gone again unseen: the clock starts again.
-	maxBlindGap = 3 * time.Minute
 )
 
 // StorageReconciler runs the storage checks (StaleVolumeAttachment,

@@ -47,6 +47,10 @@ type Options struct {
 	TenantTimeout time.Duration
 	// Progress, when set, is told the kind and count after each LIST.
 	Progress func(kind string, n int)
+	// GoneNodeRecords reads the controller's durable records of since when
+	// Nodes have been missing (Snapshot.NodesGoneSince), for the opt-in rule
+	// that fences nodes gone for long.
+	GoneNodeRecords bool
 }
 
 // Observe reads the infra cluster (and the tenants) into a snapshot.
@@ -95,6 +99,9 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	s.Pods, s.AttachmentPods = pods.Items, attachmentPods(pods.Items)
 	if err := readStorage(ctx, c, s, o); err != nil {
 		return nil, err
+	}
+	if o.GoneNodeRecords {
+		s.NodesGoneSince = readGoneRecords(ctx, c, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
 	s.FeatureGates = readGates(ctx, c)
 	for _, t := range o.Tenants {
