@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -71,36 +72,26 @@ type vaView struct {
 	// since is when the attachment was last needed, as far as is known.
 	since time.Time
 	facts []string
+	// quiet: decide only, without the evidence text.
+	quiet bool
 }
 
 func (v *vaView) fact(format string, args ...any) {
-	v.facts = append(v.facts, fmt.Sprintf(format, args...))
+	if !v.quiet {
+		v.facts = append(v.facts, fmt.Sprintf(format, args...))
+	}
 }
 
 func decideVA(in Input, va *storagev1.VolumeAttachment) (Finding, bool) {
 	if va.Name == "" || va.Spec.NodeName == "" || in.scope.selector != nil {
 		return Finding{}, false
 	}
-	v := &vaView{va: va, since: va.CreationTimestamp.Time}
-	if src := va.Spec.Source.PersistentVolumeName; src != nil {
-		v.pvName = *src
-		v.pv = in.Index.PV(v.pvName)
-		v.pvGone = v.pv == nil
-	}
-	if !vaInScope(in, v) {
+	// Most attachments are fine: decide quietly first, and gather the
+	// evidence only for those that are stale.
+	if v, ok := judgeVA(in, va, true); !ok || !v.stale(in) {
 		return Finding{}, false
 	}
-	v.fact("VolumeAttachment %s (uid %s, %s) attaches %s to node %s with attacher %s; status.attached=%t",
-		va.Name, orNone(string(va.UID)), in.age(va.CreationTimestamp), pvWord(v.pvName), va.Spec.NodeName, va.Spec.Attacher, va.Status.Attached)
-	if v.pvGone {
-		v.fact("PersistentVolume %s does not exist", v.pvName)
-	}
-	judgeNode(in, v)
-	judgeUsers(in, v)
-	unneeded := len(v.live) == 0 && in.Now.Sub(v.since) >= in.Policy.Storage.StaleAttachmentGrace
-	if !v.nodeGone && !v.nodeReplaced && !v.pvGone && !unneeded {
-		return Finding{}, false
-	}
+	v, _ := judgeVA(in, va, false)
 	if len(v.live) == 0 {
 		v.fact("no scheduled, running pod on node %s needs it (last needed %s)", va.Spec.NodeName, in.since(v.since))
 	}
@@ -122,6 +113,35 @@ func decideVA(in Input, va *storagev1.VolumeAttachment) (Finding, bool) {
 	f.Namespace, _ = snapshot.ClaimOf(v.pv)
 	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f, true
+}
+
+// judgeVA gathers what is known about va; quiet skips the evidence text.
+// False: the attachment is out of scope.
+func judgeVA(in Input, va *storagev1.VolumeAttachment, quiet bool) (*vaView, bool) {
+	v := &vaView{va: va, since: va.CreationTimestamp.Time, quiet: quiet}
+	if src := va.Spec.Source.PersistentVolumeName; src != nil {
+		v.pvName = *src
+		v.pv = in.Index.PV(v.pvName)
+		v.pvGone = v.pv == nil
+	}
+	if !vaInScope(in, v) {
+		return nil, false
+	}
+	v.fact("VolumeAttachment %s (uid %s, %s) attaches %s to node %s with attacher %s; status.attached=%t",
+		va.Name, orNone(string(va.UID)), in.age(va.CreationTimestamp), pvWord(v.pvName), va.Spec.NodeName, va.Spec.Attacher, va.Status.Attached)
+	if v.pvGone {
+		v.fact("PersistentVolume %s does not exist", v.pvName)
+	}
+	judgeNode(in, v)
+	judgeUsers(in, v)
+	return v, true
+}
+
+// stale: the node is gone or re-created, the PV is gone, or no pod has
+// needed the attachment for the grace period.
+func (v *vaView) stale(in Input) bool {
+	unneeded := len(v.live) == 0 && in.Now.Sub(v.since) >= in.Policy.Storage.StaleAttachmentGrace
+	return v.nodeGone || v.nodeReplaced || v.pvGone || unneeded
 }
 
 func pvWord(pv string) string {
@@ -207,10 +227,7 @@ func judgeUsers(in Input, v *vaView) {
 		return
 	}
 	notReady := v.node == nil || snapshot.NodeReady(v.node) != corev1.ConditionTrue
-	for _, pod := range in.Index.PodsOnNode(v.va.Spec.NodeName) {
-		if !podUsesPV(in.Index, pod, v.pvName, v.pv) {
-			continue
-		}
+	for _, pod := range podsUsingPVOnNode(in.Index, v.va.Spec.NodeName, v.pvName, v.pv) {
 		ref := pod.Namespace + "/" + pod.Name
 		switch {
 		case podDone(pod):
@@ -271,6 +288,37 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// podsUsingPVOnNode returns the pods bound to node for which podUsesPV
+// holds, found through the claims (the PV's claimRef, and every claim bound
+// to the PV) rather than by testing every pod on the node; sorted by
+// namespace and name.
+func podsUsingPVOnNode(ix *snapshot.Index, node, pvName string, pv *corev1.PersistentVolume) []*corev1.Pod {
+	claims := []snapshot.Key{}
+	if ns, name := snapshot.ClaimOf(pv); name != "" {
+		claims = append(claims, snapshot.Key{Namespace: ns, Name: name})
+	}
+	if pvName != "" {
+		claims = append(claims, ix.ClaimsBoundTo(pvName)...)
+	}
+	var out []*corev1.Pod
+	seen := map[*corev1.Pod]bool{}
+	for _, c := range claims {
+		for _, pod := range ix.PodsUsingClaim(c.Namespace, c.Name) {
+			if pod.Spec.NodeName == node && !seen[pod] {
+				seen[pod] = true
+				out = append(out, pod)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 // podUsesPV reports whether one of the pod's claims is bound to PV pvName.

@@ -98,13 +98,10 @@ func StaleHolders(s *snapshot.Snapshot, p Policy, now time.Time, name string) []
 		if _, ok := decideVA(in, va); !ok {
 			return nil
 		}
-		v := &vaView{va: va, since: va.CreationTimestamp.Time}
-		if src := va.Spec.Source.PersistentVolumeName; src != nil {
-			v.pvName, v.pv = *src, in.Index.PV(*src)
+		if v, ok := judgeVA(in, va, true); ok {
+			return v.holders
 		}
-		judgeNode(in, v)
-		judgeUsers(in, v)
-		return v.holders
+		return nil
 	}
 	return nil
 }

@@ -104,6 +104,7 @@ type storageIndex struct {
 	podsOnNode  map[string][]*corev1.Pod
 	podsByClaim map[Key][]*corev1.Pod
 	vasByPV     map[string][]*storagev1.VolumeAttachment
+	claimsByPV  map[string][]Key
 }
 
 func (ix *Index) storageView() *storageIndex {
@@ -116,6 +117,12 @@ func (ix *Index) storageView() *storageIndex {
 			podsOnNode:  map[string][]*corev1.Pod{},
 			podsByClaim: map[Key][]*corev1.Pod{},
 			vasByPV:     map[string][]*storagev1.VolumeAttachment{},
+			claimsByPV:  map[string][]Key{},
+		}
+		for i := range s.PVCs {
+			if pvc := &s.PVCs[i]; pvc.Spec.VolumeName != "" {
+				st.claimsByPV[pvc.Spec.VolumeName] = append(st.claimsByPV[pvc.Spec.VolumeName], Key{pvc.Namespace, pvc.Name})
+			}
 		}
 		for i := range s.Nodes {
 			st.nodes[s.Nodes[i].Name] = &s.Nodes[i]
@@ -168,6 +175,9 @@ func (ix *Index) PodsOnNode(node string) []*corev1.Pod { return ix.storageView()
 func (ix *Index) PodsUsingClaim(ns, claim string) []*corev1.Pod {
 	return ix.storageView().podsByClaim[Key{ns, claim}]
 }
+
+// ClaimsBoundTo returns the claims whose spec.volumeName is pv.
+func (ix *Index) ClaimsBoundTo(pv string) []Key { return ix.storageView().claimsByPV[pv] }
 
 // VolumeAttachmentsOf returns the VolumeAttachments of PV pv.
 func (ix *Index) VolumeAttachmentsOf(pv string) []*storagev1.VolumeAttachment {
