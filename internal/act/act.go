@@ -215,6 +215,8 @@ func serverRefusal(step string, err error) Result {
 	switch {
 	case apierrors.IsConflict(err):
 		return Result{Outcome: Migrating, Message: step + " answered 409 Conflict (the VMI is migrating or changing); retry after it settles", Err: err}
+	case apierrors.IsForbidden(err):
+		return Result{Outcome: Failed, Message: step + " forbidden: tether's account may not do this, and nothing was changed; grant the permission (for the storage remediations: `kubectl apply -k config/rbac/storage-remediation`), or run in dry run: " + err.Error(), Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
 		return Result{Outcome: Failed, Message: step + " timed out; nothing is known to have changed", Err: err}
 	default:

@@ -23,6 +23,9 @@ const (
 	ReasonActionRefused      = "TetherActionRefused"
 	ReasonActionPending      = "TetherActionPending"
 	ReasonActionDeferred     = "TetherActionDeferred"
+	// StaleVolumeAttachment's outcomes.
+	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
+	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
 )
 
 // Recorder writes one core/v1 Event per action outcome on the finding's
@@ -35,10 +38,14 @@ type Recorder struct {
 func newClient(cfg *rest.Config) (client.Client, error) { return clients.New(cfg) }
 
 func reasonFor(f check.Finding, o Outcome) (string, string) {
+	stale := f.Check == check.StaleVolumeAttachment
 	switch o {
 	case Applied:
-		if f.Check == check.DanglingVolumeReference {
+		switch {
+		case f.Check == check.DanglingVolumeReference:
 			return ReasonDanglingRemoved, corev1.EventTypeNormal
+		case stale:
+			return ReasonStaleAttachmentReleased, corev1.EventTypeNormal
 		}
 		return ReasonOrphanDetached, corev1.EventTypeNormal
 	case Pending:
@@ -48,6 +55,9 @@ func reasonFor(f check.Finding, o Outcome) (string, string) {
 	case Refused:
 		return ReasonActionRefused, corev1.EventTypeNormal
 	default:
+		if stale {
+			return ReasonStaleAttachmentReleaseFailed, corev1.EventTypeWarning
+		}
 		return ReasonOrphanDetachFailed, corev1.EventTypeWarning
 	}
 }

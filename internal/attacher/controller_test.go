@@ -10,8 +10,10 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
@@ -44,7 +46,13 @@ func (w *world) storageConfig() *config.Config {
 func (w *world) controller(cfg *config.Config) (stop func()) {
 	w.t.Helper()
 	w.env.InstallController(w.t, "rbac/storage-remediation")
-	mgr, err := controller.New(controller.Options{RestConfig: w.env.AsController(), Config: cfg, Log: testr.New(w.t), SkipNameValidation: true})
+	return w.controllerAs(cfg, w.env.AsController())
+}
+
+// controllerAs runs `tether controller` with the client configuration rc.
+func (w *world) controllerAs(cfg *config.Config, rc *rest.Config) (stop func()) {
+	w.t.Helper()
+	mgr, err := controller.New(controller.Options{RestConfig: rc, Config: cfg, Log: testr.New(w.t), SkipNameValidation: true})
 	if err != nil {
 		w.t.Fatalf("controller.New: %v", err)
 	}
@@ -264,4 +272,55 @@ func TestController_blockedDeletion_namesFinishedPod(t *testing.T) {
 	}
 	w.must(w.c.Delete(w.ctx, w.podRef("job"), client.GracePeriodSeconds(0)))
 	w.resolvedOrGone(check.BlockedDeletion, "data")
+}
+
+// Without the opt-in storage-remediation role, a fenced finding's action is
+// refused by RBAC: the record says Forbidden and how to grant it, nothing
+// changes, and the refused attempts give their blast-radius token back (with
+// a limit of one action, repeated attempts never trip it).
+func TestController_withoutRemediationRole_forbiddenNotCounted(t *testing.T) {
+	w := newWorld(t)
+	w.env.InstallController(t)
+	// A user bound to the base role only.
+	user := "tether-base-only-" + w.ns
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tether-controller"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	w.must(w.c.Create(w.ctx, binding))
+	t.Cleanup(func() { _ = w.c.Delete(context.Background(), binding) })
+	rc := rest.CopyConfig(w.env.Config)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+
+	node, pv := w.ns+"-d", w.ns+"-pv"
+	w.node(node)
+	w.volume(pv)
+	w.pod("stuck", node, corev1.PodRunning)
+	va := w.attachment(pv, node, true)
+	w.setReady(node, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
+	w.must(w.c.Delete(w.ctx, w.podRef("stuck"), client.GracePeriodSeconds(1)))
+	w.taintOutOfService(node)
+
+	cfg := w.storageConfig()
+	cfg.BlastRadius.MaxActions = 1
+	w.controllerAs(cfg, rc)
+	rec := w.waitRecord(check.StaleVolumeAttachment, va.Name, "refused by RBAC three times", func(f *v1alpha1.Finding) bool {
+		return f.Status.Reason == controller.ReasonForbidden && f.Status.Attempts >= 3
+	})
+	if !strings.Contains(rec.Status.Message, "config/rbac/storage-remediation") || rec.Status.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("record %s/%s: %s", rec.Status.Phase, rec.Status.Reason, rec.Status.Message)
+	}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "stuck"}, &corev1.Pod{}); err != nil {
+		t.Fatalf("the pod must still be there: %v", err)
+	}
+	// (Had a refused attempt kept its token, the second decision would have
+	// been BlastRadiusExceeded and the attempts would have stopped at one.)
+	var evs corev1.EventList
+	w.must(w.c.List(w.ctx, &evs, client.InNamespace(metav1.NamespaceDefault)))
+	for _, e := range evs.Items {
+		if e.Reason == controller.EventBlastRadius && e.InvolvedObject.Name == va.Name {
+			t.Fatalf("refused attempts tripped the blast-radius limit: %s", e.Message)
+		}
+	}
 }

@@ -303,12 +303,19 @@ func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, 
 	default:
 		st.Attempts++
 		st.Phase = v1alpha1.PhaseFailed
-		if res.Outcome == act.Refused || res.Outcome == act.Migrating {
+		switch {
+		case res.Outcome == act.Refused || res.Outcome == act.Migrating:
 			// The live state says not safe now, and nothing changed: the
 			// action gives its budget back, and the grace period starts
 			// again once the action is safe again.
 			st.Phase = v1alpha1.PhaseBlocked
 			st.SafeSince, st.ActAfter = nil, nil
+			r.Budget.refund(taken)
+		case apierrors.IsForbidden(res.Err):
+			// RBAC refused the dry run or the write: nothing changed, so
+			// the budget is given back (a missing role must not trip the
+			// blast-radius limit for every other check).
+			st.Reason = ReasonForbidden
 			r.Budget.refund(taken)
 		}
 		requeue = backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration)(st.Attempts)

@@ -17,6 +17,8 @@ const (
 	ReasonBlastRadius = "BlastRadiusExceeded"
 	// ReasonBackoff: an earlier attempt did not apply; waiting to retry.
 	ReasonBackoff = "Backoff"
+	// ReasonForbidden: the last attempt was refused by RBAC; nothing changed.
+	ReasonForbidden = "Forbidden"
 )
 
 // stepInput is what decides a finding record's next state.
