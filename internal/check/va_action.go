@@ -34,16 +34,11 @@ func judgeFencing(in Input, v *vaView) bool {
 		v.fact("the previous node %s may still be running; the rule that fences nodes gone for long is off", name)
 		return false
 	}
-	// The node object is gone, or was replaced: the previous one was gone at
-	// the latest when the new one was created.
-	var gone, known = in.Snapshot.NodesGoneSince[name], false
-	if v.nodeGone {
-		known = !gone.IsZero()
-	} else if !v.node.CreationTimestamp.IsZero() {
-		gone, known = v.node.CreationTimestamp.Time, true
-	}
+	// The node object is gone (an existing Node, even a re-created one, was
+	// handled above): only a durable record says since when.
+	gone := in.Snapshot.NodesGoneSince[name]
 	switch {
-	case !known:
+	case gone.IsZero():
 		v.fact("since when node %s has been gone is unknown: not fenced by the %s rule", name, after)
 		return false
 	case in.Now.Sub(gone) < after:

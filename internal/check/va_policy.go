@@ -17,6 +17,10 @@ const (
 	// DefaultBlockedDeletionGrace: an object is reported as stuck
 	// terminating only after this long.
 	DefaultBlockedDeletionGrace = time.Minute
+	// MinFenceGoneNodesAfter is the shortest accepted FenceGoneNodesAfter:
+	// a live machine whose Node object was deleted by mistake re-registers
+	// within that time.
+	MinFenceGoneNodesAfter = time.Minute
 )
 
 // StoragePolicy is what an operator decides about the VolumeAttachment
@@ -30,10 +34,11 @@ type StoragePolicy struct {
 	BlockedDeletionGrace time.Duration
 	// FenceGoneNodesAfter, when positive, enables the rule "a Node object
 	// that has been gone for longer than this is fenced". How long a node
-	// has been gone comes from durable records (Snapshot.NodesGoneSince) or,
-	// for a node re-created under the same name, from the new Node's
-	// creation time. Zero: the rule is off, and only the out-of-service
-	// taint proves that a node is down.
+	// has been gone comes only from durable records
+	// (Snapshot.NodesGoneSince, kept by `tether controller`); a Node that
+	// exists, even one re-created under the same name, is never fenced by
+	// this rule. Zero: the rule is off, and only the out-of-service taint
+	// proves that a node is down.
 	FenceGoneNodesAfter time.Duration
 	// ForceDetach accepts the last resort on a fenced node: deleting a stale
 	// VolumeAttachment that no pod keeps desired, or removing the attacher's
@@ -69,6 +74,9 @@ func (p StoragePolicy) validate() []error {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
 		}
+	}
+	if d := p.FenceGoneNodesAfter; d > 0 && d < MinFenceGoneNodesAfter {
+		errs = append(errs, fmt.Errorf("fence gone nodes after %s is too short: use at least %s (6m or more is advised), or 0 to turn the rule off", d, MinFenceGoneNodesAfter))
 	}
 	return errs
 }

@@ -466,6 +466,9 @@ func (c *Config) Validate() error {
 			add(d.field, "must not be negative, got %s", d.v)
 		}
 	}
+	if d := c.Storage.FenceGoneNodesAfter.Duration; d > 0 && d < check.MinFenceGoneNodesAfter {
+		add("storage.fenceGoneNodesAfter", "%s is too short: a live machine whose Node object was deleted re-registers within seconds to a minute; use at least %s (6m or more is advised, like the attach/detach controller's own wait), or 0 to turn the rule off", d, check.MinFenceGoneNodesAfter)
+	}
 	if c.Scope.Selector != "" {
 		for _, name := range []string{check.StaleVolumeAttachment, check.BlockedDeletion} {
 			if c.Enabled(name) {

@@ -175,6 +175,8 @@ func TestParse(t *testing.T) {
 			errs: []string{"storage.staleAttachmentGrace: must not be negative", "storage.fenceGoneNodesAfter: must not be negative"}},
 		{name: "storage duration without a unit -> error naming it", in: "storage: {fenceGoneNodesAfter: 10}\n",
 			errs: []string{"storage.fenceGoneNodesAfter: 10 is not a duration"}},
+		{name: "fenceGoneNodesAfter shorter than a minute -> error naming the floor", in: "storage: {fenceGoneNodesAfter: 30s}\n",
+			errs: []string{"storage.fenceGoneNodesAfter: 30s is too short", "at least 1m0s", "or 0 to turn the rule off"}},
 		{name: "unknown storage field -> error naming it", in: "storage: {forceDettach: true}\n", errs: []string{`unknown field "storage.forceDettach"`}},
 		{name: "tenantAuthoritative without tenants -> error", in: "tenantAuthoritative: true\n", errs: []string{"tenantAuthoritative: has no effect without tenants"}},
 		{name: "maxActions zero -> error suggesting dryRun", in: "blastRadius: {maxActions: 0}\n", errs: []string{"blastRadius.maxActions: must be at least 1", "dryRun: true"}},

@@ -2,7 +2,10 @@ package controller
 
 import (
 	"maps"
+	"sync"
 	"time"
+
+	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/observe"
@@ -14,23 +17,49 @@ import (
 // made durable through the StaleVolumeAttachment records
 // (status.nodeGoneSince), from which it is seeded once after a start.
 //
-// It only ever under-states how long a node has been gone: a node is
-// counted from the first pass that saw it missing, a node seen again is
-// forgotten, and a record is not trusted across a gap in observation longer
-// than observe.MaxBlindGap (the node may have come back and gone again unseen).
+// It errs on the side of a shorter time: a node is counted from the first
+// pass that saw it missing; a node seen again, in a pass or in any Node
+// event between passes, is forgotten; a record counts only for the time its
+// writer watched the node missing, and not across a gap in observation
+// longer than observe.MaxBlindGap. What no one can see is a Node that comes
+// and goes while no controller runs, or between two LISTs of an informer
+// re-list: the gap bound limits that window.
 type goneNodes struct {
 	since  map[string]time.Time
 	seeded bool
+
+	mu      sync.Mutex
+	touched map[string]bool // Nodes seen in events since the last pass
+}
+
+// touch records that Node name was seen (created or updated) in an event.
+func (g *goneNodes) touch(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.touched == nil {
+		g.touched = map[string]bool{}
+	}
+	g.touched[name] = true
+}
+
+// takeTouched returns and clears the Nodes seen since the last call.
+func (g *goneNodes) takeTouched() map[string]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := g.touched
+	g.touched = nil
+	return t
 }
 
 // seed takes the "gone since" times that open StaleVolumeAttachment records
-// hold (observe.NodesGoneFromRecords). Only the first call counts.
-func (g *goneNodes) seed(recs []*v1alpha1.Finding, now time.Time) {
+// of the VolumeAttachments vas prove (observe.NodesGoneFromRecords). Only
+// the first call counts.
+func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, now time.Time) {
 	if g.seeded {
 		return
 	}
 	g.seeded = true
-	g.since = observe.NodesGoneFromRecords(recs, now)
+	g.since = observe.NodesGoneFromRecords(recs, vas, now)
 }
 
 // observe updates the knowledge from one pass: a node that a
@@ -51,8 +80,9 @@ func (g *goneNodes) observe(s *snapshot.Snapshot, now time.Time) {
 			missing[n] = true
 		}
 	}
+	seen := g.takeTouched()
 	for n := range g.since {
-		if !missing[n] {
+		if !missing[n] || seen[n] {
 			delete(g.since, n)
 		}
 	}

@@ -16,8 +16,11 @@ import (
 
 func goneRecord(node string, created, since, lastSeen time.Time, mod ...func(*v1alpha1.Finding)) *v1alpha1.Finding {
 	rec := &v1alpha1.Finding{
-		ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)},
-		Spec:       v1alpha1.FindingSpec{Check: check.StaleVolumeAttachment, Node: node},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "stalevolumeattachment-id1", CreationTimestamp: metav1.NewTime(created),
+			OwnerReferences: []metav1.OwnerReference{{Kind: check.KindVolumeAttachment, Name: "va-1", UID: "va-uid"}},
+		},
+		Spec: v1alpha1.FindingSpec{ID: "id1", Check: check.StaleVolumeAttachment, Node: node},
 		Status: v1alpha1.FindingStatus{
 			Phase: v1alpha1.PhaseBlocked, NodeGoneSince: &metav1.Time{Time: since}, LastObserved: &metav1.Time{Time: lastSeen},
 		},
@@ -31,49 +34,59 @@ func goneRecord(node string, created, since, lastSeen time.Time, mod ...func(*v1
 func TestGoneNodes_seed(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	vas := []storagev1.VolumeAttachment{{ObjectMeta: metav1.ObjectMeta{Name: "va-1", UID: "va-uid"}, Spec: storagev1.VolumeAttachmentSpec{NodeName: "n1"}}}
 	cases := []struct {
 		name string
 		recs []*v1alpha1.Finding
 		want map[string]time.Time
 	}{
-		{"an open record, seen a minute ago -> its time",
+		{"watched missing for 49m, last a minute ago -> credited 49m back from now",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
-			map[string]time.Time{"n1": ago(50 * time.Minute)}},
-		{"two records of one node -> the earlier time",
+			map[string]time.Time{"n1": ago(49 * time.Minute)}},
+		{"two records of one node -> the longer watch",
 			[]*v1alpha1.Finding{
 				goneRecord("n1", ago(time.Hour), ago(20*time.Minute), ago(time.Minute)),
 				goneRecord("n1", ago(time.Hour), ago(40*time.Minute), ago(time.Minute)),
 			},
-			map[string]time.Time{"n1": ago(40 * time.Minute)}},
-		{"a time before the record existed (hand-edited) -> clamped to its creation",
+			map[string]time.Time{"n1": ago(39 * time.Minute)}},
+		{"a time before the record existed (hand-edited) -> counted from its creation",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), ago(24*time.Hour), ago(time.Minute))},
-			map[string]time.Time{"n1": ago(10 * time.Minute)}},
-		{"a time in the future -> now",
+			map[string]time.Time{"n1": ago(9 * time.Minute)}},
+		{"a time after the last observation -> nothing credited",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), now.Add(time.Hour), ago(time.Minute))},
 			map[string]time.Time{"n1": now}},
-		{"last observed longer ago than the blind gap -> not trusted (the node may have come back)",
+		{"last observed longer ago than the blind gap -> not used (the node may have come back)",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(observe.MaxBlindGap+time.Second))},
 			map[string]time.Time{}},
-		{"never observed -> not trusted",
+		{"never observed -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), now, func(f *v1alpha1.Finding) { f.Status.LastObserved = nil })},
 			map[string]time.Time{}},
-		{"a resolved record -> ignored",
+		{"a resolved record -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.Phase = v1alpha1.PhaseResolved })},
 			map[string]time.Time{}},
-		{"another check's record -> ignored",
+		{"another check's record -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Spec.Check = check.MultiAttachConflict })},
 			map[string]time.Time{}},
-		{"no node named -> ignored",
+		{"no node named -> not used",
 			[]*v1alpha1.Finding{goneRecord("", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
 			map[string]time.Time{}},
-		{"no nodeGoneSince (the node existed) -> ignored",
+		{"no nodeGoneSince (the node existed) -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.NodeGoneSince = nil })},
+			map[string]time.Time{}},
+		{"not named as the controller names it (hand-made) -> not used",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Name = "mine" })},
+			map[string]time.Time{}},
+		{"not owned by a live VolumeAttachment -> not used",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.OwnerReferences[0].UID = "other" })},
+			map[string]time.Time{}},
+		{"its VolumeAttachment is on another node -> not used",
+			[]*v1alpha1.Finding{goneRecord("n2", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
 			map[string]time.Time{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var g goneNodes
-			g.seed(tc.recs, now)
+			g.seed(tc.recs, vas, now)
 			if len(g.since) != len(tc.want) {
 				t.Fatalf("got %v, want %v", g.since, tc.want)
 			}
@@ -83,8 +96,8 @@ func TestGoneNodes_seed(t *testing.T) {
 				}
 			}
 			// Only the first seed counts.
-			g.seed([]*v1alpha1.Finding{goneRecord("late", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))}, now)
-			if _, ok := g.since["late"]; ok {
+			g.seed([]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(59*time.Minute), ago(time.Minute))}, vas, now)
+			if got := g.since["n1"]; len(tc.want) == 0 && !got.IsZero() {
 				t.Fatal("a second seed was taken")
 			}
 		})
@@ -123,6 +136,13 @@ func TestGoneNodes_observe(t *testing.T) {
 	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute))
 	if !g.since["n1"].Equal(t0.Add(3 * time.Minute)) {
 		t.Fatalf("a new absence must start a new clock: %v", g.since)
+	}
+	// Seen in an event between passes (it came back and went again): its
+	// time is forgotten and a new absence starts a new clock.
+	g.touch("n1")
+	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute+30*time.Second))
+	if !g.since["n1"].Equal(t0.Add(3*time.Minute + 30*time.Second)) {
+		t.Fatalf("a node seen in an event must start a new clock: %v", g.since)
 	}
 	// No attachment refers to it any more: forgotten.
 	g.observe(&snapshot.Snapshot{}, t0.Add(4*time.Minute))

@@ -153,8 +153,10 @@ type subject struct {
 	owner     metav1.OwnerReference
 	// node is the node concerned (spec.node), if any.
 	node string
-	// nodeGoneSince is since when node has been seen missing, if it is.
+	// nodeGoneSince is since when node has been seen missing, if it is;
+	// observeEvery, when set, refreshes lastObserved that often meanwhile.
 	nodeGoneSince *time.Time
+	observeEvery  time.Duration
 }
 
 // vmiSubject files a hot-plug finding under its VMI.
@@ -192,6 +194,11 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 	})
 	if subj.nodeGoneSince != nil {
 		st.Status.NodeGoneSince = mt(trusted(rec, &metav1.Time{Time: *subj.nodeGoneSince}, now))
+		// lastObserved bounds what a successor may credit of the watch
+		// (observe.NodesGoneFromRecords): keep it fresher than usual.
+		if lo := st.Status.LastObserved; subj.observeEvery > 0 && lo != nil && now.Sub(lo.Time) >= subj.observeEvery {
+			st.Status.LastObserved = mt(now)
+		}
 	}
 	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()

@@ -50,6 +50,10 @@ const (
 	// storageResync bounds the time between passes: the storage findings
 	// appear after grace periods pass, with no event to announce it.
 	storageResync = 30 * time.Second
+	// nodeGoneRefresh: while the gone-node fencing rule is on and a node is
+	// gone, passes run and records are refreshed at least this often, so
+	// that a successor can credit the watch (observe.NodesGoneFromRecords).
+	nodeGoneRefresh = 10 * time.Second
 )
 
 // StorageReconciler runs the storage checks (StaleVolumeAttachment,
@@ -86,7 +90,7 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 		return ctrl.Result{}, err
 	}
 	if !r.gone.seeded {
-		r.gone.seed(slices.Collect(maps.Values(records)), now)
+		r.gone.seed(slices.Collect(maps.Values(records)), snap.VolumeAttachments, now)
 	}
 	r.gone.observe(snap, now)
 	snap.NodesGoneSince = r.gone.copy()
@@ -133,6 +137,9 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	// announce it: look again right then.
 	if due := r.gone.nextFencing(r.Policy.Storage.FenceGoneNodesAfter, now); due > 0 && due < requeue {
 		requeue = due
+	}
+	if r.Policy.Storage.FenceGoneNodesAfter > 0 && len(r.gone.since) > 0 && nodeGoneRefresh < requeue {
+		requeue = nodeGoneRefresh
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -206,6 +213,9 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, f check.Finding) sub
 		}
 		if since, ok := s.NodesGoneSince[subj.node]; ok && subj.node != "" && s.Index().Node(subj.node) == nil {
 			subj.nodeGoneSince = &since
+			if r.Policy.Storage.FenceGoneNodesAfter > 0 {
+				subj.observeEvery = nodeGoneRefresh
+			}
 		}
 	case "DataVolume":
 		subj.owner.APIVersion = cdiv1.SchemeGroupVersion.String()
@@ -262,7 +272,7 @@ func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
 		Named("storage").
 		// One pass at start, whatever the cluster holds.
 		WatchesRawSource(source.Channel(start, all)).
-		Watches(&corev1.Node{}, all, builder.WithPredicates(changed)).
+		Watches(&corev1.Node{}, nodeSeen{batched: all, gone: &r.gone}, builder.WithPredicates(changed)).
 		Watches(&storagev1.VolumeAttachment{}, all, builder.WithPredicates(changed)).
 		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(changed)).
 		Watches(&corev1.PersistentVolumeClaim{}, all, builder.WithPredicates(changed)).
@@ -310,3 +320,21 @@ func (b batched) Generic(_ context.Context, _ event.TypedGenericEvent[client.Obj
 }
 
 var _ handler.EventHandler = batched{}
+
+// nodeSeen batches Node events like batched, and tells the gone-node
+// tracker about every Node that exists at some moment, so that one that
+// comes back and goes again between two passes loses its old time.
+type nodeSeen struct {
+	batched
+	gone *goneNodes
+}
+
+func (n nodeSeen) Create(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	n.gone.touch(e.Object.GetName())
+	n.batched.Create(ctx, e, q)
+}
+
+func (n nodeSeen) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	n.gone.touch(e.ObjectNew.GetName())
+	n.batched.Update(ctx, e, q)
+}

@@ -3,7 +3,11 @@ package observe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,44 +18,66 @@ import (
 
 // MaxBlindGap is the longest gap in the controller's observations over which
 // its durable "node gone since" record (a StaleVolumeAttachment Finding's
-// status.nodeGoneSince) is trusted: over a longer gap the node may have come
-// back and gone again unseen, and how long it has been gone is unknown.
+// status.nodeGoneSince) is still used: over a longer gap the node may have
+// come back and gone again unseen.
 const MaxBlindGap = 3 * time.Minute
 
-// NodesGoneFromRecords returns, per Node name, since when the controller has
-// seen it missing, from the open StaleVolumeAttachment records it keeps.
-// It only ever under-states: a time before the record existed, or in the
-// future, is clamped; a record not refreshed within MaxBlindGap of now is
-// not trusted; of several records of one node the earliest time counts.
-func NodesGoneFromRecords(recs []*v1alpha1.Finding, now time.Time) map[string]time.Time {
+// NodesGoneFromRecords returns, per Node name, since when it can be taken to
+// have been missing, from the open StaleVolumeAttachment records the
+// controller keeps. Only the time the writer actually watched the node
+// missing counts: from status.nodeGoneSince (not before the record was
+// created) to status.lastObserved, both read on the writer's clock, and
+// credited back from now; the unobserved time since lastObserved is not.
+// A record is used only when it was observed within MaxBlindGap of now, is
+// named as the controller names it, and is owned by one of vas (the live
+// VolumeAttachments) whose node is the record's spec.node: a stray or
+// hand-made record counts for nothing. Of several records of one node, the
+// longest observation counts.
+func NodesGoneFromRecords(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, now time.Time) map[string]time.Time {
+	nodeOf := make(map[types.UID]string, len(vas))
+	for i := range vas {
+		nodeOf[vas[i].UID] = vas[i].Spec.NodeName
+	}
 	out := map[string]time.Time{}
 	for _, rec := range recs {
-		st := rec.Status
-		if rec.Spec.Check != check.StaleVolumeAttachment || rec.Spec.Node == "" || st.NodeGoneSince == nil ||
-			st.Phase == v1alpha1.PhaseResolved || st.ResolvedAt != nil {
+		st, node := rec.Status, rec.Spec.Node
+		if rec.Spec.Check != check.StaleVolumeAttachment || node == "" || st.NodeGoneSince == nil || st.LastObserved == nil ||
+			st.Phase == v1alpha1.PhaseResolved || st.ResolvedAt != nil ||
+			rec.Name != strings.ToLower(rec.Spec.Check)+"-"+rec.Spec.ID || !ownedByVAOn(rec, nodeOf, node) {
 			continue
 		}
-		if st.LastObserved == nil || now.Sub(st.LastObserved.Time) > MaxBlindGap {
+		if now.Sub(st.LastObserved.Time) > MaxBlindGap {
 			continue
 		}
-		t := st.NodeGoneSince.Time
-		if created := rec.CreationTimestamp.Time; !created.IsZero() && t.Before(created) {
-			t = created
+		from := st.NodeGoneSince.Time
+		if created := rec.CreationTimestamp.Time; from.Before(created) {
+			from = created
 		}
-		if t.After(now) {
-			t = now
+		watched := st.LastObserved.Time.Sub(from)
+		if watched < 0 {
+			watched = 0
 		}
-		if cur, ok := out[rec.Spec.Node]; !ok || t.Before(cur) {
-			out[rec.Spec.Node] = t
+		since := now.Add(-watched)
+		if cur, ok := out[node]; !ok || since.Before(cur) {
+			out[node] = since
 		}
 	}
 	return out
 }
 
+func ownedByVAOn(rec *v1alpha1.Finding, nodeOf map[types.UID]string, node string) bool {
+	for _, o := range rec.OwnerReferences {
+		if o.Kind == check.KindVolumeAttachment && nodeOf[o.UID] == node {
+			return true
+		}
+	}
+	return false
+}
+
 // readGoneRecords fills s.NodesGoneSince from the controller's records. A
 // cluster without the Finding CRD has none; one the caller may not read
 // them in gets a warning (how long nodes have been gone stays unknown).
-func readGoneRecords(ctx context.Context, c client.Client, warn func(string)) map[string]time.Time {
+func readGoneRecords(ctx context.Context, c client.Client, vas []storagev1.VolumeAttachment, warn func(string)) map[string]time.Time {
 	var list v1alpha1.FindingList
 	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCheck: check.StaleVolumeAttachment}); err != nil {
 		switch {
@@ -67,5 +93,5 @@ func readGoneRecords(ctx context.Context, c client.Client, warn func(string)) ma
 	for i := range list.Items {
 		recs[i] = &list.Items[i]
 	}
-	return NodesGoneFromRecords(recs, time.Now())
+	return NodesGoneFromRecords(recs, vas, time.Now())
 }

@@ -101,7 +101,7 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 		return nil, err
 	}
 	if o.GoneNodeRecords {
-		s.NodesGoneSince = readGoneRecords(ctx, c, func(w string) { s.Warnings = append(s.Warnings, w) })
+		s.NodesGoneSince = readGoneRecords(ctx, c, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
 	s.FeatureGates = readGates(ctx, c)
 	for _, t := range o.Tenants {

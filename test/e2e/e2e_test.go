@@ -253,6 +253,7 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"fix", "--check", "Nope"}, `unknown check "Nope"`},
 		{[]string{"fix", "--max", "-1"}, "--max must be 0 or more"},
 		{[]string{"audit", "--fence-gone-nodes-after", "-1s"}, "fence gone nodes after must not be negative"},
+		{[]string{"audit", "--fence-gone-nodes-after", "10s"}, "fence gone nodes after 10s is too short: use at least 1m0s"},
 		{[]string{"audit", "--blocked-deletion-grace", "-5m"}, "blocked deletion grace must not be negative"},
 	} {
 		r := tether(t, env, "tether", c.args...)
