@@ -78,6 +78,8 @@ func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg 
 	switch f.Object.Kind {
 	case "Pod", "PersistentVolumeClaim":
 		apiVersion = "v1"
+	case "DataVolume":
+		apiVersion = "cdi.kubevirt.io/v1beta1"
 	case "PersistentVolume":
 		apiVersion, evNS, objNS = "v1", metav1.NamespaceDefault, ""
 	case check.KindVolumeAttachment:

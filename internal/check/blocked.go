@@ -53,7 +53,7 @@ func FindBlockedDeletions(in Input) []Finding {
 		if in.scope.namespaces != nil && !in.scope.namespace(ns) {
 			continue
 		}
-		if blockedCandidate(in, pv, "", claim) {
+		if blockedCandidate(in, pv, ns, claim) {
 			out = append(out, blockedPV(in, pv))
 		}
 	}

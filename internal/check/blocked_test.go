@@ -62,3 +62,20 @@ func TestBlockedDeletion(t *testing.T) {
 		})
 	}
 }
+
+// A PV is in a namespace scope when the claim it is bound to is.
+func TestBlockedDeletion_PVInNamespaceScope(t *testing.T) {
+	items := []any{f.PVC("data", f.ClaimRef("", "pv-1")),
+		dataPV(f.Finalizers(snapshot.PVProtectionFinalizer), f.Terminating(now.Add(-time.Hour)))}
+	for _, c := range []struct {
+		ns   string
+		want bool
+	}{{"default", true}, {"elsewhere", false}} {
+		p := DefaultPolicy()
+		p.Scope.Namespaces = []string{c.ns}
+		got := only(FindBlockedDeletions(NewInput(f.Snapshot(items...), p, now)), BlockedDeletion, "pv-1", "") != nil
+		if got != c.want {
+			t.Errorf("scope %s: reported=%v, want %v", c.ns, got, c.want)
+		}
+	}
+}

@@ -469,6 +469,14 @@ func (c *Config) Validate() error {
 	if d := c.Storage.FenceGoneNodesAfter.Duration; d > 0 && d < check.MinFenceGoneNodesAfter {
 		add("storage.fenceGoneNodesAfter", "%s is too short: a live machine whose Node object was deleted re-registers within seconds to a minute; use at least %s (6m or more is advised, like the attach/detach controller's own wait), or 0 to turn the rule off", d, check.MinFenceGoneNodesAfter)
 	}
+	if !c.Enabled(check.StaleVolumeAttachment) {
+		if c.Storage.ForceDetach {
+			add("storage.forceDetach", "has no effect without checks.StaleVolumeAttachment.enabled: true: enable that check or remove it")
+		}
+		if c.Storage.FenceGoneNodesAfter.Duration > 0 {
+			add("storage.fenceGoneNodesAfter", "has no effect without checks.StaleVolumeAttachment.enabled: true: enable that check or set it to 0s")
+		}
+	}
 	if c.Scope.Selector != "" {
 		for _, name := range []string{check.StaleVolumeAttachment, check.BlockedDeletion} {
 			if c.Enabled(name) {

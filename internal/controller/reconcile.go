@@ -171,6 +171,13 @@ func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) subject {
 func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
 	log := r.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
 	if rec != nil && finished(rec) {
+		if wait := r.coolingDown(rec, now); wait > 0 {
+			// Acted on recently: the record is what the blast-radius
+			// window counts after a restart, and the condition may simply
+			// not have converged yet (a VolumeAttachment detaches after
+			// its pods go). Look again once the action leaves the window.
+			return wait, nil
+		}
 		// The condition is back after it was resolved: a new run, with a
 		// new record whose server-set creationTimestamp anchors its clock
 		// (the old record's creation cannot vouch for times in this run).
@@ -185,7 +192,12 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 			return 0, err
 		}
 		rec = created
-		r.event(ctx, f, EventFindingObserved, corev1.EventTypeNormal, f.Message)
+		if f.Check == check.MultiAttachConflict {
+			// Who holds the volume, within the namespace-privacy rule.
+			r.event(ctx, f, EventMultiAttach, corev1.EventTypeWarning, multiAttachEvent(f))
+		} else {
+			r.event(ctx, f, EventFindingObserved, corev1.EventTypeNormal, f.Message)
+		}
 		log.Info("finding observed", "severity", f.Severity, "action", f.Action.Type, "safe", f.Action.Safe, "blockedBy", f.Action.BlockedBy)
 	}
 	st := decide(stepInput{
@@ -222,6 +234,20 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 		return st.RequeueAfter, r.writeStatus(ctx, rec, st.Status)
 	}
 	return r.act(ctx, log, f, rec, st.Status, now)
+}
+
+// coolingDown returns how long a finished record whose action changed
+// something (Applied or Pending) still lies within the blast-radius window,
+// or 0.
+func (r *Reconciler) coolingDown(rec *v1alpha1.Finding, now time.Time) time.Duration {
+	la := rec.Status.LastAttempt
+	if la == nil || r.Budget == nil || (rec.Status.Reason != string(act.Applied) && rec.Status.Reason != string(act.Pending)) {
+		return 0
+	}
+	if left := la.Add(r.Budget.interval).Sub(now); left > 0 {
+		return left
+	}
+	return 0
 }
 
 // finished reports whether a record belongs to a run of the condition that

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"regexp"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,6 +105,11 @@ func decide(in stepInput) step {
 		st.Reason = rec.Status.Reason
 		if lo := rec.Status.LastObserved; lo != nil && in.Now.Sub(lo.Time) < time.Minute {
 			st.LastObserved = lo.DeepCopy() // refresh at most once a minute
+			// Evidence and message that differ only in the ages they
+			// quote are refreshed with lastObserved, not on every pass.
+			if sameButAges(rec.Status.Message, st.Message) && slices.EqualFunc(rec.Status.Evidence, st.Evidence, sameButAges) {
+				st.Message, st.Evidence = rec.Status.Message, slices.Clone(rec.Status.Evidence)
+			}
 		}
 	}
 	switch {
@@ -156,4 +163,16 @@ func backoff(base, max time.Duration) func(int32) time.Duration {
 func mt(t time.Time) *metav1.Time {
 	m := metav1.NewTime(t.Truncate(time.Second))
 	return &m
+}
+
+// ages matches the durations Go prints ("5m0s", "1h2m3.5s", "300ms").
+var ages = regexp.MustCompile(`\d+(\.\d+)?(ns|µs|us|ms|s|m|h)(\d+(\.\d+)?(ns|µs|us|ms|s|m|h))*`)
+
+// sameButAges reports whether a and b are equal once every duration in
+// them is blanked out.
+func sameButAges(a, b string) bool {
+	if a == b {
+		return true
+	}
+	return ages.ReplaceAllString(a, "#") == ages.ReplaceAllString(b, "#")
 }

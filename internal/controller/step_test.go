@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +299,72 @@ func TestTenantReachable(t *testing.T) {
 			}
 			if !got && c.synced && !strings.Contains(why, "connection refused") {
 				t.Fatalf("reason %q does not name the last error", why)
+			}
+		})
+	}
+}
+
+// Evidence that differs only in the ages it quotes is not rewritten on
+// every pass: it follows lastObserved, refreshed at most once a minute.
+func TestDecide_evidenceAgesFollowLastObserved(t *testing.T) {
+	stored := func(lastObserved time.Time) *v1alpha1.Finding {
+		return record(phase(v1alpha1.PhaseObserved), func(r *v1alpha1.Finding) {
+			r.Status.LastObserved = mt(lastObserved)
+			r.Status.Message = "claim data has been terminating for 5m0s"
+			r.Status.Evidence = []string{"pod job (created 1h2m3s ago) on node n1", "finalizer x"}
+		})
+	}
+	f := blockedFinding("")
+	f.Action.Type = check.None
+	f.Message = "claim data has been terminating for 5m30s"
+	f.Evidence = []string{"pod job (created 1h2m33s ago) on node n1", "finalizer x"}
+	for _, c := range []struct {
+		name     string
+		rec      *v1alpha1.Finding
+		evidence []string
+		keep     bool
+	}{
+		{"ages only, observed 10s ago -> stored evidence kept", stored(t0.Add(-10 * time.Second)), f.Evidence, true},
+		{"ages only, observed 61s ago -> refreshed", stored(t0.Add(-61 * time.Second)), f.Evidence, false},
+		{"another fact, observed 10s ago -> refreshed", stored(t0.Add(-10 * time.Second)), []string{"pod job (created 1h2m33s ago) on node n2", "finalizer x"}, false},
+		{"one fact more -> refreshed", stored(t0.Add(-10 * time.Second)), append(slices.Clone(f.Evidence), "pod other"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := f
+			in.Evidence = c.evidence
+			st := decide(stepInput{Finding: in, Record: c.rec, Now: t0, Grace: time.Minute}).Status
+			kept := slices.Equal(st.Evidence, c.rec.Status.Evidence) && st.Message == c.rec.Status.Message
+			if kept != c.keep {
+				t.Fatalf("kept=%v, want %v: %q / %q", kept, c.keep, st.Message, st.Evidence)
+			}
+			if !c.keep && (!slices.Equal(st.Evidence, c.evidence) || st.Message != f.Message) {
+				t.Fatalf("not refreshed to the new text: %q / %q", st.Message, st.Evidence)
+			}
+		})
+	}
+}
+
+func TestCoolingDown(t *testing.T) {
+	r := &Reconciler{Budget: newBudget(5, 10*time.Minute)}
+	acted := func(reason string, ago time.Duration) *v1alpha1.Finding {
+		return record(phase(v1alpha1.PhaseResolved), func(f *v1alpha1.Finding) {
+			f.Status.Reason, f.Status.LastAttempt = reason, mt(t0.Add(-ago))
+		})
+	}
+	for _, c := range []struct {
+		name string
+		rec  *v1alpha1.Finding
+		want time.Duration
+	}{
+		{"applied 4m ago -> 6m left in the window", acted("Applied", 4*time.Minute), 6 * time.Minute},
+		{"pending 1m ago -> 9m left", acted("Pending", time.Minute), 9 * time.Minute},
+		{"applied 11m ago -> out of the window", acted("Applied", 11*time.Minute), 0},
+		{"resolved without an action -> none", acted("ConditionGone", time.Minute), 0},
+		{"never attempted -> none", record(phase(v1alpha1.PhaseResolved)), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := r.coolingDown(c.rec, t0); got != c.want {
+				t.Fatalf("got %s, want %s", got, c.want)
 			}
 		})
 	}

@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -50,6 +52,9 @@ const (
 	// storageResync bounds the time between passes: the storage findings
 	// appear after grace periods pass, with no event to announce it.
 	storageResync = 30 * time.Second
+	// storageRetry: the next pass after one in which a record could not be
+	// written.
+	storageRetry = 5 * time.Second
 	// nodeGoneRefresh: while the gone-node fencing rule is on and a node is
 	// gone, passes run and records are refreshed at least this often, so
 	// that a successor can credit the watch (observe.NodesGoneFromRecords).
@@ -109,15 +114,18 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	var errs []error
 	requeue := storageResync
 	for id, f := range current {
-		rec := records[id]
-		fresh := rec == nil || finished(rec)
-		after, err := r.syncFinding(ctx, r.subjectOf(snap, f), f, rec, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		subj := r.subjectOf(snap, f)
+		after, err := r.syncFinding(ctx, subj, f, records[id], now)
+		if err != nil && records[id] == nil && subj.owner.APIVersion == storagev1.SchemeGroupVersion.String() && subj.namespace != r.RecordNamespace &&
+			(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
+			// The claim's namespace is being deleted or is gone: file the
+			// record of the cluster-scoped attachment in our own namespace.
+			subj.namespace = r.RecordNamespace
+			after, err = r.syncFinding(ctx, subj, f, nil, now)
 		}
-		if fresh && f.Check == check.MultiAttachConflict {
-			r.event(ctx, f, EventMultiAttach, corev1.EventTypeWarning, multiAttachEvent(f))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
+			continue
 		}
 		if after > 0 && after < requeue {
 			requeue = after
@@ -131,7 +139,11 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 		}
 	}
 	if len(errs) > 0 {
-		return ctrl.Result{}, errors.Join(errs...)
+		// One record that cannot be written (a namespace being deleted, a
+		// conflict with a stale cache) must not stop the others, nor the
+		// timed passes: log, and look again soon.
+		r.Log.Error(errors.Join(errs...), "some findings could not be recorded", "count", len(errs))
+		requeue = min(requeue, storageRetry)
 	}
 	// A gone node becomes fenced by the operator's rule with no event to
 	// announce it: look again right then.
@@ -250,11 +262,13 @@ func multiAttachEvent(f check.Finding) string {
 // setupStorage registers the storage reconciler: every change to what the
 // storage checks read leads, batched, to one pass.
 func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
-	r := &StorageReconciler{
-		Reconciler:      *base,
-		RecordNamespace: o.Namespace,
-		DataVolumes:     dataVolumesInstalled(mgr.GetRESTMapper()),
-		VMs:             vmsInstalled(mgr.GetRESTMapper()),
+	r := &StorageReconciler{Reconciler: *base, RecordNamespace: o.Namespace}
+	var err error
+	if r.DataVolumes, err = served(mgr.GetRESTMapper(), cdiv1.SchemeGroupVersion, "DataVolume"); err != nil {
+		return err
+	}
+	if r.VMs, err = served(mgr.GetRESTMapper(), kubevirtv1.SchemeGroupVersion, "VirtualMachine"); err != nil {
+		return err
 	}
 	for _, name := range config.StorageChecks() {
 		if o.Config.Enabled(name) {
@@ -289,10 +303,20 @@ func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
 	return b.Complete(r)
 }
 
-// vmsInstalled reports whether the API server serves VirtualMachines.
-func vmsInstalled(m meta.RESTMapper) bool {
-	_, err := m.RESTMapping(kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachine").GroupKind(), kubevirtv1.SchemeGroupVersion.Version)
-	return err == nil
+// served reports whether the API server serves kind in gv. Only "no such
+// kind" means no; any other error (discovery failing) is returned, because
+// guessing "not served" would make BlockedDeletion blame a finalizer whose
+// users it could not see.
+func served(m meta.RESTMapper, gv schema.GroupVersion, kind string) (bool, error) {
+	_, err := m.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("discovering whether %s %s is served: %w", gv, kind, err)
+	}
 }
 
 // batched maps every event to the storage key, added after storageBatch so
