@@ -167,22 +167,26 @@ func (r *StorageReconciler) snapshot(ctx context.Context) (*snapshot.Snapshot, e
 		pods    corev1.PodList
 		drivers storagev1.CSIDriverList
 	)
+	// The checks only read (check.TestRun_changesNoObject): the objects
+	// are shared with the cache, not copied, which would cost more than
+	// the checks themselves on a cluster with many pods.
+	shared := client.UnsafeDisableDeepCopy
 	for _, l := range []client.ObjectList{&nodes, &vas, &pvs, &pvcs, &pods, &drivers} {
-		if err := r.Cache.List(ctx, l); err != nil {
+		if err := r.Cache.List(ctx, l, shared); err != nil {
 			return nil, fmt.Errorf("reading the storage caches: %w", err)
 		}
 	}
 	s.Nodes, s.VolumeAttachments, s.PVs, s.PVCs, s.Pods, s.CSIDrivers = nodes.Items, vas.Items, pvs.Items, pvcs.Items, pods.Items, drivers.Items
 	if r.VMs {
 		var vms kubevirtv1.VirtualMachineList
-		if err := r.Cache.List(ctx, &vms); err != nil {
+		if err := r.Cache.List(ctx, &vms, shared); err != nil {
 			return nil, err
 		}
 		s.VMs = vms.Items
 	}
 	if r.DataVolumes {
 		var dvs cdiv1.DataVolumeList
-		if err := r.Cache.List(ctx, &dvs); err != nil {
+		if err := r.Cache.List(ctx, &dvs, shared); err != nil {
 			return nil, err
 		}
 		s.DataVolumes = dvs.Items
