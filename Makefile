@@ -54,10 +54,11 @@ demo: controlplane build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
-## bench-cluster: audit and controller figures on the local control plane (wall time, API requests, memory)
+## bench-cluster: audit and controller figures on the local control plane (wall time, API requests, memory), storage checks included
 bench-cluster: controlplane
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode audit -vmis 100,1000
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode controller -vmis 1000,5000
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode storage -volumes 2000,10000 -window 60s
 
 clean:
 	rm -rf $(BIN)

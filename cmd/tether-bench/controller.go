@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -32,35 +33,54 @@ import (
 // (watches aside), and how late it acts after a grace period ends.
 func runController(sizes string, hotplugs int, window time.Duration) error {
 	ctx := context.Background()
-	env, err := localenv.Start(ctx, localenv.Options{})
+	env, c, err := controllerEnv(ctx)
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
-	if err := crd.Install(ctx, env.Config()); err != nil {
-		return err
-	}
 	if err := env.Emulator.SetFeatureGates(ctx, "HotplugVolumes"); err != nil {
 		return err
 	}
-	c, err := clients.New(env.Config())
-	if err != nil {
-		return err
-	}
 	fmt.Printf("%-6s %-14s %-16s %-22s %-20s %s\n", "VMIS", "HEAP/VMI", "FIRST PASS", "REQUESTS/MIN (steady)", "GRACE->ACTION (avg)", "STEADY-STATE REQUESTS")
+	return growing(sizes, "-vmis", func(from, to int) error {
+		if err := seed(ctx, c, from, to, hotplugs, false); err != nil {
+			return err
+		}
+		return measure(ctx, env, c, to, window)
+	})
+}
+
+// controllerEnv starts a local environment with the Finding CRD installed,
+// and a client of it.
+func controllerEnv(ctx context.Context) (*localenv.Env, client.Client, error) {
+	env, err := localenv.Start(ctx, localenv.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := clients.New(env.Config())
+	if err == nil {
+		err = crd.Install(ctx, env.Config())
+	}
+	if err != nil {
+		env.Stop()
+		return nil, nil, err
+	}
+	return env, c, nil
+}
+
+// growing calls step for each count of sizes, a comma-separated growing
+// list, with the previous count (0 at first).
+func growing(sizes, flag string, step func(from, to int) error) error {
 	seeded := 0
 	for _, s := range strings.Split(sizes, ",") {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil || n <= seeded {
-			return fmt.Errorf("-vmis: %q must be a growing list of counts", s)
+			return fmt.Errorf("%s: %q must be a growing list of counts", flag, s)
 		}
-		if err := seed(ctx, c, seeded, n, hotplugs, false); err != nil {
+		if err := step(seeded, n); err != nil {
 			return err
 		}
 		seeded = n
-		if err := measure(ctx, env, c, n, window); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -78,20 +98,11 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 	cfg.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true, GracePeriod: metav1.Duration{Duration: 2 * time.Second}}}
 	cfg.Scope.Namespaces = []string{"bench"}
 	cfg.AllowVMIOnlyDetach = true
-	var counter clients.Counter
-	before := heap()
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	mgr, err := controller.New(controller.Options{RestConfig: counter.Wrap(env.Config()), Config: &cfg, Log: logr.Discard(), SkipNameValidation: true})
+	run, err := startController(ctx, env, &cfg)
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- mgr.Start(cctx) }()
-	if !mgr.GetCache().WaitForCacheSync(cctx) {
-		return fmt.Errorf("cache did not sync")
-	}
-	t0 := time.Now()
+	cctx, before, t0 := run.ctx, run.heapBefore, run.synced
 	base := reconciles()
 	if err := waitFor(cctx, 10*time.Minute, func() bool { return reconciles()-base >= float64(n) && queueEmpty() }); err != nil { // the first reconcile of every VMI
 		return fmt.Errorf("initial reconciles: %w", err)
@@ -99,24 +110,63 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 	initial := time.Since(t0)
 	perVMI := float64(heap()-before) / float64(n)
 
-	start := counter.By()
-	time.Sleep(window)
-	steady, detail := 0, []string{}
-	for k, v := range counter.By() {
-		if d := v - start[k]; d > 0 && !strings.Contains(k, "watch") {
-			steady += d
-			detail = append(detail, fmt.Sprintf("%s=%d", k, d))
-		}
-	}
-	perMin := float64(steady) * float64(time.Minute) / float64(window)
-
+	perMin, detail := run.steady(window, func(k string) string { return k })
 	late, err := graceToAction(ctx, env.Config(), c, n)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-6d %-14s %-16s %-22.1f %-20s %s\n", n, fmt.Sprintf("%.1f KiB", perVMI/1024), initial.Round(10*time.Millisecond), perMin, late.Round(time.Millisecond), strings.Join(detail, " "))
-	cancel()
-	return <-errc
+	fmt.Printf("%-6d %-14s %-16s %-22.1f %-20s %s\n", n, fmt.Sprintf("%.1f KiB", perVMI/1024), initial.Round(10*time.Millisecond), perMin, late.Round(time.Millisecond), detail)
+	return run.stop()
+}
+
+// running is a controller started by startController.
+type running struct {
+	ctx     context.Context
+	counter *clients.Counter
+	stop    func() error
+	// heapBefore is the heap before the controller started; synced is
+	// when its caches had synced.
+	heapBefore uint64
+	synced     time.Time
+}
+
+// startController starts `tether controller` with cfg on env, counting its
+// API requests, and returns once its caches have synced.
+func startController(ctx context.Context, env *localenv.Env, cfg *config.Config) (*running, error) {
+	counter, before := &clients.Counter{}, heap()
+	cctx, cancel := context.WithCancel(ctx)
+	mgr, err := controller.New(controller.Options{RestConfig: counter.Wrap(env.Config()), Config: cfg, Log: logr.Discard(), SkipNameValidation: true})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- mgr.Start(cctx) }()
+	if !mgr.GetCache().WaitForCacheSync(cctx) {
+		cancel()
+		return nil, fmt.Errorf("cache did not sync: %v", <-errc)
+	}
+	return &running{ctx: cctx, counter: counter, stop: func() error { cancel(); return <-errc }, heapBefore: before, synced: time.Now()}, nil
+}
+
+// steady counts the requests other than watches over window, per minute,
+// and lists them, grouped by group(key).
+func (r *running) steady(window time.Duration, group func(string) string) (float64, string) {
+	start := r.counter.By()
+	time.Sleep(window)
+	total, by := 0, map[string]int{}
+	for k, v := range r.counter.By() {
+		if d := v - start[k]; d > 0 && !strings.Contains(k, "watch") {
+			total += d
+			by[group(k)] += d
+		}
+	}
+	detail := make([]string, 0, len(by))
+	for k, v := range by {
+		detail = append(detail, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(detail)
+	return float64(total) * float64(time.Minute) / float64(window), strings.Join(detail, " ")
 }
 
 // graceToAction hot-plugs three VMI-only volumes on a live VM and returns

@@ -32,7 +32,8 @@ import (
 func main() {
 	sizes := flag.String("vmis", "100,1000", "comma-separated VMI counts to measure")
 	hotplugs := flag.Int("hotplugs", 4, "hot-plugged volumes per VMI")
-	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`")
+	volumes := flag.String("volumes", "2000,10000", "storage mode: comma-separated volume counts (claim, PV, VolumeAttachment and pod each)")
+	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`; storage: its storage checks")
 	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
 	flag.Parse()
 	var err error
@@ -41,8 +42,10 @@ func main() {
 		err = run(*sizes, *hotplugs)
 	case "controller":
 		err = runController(*sizes, *hotplugs, *window)
+	case "storage":
+		err = runStorage(*volumes, *window)
 	default:
-		err = fmt.Errorf("-mode %q: use audit or controller", *mode)
+		err = fmt.Errorf("-mode %q: use audit, controller or storage", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tether-bench:", err)
