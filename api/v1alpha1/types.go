@@ -94,7 +94,8 @@ type FindingStatus struct {
 	// creationTimestamp.
 	FirstObserved *metav1.Time `json:"firstObserved,omitempty"`
 	// LastObserved is when the condition was last seen (refreshed at most
-	// once a minute).
+	// once a minute for the hot-plug check, every 5 minutes for the storage
+	// checks, every 10 seconds while a gone node's fencing clock runs).
 	LastObserved *metav1.Time `json:"lastObserved,omitempty"`
 	// SafeSince is when the proposed action last became safe; it is unset
 	// while the action is not safe (blocked, or information only), so a

@@ -153,10 +153,10 @@ type subject struct {
 	owner     metav1.OwnerReference
 	// node is the node concerned (spec.node), if any.
 	node string
-	// nodeGoneSince is since when node has been seen missing, if it is;
-	// observeEvery, when set, refreshes lastObserved that often meanwhile.
+	// nodeGoneSince is since when node has been seen missing, if it is.
 	nodeGoneSince *time.Time
-	observeEvery  time.Duration
+	// observeEvery is how often lastObserved is refreshed (0: a minute).
+	observeEvery time.Duration
 }
 
 // vmiSubject files a hot-plug finding under its VMI.
@@ -202,15 +202,11 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 	}
 	st := decide(stepInput{
 		Finding: f, Record: rec, Now: now, Grace: r.Config.Grace(f.Check), DryRun: r.Config.DryRun,
-		Backoff: backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration),
+		Backoff:      backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration),
+		ObserveEvery: subj.observeEvery,
 	})
 	if subj.nodeGoneSince != nil {
 		st.Status.NodeGoneSince = mt(trusted(rec, &metav1.Time{Time: *subj.nodeGoneSince}, now))
-		// lastObserved bounds what a successor may credit of the watch
-		// (observe.NodesGoneFromRecords): keep it fresher than usual.
-		if lo := st.Status.LastObserved; subj.observeEvery > 0 && lo != nil && now.Sub(lo.Time) >= subj.observeEvery {
-			st.Status.LastObserved = mt(now)
-		}
 	}
 	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()

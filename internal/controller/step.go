@@ -32,6 +32,9 @@ type stepInput struct {
 	Grace   time.Duration
 	DryRun  bool
 	Backoff func(attempts int32) time.Duration
+	// ObserveEvery is how often lastObserved (and evidence that differs
+	// only in the ages it quotes) is refreshed; zero means once a minute.
+	ObserveEvery time.Duration
 }
 
 // step is the decision: the status to store, whether to act now (subject to
@@ -103,8 +106,12 @@ func decide(in stepInput) step {
 	if rec := in.Record; rec != nil && rec.Status.Phase != v1alpha1.PhaseResolved {
 		st.Attempts, st.LastAttempt = rec.Status.Attempts, rec.Status.LastAttempt
 		st.Reason = rec.Status.Reason
-		if lo := rec.Status.LastObserved; lo != nil && in.Now.Sub(lo.Time) < time.Minute {
-			st.LastObserved = lo.DeepCopy() // refresh at most once a minute
+		every := in.ObserveEvery
+		if every <= 0 {
+			every = time.Minute
+		}
+		if lo := rec.Status.LastObserved; lo != nil && in.Now.Sub(lo.Time) < every {
+			st.LastObserved = lo.DeepCopy() // refresh at most that often
 			// Evidence and message that differ only in the ages they
 			// quote are refreshed with lastObserved, not on every pass.
 			if sameButAges(rec.Status.Message, st.Message) && slices.EqualFunc(rec.Status.Evidence, st.Evidence, sameButAges) {

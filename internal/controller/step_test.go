@@ -369,3 +369,17 @@ func TestCoolingDown(t *testing.T) {
 		})
 	}
 }
+
+func TestDecide_observeEvery(t *testing.T) {
+	rec := record(phase(v1alpha1.PhaseObserved), func(r *v1alpha1.Finding) { r.Status.LastObserved = mt(t0.Add(-2 * time.Minute)) })
+	f := blockedFinding("")
+	for _, c := range []struct {
+		every   time.Duration
+		refresh bool
+	}{{0, true}, {5 * time.Minute, false}, {10 * time.Second, true}} {
+		st := decide(stepInput{Finding: f, Record: rec, Now: t0, ObserveEvery: c.every}).Status
+		if got := st.LastObserved.Equal(mt(t0)); got != c.refresh {
+			t.Errorf("every %s, observed 2m ago: refreshed=%v, want %v", c.every, got, c.refresh)
+		}
+	}
+}

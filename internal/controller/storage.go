@@ -52,6 +52,9 @@ const (
 	// storageResync bounds the time between passes: the storage findings
 	// appear after grace periods pass, with no event to announce it.
 	storageResync = 30 * time.Second
+	// storageObserveEvery: how often the open storage records' lastObserved
+	// is refreshed (each pass sees them all; a refresh is a write).
+	storageObserveEvery = 5 * time.Minute
 	// storageRetry: the next pass after one in which a record could not be
 	// written.
 	storageRetry = 5 * time.Second
@@ -213,7 +216,7 @@ func (r *StorageReconciler) storageRecords(ctx context.Context) (map[string]*v1a
 // subjectOf files a storage finding: in the namespace it concerns (the
 // claim's, the pod's), else in the controller's own; owned by its subject.
 func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, f check.Finding) subject {
-	subj := subject{namespace: f.Namespace, owner: metav1.OwnerReference{
+	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
 	}}
 	if subj.namespace == "" {
