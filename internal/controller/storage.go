@@ -297,7 +297,7 @@ func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
 		Watches(&storagev1.VolumeAttachment{}, all, builder.WithPredicates(changed)).
 		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(changed)).
 		Watches(&corev1.PersistentVolumeClaim{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.Pod{}, all, builder.WithPredicates(changed)).
+		Watches(&corev1.Pod{}, all, builder.WithPredicates(changed, podFieldsChanged())).
 		Watches(&storagev1.CSIDriver{}, all, builder.WithPredicates(changed)).
 		// A record deleted or edited by someone else is put back.
 		Watches(&v1alpha1.Finding{}, all, builder.WithPredicates(recordTampered()))
@@ -368,4 +368,52 @@ func (n nodeSeen) Create(ctx context.Context, e event.TypedCreateEvent[client.Ob
 func (n nodeSeen) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	n.gone.touch(e.ObjectNew.GetName())
 	n.batched.Update(ctx, e, q)
+}
+
+// podFieldsChanged lets through only pod updates that change what the storage
+// checks read: the node, the volumes, the labels, the phase, deletion, and
+// whether each container runs or when it finished. Busy clusters update pod
+// statuses (conditions, IPs, restarts) far more often than that.
+func podFieldsChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*corev1.Pod)
+		b, okB := e.ObjectNew.(*corev1.Pod)
+		if !okA || !okB {
+			return true
+		}
+		return podView(a) != podView(b)
+	}}
+}
+
+// podView is what the storage checks read of a pod, as one comparable string.
+func podView(p *corev1.Pod) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s|%s|%v|", p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp)
+	for _, v := range p.Spec.Volumes {
+		fmt.Fprintf(&sb, "%s:", v.Name)
+		if v.PersistentVolumeClaim != nil {
+			sb.WriteString(v.PersistentVolumeClaim.ClaimName)
+		}
+		if v.Ephemeral != nil {
+			sb.WriteString("(ephemeral)")
+		}
+		sb.WriteString(",")
+	}
+	keys := slices.Sorted(maps.Keys(p.Labels))
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "|%s=%s", k, p.Labels[k])
+	}
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, c := range list {
+			switch {
+			case c.State.Running != nil:
+				fmt.Fprintf(&sb, "|%s:running", c.Name)
+			case c.State.Terminated != nil:
+				fmt.Fprintf(&sb, "|%s:done@%s", c.Name, c.State.Terminated.FinishedAt.UTC())
+			default:
+				fmt.Fprintf(&sb, "|%s:waiting", c.Name)
+			}
+		}
+	}
+	return sb.String()
 }
