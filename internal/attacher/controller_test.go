@@ -265,6 +265,21 @@ func TestController_blockedDeletion_namesFinishedPod(t *testing.T) {
 		!strings.Contains(rec.Status.Action.Remedy, "kubectl delete pod job -n "+w.ns) {
 		t.Fatalf("want the finished pod named with its remedy, got %v / %s", rec.Status.Evidence, rec.Status.Action.Remedy)
 	}
+	// Someone removes the record's labels: the controller no longer finds
+	// it by them, and puts them back rather than failing on every pass.
+	edited := rec.DeepCopy()
+	edited.Labels = nil
+	w.must(w.c.Update(w.ctx, edited))
+	testenv.Eventually(t, 90*time.Second, "the record's labels restored", func() (bool, error) {
+		var got v1alpha1.Finding
+		err := w.c.Get(w.ctx, client.ObjectKeyFromObject(rec), &got)
+		return err == nil && got.Labels[v1alpha1.LabelCheck] == check.BlockedDeletion, err
+	})
+	var all v1alpha1.FindingList
+	w.must(w.c.List(w.ctx, &all, client.InNamespace(w.ns)))
+	if len(all.Items) != 1 {
+		t.Fatalf("want the one record, got %d", len(all.Items))
+	}
 	w.must(w.c.Delete(w.ctx, w.podRef("job"), client.GracePeriodSeconds(0)))
 	w.resolvedOrGone(check.BlockedDeletion, "data")
 }

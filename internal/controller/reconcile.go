@@ -375,12 +375,51 @@ func (r *Reconciler) create(ctx context.Context, subj subject, f check.Finding) 
 	}
 	if err := r.Executor.Client.Create(ctx, rec); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			// The cache is behind our own write: decide again once it catches up.
-			return nil, fmt.Errorf("finding %s exists but is not in the cache yet: %w", rec.Name, err)
+			// Usually the cache is behind our own write: decide again once
+			// it catches up. But a record whose labels were edited is never
+			// found by them again: put the labels back.
+			return nil, r.relabel(ctx, rec, err)
 		}
 		return nil, err
 	}
 	return rec, nil
+}
+
+// relabel reads the existing record named like want, live, and restores
+// the labels the controller finds its records by, if they were changed. It
+// returns an error either way: the caller decides again on the next pass.
+func (r *Reconciler) relabel(ctx context.Context, want *v1alpha1.Finding, exists error) error {
+	var live v1alpha1.Finding
+	if err := r.Executor.Client.Get(ctx, client.ObjectKeyFromObject(want), &live); err != nil {
+		return fmt.Errorf("finding %s exists but cannot be read: %w", want.Name, err)
+	}
+	if live.Spec.ID != want.Spec.ID || live.Spec.Check != want.Spec.Check {
+		return fmt.Errorf("finding %s exists with another id or check (%s/%s): delete it: %w", want.Name, live.Spec.Check, live.Spec.ID, exists)
+	}
+	if equalLabels(live.Labels, want.Labels) {
+		return fmt.Errorf("finding %s exists but is not in the cache yet: %w", want.Name, exists)
+	}
+	upd := live.DeepCopy()
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		upd.Labels[k] = v
+	}
+	if err := r.Executor.Client.Update(ctx, upd); err != nil {
+		return fmt.Errorf("restoring the labels of finding %s: %w", want.Name, err)
+	}
+	r.Log.Info("restored the labels of a finding record", "finding", want.Spec.ID, "record", want.Namespace+"/"+want.Name)
+	return fmt.Errorf("finding %s had lost its labels; restored", want.Name)
+}
+
+func equalLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // writeStatus stores st when it differs from what is stored. The update
