@@ -391,7 +391,7 @@ func (r *Reconciler) create(ctx context.Context, subj subject, f check.Finding) 
 func (r *Reconciler) relabel(ctx context.Context, want *v1alpha1.Finding, exists error) error {
 	var live v1alpha1.Finding
 	if err := r.Executor.Client.Get(ctx, client.ObjectKeyFromObject(want), &live); err != nil {
-		return fmt.Errorf("finding %s exists but cannot be read: %w", want.Name, err)
+		return fmt.Errorf("finding %s exists but cannot be read (%v): %w", want.Name, err, exists)
 	}
 	if live.Spec.ID != want.Spec.ID || live.Spec.Check != want.Spec.Check {
 		return fmt.Errorf("finding %s exists with another id or check (%s/%s): delete it: %w", want.Name, live.Spec.Check, live.Spec.ID, exists)
@@ -407,10 +407,10 @@ func (r *Reconciler) relabel(ctx context.Context, want *v1alpha1.Finding, exists
 		upd.Labels[k] = v
 	}
 	if err := r.Executor.Client.Update(ctx, upd); err != nil {
-		return fmt.Errorf("restoring the labels of finding %s: %w", want.Name, err)
+		return fmt.Errorf("restoring the labels of finding %s (%v): %w", want.Name, err, exists)
 	}
 	r.Log.Info("restored the labels of a finding record", "finding", want.Spec.ID, "record", want.Namespace+"/"+want.Name)
-	return fmt.Errorf("finding %s had lost its labels; restored", want.Name)
+	return fmt.Errorf("finding %s had lost its labels; restored them: %w", want.Name, exists)
 }
 
 func equalLabels(have, want map[string]string) bool {
