@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/testenv"
 )
 
@@ -52,22 +50,7 @@ func (w *world) controller(cfg *config.Config) (stop func()) {
 // controllerAs runs `tether controller` with the client configuration rc.
 func (w *world) controllerAs(cfg *config.Config, rc *rest.Config) (stop func()) {
 	w.t.Helper()
-	mgr, err := controller.New(controller.Options{RestConfig: rc, Config: cfg, Log: testr.New(w.t), SkipNameValidation: true})
-	if err != nil {
-		w.t.Fatalf("controller.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			w.t.Errorf("controller stopped: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	w.t.Cleanup(stop)
-	return stop
+	return testenv.RunController(w.t, controller.Options{RestConfig: rc, Config: cfg, Log: testr.New(w.t), SkipNameValidation: true})
 }
 
 // record returns the Finding record of check about the named subject, or nil.
@@ -120,13 +103,6 @@ func (w *world) eventsWith(reason string) []corev1.Event {
 	return out
 }
 
-func (w *world) taintOutOfService(node string) {
-	var n corev1.Node
-	w.must(w.c.Get(w.ctx, client.ObjectKey{Name: node}, &n))
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-	w.must(w.c.Update(w.ctx, &n))
-}
-
 // The controller front end of the partitioned-node story: while the old node
 // is NotReady without the taint, the stale attachment is recorded as Blocked
 // (NodeNotFenced) and the waiting pod as a MultiAttachConflict with a
@@ -136,14 +112,10 @@ func (w *world) taintOutOfService(node string) {
 // attachment proceeds, and both records close.
 func TestController_partitionedNode_blockedThenRemediatedWhenFenced(t *testing.T) {
 	w := newWorld(t)
-	oldNode, newNode, pv := w.ns+"-a", w.ns+"-b", w.ns+"-pv"
-	w.node(oldNode)
+	oldNode, newNode := w.ns+"-a", w.ns+"-b"
 	w.node(newNode)
-	w.volume(pv)
-	w.pod("old", oldNode, corev1.PodRunning)
-	va := w.attachment(pv, oldNode, true)
-	w.setReady(oldNode, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
-	w.must(w.c.Delete(w.ctx, w.podRef("old"), client.GracePeriodSeconds(1)))
+	pv, va := w.attachedPod("old", oldNode)
+	w.partition(oldNode, pv, "old")
 	time.Sleep(2 * time.Second)
 	w.pod("new", newNode, corev1.PodPending)
 
@@ -196,11 +168,8 @@ func TestController_partitionedNode_blockedThenRemediatedWhenFenced(t *testing.T
 // still bound to it is deleted.
 func TestController_nodeGone_durableRecordThenFenced(t *testing.T) {
 	w := newWorld(t)
-	node, pv := w.ns+"-c", w.ns+"-pv"
-	w.node(node)
-	w.volume(pv)
-	w.pod("app", node, corev1.PodRunning)
-	va := w.attachment(pv, node, true)
+	node := w.ns + "-c"
+	_, va := w.attachedPod("app", node)
 	w.must(w.c.Delete(w.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 
 	after := check.MinFenceGoneNodesAfter
@@ -303,13 +272,9 @@ func TestController_withoutRemediationRole_forbiddenNotCounted(t *testing.T) {
 	rc := rest.CopyConfig(w.env.Config)
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
 
-	node, pv := w.ns+"-d", w.ns+"-pv"
-	w.node(node)
-	w.volume(pv)
-	w.pod("stuck", node, corev1.PodRunning)
-	va := w.attachment(pv, node, true)
-	w.setReady(node, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
-	w.must(w.c.Delete(w.ctx, w.podRef("stuck"), client.GracePeriodSeconds(1)))
+	node := w.ns + "-d"
+	pv, va := w.attachedPod("stuck", node)
+	w.partition(node, pv, "stuck")
 	w.taintOutOfService(node)
 
 	cfg := w.storageConfig()

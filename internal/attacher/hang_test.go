@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,11 +17,8 @@ import (
 // ControllerUnpublish fails.
 func TestHang_holdsDetachUntilReleased(t *testing.T) {
 	w := newWorld(t)
-	node, pv := w.ns+"-h", w.ns+"-pv"
-	w.node(node)
-	w.volume(pv)
-	w.pod("app", node, corev1.PodRunning)
-	va := w.attachment(pv, node, true)
+	node := w.ns + "-h"
+	_, va := w.attachedPod("app", node)
 
 	w.env.Attacher.Hang(node)
 	t.Cleanup(func() { w.env.Attacher.Release(node) })

@@ -144,6 +144,36 @@ func (w *world) attachment(pv, node string, want bool) *storagev1.VolumeAttachme
 	return found
 }
 
+// attachedPod creates node, the volume ns-pv bound to claim data, and pod
+// on node using it, and returns the PV's name and its attachment once
+// attached.
+func (w *world) attachedPod(pod, node string) (string, *storagev1.VolumeAttachment) {
+	w.t.Helper()
+	pv := w.ns + "-pv"
+	w.node(node)
+	w.volume(pv)
+	w.pod(pod, node, corev1.PodRunning)
+	return pv, w.attachment(pv, node, true)
+}
+
+// partition makes node stop reporting (its last report had volume pv in
+// use) and deletes pod there: with no kubelet to confirm, it stays
+// Terminating and keeps the attachment desired.
+func (w *world) partition(node, pv, pod string) {
+	w.t.Helper()
+	w.setReady(node, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
+	w.must(w.c.Delete(w.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: pod}}, client.GracePeriodSeconds(1)))
+}
+
+// taintOutOfService is the operator's assertion that node is down.
+func (w *world) taintOutOfService(node string) {
+	w.t.Helper()
+	var n corev1.Node
+	w.must(w.c.Get(w.ctx, client.ObjectKey{Name: node}, &n))
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	w.must(w.c.Update(w.ctx, &n))
+}
+
 func (w *world) policy() check.Policy {
 	p := check.DefaultPolicy()
 	p.Scope.Namespaces = []string{w.ns}

@@ -13,7 +13,6 @@ import (
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/testenv"
 )
 
@@ -25,19 +24,14 @@ import (
 // detaches, and the new attachment proceeds.
 func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	w := newWorld(t)
-	oldNode, newNode, pv := w.ns+"-a", w.ns+"-b", w.ns+"-pv"
-	w.node(oldNode)
+	oldNode, newNode := w.ns+"-a", w.ns+"-b"
 	w.node(newNode)
-	w.volume(pv)
-	w.pod("old", oldNode, corev1.PodRunning)
-	w.attachment(pv, oldNode, true)
+	pv, _ := w.attachedPod("old", oldNode)
 
 	// Partition: the node stops reporting; its last report had the volume
 	// mounted. The workload deletes the old pod (it stays Terminating: no
 	// kubelet confirms) and starts a new one elsewhere.
-	w.setReady(oldNode, corev1.ConditionUnknown, []corev1.UniqueVolumeName{uniqueVolume(pv)})
-	grace := int64(1)
-	w.must(w.c.Delete(w.ctx, w.podRef("old"), client.GracePeriodSeconds(grace)))
+	w.partition(oldNode, pv, "old")
 	time.Sleep(2 * time.Second)
 	w.pod("new", newNode, corev1.PodPending)
 
@@ -60,10 +54,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	w.attachment(pv, oldNode, true) // still there
 
 	// Fencing: the operator asserts that the node is down.
-	var n corev1.Node
-	w.must(w.c.Get(w.ctx, client.ObjectKey{Name: oldNode}, &n))
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-	w.must(w.c.Update(w.ctx, &n))
+	w.taintOutOfService(oldNode)
 
 	stale = w.audit(check.StaleVolumeAttachment, w.policy())
 	if len(stale) != 1 || !stale[0].Action.Safe || stale[0].Action.Type != check.DeletePodsOnFencedNode {
@@ -82,11 +73,8 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 // named as gone; not remediated (how long it has been gone is unknown).
 func TestNodeDeleted_reportedWithEvidence(t *testing.T) {
 	w := newWorld(t)
-	node, pv := w.ns+"-c", w.ns+"-pv"
-	w.node(node)
-	w.volume(pv)
-	w.pod("app", node, corev1.PodRunning)
-	va := w.attachment(pv, node, true)
+	node := w.ns + "-c"
+	_, va := w.attachedPod("app", node)
 	w.must(w.c.Delete(w.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 	testenv.Eventually(t, 30*time.Second, "the node to go", func() (bool, error) {
 		err := w.c.Get(w.ctx, client.ObjectKey{Name: node}, &corev1.Node{})

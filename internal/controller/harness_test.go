@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -77,22 +76,7 @@ func (w *world) start(cfg *config.Config, mod ...func(*controller.Options)) (sto
 	for _, m := range mod {
 		m(&o)
 	}
-	mgr, err := controller.New(o)
-	if err != nil {
-		w.t.Fatalf("controller.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			w.t.Errorf("controller stopped: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	w.t.Cleanup(stop)
-	return stop
+	return testenv.RunController(w.t, o)
 }
 
 // orphan makes a running VM with a VMI-only hot-plug named volume.

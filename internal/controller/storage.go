@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -114,10 +115,11 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 			current[f.ID] = f
 		}
 	}
+	nodes := nodesOf(snap)
 	var errs []error
 	requeue := storageResync
 	for id, f := range current {
-		subj := r.subjectOf(snap, f)
+		subj := r.subjectOf(snap, nodes, f)
 		after, err := r.syncFinding(ctx, subj, f, records[id], now)
 		if err != nil && records[id] == nil && subj.owner.APIVersion == storagev1.SchemeGroupVersion.String() && subj.namespace != r.RecordNamespace &&
 			(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
@@ -213,9 +215,27 @@ func (r *StorageReconciler) storageRecords(ctx context.Context) (map[string]*v1a
 	return out, nil
 }
 
+// subjectNodes maps VolumeAttachments (by name) and pods (by UID) to their
+// nodes, built once per pass for subjectOf.
+type subjectNodes struct {
+	va  map[string]string
+	pod map[types.UID]string
+}
+
+func nodesOf(s *snapshot.Snapshot) subjectNodes {
+	n := subjectNodes{va: make(map[string]string, len(s.VolumeAttachments)), pod: make(map[types.UID]string, len(s.Pods))}
+	for i := range s.VolumeAttachments {
+		n.va[s.VolumeAttachments[i].Name] = s.VolumeAttachments[i].Spec.NodeName
+	}
+	for i := range s.Pods {
+		n.pod[s.Pods[i].UID] = s.Pods[i].Spec.NodeName
+	}
+	return n
+}
+
 // subjectOf files a storage finding: in the namespace it concerns (the
 // claim's, the pod's), else in the controller's own; owned by its subject.
-func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, f check.Finding) subject {
+func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, f check.Finding) subject {
 	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
 	}}
@@ -225,11 +245,7 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, f check.Finding) sub
 	switch f.Object.Kind {
 	case check.KindVolumeAttachment:
 		subj.owner.APIVersion = storagev1.SchemeGroupVersion.String()
-		for i := range s.VolumeAttachments {
-			if va := &s.VolumeAttachments[i]; va.Name == f.Object.Name {
-				subj.node = va.Spec.NodeName
-			}
-		}
+		subj.node = nodes.va[f.Object.Name]
 		if since, ok := s.NodesGoneSince[subj.node]; ok && subj.node != "" && s.Index().Node(subj.node) == nil {
 			subj.nodeGoneSince = &since
 			if r.Policy.Storage.FenceGoneNodesAfter > 0 {
@@ -239,11 +255,7 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, f check.Finding) sub
 	case "DataVolume":
 		subj.owner.APIVersion = cdiv1.SchemeGroupVersion.String()
 	case "Pod":
-		for i := range s.Pods {
-			if p := &s.Pods[i]; p.UID == f.Object.UID {
-				subj.node = p.Spec.NodeName
-			}
-		}
+		subj.node = nodes.pod[f.Object.UID]
 	}
 	return subj
 }

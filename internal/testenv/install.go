@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/config/crd"
+	"github.com/tether-dev/tether/internal/controller"
 )
 
 // ControllerUser is the controller's ServiceAccount, as config/rbac binds it.
@@ -62,4 +63,27 @@ func (e *Env) AsController() *rest.Config {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: ControllerUser}
 	return cfg
+}
+
+// RunController starts `tether controller` with o until the returned stop is
+// called or the test ends; a controller that stops with an error fails the
+// test.
+func RunController(t testing.TB, o controller.Options) (stop func()) {
+	t.Helper()
+	mgr, err := controller.New(o)
+	if err != nil {
+		t.Fatalf("controller.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("controller stopped: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
