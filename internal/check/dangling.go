@@ -24,14 +24,17 @@ import (
 //     the same claim (those are reported once, on the VM); and every hot-plug
 //     volume status whose attachment pod is gone while the claim is there.
 //
-// A DataVolume that is still provisioning is not dangling. The only action
-// is removevolume of a hot-plugged reference, and it is safe only when the
+// A DataVolume that is still provisioning is not dangling. Storage whose
+// deletion is postponed by a finalizer (a deletionTimestamp on an object
+// that still exists) is not dangling either: it is reported with the
+// finalizers that keep it, and never acted on. The only action is
+// removevolume of a hot-plugged reference, and it is safe only when the
 // check was asked for by name (Policy.Checks, e.g. `tether fix --check
-// DanglingVolumeReference`), the storage is gone, and the reference is
-// unused: at VM level when the VM has no VMI or its VMI provably does not use
-// the volume, at VMI level for a VMI-only hot-plug the VMI provably does not
-// use. Boot and other non-hot-pluggable disks are reported with the manual
-// procedure only.
+// DanglingVolumeReference`), no PVC and no DataVolume of the referenced
+// name exists at all, and the reference is unused: at VM level when the VM
+// has no VMI or its VMI provably does not use the volume, at VMI level for
+// a VMI-only hot-plug the VMI provably does not use. Boot and other
+// non-hot-pluggable disks are reported with the manual procedure only.
 func FindDanglingVolumeReferences(in Input) []Finding {
 	in = in.ready()
 	r := &danglingRun{in: in}
@@ -143,7 +146,7 @@ func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Vo
 	}
 	ref := &reference{ns: vm.Namespace, volume: vol.Name, onVM: true, vm: vm, vol: vol, src: src}
 	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
-	if !ref.st.state.dangling() {
+	if !ref.st.state.reported() {
 		return Finding{}, false // the VMI reports a gone attachment pod
 	}
 	if vmi := r.in.Index.VMI(ref.ns, vm.Name); vmi != nil {
@@ -167,9 +170,9 @@ func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Owne
 	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
 	ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
 	switch {
-	case ref.st.state.dangling() && r.reportedOnVM(ref):
+	case ref.st.state.reported() && r.reportedOnVM(ref):
 		return Finding{}, false
-	case ref.st.state.dangling(), ref.st.state == storagePresent && ref.podGone:
+	case ref.st.state.reported(), ref.st.state == storagePresent && ref.podGone:
 		return r.build(ref), true
 	}
 	return Finding{}, false

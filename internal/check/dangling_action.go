@@ -29,7 +29,7 @@ func (r *danglingRun) build(ref *reference) Finding {
 	ev = append(ev, ref.podFacts...)
 	ev = append(ev, h.facts...)
 	sev := SeverityWarning
-	if !ref.st.state.dangling() {
+	if !ref.st.state.reported() {
 		sev = SeverityInfo
 	}
 	f := Finding{
@@ -52,8 +52,8 @@ func describeDangling(ref *reference, obj ObjectRef) string {
 	switch ref.st.state {
 	case storageMissing:
 		return fmt.Sprintf("%s refers to %s, which does not exist", subject, what)
-	case storageDeleting:
-		return fmt.Sprintf("%s refers to %s, which is being deleted", subject, what)
+	case storagePostponed:
+		return fmt.Sprintf("%s refers to %s, which is being deleted; its deletion is postponed, so the reference is not dangling yet", subject, what)
 	case storageFailed:
 		return fmt.Sprintf("%s refers to %s, whose DataVolume failed", subject, what)
 	}
@@ -101,6 +101,9 @@ func (r *danglingRun) referenceFact(ref *reference) string {
 func (r *danglingRun) decideAction(ref *reference) (ActionType, holds) {
 	var h holds
 	switch {
+	case ref.st.state == storagePostponed:
+		h.add(DeletionPostponed, fmt.Sprintf("%s still exists: its deletion is postponed by finalizers, so the reference is not dangling, and tether never removes a reference to storage that exists", ref.st.kept))
+		return None, h
 	case !ref.st.state.dangling():
 		h.add(ClaimExists, fmt.Sprintf("%s %s/%s exists: only the attachment pod record is dangling", ref.src.kind, ref.ns, ref.src.name))
 		return None, h
@@ -116,6 +119,9 @@ func (r *danglingRun) decideAction(ref *reference) (ActionType, holds) {
 		action = VMRemoveVolume
 	}
 	r.safetyHolds(&h, ref)
+	if !ref.st.gone {
+		h.add(StorageExists, r.existing(ref))
+	}
 	if why := r.inUse(ref); len(why) > 0 {
 		reason := VolumeInUse
 		if ref.onVM {
@@ -167,18 +173,28 @@ func (r *danglingRun) safetyHolds(h *holds, ref *reference) {
 	}
 }
 
+// existing names the objects of the referenced name that still exist.
+func (r *danglingRun) existing(ref *reference) string {
+	var have []string
+	if pvc := r.in.Index.PVC(ref.ns, ref.src.name); pvc != nil {
+		have = append(have, fmt.Sprintf("PVC %s/%s (uid %s)", ref.ns, pvc.Name, orNone(string(pvc.UID))))
+	}
+	if dv := r.in.Index.DataVolume(ref.ns, ref.src.name); dv != nil {
+		have = append(have, fmt.Sprintf("DataVolume %s/%s (uid %s, phase %s)", ref.ns, dv.Name, orNone(string(dv.UID)), orNone(string(dv.Status.Phase))))
+	}
+	return fmt.Sprintf("%s still exists: CDI may retry or re-create the claim, and a reference is removed only when no PVC and no DataVolume of that name exists", strings.Join(have, " and "))
+}
+
 // inUse returns why the VMI may still use the volume; none means the
-// reference is provably unused: no PVC of the claim's name exists, the VMI
-// status does not show the volume attached, and no attachment pod mounts the
-// claim. A VM without a VMI uses nothing.
+// reference is provably unused: the VMI status does not show the volume
+// attached, and no attachment pod mounts the claim. A VM without a VMI uses
+// nothing. (That no PVC or DataVolume of the name exists at all is required
+// separately, whether or not there is a VMI.)
 func (r *danglingRun) inUse(ref *reference) []string {
 	if ref.vmi == nil {
 		return nil
 	}
 	var why []string
-	if !ref.st.gone {
-		why = append(why, fmt.Sprintf("PVC %s/%s still exists, so the VMI may still have it mounted", ref.ns, ref.src.name))
-	}
 	if vs := ref.status; vs != nil {
 		pod := ""
 		if vs.HotplugVolume != nil {
@@ -211,6 +227,19 @@ func (r *danglingRun) gateHolds(h *holds, ref *reference, action ActionType) {
 	}
 }
 
+// removeByHand is how an operator drops the reference: removevolume for a
+// hot-plugged volume, an edit of the spec otherwise.
+func removeByHand(ref *reference, kind, name string) string {
+	if snapshot.Hotpluggable(ref.vol) {
+		cmd := fmt.Sprintf("`virtctl removevolume %s -n %s --volume-name=%s", name, ref.ns, ref.volume)
+		if ref.onVM {
+			cmd += " --persist"
+		}
+		return cmd + "`"
+	}
+	return fmt.Sprintf("stop the VM and delete volume %s and its disk from the spec (`kubectl edit %s %s -n %s`)", ref.volume, kind, name, ref.ns)
+}
+
 // danglingRemedy is the manual procedure, given the first block.
 func danglingRemedy(ref *reference, action ActionType, block BlockReason) string {
 	ns, vol := ref.ns, ref.volume
@@ -235,6 +264,14 @@ func danglingRemedy(ref *reference, action ActionType, block BlockReason) string
 		return base
 	case NotRequested:
 		return fmt.Sprintf("%s; otherwise `tether fix --check %s --object %s/%s --apply`, or by hand: %s", restore, DanglingVolumeReference, ns, name, base)
+	case DeletionPostponed:
+		return fmt.Sprintf("%s is being deleted, and its finalizers keep it (see evidence); a Kubernetes deletion cannot be undone. "+
+			"To keep the data, make its PersistentVolume outlive the claim first (`kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}'`, then `kubectl patch pv <that PV> -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'`) or back it up. "+
+			"To let the deletion finish, remove the reference yourself: %s; tether never removes a reference to storage that still exists",
+			ref.st.kept, ref.src.name, ns, removeByHand(ref, kind, name))
+	case StorageExists:
+		return fmt.Sprintf("check why %s %s/%s is still there (`kubectl get dv,pvc %s -n %s`); if it is abandoned, delete it, re-run the audit, then: %s",
+			strings.ToLower(ref.src.kind), ns, ref.src.name, ref.src.name, ns, base)
 	case ClaimExists:
 		return fmt.Sprintf("virt-controller normally re-creates the attachment pod: watch `kubectl get pods -n %s -l kubevirt.io=hotplug-disk` and `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'`; if it does not, read the virt-controller logs, or restart the VM (`virtctl restart %s -n %s`)",
 			ns, name, ns, name, ns)

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,13 +24,23 @@ const (
 	storageProvisioning
 	// storageMissing: neither the PVC nor a DataVolume that provides it exists.
 	storageMissing
-	// storageDeleting: the PVC or DataVolume has a deletionTimestamp.
-	storageDeleting
 	// storageFailed: the DataVolume is in phase Failed.
 	storageFailed
+	// storagePostponed: the PVC or DataVolume has a deletionTimestamp, and
+	// finalizers keep it. It still exists: Kubernetes removes an object only
+	// once its last finalizer is gone (kubernetes.io/pvc-protection while a
+	// pod uses a claim, tether.dev/in-use while a VM refers to it), so the
+	// reference is not dangling. It is reported, never acted on.
+	storagePostponed
 )
 
-func (s storageState) dangling() bool { return s >= storageMissing }
+// dangling reports whether the storage is missing or failed: the reference
+// points at nothing usable.
+func (s storageState) dangling() bool { return s == storageMissing || s == storageFailed }
+
+// reported reports whether the reference gets a finding: its storage is
+// dangling, or its deletion is postponed.
+func (s storageState) reported() bool { return s.dangling() || s == storagePostponed }
 
 // source is what a volume refers to: a PVC or a DataVolume, by name.
 type source struct {
@@ -51,9 +62,12 @@ func volumeSource(v *kubevirtv1.Volume) (source, bool) {
 // storage is the judged state of one source with the facts behind it.
 type storage struct {
 	state storageState
-	// gone: no PVC object of the claim's name exists at all, so nothing can
-	// mount it from now on.
-	gone  bool
+	// gone: no PVC and no DataVolume of the referenced name exists at all
+	// (not even one being deleted), so nothing can mount the claim from now
+	// on and nothing will re-create it. Only then may a reference be removed.
+	gone bool
+	// kept names the object whose deletion is postponed (storagePostponed).
+	kept  string
 	facts []string
 }
 
@@ -68,7 +82,7 @@ type storage struct {
 func judgeStorage(in Input, ns string, src source, templated bool) storage {
 	pvc := in.Index.PVC(ns, src.name)
 	dv := in.Index.DataVolume(ns, src.name)
-	st := storage{gone: pvc == nil}
+	st := storage{gone: pvc == nil && dv == nil}
 	if src.kind == "PVC" {
 		switch {
 		case pvc != nil && !IsTerminating(pvc):
@@ -76,37 +90,40 @@ func judgeStorage(in Input, ns string, src source, templated bool) storage {
 		case dv != nil && !IsTerminating(dv) && provisioning(dv):
 			st.state = storageProvisioning // CDI may be re-creating the PVC
 		case pvc != nil:
-			st.state, st.facts = storageDeleting, []string{in.deletingFact("PVC", pvc)}
-		case dv != nil && !IsTerminating(dv) && dv.Status.Phase == cdiv1.Failed:
+			st.state, st.facts, st.kept = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name
+		case dv != nil && IsTerminating(dv):
+			st.state, st.kept = storagePostponed, "DataVolume "+ns+"/"+src.name
+			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.deletingFact("DataVolume", dv)}
+		case dv != nil && dv.Status.Phase == cdiv1.Failed:
 			st.state = storageFailed
 			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.failedFact(dv)}
 		case dv == nil && templated:
 			st.state = storagePresent
+		case dv != nil:
+			// A Succeeded DataVolume without its PVC: CDI may re-create it.
+			st.state = storageMissing
+			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.succeededFact(dv)}
 		default:
 			st.state, st.facts = storageMissing, []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name)}
-			if dv != nil && IsTerminating(dv) {
-				st.facts = append(st.facts, in.deletingFact("DataVolume", dv))
-			}
 		}
 		return st
 	}
 	switch {
 	case dv != nil && IsTerminating(dv):
-		st.state, st.facts = storageDeleting, []string{in.deletingFact("DataVolume", dv)}
+		st.state, st.facts, st.kept = storagePostponed, []string{in.deletingFact("DataVolume", dv)}, "DataVolume "+ns+"/"+src.name
 	case dv != nil && dv.Status.Phase == cdiv1.Failed:
 		st.state, st.facts = storageFailed, []string{in.failedFact(dv)}
 	case dv != nil && provisioning(dv):
 		st.state = storageProvisioning
 	case pvc != nil && IsTerminating(pvc):
-		st.state, st.facts = storageDeleting, []string{in.deletingFact("PVC", pvc)}
+		st.state, st.facts, st.kept = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name
 	case pvc != nil:
 		st.state = storagePresent
 	case dv == nil && templated:
 		st.state = storagePresent
 	case dv != nil:
 		st.state = storageMissing
-		st.facts = []string{fmt.Sprintf("DataVolume %s/%s (uid %s, %s) is Succeeded but its PVC %s/%s does not exist",
-			ns, dv.Name, orNone(string(dv.UID)), in.age(dv.CreationTimestamp), ns, src.name)}
+		st.facts = []string{in.succeededFact(dv)}
 	default:
 		st.state = storageMissing
 		st.facts = []string{fmt.Sprintf("DataVolume %s/%s does not exist, nor a PVC of that name, nor a dataVolumeTemplate that would create it", ns, src.name)}
@@ -121,11 +138,30 @@ func provisioning(dv *cdiv1.DataVolume) bool {
 	return dv.Status.Phase != cdiv1.Succeeded && dv.Status.Phase != cdiv1.Failed
 }
 
+// deletingFact says that obj is being deleted and which finalizers
+// postpone its deletion.
 func (in Input) deletingFact(kind string, obj metav1.Object) string {
 	del := obj.GetDeletionTimestamp()
-	return fmt.Sprintf("%s %s/%s (uid %s, %s) is being deleted (deletionTimestamp %s, %s ago)",
+	return fmt.Sprintf("%s %s/%s (uid %s, %s) is being deleted (deletionTimestamp %s, %s ago), deletion postponed by %s",
 		kind, obj.GetNamespace(), obj.GetName(), orNone(string(obj.GetUID())), in.age(obj.GetCreationTimestamp()),
-		del.UTC().Format(time.RFC3339), in.Now.Sub(del.Time).Round(time.Second))
+		del.UTC().Format(time.RFC3339), in.Now.Sub(del.Time).Round(time.Second), finalizerList(obj.GetFinalizers()))
+}
+
+// finalizerList names the finalizers for a human: "finalizer a",
+// "finalizers a, b", or "no finalizer listed".
+func finalizerList(fins []string) string {
+	switch len(fins) {
+	case 0:
+		return "no finalizer listed"
+	case 1:
+		return "finalizer " + fins[0]
+	}
+	return "finalizers " + strings.Join(fins, ", ")
+}
+
+func (in Input) succeededFact(dv *cdiv1.DataVolume) string {
+	return fmt.Sprintf("DataVolume %s/%s (uid %s, %s) is Succeeded but its PVC %s/%s does not exist",
+		dv.Namespace, dv.Name, orNone(string(dv.UID)), in.age(dv.CreationTimestamp), dv.Namespace, dv.Name)
 }
 
 func (in Input) failedFact(dv *cdiv1.DataVolume) string {

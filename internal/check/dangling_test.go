@@ -88,8 +88,19 @@ func TestDanglingVMStopped(t *testing.T) {
 			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{`VM default/a (uid `, `age 1h0m0s) spec volume "v1" uses PVC "c1" (hotpluggable)`, "PVC default/c1 does not exist"}}},
 		{name: "hot-plugged pvc missing, not requested -> blocked NotRequested", items: stoppedVM(hotPVC("c1")), policy: notRequested,
 			want: blocked(SeverityWarning, VMRemoveVolume, NotRequested)},
-		{name: "hot-plugged pvc being deleted -> safe VMRemoveVolume", items: with(stoppedVM(hotPVC("c1")), f.PVC("c1", f.Terminating(now.Add(-5*60e9)))),
-			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"PVC default/c1 (uid", "is being deleted", "5m0s ago"}}},
+		// Kubernetes keeps an object with finalizers until the last one is
+		// removed: a Terminating claim still exists. tether's own
+		// protection keeps exactly this claim; removing the reference would
+		// release it and finish the deletion (review F1).
+		{name: "hot-plugged pvc being deleted, held by tether.dev/in-use -> blocked DeletionPostponed, no action",
+			items: with(stoppedVM(hotPVC("c1")), f.PVC("c1", f.Terminating(now.Add(-5*60e9)), f.Finalizers("tether.dev/in-use"))),
+			want:  blocked(SeverityWarning, None, DeletionPostponed, "PVC default/c1 (uid", "is being deleted", "5m0s ago", "deletion postponed by finalizers", "tether.dev/in-use")},
+		{name: "hot-plugged pvc being deleted, held by pvc-protection and another -> blocked DeletionPostponed",
+			items: with(stoppedVM(hotPVC("c1")), f.PVC("c1", f.Terminating(now), f.Finalizers("kubernetes.io/pvc-protection", "example.com/backup"))),
+			want:  blocked(SeverityWarning, None, DeletionPostponed, "kubernetes.io/pvc-protection, example.com/backup")},
+		{name: "pvc reference, pvc missing, its data volume being deleted -> blocked DeletionPostponed",
+			items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Succeeded, f.Terminating(now), f.Finalizers("tether.dev/in-use"))),
+			want:  blocked(SeverityWarning, None, DeletionPostponed, "PVC default/d1 does not exist", "DataVolume default/d1 still exists: its deletion is postponed", "tether.dev/in-use")},
 		{name: "boot disk pvc missing -> report only, blocked VolumeNotHotpluggable", items: []any{f.VM("a", f.WithVolume("v1", f.PVC("c1")))},
 			want: blocked(SeverityWarning, None, VolumeNotHotpluggable, "not hotpluggable")},
 		{name: "data volume importing -> no finding (still provisioning)", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.ImportInProgress)), want: noFinding()},
@@ -98,18 +109,23 @@ func TestDanglingVMStopped(t *testing.T) {
 		{name: "pvc reference, pvc missing, data volume of that name pending -> no finding", items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Pending)), want: noFinding()},
 		{name: "pvc being deleted while its data volume re-provisions it -> no finding",
 			items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.ImportInProgress), f.PVC("d1", f.Terminating(now))), want: noFinding()},
-		{name: "pvc reference, pvc missing, data volume of that name failed -> safe", items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Failed)),
-			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"is in phase Failed"}}},
-		{name: "data volume failed -> safe VMRemoveVolume", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Failed), f.PVC("d1")),
-			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"DataVolume default/d1", "phase Failed"}}},
-		{name: "data volume being deleted -> safe", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Succeeded, f.Terminating(now)), f.PVC("d1")),
-			want: safe(VMRemoveVolume)},
+		// A reference is removed only when no object of its name exists:
+		// CDI retries a failed DataVolume and re-creates the claim of a
+		// DataVolume that still exists.
+		{name: "pvc reference, pvc missing, data volume of that name failed -> blocked StorageExists", items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Failed)),
+			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is in phase Failed", "DataVolume default/d1 (uid", "still exists")},
+		{name: "data volume failed, its pvc exists -> blocked StorageExists", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Failed), f.PVC("d1")),
+			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "DataVolume default/d1", "phase Failed", "PVC default/d1 (uid")},
+		{name: "data volume being deleted -> blocked DeletionPostponed", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Succeeded, f.Terminating(now)), f.PVC("d1")),
+			want: blocked(SeverityWarning, None, DeletionPostponed, "DataVolume default/d1", "is being deleted")},
 		{name: "data volume missing, dataVolumeTemplate will create it -> no finding", items: stoppedVM(hotDV("d1"), f.WithDataVolumeTemplate("d1")), want: noFinding()},
 		{name: "data volume missing, its pvc exists (garbage-collected) -> no finding", items: with(stoppedVM(hotDV("d1")), f.PVC("d1")), want: noFinding()},
 		{name: "data volume and pvc missing -> safe", items: stoppedVM(hotDV("d1")),
 			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"nor a dataVolumeTemplate"}}},
-		{name: "data volume succeeded, pvc missing -> safe", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Succeeded)),
-			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"is Succeeded but its PVC"}}},
+		{name: "data volume succeeded, pvc missing -> blocked StorageExists", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Succeeded)),
+			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
+		{name: "pvc reference, data volume succeeded, pvc missing -> blocked StorageExists", items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Succeeded)),
+			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
 		{name: "vm terminating -> blocked VMTerminating", items: stoppedVM(hotPVC("c1"), f.Terminating(now)), want: blocked(SeverityWarning, VMRemoveVolume, VMTerminating)},
 		{name: "removal already pending -> blocked RemovalPending", items: stoppedVM(hotPVC("c1"), f.PendingRemove("v1")), want: blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
 		{name: "both hot-plug gates off -> blocked HotplugGateDisabled",
@@ -129,8 +145,10 @@ func TestDanglingVMRunning(t *testing.T) {
 	podA := f.AttachmentPod("hp-volume-a", f.Claims("c1"))
 	gates := hotplugGate()
 	runDanglingCases(t, []danglingCase{
-		{name: "pvc being deleted, vmi has it attached -> blocked VMRunning", items: []any{vm, attached, podA, f.PVC("c1", f.Terminating(now)), gates},
-			want: blocked(SeverityWarning, VMRemoveVolume, VMRunning, "has VMI a (phase Running)", "still exists", `status shows volume "v1" attached`, "hp-volume-a (uid")},
+		{name: "pvc being deleted, vmi has it attached -> blocked DeletionPostponed", items: []any{vm, attached, podA, f.PVC("c1", f.Terminating(now), f.Finalizers("kubernetes.io/pvc-protection")), gates},
+			want: blocked(SeverityWarning, None, DeletionPostponed, "PVC default/c1 still exists", "kubernetes.io/pvc-protection")},
+		{name: "pvc being deleted, vmi provably unused -> blocked DeletionPostponed", items: []any{vm, unused, f.PVC("c1", f.Terminating(now), f.Finalizers("tether.dev/in-use")), gates},
+			want: blocked(SeverityWarning, None, DeletionPostponed)},
 		{name: "pvc missing, vmi status Ready with its pod -> blocked VMRunning", items: []any{vm, attached, podA, gates},
 			want: blocked(SeverityWarning, VMRemoveVolume, VMRunning)},
 		{name: "pvc missing, vmi status pending without pod, no pod mounts it -> safe VMRemoveVolume (provably unused)", items: []any{vm, unused, gates},
@@ -278,5 +296,26 @@ func TestDanglingRemediesNameCommands(t *testing.T) {
 		if fd.Action.Safe {
 			t.Errorf("%s %s: safe without the check being requested", fd.Object.Name, fd.Volume)
 		}
+	}
+}
+
+// TestDanglingPostponedRemedy: the finding on a claim whose deletion is
+// postponed says why nothing is done and what the operator can do.
+func TestDanglingPostponedRemedy(t *testing.T) {
+	p := DefaultPolicy()
+	p.Checks = []string{DanglingVolumeReference}
+	items := append(stoppedVM(hotPVC("c1")), f.PVC("c1", f.Terminating(now), f.Finalizers("tether.dev/in-use")))
+	fs := onlyKind(Run(f.Snapshot(items...), p, now), DanglingVolumeReference, kindVM, "a", "v1")
+	if len(fs) != 1 {
+		t.Fatalf("want one finding, got %+v", fs)
+	}
+	got := fs[0]
+	for _, want := range []string{"cannot be undone", "persistentVolumeReclaimPolicy", "Retain", "virtctl removevolume a -n default --volume-name=v1 --persist", "never removes a reference to storage that still exists"} {
+		if !strings.Contains(got.Action.Remedy, want) {
+			t.Errorf("remedy lacks %q:\n%s", want, got.Action.Remedy)
+		}
+	}
+	if !strings.Contains(got.Message, "postponed") || strings.Contains(got.Message, "dangling reference") {
+		t.Errorf("message = %q", got.Message)
 	}
 }

@@ -116,6 +116,16 @@ const (
 	// ClaimExists: the claim is there; only the attachment pod the VMI status
 	// names is gone, which virt-controller normally repairs on its own.
 	ClaimExists BlockReason = "ClaimExists"
+	// DeletionPostponed: the PVC or DataVolume a reference names has a
+	// deletionTimestamp but finalizers keep it: it still exists, so the
+	// reference is not dangling, and tether never removes it (its own
+	// protection may be what keeps the object).
+	DeletionPostponed BlockReason = "DeletionPostponed"
+	// StorageExists: an object of the referenced name still exists (a
+	// DataVolume that failed, or that succeeded and lost its PVC, which CDI
+	// may retry or re-create): a reference is removed only when no PVC and
+	// no DataVolume of that name exists at all.
+	StorageExists BlockReason = "StorageExists"
 )
 
 // ObjectRef names the subject of a finding.
