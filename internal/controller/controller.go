@@ -154,8 +154,12 @@ func New(o Options) (manager.Manager, error) {
 		cacheOpts.ByObject[&v1alpha1.Finding{}] = cache.ByObject{Namespaces: records}
 	}
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
-		Scheme:                        clients.Scheme,
-		Cache:                         cacheOpts,
+		Scheme: clients.Scheme,
+		Cache:  cacheOpts,
+		// Every write names the controller's field manager: a record's
+		// times count only when the controller wrote its status
+		// (v1alpha1.Finding.StatusWrittenBy).
+		Client:                        client.Options{FieldOwner: v1alpha1.FieldManager},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
