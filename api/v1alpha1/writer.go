@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // FieldManager is the field manager of every write the controller makes to
@@ -20,17 +21,20 @@ const FieldManager = "tether-controller"
 // manager is not detected, which is why records whose times decide actions
 // are read only from the controller's own namespace as well.
 func (f *Finding) StatusWrittenBy(manager string) bool {
-	ours := false
+	w := f.StatusWriters()
+	return len(w) > 0 && !slices.ContainsFunc(w, func(m string) bool { return m != manager })
+}
+
+// StatusWriters returns the field managers that own status fields, in the
+// order of metadata.managedFields.
+func (f *Finding) StatusWriters() []string {
+	var out []string
 	for _, e := range f.ManagedFields {
-		if e.FieldsV1 == nil || !ownsStatus(e.FieldsV1.Raw) {
-			continue
+		if e.FieldsV1 != nil && ownsStatus(e.FieldsV1.Raw) && !slices.Contains(out, e.Manager) {
+			out = append(out, e.Manager)
 		}
-		if e.Manager != manager {
-			return false
-		}
-		ours = true
 	}
-	return ours
+	return out
 }
 
 // ownsStatus reports whether a managedFields FieldsV1 set names any field

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -137,6 +138,10 @@ func New(o Options) (manager.Manager, error) {
 		// are hot-plug attachment pods.
 		cacheOpts.ByObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})}
 	}
+	// Records keep who wrote their status (v1alpha1.Finding.StatusWriters),
+	// which decides whether their times are evidence; nothing else of their
+	// managedFields.
+	records := cache.ByObject{Transform: keepStatusWriters}
 	if ns := o.Config.Scope.Namespaces; len(ns) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, n := range ns {
@@ -147,12 +152,12 @@ func New(o Options) (manager.Manager, error) {
 		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
 		// Records of cluster-scoped subjects live in the controller's own
 		// namespace.
-		records := map[string]cache.Config{o.Namespace: {}}
+		records.Namespaces = map[string]cache.Config{o.Namespace: {}}
 		for _, n := range ns {
-			records[n] = cache.Config{}
+			records.Namespaces[n] = cache.Config{}
 		}
-		cacheOpts.ByObject[&v1alpha1.Finding{}] = cache.ByObject{Namespaces: records}
 	}
+	cacheOpts.ByObject[&v1alpha1.Finding{}] = records
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
 		Scheme: clients.Scheme,
 		Cache:  cacheOpts,
@@ -239,6 +244,8 @@ func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budge
 	if err != nil {
 		return nil, err
 	}
+	// Records are written through the executor's live client.
+	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
 	ex.WaitTimeout = o.Config.ActionTimeout.Duration
 	ex.Recorder.Component = o.Identity
 	r := &Reconciler{
@@ -250,6 +257,7 @@ func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budge
 		Now:      o.Now,
 		Log:      o.Log.WithName("reconciler"),
 		Tenants:  tenants,
+		watching: &watchClock{},
 	}
 	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
 		return nil, err
@@ -269,6 +277,7 @@ func setupRestart(mgr manager.Manager, o Options, b *budget, hot *Reconciler) er
 	if err != nil {
 		return err
 	}
+	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
 	ex.WaitTimeout = o.Config.ActionTimeout.Duration
 	ex.Recorder.Component = o.Identity
 	rr := &RestartReconciler{
@@ -295,6 +304,23 @@ func dataVolumesInstalled(m meta.RESTMapper) bool {
 	_, err := m.RESTMapping(cdiv1.SchemeGroupVersion.WithKind("DataVolume").GroupKind(), cdiv1.SchemeGroupVersion.Version)
 	return err == nil
 }
+
+// keepStatusWriters is the cache transform of Finding records: of their
+// managedFields it keeps one entry per manager that owns status fields.
+func keepStatusWriters(obj any) (any, error) {
+	f, ok := obj.(*v1alpha1.Finding)
+	if !ok {
+		return obj, nil
+	}
+	writers := f.StatusWriters()
+	f.ManagedFields = nil
+	for _, m := range writers {
+		f.ManagedFields = append(f.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: statusOnly}})
+	}
+	return f, nil
+}
+
+var statusOnly = []byte(`{"f:status":{}}`)
 
 func durPtr(d time.Duration) *time.Duration {
 	if d == 0 {

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testenv"
 )
 
 // Orphan appears -> Waiting -> acted on once the grace period passes ->
@@ -41,24 +43,69 @@ func TestController_orphan_waitsGraceThenActs(t *testing.T) {
 	}
 }
 
-// A restart in the middle of the grace period keeps the original deadline.
-func TestController_restartMidGrace_keepsDeadline(t *testing.T) {
+// A restart in the middle of the grace period credits only the time the
+// controller watched: the stretch up to the record's lastObserved counts,
+// the downtime after it does not, so the deadline moves by the gap.
+func TestController_restartMidGrace_creditsOnlyWatchedTime(t *testing.T) {
 	w := newWorld(t)
 	w.orphan("vm-r", "pvc-r")
-	stop := w.start(w.cfg(8 * time.Second))
+	const grace = 8 * time.Second
+	stop := w.start(w.cfg(grace))
 	before := w.waitFinding("vm-r", "pvc-r", v1alpha1.PhaseWaiting, "")
 	time.Sleep(2 * time.Second)
 	stop()
+	time.Sleep(2 * time.Second) // downtime: watched by nobody
 	restarted := time.Now()
-	w.start(w.cfg(8 * time.Second))
+	w.start(w.cfg(grace))
 	w.waitVMI("vm-r", "pvc-r detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-r") })
 	after := w.waitFinding("vm-r", "pvc-r", v1alpha1.PhaseResolved, "")
-	if !after.Status.FirstObserved.Equal(before.Status.FirstObserved) || !after.Status.ActAfter.Equal(before.Status.ActAfter) {
-		t.Fatalf("restart moved the clock: firstObserved %s -> %s, actAfter %s -> %s",
-			before.Status.FirstObserved, after.Status.FirstObserved, before.Status.ActAfter, after.Status.ActAfter)
+	if !after.Status.FirstObserved.Equal(before.Status.FirstObserved) {
+		t.Fatalf("restart moved the first sight: %s -> %s", before.Status.FirstObserved, after.Status.FirstObserved)
 	}
-	if after.Status.LastAttempt.Time.After(restarted.Add(8 * time.Second)) {
-		t.Fatalf("acted at %s: later than a full grace period after the restart (%s)", after.Status.LastAttempt, restarted)
+	// Watched before the stop: safeSince..lastObserved (lastObserved is
+	// refreshed once a minute, so here it is the first write).
+	watched := before.Status.LastObserved.Sub(before.Status.SafeSince.Time)
+	earliest := restarted.Add(grace - watched).Add(-time.Second) // stored times have second precision
+	if after.Status.LastAttempt.Time.Before(earliest) {
+		t.Fatalf("acted at %s, before the restart (%s) plus the grace not yet watched (%s): downtime was credited",
+			after.Status.LastAttempt, restarted, grace-watched)
+	}
+	if !after.Status.ActAfter.After(before.Status.ActAfter.Time) {
+		t.Fatalf("actAfter %s -> %s: the deadline did not move by the unwatched gap", before.Status.ActAfter, after.Status.ActAfter)
+	}
+}
+
+// A record whose status was edited by hand (another field manager) to
+// hide a long downtime is no evidence: it is replaced, the replacement is
+// reported with an Event, and the full grace period runs from the restart.
+func TestController_handEditedRecord_replacedAndGraceRestarts(t *testing.T) {
+	w := newWorld(t)
+	w.orphan("vm-h", "pvc-h")
+	const grace = 10 * time.Second
+	stop := w.start(w.cfg(grace))
+	w.waitFinding("vm-h", "pvc-h", v1alpha1.PhaseWaiting, "")
+	stop()
+	time.Sleep(grace + time.Second) // down for longer than the grace period
+	rec := w.finding("vm-h", "pvc-h")
+	old := rec.UID
+	now := metav1.Now()
+	rec.Status.LastObserved = &now // as if it had been watched all along
+	if err := w.c.Status().Update(w.ctx, rec, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	w.start(w.cfg(grace))
+	testenv.Eventually(t, 20*time.Second, "the hand-edited record replaced", func() (bool, error) {
+		f := w.finding("vm-h", "pvc-h")
+		return f != nil && f.UID != old, nil
+	})
+	if evs := w.events(controller.EventRecordDistrusted); len(evs) == 0 || !strings.Contains(evs[0].Message, "kubectl-edit") {
+		t.Fatalf("want a %s Event naming the other field manager, got %+v", controller.EventRecordDistrusted, evs)
+	}
+	w.waitVMI("vm-h", "pvc-h detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-h") })
+	after := w.waitFinding("vm-h", "pvc-h", v1alpha1.PhaseResolved, "")
+	if after.Status.LastAttempt.Time.Before(restarted.Add(grace - time.Second)) {
+		t.Fatalf("acted at %s, less than the grace period after the restart at %s", after.Status.LastAttempt, restarted)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,6 +28,10 @@ import (
 const (
 	EventFindingObserved = "TetherFindingObserved"
 	EventBlastRadius     = "TetherBlastRadiusExceeded"
+	// EventRecordDistrusted: a Finding record's stored times were not used
+	// (written by another field manager, or in the future); its clocks
+	// start again.
+	EventRecordDistrusted = "TetherRecordDistrusted"
 )
 
 // Reconciler keeps the Finding records of one VMI in step with what the
@@ -44,6 +49,30 @@ type Reconciler struct {
 	Log      logr.Logger
 	// Tenants are the watched tenant clusters (their evidence).
 	Tenants []*tenantWatch
+	// watching is when this process began deciding; shared by the copies
+	// of the reconciler (nil: every stored time predates the process).
+	watching *watchClock
+}
+
+// watchClock is when the process made its first decision (as leader): the
+// time from which it has watched without a gap.
+type watchClock struct {
+	mu    sync.Mutex
+	since time.Time
+}
+
+// at returns the first decision's time, making now that time if there was
+// none yet. A nil clock is always now.
+func (w *watchClock) at(now time.Time) time.Time {
+	if w == nil {
+		return now
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since.IsZero() {
+		w.since = now
+	}
+	return w.since
 }
 
 // Reconcile handles one VMI, named by req.
@@ -186,6 +215,20 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 		}
 		rec = nil
 	}
+	if rec != nil && rec.Status.Phase != v1alpha1.PhaseResolved {
+		if why := distrust(rec, now); why != "" {
+			// A record whose times are no evidence counts as new: it is
+			// replaced, so its clocks start again from a record only the
+			// controller wrote.
+			log.Info("stored record is no evidence; replacing it", "record", rec.Name, "why", why)
+			r.event(ctx, f, EventRecordDistrusted, corev1.EventTypeWarning,
+				fmt.Sprintf("record %s/%s: %s; it is replaced and its clocks start again now", rec.Namespace, rec.Name, why))
+			if err := r.retire(ctx, rec); err != nil {
+				return 0, err
+			}
+			rec = nil
+		}
+	}
 	if rec == nil {
 		created, err := r.create(ctx, subj, f)
 		if err != nil {
@@ -202,8 +245,9 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 	}
 	st := decide(stepInput{
 		Finding: f, Record: rec, Now: now, Grace: r.Config.Grace(f.Check), DryRun: r.Config.DryRun,
-		Backoff:      backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration),
-		ObserveEvery: subj.observeEvery,
+		Backoff:       backoff(r.Config.Backoff.Base.Duration, r.Config.Backoff.Max.Duration),
+		ObserveEvery:  subj.observeEvery,
+		WatchingSince: r.watching.at(now),
 	})
 	if subj.nodeGoneSince != nil {
 		st.Status.NodeGoneSince = mt(trusted(rec, &metav1.Time{Time: *subj.nodeGoneSince}, now))

@@ -30,7 +30,16 @@ func reconciler(t *testing.T, c client.Client, cfg *config.Config, p check.Polic
 		Cache: c, Executor: &act.Executor{Client: c}, Config: cfg, Policy: p,
 		Budget: newBudget(cfg.BlastRadius.MaxActions, cfg.BlastRadius.Interval.Duration),
 		Now:    func() time.Time { return t0 }, Log: logr.Discard(),
+		watching: &watchClock{since: watchingAllAlong},
 	}
+}
+
+// ours marks a stored record as written by the controller: its field
+// manager owns the status, last observed 30s before t0.
+func ours(rec *v1alpha1.Finding) *v1alpha1.Finding {
+	rec.ManagedFields = []metav1.ManagedFieldsEntry{statusBy(v1alpha1.FieldManager)}
+	rec.Status.LastObserved = mt(t0.Add(-30 * time.Second))
+	return rec
 }
 
 func fakeClient(f interceptor.Funcs, objs ...client.Object) client.WithWatch {
@@ -163,12 +172,12 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	f := safeFinding()
 	f.Action.Type = check.None // the executor refuses it without any request
 	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
-	rec := &v1alpha1.Finding{
+	rec := ours(&v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
 		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
 		Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseWaiting, FirstObserved: mt(t0.Add(-time.Hour)),
 			SafeSince: mt(t0.Add(-time.Hour))},
-	}
+	})
 	c := fakeClient(interceptor.Funcs{}, rec)
 	cfg := graceConfig(time.Minute, check.OrphanHotplugVolume)
 	cfg.BlastRadius.MaxActions = 1
@@ -177,6 +186,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
 		t.Fatal(err)
 	}
+	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
 	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
@@ -224,11 +234,11 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 		Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(act.Applied),
 			LastAttempt: mt(t0.Add(-time.Minute))},
 	}
-	rec := &v1alpha1.Finding{
+	rec := ours(&v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
 		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
 		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseWaiting, FirstObserved: mt(t0.Add(-time.Hour)), SafeSince: mt(t0.Add(-time.Hour))},
-	}
+	})
 	c := fakeClient(interceptor.Funcs{}, earlier, rec)
 	cfg := graceConfig(time.Minute, check.OrphanHotplugVolume)
 	cfg.BlastRadius.MaxActions = 1
@@ -237,6 +247,7 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
 		t.Fatal(err)
 	}
+	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
 	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/observe"
 )
 
 // Reasons the controller itself gives for holding a safe action.
@@ -35,6 +37,15 @@ type stepInput struct {
 	// ObserveEvery is how often lastObserved (and evidence that differs
 	// only in the ages it quotes) is refreshed; zero means once a minute.
 	ObserveEvery time.Duration
+	// WatchingSince is when this process began deciding (its first pass as
+	// leader). A record last observed before then was written by an
+	// earlier process, and the time in between was watched by nobody.
+	// Zero means Now: nothing stored is known to have been watched.
+	WatchingSince time.Time
+	// BlindGap bounds that unwatched time: over a longer gap the grace
+	// period starts again; over a shorter one, only the watched time
+	// counts. Zero means observe.MaxBlindGap.
+	BlindGap time.Duration
 }
 
 // step is the decision: the status to store, whether to act now (subject to
@@ -43,6 +54,33 @@ type step struct {
 	Status       v1alpha1.FindingStatus
 	Act          bool
 	RequeueAfter time.Duration
+	// Distrusted says why the stored record's times were not used (empty
+	// when they were, or when there were none): the caller reports it.
+	Distrusted string
+}
+
+// distrust returns why a stored record's times are no evidence, or "": its
+// status was written by another field manager than the controller's (a
+// hand edit), or one of its times lies in the future (a clock that ran
+// ahead, or a forged record). Such a record counts as new: every clock
+// starts again now.
+func distrust(rec *v1alpha1.Finding, now time.Time) string {
+	st := rec.Status
+	if st.FirstObserved == nil && st.LastObserved == nil && st.SafeSince == nil {
+		return "" // no status yet: nothing to trust
+	}
+	if !rec.StatusWrittenBy(v1alpha1.FieldManager) {
+		return fmt.Sprintf("its status was written by %v, not only by the controller's field manager %s; a hand-edited record is no evidence", rec.StatusWriters(), v1alpha1.FieldManager)
+	}
+	for _, t := range []struct {
+		name string
+		at   *metav1.Time
+	}{{"firstObserved", st.FirstObserved}, {"lastObserved", st.LastObserved}, {"safeSince", st.SafeSince}} {
+		if t.at != nil && t.at.Time.After(now) {
+			return fmt.Sprintf("its %s %s lies in the future (now %s)", t.name, t.at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		}
+	}
+	return ""
 }
 
 // firstObserved returns when the current run of the condition began: the
@@ -56,14 +94,53 @@ func firstObserved(rec *v1alpha1.Finding, now time.Time) time.Time {
 }
 
 // safeSince returns when the action became safe in its current stretch of
-// safety: the stored time, unless there is none (the action was not safe at
-// the last decision, so the grace period starts now) or the record was
-// resolved.
-func safeSince(rec *v1alpha1.Finding, now time.Time) time.Time {
-	if rec == nil || rec.Status.Phase == v1alpha1.PhaseResolved {
+// safety, counting only time the controller watched:
+//   - none stored (the action was not safe at the last decision), a
+//     resolved record, or no lastObserved: now;
+//   - safe only in dry run, and the controller now acts: now (time seen in
+//     report-only mode is not credited; the full grace period runs after
+//     the switch);
+//   - last observed before this process began watching (a restart or a new
+//     leader): the gap in between was watched by nobody. Over a gap longer
+//     than the blind-gap bound (or the grace period) the stretch starts
+//     again now; over a shorter one it is moved forward by the gap, so only
+//     the watched time counts.
+func safeSince(in stepInput) time.Time {
+	rec, now := in.Record, in.Now
+	if rec == nil || rec.Status.Phase == v1alpha1.PhaseResolved || rec.Status.SafeSince == nil || rec.Status.LastObserved == nil {
 		return now
 	}
-	return trusted(rec, rec.Status.SafeSince, now)
+	if rec.Status.Reason == ReasonDryRun && !in.DryRun {
+		return now
+	}
+	t := trusted(rec, rec.Status.SafeSince, now)
+	watching := in.watching()
+	if last := rec.Status.LastObserved.Time; last.Before(watching) {
+		gap := watching.Sub(last)
+		bound := in.BlindGap
+		if bound <= 0 {
+			bound = observe.MaxBlindGap
+		}
+		if in.Grace > 0 && in.Grace < bound {
+			bound = in.Grace
+		}
+		if gap > bound {
+			return now
+		}
+		t = t.Add(gap)
+	}
+	if t.After(now) {
+		t = now
+	}
+	return t
+}
+
+// watching is when this process began watching, at the latest now.
+func (in stepInput) watching() time.Time {
+	if in.WatchingSince.IsZero() || in.WatchingSince.After(in.Now) {
+		return in.Now
+	}
+	return in.WatchingSince
 }
 
 // trusted clamps a stored time: none means now; a time earlier than the
@@ -85,11 +162,27 @@ func trusted(rec *v1alpha1.Finding, stored *metav1.Time, now time.Time) time.Tim
 }
 
 // decide computes the next state of one finding record. It is pure.
+func decide(in stepInput) step {
+	var distrusted string
+	if in.Record != nil && in.Record.Status.Phase != v1alpha1.PhaseResolved {
+		if distrusted = distrust(in.Record, in.Now); distrusted != "" {
+			// Keep the record (its name and owner), not its times.
+			rec := in.Record.DeepCopy()
+			rec.Status = v1alpha1.FindingStatus{}
+			in.Record = rec
+		}
+	}
+	st := decideTrusted(in)
+	st.Distrusted = distrusted
+	return st
+}
+
+// decideTrusted is decide on a record whose times may be used.
 //
 // The grace period counts from safeSince, the start of the current stretch
 // in which the action is safe: a finding held for an hour (migrating VMI,
 // unreachable tenant, ...) waits the full grace period once the hold clears.
-func decide(in stepInput) step {
+func decideTrusted(in stepInput) step {
 	f := in.Finding
 	// Stored times have second precision; decide on what will be stored.
 	first := firstObserved(in.Record, in.Now).Truncate(time.Second)
@@ -110,7 +203,9 @@ func decide(in stepInput) step {
 		if every <= 0 {
 			every = time.Minute
 		}
-		if lo := rec.Status.LastObserved; lo != nil && in.Now.Sub(lo.Time) < every {
+		// A lastObserved from before this process watched is refreshed at
+		// once: the unwatched gap behind it is then accounted for once.
+		if lo := rec.Status.LastObserved; lo != nil && in.Now.Sub(lo.Time) < every && !lo.Time.Before(in.watching()) {
 			st.LastObserved = lo.DeepCopy() // refresh at most that often
 			// Evidence and message that differ only in the ages they
 			// quote are refreshed with lastObserved, not on every pass.
@@ -127,7 +222,7 @@ func decide(in stepInput) step {
 		st.Phase, st.Reason = v1alpha1.PhaseBlocked, string(f.Action.BlockedBy)
 		return step{Status: st}
 	}
-	safe := safeSince(in.Record, in.Now).Truncate(time.Second)
+	safe := safeSince(in).Truncate(time.Second)
 	actAfter := safe.Add(in.Grace)
 	st.SafeSince, st.ActAfter = mt(safe), mt(actAfter)
 	switch {
