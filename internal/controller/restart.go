@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -161,7 +162,9 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	var requeue time.Duration
-	for _, f := range r.findingsOf(snap, &vm, vmi) {
+	findings := r.findingsOf(snap, &vm, vmi)
+	r.settling(vm.UID, findings)
+	for _, f := range findings {
 		after, err := r.handle(ctx, &vm, f)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -277,6 +280,19 @@ func (r *RestartReconciler) settle(vm types.UID, volume string, now time.Time) t
 		return wait
 	}
 	return 0
+}
+
+// settling drops the first sight of every volume of vm that has no safe
+// finding now: a reference that stopped dangling (its claim came back) or
+// became unsafe starts its settle period again when it dangles again.
+func (r *RestartReconciler) settling(vm types.UID, findings []check.Finding) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for volume := range r.seen[vm] {
+		if !slices.ContainsFunc(findings, func(f check.Finding) bool { return f.Volume == volume && f.Action.Safe }) {
+			delete(r.seen[vm], volume)
+		}
+	}
 }
 
 // liveStartingUp re-reads the VM and its VMI live and reports whether the VM

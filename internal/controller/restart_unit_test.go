@@ -1,12 +1,18 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/fixture"
 )
@@ -115,5 +121,51 @@ func TestRestartSettle_seenTwiceSettleApart(t *testing.T) {
 	r.forget("vm-1")
 	if w := r.settle("vm-1", "v", t0.Add(time.Hour)); w != 30*time.Second {
 		t.Fatalf("new start attempt: wait %s, want 30s", w)
+	}
+}
+
+// A reference that dangles, stops dangling (its claim is restored), and
+// dangles again waits the whole settle period again from its second
+// disappearance: the first sight belongs to the first stretch only.
+func TestRestartSettle_presentAbsentPresentRestarts(t *testing.T) {
+	cfg := config.Default()
+	cfg.DanglingOnRestart.Enabled = true
+	cfg.DanglingOnRestart.Settle.Duration = 30 * time.Second
+	policy, err := cfg.DanglingPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := fixture.VM("vm", fixture.InNamespace("ns"), fixture.Running(),
+		fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("v1", fixture.PVC("c1"), fixture.Hotpluggable()))
+	root := fixture.PVC("root", fixture.InNamespace("ns"))
+	c := fakeClient(interceptor.Funcs{}, vm, root)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
+		Executor: &act.Executor{Client: c}, Budget: newBudget(0, time.Hour)} // acting is never allowed here
+	reconcile := func() time.Duration {
+		t.Helper()
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.RequeueAfter
+	}
+	if wait := reconcile(); wait != 30*time.Second {
+		t.Fatalf("claim missing, first sight: requeue %s, want the settle period", wait)
+	}
+	now = now.Add(20 * time.Second)
+	claim := fixture.PVC("c1", fixture.InNamespace("ns"))
+	if err := c.Create(context.Background(), claim); err != nil { // restored
+		t.Fatal(err)
+	}
+	if wait := reconcile(); wait != 0 {
+		t.Fatalf("claim back: requeue %s, want none", wait)
+	}
+	now = now.Add(20 * time.Second)
+	if err := c.Delete(context.Background(), claim); err != nil { // deleted again
+		t.Fatal(err)
+	}
+	if wait := reconcile(); wait != 30*time.Second {
+		t.Fatalf("claim missing again 40s after the first sight: requeue %s, want the whole settle period again", wait)
 	}
 }
