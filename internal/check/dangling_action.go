@@ -53,7 +53,7 @@ func describeDangling(ref *reference, obj ObjectRef) string {
 	case storageMissing:
 		return fmt.Sprintf("%s refers to %s, which does not exist", subject, what)
 	case storagePostponed:
-		return fmt.Sprintf("%s refers to %s, which is being deleted; its deletion is postponed, so the reference is not dangling yet", subject, what)
+		return fmt.Sprintf("%s refers to %s, which is being deleted; its deletion is postponed by %s, so the reference is not dangling", subject, what, ref.st.keptBy)
 	case storageFailed:
 		return fmt.Sprintf("%s refers to %s, whose DataVolume failed", subject, what)
 	}
@@ -265,10 +265,10 @@ func danglingRemedy(ref *reference, action ActionType, block BlockReason) string
 	case NotRequested:
 		return fmt.Sprintf("%s; otherwise `tether fix --check %s --object %s/%s --apply`, or by hand: %s", restore, DanglingVolumeReference, ns, name, base)
 	case DeletionPostponed:
-		return fmt.Sprintf("%s is being deleted, and its finalizers keep it (see evidence); a Kubernetes deletion cannot be undone. "+
+		return fmt.Sprintf("%s is being deleted, and %s keeps it; a Kubernetes deletion cannot be undone. "+
 			"To keep the data, make its PersistentVolume outlive the claim first (`kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}'`, then `kubectl patch pv <that PV> -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'`) or back it up. "+
 			"To let the deletion finish, remove the reference yourself: %s; tether never removes a reference to storage that still exists",
-			ref.st.kept, ref.src.name, ns, removeByHand(ref, kind, name))
+			ref.st.kept, ref.st.keptBy, ref.src.name, ns, removeByHand(ref, kind, name))
 	case StorageExists:
 		return fmt.Sprintf("check why %s %s/%s is still there (`kubectl get dv,pvc %s -n %s`); if it is abandoned, delete it, re-run the audit, then: %s",
 			strings.ToLower(ref.src.kind), ns, ref.src.name, ref.src.name, ns, base)

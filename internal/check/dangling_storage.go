@@ -66,9 +66,10 @@ type storage struct {
 	// (not even one being deleted), so nothing can mount the claim from now
 	// on and nothing will re-create it. Only then may a reference be removed.
 	gone bool
-	// kept names the object whose deletion is postponed (storagePostponed).
-	kept  string
-	facts []string
+	// kept names the object whose deletion is postponed (storagePostponed),
+	// keptBy the finalizers that postpone it.
+	kept, keptBy string
+	facts        []string
 }
 
 // judgeStorage decides about src in namespace ns. templated says the VM has
@@ -90,9 +91,9 @@ func judgeStorage(in Input, ns string, src source, templated bool) storage {
 		case dv != nil && !IsTerminating(dv) && provisioning(dv):
 			st.state = storageProvisioning // CDI may be re-creating the PVC
 		case pvc != nil:
-			st.state, st.facts, st.kept = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name
+			st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name, finalizerList(pvc.Finalizers)
 		case dv != nil && IsTerminating(dv):
-			st.state, st.kept = storagePostponed, "DataVolume "+ns+"/"+src.name
+			st.state, st.kept, st.keptBy = storagePostponed, "DataVolume "+ns+"/"+src.name, finalizerList(dv.Finalizers)
 			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.deletingFact("DataVolume", dv)}
 		case dv != nil && dv.Status.Phase == cdiv1.Failed:
 			st.state = storageFailed
@@ -110,13 +111,13 @@ func judgeStorage(in Input, ns string, src source, templated bool) storage {
 	}
 	switch {
 	case dv != nil && IsTerminating(dv):
-		st.state, st.facts, st.kept = storagePostponed, []string{in.deletingFact("DataVolume", dv)}, "DataVolume "+ns+"/"+src.name
+		st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("DataVolume", dv)}, "DataVolume "+ns+"/"+src.name, finalizerList(dv.Finalizers)
 	case dv != nil && dv.Status.Phase == cdiv1.Failed:
 		st.state, st.facts = storageFailed, []string{in.failedFact(dv)}
 	case dv != nil && provisioning(dv):
 		st.state = storageProvisioning
 	case pvc != nil && IsTerminating(pvc):
-		st.state, st.facts, st.kept = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name
+		st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name, finalizerList(pvc.Finalizers)
 	case pvc != nil:
 		st.state = storagePresent
 	case dv == nil && templated:
