@@ -87,3 +87,48 @@ func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 		}
 	}
 }
+
+// danglingOnRestart on the real control plane, review F5: a claim that
+// disappears, comes back and disappears again while the VM tries to start
+// waits the whole settle period from its second disappearance.
+func TestController_onRestart_flappingClaim_settleStartsAgain(t *testing.T) {
+	w := newWorld(t)
+	w.declarativeOnly()
+	cfg := w.restartCfg(false)
+	const settle = 6 * time.Second
+	cfg.DanglingOnRestart.Settle.Duration = settle
+	vm := fixture.VM("vm-f", fixture.InNamespace(w.ns),
+		fixture.WithVolume("data", fixture.PVC("flap"), fixture.Hotpluggable()))
+	paused(true)(vm)
+	alwaysRun(vm)
+	w.create(vm) // starting, and its claim does not exist: first sight
+	w.start(cfg)
+	time.Sleep(settle / 2)
+	w.create(fixture.PVC("flap", fixture.InNamespace(w.ns))) // restored
+	time.Sleep(settle / 3)
+	var pvc corev1.PersistentVolumeClaim
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "flap"}, &pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Delete(w.ctx, &pvc); err != nil { // and deleted again
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "claim flap gone again", func() (bool, error) {
+		var p corev1.PersistentVolumeClaim
+		err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "flap"}, &p)
+		if err != nil {
+			return client.IgnoreNotFound(err) == nil, client.IgnoreNotFound(err)
+		}
+		p.Finalizers = nil // no kube-controller-manager here: drop pvc-protection by hand
+		return false, client.IgnoreNotFound(w.c.Update(w.ctx, &p))
+	})
+	gone := time.Now()
+	// The first stretch's settle ends now; the second's only settle later.
+	time.Sleep(settle - time.Second)
+	if !specLists(w.getVM("vm-f"), "data") {
+		t.Fatalf("removed %s after the claim went again: the settle clock of the first absence was reused", time.Since(gone).Round(100*time.Millisecond))
+	}
+	testenv.Eventually(t, 30*time.Second, "the reference removed once it stayed dangling for settle", func() (bool, error) {
+		return !specLists(w.getVM("vm-f"), "data"), nil
+	})
+}
