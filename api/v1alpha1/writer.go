@@ -3,12 +3,20 @@ package v1alpha1
 import (
 	"encoding/json"
 	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // FieldManager is the field manager of every write the controller makes to
 // its Finding records (contract: the records' times count as evidence only
 // when the controller wrote them; see StatusWrittenBy).
 const FieldManager = "tether-controller"
+
+// DefaultNamespace is the controller's namespace unless told otherwise
+// (POD_NAMESPACE in the cluster). Records whose times decide node fencing
+// count only there.
+const DefaultNamespace = "tether-system"
 
 // StatusWrittenBy reports whether manager, and no other field manager,
 // wrote the record's status: metadata.managedFields has an entry of manager
@@ -47,4 +55,21 @@ func ownsStatus(raw []byte) bool {
 	}
 	_, ok := set["f:status"]
 	return ok
+}
+
+// FutureTime names the first of the status's observation times
+// (firstObserved, lastObserved, safeSince, nodeGoneSince) that lies after
+// now, as "lastObserved 2030-01-01T00:00:00Z", or returns "". A time after
+// now comes from a clock that runs ahead or from a forged record: it is no
+// evidence of anything observed.
+func (s *FindingStatus) FutureTime(now time.Time) string {
+	for _, t := range []struct {
+		name string
+		at   *metav1.Time
+	}{{"firstObserved", s.FirstObserved}, {"lastObserved", s.LastObserved}, {"safeSince", s.SafeSince}, {"nodeGoneSince", s.NodeGoneSince}} {
+		if t.at != nil && t.at.Time.After(now) {
+			return t.name + " " + t.at.UTC().Format(time.RFC3339)
+		}
+	}
+	return ""
 }

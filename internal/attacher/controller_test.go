@@ -48,9 +48,11 @@ func (w *world) controller(cfg *config.Config) (stop func()) {
 }
 
 // controllerAs runs `tether controller` with the client configuration rc.
+// The test's namespace is the controller's own (where it files the records
+// of VolumeAttachments), so that tests do not share records.
 func (w *world) controllerAs(cfg *config.Config, rc *rest.Config) (stop func()) {
 	w.t.Helper()
-	return testenv.RunController(w.t, controller.Options{RestConfig: rc, Config: cfg, Log: testr.New(w.t), SkipNameValidation: true})
+	return testenv.RunController(w.t, controller.Options{RestConfig: rc, Config: cfg, Namespace: w.ns, Log: testr.New(w.t), SkipNameValidation: true})
 }
 
 // record returns the Finding record of check about the named subject, or nil.
@@ -192,7 +194,7 @@ func TestController_nodeGone_durableRecordThenFenced(t *testing.T) {
 	credit := final.Status.LastObserved.Sub(final.Status.NodeGoneSince.Time)
 
 	// A one-shot audit credits the same watched time.
-	snap, err := observe.Observe(w.ctx, w.c, observe.Options{GoneNodeRecords: true})
+	snap, err := observe.Observe(w.ctx, w.c, observe.Options{GoneNodeRecordsIn: w.ns})
 	w.must(err)
 	if got, ok := snap.NodesGoneSince[node]; !ok || time.Since(got) < credit {
 		t.Fatalf("audit read the node as gone since %v (found %v), want at least %s ago", got, ok, credit)
@@ -297,5 +299,46 @@ func TestController_withoutRemediationRole_forbiddenNotCounted(t *testing.T) {
 		if e.Reason == controller.EventBlastRadius && e.InvolvedObject.Name == va.Name {
 			t.Fatalf("refused attempts tripped the blast-radius limit: %s", e.Message)
 		}
+	}
+}
+
+// Review F6 on the real control plane: a node-gone record whose status was
+// edited by hand (another field manager) to claim a future lastObserved is
+// no evidence for `tether audit --fence-gone-nodes-after`; it is reported.
+func TestAudit_handEditedNodeGoneRecord_ignoredAndReported(t *testing.T) {
+	w := newWorld(t)
+	node := w.ns + "-e"
+	_, va := w.attachedPod("app", node)
+	w.must(w.c.Delete(w.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
+	cfg := w.storageConfig()
+	cfg.Storage.FenceGoneNodesAfter.Duration = check.MinFenceGoneNodesAfter
+	cfg.DryRun = true
+	stop := w.controller(cfg)
+	w.waitRecord(check.StaleVolumeAttachment, va.Name, "with nodeGoneSince", func(f *v1alpha1.Finding) bool { return f.Status.NodeGoneSince != nil })
+	stop()
+
+	snap, err := observe.Observe(w.ctx, w.c, observe.Options{GoneNodeRecordsIn: w.ns})
+	w.must(err)
+	if _, ok := snap.NodesGoneSince[node]; !ok {
+		t.Fatalf("the controller's own record is not used: warnings %q", snap.Warnings)
+	}
+
+	rec := w.record(check.StaleVolumeAttachment, va.Name)
+	future := metav1.NewTime(time.Now().Add(time.Hour))
+	rec.Status.LastObserved = &future
+	w.must(w.c.Status().Update(w.ctx, rec, client.FieldOwner("kubectl-edit")))
+	snap, err = observe.Observe(w.ctx, w.c, observe.Options{GoneNodeRecordsIn: w.ns})
+	w.must(err)
+	if since, ok := snap.NodesGoneSince[node]; ok {
+		t.Fatalf("a hand-edited record made node %s count as gone since %s", node, since)
+	}
+	if ws := strings.Join(snap.Warnings, "\n"); !strings.Contains(ws, rec.Name) || !strings.Contains(ws, "kubectl-edit") {
+		t.Fatalf("want a warning naming the record and the other field manager, got %q", snap.Warnings)
+	}
+	// Read from another namespace than the controller's, it is no evidence either.
+	snap, err = observe.Observe(w.ctx, w.c, observe.Options{GoneNodeRecordsIn: "tether-system"})
+	w.must(err)
+	if _, ok := snap.NodesGoneSince[node]; ok {
+		t.Fatal("a record outside the controller's namespace was used")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/observe"
 )
@@ -35,6 +36,7 @@ type scopeFlags struct {
 	staleGrace          time.Duration
 	blockedGrace        time.Duration
 	fenceGoneAfter      time.Duration
+	controllerNamespace string
 	minSeverity         string
 }
 
@@ -53,6 +55,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.forceDetach, "force-detach", false, "last resort on fenced nodes: allow deleting a stale VolumeAttachment or its attacher finalizer (counted as forced)")
 	fs.DurationVar(&f.staleGrace, "stale-attachment-grace", check.DefaultStaleAttachmentGrace, "report a VolumeAttachment that no pod needs only after this long")
 	fs.DurationVar(&f.fenceGoneAfter, "fence-gone-nodes-after", 0, "opt-in: treat a Node that tether controller has recorded as missing for longer than this as fenced (read from its Finding records; 0: only the out-of-service taint proves a node is down)")
+	fs.StringVar(&f.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "namespace of tether controller, whose Finding records --fence-gone-nodes-after reads (records elsewhere are no evidence)")
 	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info or warning")
 }
@@ -119,7 +122,12 @@ func (f *scopeFlags) resolve() (*options, error) {
 	o.policy.Storage.StaleAttachmentGrace = f.staleGrace
 	o.policy.Storage.BlockedDeletionGrace = f.blockedGrace
 	o.policy.Storage.FenceGoneNodesAfter = f.fenceGoneAfter
-	o.observe.GoneNodeRecords = f.fenceGoneAfter > 0
+	if f.fenceGoneAfter > 0 {
+		if errs := validation.IsDNS1123Label(f.controllerNamespace); len(errs) > 0 {
+			return nil, fmt.Errorf("--controller-namespace %q is not a namespace name: %s", f.controllerNamespace, strings.Join(errs, "; "))
+		}
+		o.observe.GoneNodeRecordsIn = f.controllerNamespace
+	}
 	o.observe.Namespace = o.namespace
 	for _, spec := range f.tenants {
 		t, err := ParseTenant(spec)

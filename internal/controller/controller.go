@@ -53,7 +53,7 @@ const LeaderElectionID = "tether-controller.tether.dev"
 
 // DefaultNamespace is the controller's namespace when Options.Namespace is
 // empty.
-const DefaultNamespace = "tether-system"
+const DefaultNamespace = v1alpha1.DefaultNamespace
 
 // Options configure the controller process.
 type Options struct {

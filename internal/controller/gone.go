@@ -52,14 +52,17 @@ func (g *goneNodes) takeTouched() map[string]bool {
 }
 
 // seed takes the "gone since" times that open StaleVolumeAttachment records
-// of the VolumeAttachments vas prove (observe.NodesGoneFromRecords). Only
-// the first call counts.
-func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, now time.Time) {
+// in the controller's namespace ns of the VolumeAttachments vas prove
+// (observe.NodesGoneFromRecords), and returns why other records were not
+// used. Only the first call counts.
+func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) []string {
 	if g.seeded {
-		return
+		return nil
 	}
 	g.seeded = true
-	g.since = observe.NodesGoneFromRecords(recs, vas, now)
+	var ignored []string
+	g.since, ignored = observe.NodesGoneFromRecords(recs, vas, ns, now)
+	return ignored
 }
 
 // observe updates the knowledge from one pass: a node that a

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +15,13 @@ import (
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
+const recordNS = "tether-system"
+
 func goneRecord(node string, created, since, lastSeen time.Time, mod ...func(*v1alpha1.Finding)) *v1alpha1.Finding {
 	rec := &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "stalevolumeattachment-id1", CreationTimestamp: metav1.NewTime(created),
+			Namespace: recordNS, Name: "stalevolumeattachment-id1", CreationTimestamp: metav1.NewTime(created),
+			ManagedFields:   []metav1.ManagedFieldsEntry{statusBy(v1alpha1.FieldManager)},
 			OwnerReferences: []metav1.OwnerReference{{Kind: check.KindVolumeAttachment, Name: "va-1", UID: "va-uid"}},
 		},
 		Spec: v1alpha1.FindingSpec{ID: "id1", Check: check.StaleVolumeAttachment, Node: node},
@@ -39,54 +43,76 @@ func TestGoneNodes_seed(t *testing.T) {
 		name string
 		recs []*v1alpha1.Finding
 		want map[string]time.Time
+		// ignored is a substring of why the record was not used, if it
+		// had to be reported.
+		ignored string
 	}{
 		{"watched missing for 49m, last a minute ago -> credited 49m back from now",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
-			map[string]time.Time{"n1": ago(49 * time.Minute)}},
+			map[string]time.Time{"n1": ago(49 * time.Minute)}, ""},
 		{"two records of one node -> the longer watch",
 			[]*v1alpha1.Finding{
 				goneRecord("n1", ago(time.Hour), ago(20*time.Minute), ago(time.Minute)),
 				goneRecord("n1", ago(time.Hour), ago(40*time.Minute), ago(time.Minute)),
 			},
-			map[string]time.Time{"n1": ago(39 * time.Minute)}},
+			map[string]time.Time{"n1": ago(39 * time.Minute)}, ""},
 		{"a time before the record existed (hand-edited) -> counted from its creation",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), ago(24*time.Hour), ago(time.Minute))},
-			map[string]time.Time{"n1": ago(9 * time.Minute)}},
-		{"a time after the last observation -> nothing credited",
+			map[string]time.Time{"n1": ago(9 * time.Minute)}, ""},
+		{"nodeGoneSince in the future -> not used, reported",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), now.Add(time.Hour), ago(time.Minute))},
-			map[string]time.Time{"n1": now}},
+			map[string]time.Time{}, "nodeGoneSince"},
+		// Review F6: a forged lastObserved in the future would pass the
+		// blind-gap test and credit hours of absence.
+		{"lastObserved in the future (forged) -> not used, reported",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(10*time.Minute), ago(10*time.Minute), now.Add(time.Hour))},
+			map[string]time.Time{}, "lastObserved"},
+		{"firstObserved in the future -> not used, reported",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.FirstObserved = &metav1.Time{Time: now.Add(time.Minute)} })},
+			map[string]time.Time{}, "firstObserved"},
+		{"in a tenant's namespace (where namespace users may write records) -> not used, reported",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Namespace = "team-a" })},
+			map[string]time.Time{}, "not in the controller's namespace"},
+		{"status edited by another field manager -> not used, reported",
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) {
+				f.ManagedFields = append(f.ManagedFields, statusBy("kubectl-edit"))
+			})},
+			map[string]time.Time{}, "kubectl-edit"},
 		{"last observed longer ago than the blind gap -> not used (the node may have come back)",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(observe.MaxBlindGap+time.Second))},
-			map[string]time.Time{}},
+			map[string]time.Time{}, ""},
 		{"never observed -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), now, func(f *v1alpha1.Finding) { f.Status.LastObserved = nil })},
-			map[string]time.Time{}},
+			map[string]time.Time{}, ""},
 		{"a resolved record -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.Phase = v1alpha1.PhaseResolved })},
-			map[string]time.Time{}},
+			map[string]time.Time{}, ""},
 		{"another check's record -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Spec.Check = check.MultiAttachConflict })},
-			map[string]time.Time{}},
+			map[string]time.Time{}, ""},
 		{"no node named -> not used",
 			[]*v1alpha1.Finding{goneRecord("", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
-			map[string]time.Time{}},
+			map[string]time.Time{}, ""},
 		{"no nodeGoneSince (the node existed) -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Status.NodeGoneSince = nil })},
-			map[string]time.Time{}},
+			map[string]time.Time{}, ""},
 		{"not named as the controller names it (hand-made) -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.Name = "mine" })},
-			map[string]time.Time{}},
+			map[string]time.Time{}, "not named"},
 		{"not owned by a live VolumeAttachment -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) { f.OwnerReferences[0].UID = "other" })},
-			map[string]time.Time{}},
+			map[string]time.Time{}, "not owned"},
 		{"its VolumeAttachment is on another node -> not used",
 			[]*v1alpha1.Finding{goneRecord("n2", ago(time.Hour), ago(50*time.Minute), ago(time.Minute))},
-			map[string]time.Time{}},
+			map[string]time.Time{}, "not owned"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var g goneNodes
-			g.seed(tc.recs, vas, now)
+			ignored := g.seed(tc.recs, vas, recordNS, now)
+			if (tc.ignored == "") != (len(ignored) == 0) || (tc.ignored != "" && !strings.Contains(ignored[0], tc.ignored)) {
+				t.Fatalf("ignored %q, want a report containing %q", ignored, tc.ignored)
+			}
 			if len(g.since) != len(tc.want) {
 				t.Fatalf("got %v, want %v", g.since, tc.want)
 			}
@@ -96,7 +122,7 @@ func TestGoneNodes_seed(t *testing.T) {
 				}
 			}
 			// Only the first seed counts.
-			g.seed([]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(59*time.Minute), ago(time.Minute))}, vas, now)
+			g.seed([]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(59*time.Minute), ago(time.Minute))}, vas, recordNS, now)
 			if got := g.since["n1"]; len(tc.want) == 0 && !got.IsZero() {
 				t.Fatal("a second seed was taken")
 			}

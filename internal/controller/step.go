@@ -72,13 +72,8 @@ func distrust(rec *v1alpha1.Finding, now time.Time) string {
 	if !rec.StatusWrittenBy(v1alpha1.FieldManager) {
 		return fmt.Sprintf("its status was written by %v, not only by the controller's field manager %s; a hand-edited record is no evidence", rec.StatusWriters(), v1alpha1.FieldManager)
 	}
-	for _, t := range []struct {
-		name string
-		at   *metav1.Time
-	}{{"firstObserved", st.FirstObserved}, {"lastObserved", st.LastObserved}, {"safeSince", st.SafeSince}} {
-		if t.at != nil && t.at.Time.After(now) {
-			return fmt.Sprintf("its %s %s lies in the future (now %s)", t.name, t.at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-		}
+	if t := st.FutureTime(now); t != "" {
+		return fmt.Sprintf("its %s lies in the future (now %s)", t, now.UTC().Format(time.RFC3339))
 	}
 	return ""
 }

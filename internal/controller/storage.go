@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -99,7 +98,9 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 		return ctrl.Result{}, err
 	}
 	if !r.gone.seeded {
-		r.gone.seed(slices.Collect(maps.Values(records)), snap.VolumeAttachments, now)
+		for _, why := range r.gone.seed(slices.Collect(maps.Values(records)), snap.VolumeAttachments, r.RecordNamespace, now) {
+			r.Log.Info("record not trusted: " + why)
+		}
 	}
 	r.gone.observe(snap, now)
 	snap.NodesGoneSince = r.gone.copy()
@@ -120,14 +121,18 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	requeue := storageResync
 	for id, f := range current {
 		subj := r.subjectOf(snap, nodes, f)
-		after, err := r.syncFinding(ctx, subj, f, records[id], now)
-		if err != nil && records[id] == nil && subj.owner.APIVersion == storagev1.SchemeGroupVersion.String() && subj.namespace != r.RecordNamespace &&
-			(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
-			// The claim's namespace is being deleted or is gone: file the
-			// record of the cluster-scoped attachment in our own namespace.
-			subj.namespace = r.RecordNamespace
-			after, err = r.syncFinding(ctx, subj, f, nil, now)
+		rec := records[id]
+		if rec != nil && rec.Namespace != subj.namespace {
+			// Filed where this version no longer files it (a VolumeAttachment
+			// record in a claim's namespace): replace it, so that it starts
+			// again where its times count.
+			if err := r.retire(ctx, rec); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rec = nil
 		}
+		after, err := r.syncFinding(ctx, subj, f, rec, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
 			continue
@@ -233,8 +238,11 @@ func nodesOf(s *snapshot.Snapshot) subjectNodes {
 	return n
 }
 
-// subjectOf files a storage finding: in the namespace it concerns (the
-// claim's, the pod's), else in the controller's own; owned by its subject.
+// subjectOf files a storage finding: a VolumeAttachment's (cluster-scoped;
+// its records carry the durable "node gone since" that fencing counts on)
+// in the controller's own namespace, where only the controller writes;
+// others in the namespace they concern (the claim's, the pod's), else in
+// the controller's own; owned by its subject.
 func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, f check.Finding) subject {
 	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
@@ -244,6 +252,7 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, 
 	}
 	switch f.Object.Kind {
 	case check.KindVolumeAttachment:
+		subj.namespace = r.RecordNamespace
 		subj.owner.APIVersion = storagev1.SchemeGroupVersion.String()
 		subj.node = nodes.va[f.Object.Name]
 		if since, ok := s.NodesGoneSince[subj.node]; ok && subj.node != "" && s.Index().Node(subj.node) == nil {

@@ -24,30 +24,41 @@ const MaxBlindGap = 3 * time.Minute
 
 // NodesGoneFromRecords returns, per Node name, since when it can be taken to
 // have been missing, from the open StaleVolumeAttachment records the
-// controller keeps. Only the time the writer actually watched the node
-// missing counts: from status.nodeGoneSince (not before the record was
-// created) to status.lastObserved, both read on the writer's clock, and
-// credited back from now; the unobserved time since lastObserved is not.
-// A record is used only when it was observed within MaxBlindGap of now, is
-// named as the controller names it, and is owned by one of vas (the live
-// VolumeAttachments) whose node is the record's spec.node: a stray or
-// hand-made record counts for nothing. Of several records of one node, the
-// longest observation counts.
-func NodesGoneFromRecords(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, now time.Time) map[string]time.Time {
+// controller keeps in its namespace ns. Only the time the writer actually
+// watched the node missing counts: from status.nodeGoneSince (not before the
+// record was created) to status.lastObserved, both read on the writer's
+// clock, and credited back from now; the unobserved time since lastObserved
+// is not. Of several records of one node, the longest observation counts.
+//
+// A record is evidence only when all of these hold, and the second result
+// says why each other record of the check was not used:
+//   - it is in ns (records elsewhere can be written by namespace users);
+//   - its status was written by the controller's field manager alone
+//     (v1alpha1.Finding.StatusWrittenBy: no hand edit);
+//   - none of its times (firstObserved, lastObserved, nodeGoneSince) lies
+//     after now (a clock ahead, or a forged time);
+//   - it was observed within MaxBlindGap of now;
+//   - it is named as the controller names it and owned by one of vas (the
+//     live VolumeAttachments) whose node is the record's spec.node.
+func NodesGoneFromRecords(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) (map[string]time.Time, []string) {
 	nodeOf := make(map[types.UID]string, len(vas))
 	for i := range vas {
 		nodeOf[vas[i].UID] = vas[i].Spec.NodeName
 	}
 	out := map[string]time.Time{}
+	var ignored []string
 	for _, rec := range recs {
 		st, node := rec.Status, rec.Spec.Node
 		if rec.Spec.Check != check.StaleVolumeAttachment || node == "" || st.NodeGoneSince == nil || st.LastObserved == nil ||
-			st.Phase == v1alpha1.PhaseResolved || st.ResolvedAt != nil ||
-			rec.Name != strings.ToLower(rec.Spec.Check)+"-"+rec.Spec.ID || !ownedByVAOn(rec, nodeOf, node) {
+			st.Phase == v1alpha1.PhaseResolved || st.ResolvedAt != nil {
+			continue // not a record of a gone node
+		}
+		if why := goneRecordDistrust(rec, nodeOf, ns, now); why != "" {
+			ignored = append(ignored, fmt.Sprintf("Finding %s/%s (node %s) is not used as evidence that the node is gone: %s", rec.Namespace, rec.Name, node, why))
 			continue
 		}
 		if now.Sub(st.LastObserved.Time) > MaxBlindGap {
-			continue
+			continue // stale: the controller stopped watching
 		}
 		from := st.NodeGoneSince.Time
 		if created := rec.CreationTimestamp.Time; from.Before(created) {
@@ -62,7 +73,26 @@ func NodesGoneFromRecords(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttach
 			out[node] = since
 		}
 	}
-	return out
+	return out, ignored
+}
+
+// goneRecordDistrust says why a node-gone record is no evidence, or "".
+func goneRecordDistrust(rec *v1alpha1.Finding, nodeOf map[types.UID]string, ns string, now time.Time) string {
+	st := rec.Status
+	switch {
+	case rec.Namespace != ns:
+		return fmt.Sprintf("it is not in the controller's namespace %s", ns)
+	case rec.Name != strings.ToLower(rec.Spec.Check)+"-"+rec.Spec.ID:
+		return "it is not named as the controller names its records"
+	case !ownedByVAOn(rec, nodeOf, rec.Spec.Node):
+		return "it is not owned by a live VolumeAttachment on that node"
+	case !rec.StatusWrittenBy(v1alpha1.FieldManager):
+		return fmt.Sprintf("its status was written by %v, not only by the controller's field manager %s", rec.StatusWriters(), v1alpha1.FieldManager)
+	}
+	if t := st.FutureTime(now); t != "" {
+		return fmt.Sprintf("its %s lies in the future", t)
+	}
+	return ""
 }
 
 func ownedByVAOn(rec *v1alpha1.Finding, nodeOf map[types.UID]string, node string) bool {
@@ -77,13 +107,13 @@ func ownedByVAOn(rec *v1alpha1.Finding, nodeOf map[types.UID]string, node string
 // readGoneRecords fills s.NodesGoneSince from the controller's records. A
 // cluster without the Finding CRD has none; one the caller may not read
 // them in gets a warning (how long nodes have been gone stays unknown).
-func readGoneRecords(ctx context.Context, c client.Client, vas []storagev1.VolumeAttachment, warn func(string)) map[string]time.Time {
+func readGoneRecords(ctx context.Context, c client.Client, ns string, vas []storagev1.VolumeAttachment, warn func(string)) map[string]time.Time {
 	var list v1alpha1.FindingList
-	if err := c.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCheck: check.StaleVolumeAttachment}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCheck: check.StaleVolumeAttachment}); err != nil {
 		switch {
 		case isNoKind(err):
 		case apierrors.IsForbidden(err):
-			warn("cannot list findings.tether.dev (forbidden): since when nodes have been gone is unknown, and the --fence-gone-nodes-after rule fences nothing; grant list on findings.tether.dev")
+			warn(fmt.Sprintf("cannot list findings.tether.dev in namespace %s (forbidden): since when nodes have been gone is unknown, and the --fence-gone-nodes-after rule fences nothing; grant list on findings.tether.dev there", ns))
 		default:
 			warn(fmt.Sprintf("cannot read the controller's Finding records (%v): since when nodes have been gone is unknown", err))
 		}
@@ -93,5 +123,9 @@ func readGoneRecords(ctx context.Context, c client.Client, vas []storagev1.Volum
 	for i := range list.Items {
 		recs[i] = &list.Items[i]
 	}
-	return NodesGoneFromRecords(recs, vas, time.Now())
+	since, ignored := NodesGoneFromRecords(recs, vas, ns, time.Now())
+	for _, w := range ignored {
+		warn(w)
+	}
+	return since
 }

@@ -47,10 +47,11 @@ type Options struct {
 	TenantTimeout time.Duration
 	// Progress, when set, is told the kind and count after each LIST.
 	Progress func(kind string, n int)
-	// GoneNodeRecords reads the controller's durable records of since when
-	// Nodes have been missing (Snapshot.NodesGoneSince), for the opt-in rule
-	// that fences nodes gone for long.
-	GoneNodeRecords bool
+	// GoneNodeRecordsIn, when set, is the controller's namespace: its
+	// durable records there of since when Nodes have been missing
+	// (Snapshot.NodesGoneSince) are read, for the opt-in rule that fences
+	// nodes gone for long. Records in other namespaces are no evidence.
+	GoneNodeRecordsIn string
 }
 
 // Observe reads the infra cluster (and the tenants) into a snapshot.
@@ -100,8 +101,8 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	if err := readStorage(ctx, c, s, o); err != nil {
 		return nil, err
 	}
-	if o.GoneNodeRecords {
-		s.NodesGoneSince = readGoneRecords(ctx, c, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
+	if o.GoneNodeRecordsIn != "" {
+		s.NodesGoneSince = readGoneRecords(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
 	s.FeatureGates = readGates(ctx, c)
 	for _, t := range o.Tenants {

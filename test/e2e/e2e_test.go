@@ -255,6 +255,7 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"audit", "--fence-gone-nodes-after", "-1s"}, "fence gone nodes after must not be negative"},
 		{[]string{"audit", "--fence-gone-nodes-after", "10s"}, "fence gone nodes after 10s is too short: use at least 1m0s"},
 		{[]string{"audit", "--blocked-deletion-grace", "-5m"}, "blocked deletion grace must not be negative"},
+		{[]string{"audit", "--fence-gone-nodes-after", "5m", "--controller-namespace", "Bad_NS"}, `--controller-namespace "Bad_NS" is not a namespace name`},
 	} {
 		r := tether(t, env, "tether", c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
