@@ -133,6 +133,7 @@ func TestApply_danglingBootDisk_reportOnly(t *testing.T) {
 
 // A running VM whose hot-plugged claim is being deleted while attached: the
 // reference is not provably unused, so it is blocked and never touched.
+// (Its claim is being deleted and held by finalizers: it still exists.)
 func TestApply_danglingHotplugOfRunningVM_refused(t *testing.T) {
 	s := newScene(t)
 	held := fixture.PVC("pvc-held")
@@ -150,16 +151,18 @@ func TestApply_danglingHotplugOfRunningVM_refused(t *testing.T) {
 	s.waitVMI("vm-c", "pvc-held attached", func(vmi *kubevirtv1.VirtualMachineInstance) bool { return hasHotplug(vmi, "pvc-held") })
 	s.deletePVC("pvc-held", false)
 
+	// Being deleted but held by finalizers: the claim still exists, so the
+	// reference is not dangling and nothing is proposed.
 	f := s.danglingPlan(danglingPolicy(), "VirtualMachine", "vm-c", "pvc-held")
-	if f.Action.Safe || f.Action.BlockedBy != check.VMRunning {
-		t.Fatalf("want blocked by %s, got %+v\nevidence: %q", check.VMRunning, f.Action, f.Evidence)
+	if f.Action.Safe || f.Action.BlockedBy != check.DeletionPostponed {
+		t.Fatalf("want blocked by %s, got %+v\nevidence: %q", check.DeletionPostponed, f.Action, f.Evidence)
 	}
 	// Even a plan that claimed otherwise is re-checked live and refused.
 	forged := f
-	forged.Action.Safe, forged.Action.BlockedBy = true, ""
+	forged.Action = check.Action{Type: check.VMRemoveVolume, Safe: true}
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged)
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.VMRunning)) {
-		t.Fatalf("want Refused by %s, got %s: %s", check.VMRunning, r.Outcome, r.Message)
+	if r.Outcome != act.Refused {
+		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-c"), "pvc-held") || !hasHotplug(s.vmi("vm-c"), "pvc-held") {
 		t.Fatal("the volume was touched")

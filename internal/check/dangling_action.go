@@ -265,7 +265,7 @@ func danglingRemedy(ref *reference, action ActionType, block BlockReason) string
 	case NotRequested:
 		return fmt.Sprintf("%s; otherwise `tether fix --check %s --object %s/%s --apply`, or by hand: %s", restore, DanglingVolumeReference, ns, name, base)
 	case DeletionPostponed:
-		return fmt.Sprintf("%s is being deleted, and %s keeps it; a Kubernetes deletion cannot be undone. "+
+		return fmt.Sprintf("%s is being deleted, and its deletion is postponed by %s; a Kubernetes deletion cannot be undone. "+
 			"To keep the data, make its PersistentVolume outlive the claim first (`kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}'`, then `kubectl patch pv <that PV> -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'`) or back it up. "+
 			"To let the deletion finish, remove the reference yourself: %s; tether never removes a reference to storage that still exists",
 			ref.st.kept, ref.st.keptBy, ref.src.name, ns, removeByHand(ref, kind, name))
