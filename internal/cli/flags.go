@@ -48,7 +48,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.selector, "selector", "l", "", "label selector on VMIs (e.g. app=db,tier!=cache)")
 	fs.StringSliceVar(&f.checks, "checks", nil, "checks to run, comma separated (default: all; see `tether checks`)")
 	fs.StringVar(&f.volumePrefix, "volume-prefix", "", "only volumes whose name starts with this prefix")
-	fs.StringArrayVar(&f.tenants, "tenant", nil, "tenant cluster evidence: NAME=KUBECONFIG[:NAMESPACE] (repeatable); NAMESPACE is the infra namespace of its VMs")
+	fs.StringArrayVar(&f.tenants, "tenant", nil, "tenant cluster evidence: NAME=KUBECONFIG[:NAMESPACE] (repeatable); NAMESPACE is the infra namespace of its VMs; a path that contains ':' must be unambiguous (end it with ':' for no namespace)")
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
 	fs.BoolVar(&f.allowVMIOnly, "allow-vmi-only-detach", false, "treat VMI-only hot-plugs (not in the VM spec) as detachable without tenant evidence")
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
@@ -187,11 +187,26 @@ type Tenant struct {
 	kubeconfig string
 }
 
-// ParseTenant parses NAME=KUBECONFIG[:NAMESPACE]. The namespace is the part
-// after the last colon when that part is a valid namespace name and holds no
-// path separator; otherwise the whole rest is the kubeconfig path.
-func ParseTenant(spec string) (Tenant, error) {
-	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. guest1=/etc/tether/guest1.kubeconfig:tenant-a"
+// ParseTenant parses NAME=KUBECONFIG[:NAMESPACE]. A kubeconfig path may
+// itself contain ':', so where the part after the last ':' could be a
+// namespace (a DNS-1123 label, no path separator), both readings are
+// checked against the file system and exactly one must name a file:
+//
+//   - only KUBECONFIG:NAMESPACE's KUBECONFIG exists: that file, that namespace;
+//   - only the whole rest exists: that file, no namespace;
+//   - both, or neither: an error that names both readings and the fix.
+//
+// A trailing ':' says "no namespace" explicitly (NAME=/path/with:colon:), so
+// every file can be named without ambiguity.
+func ParseTenant(spec string) (Tenant, error) { return parseTenant(spec, isFile) }
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
+
+func parseTenant(spec string, exists func(string) bool) (Tenant, error) {
+	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. guest1=/etc/tether/guest1.kubeconfig:tenant-a (a trailing ':' means no namespace)"
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
 		return Tenant{}, fmt.Errorf("--tenant %q has no '=': %s", spec, form)
@@ -199,15 +214,36 @@ func ParseTenant(spec string) (Tenant, error) {
 	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
 		return Tenant{}, fmt.Errorf("--tenant %q: name %q is not valid (%s): %s", spec, name, msgs[0], form)
 	}
-	path, ns := rest, ""
-	if i := strings.LastIndex(rest, ":"); i >= 0 {
-		cand := rest[i+1:]
-		if !strings.ContainsRune(cand, filepath.Separator) && len(validation.IsDNS1123Label(cand)) == 0 {
-			path, ns = rest[:i], cand
+	tenant := func(path, ns string) (Tenant, error) {
+		if path == "" {
+			return Tenant{}, fmt.Errorf("--tenant %q has no kubeconfig path: %s", spec, form)
 		}
+		return Tenant{TenantSource: observe.TenantSource{Name: name, Namespace: ns}, kubeconfig: path}, nil
 	}
-	if path == "" {
-		return Tenant{}, fmt.Errorf("--tenant %q has no kubeconfig path: %s", spec, form)
+	if path, ok := strings.CutSuffix(rest, ":"); ok {
+		return tenant(path, "") // explicitly no namespace
 	}
-	return Tenant{TenantSource: observe.TenantSource{Name: name, Namespace: ns}, kubeconfig: path}, nil
+	i := strings.LastIndex(rest, ":")
+	if i < 0 {
+		return tenant(rest, "")
+	}
+	path, ns := rest[:i], rest[i+1:]
+	if path == "" && ns != "" && len(validation.IsDNS1123Label(ns)) == 0 {
+		return tenant("", ns) // a namespace with no path
+	}
+	if path == "" || strings.ContainsRune(ns, filepath.Separator) || len(validation.IsDNS1123Label(ns)) > 0 {
+		return tenant(rest, "") // the part after ':' cannot be a namespace
+	}
+	split, whole := exists(path), exists(rest)
+	switch {
+	case split && !whole:
+		return tenant(path, ns)
+	case whole && !split:
+		return tenant(rest, "")
+	case split && whole:
+		return Tenant{}, fmt.Errorf("--tenant %q is ambiguous: both %s (with namespace %s) and %s exist; write %s=%s:%s for the first, or %s=%s: (trailing ':') for the second",
+			spec, path, ns, rest, name, path, ns, name, rest)
+	}
+	return Tenant{}, fmt.Errorf("--tenant %q: no kubeconfig file: neither %s (read as KUBECONFIG:NAMESPACE with namespace %s) nor %s exists; give the path of an existing file",
+		spec, path, ns, rest)
 }

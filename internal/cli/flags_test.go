@@ -1,13 +1,23 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-dev/tether/internal/check"
 )
 
 func TestParseTenant(t *testing.T) {
+	files := map[string]bool{
+		"/etc/guest.kubeconfig": true, "/a:b/c.kubeconfig": true, "kc": true,
+		"/etc/kube/k:c": true,                   // a file whose name holds ':'
+		"/both":         true, "/both:ns": true, // both readings exist
+	}
+	exists := func(p string) bool { return files[p] }
 	for _, c := range []struct {
 		name, spec         string
 		wantName, wantPath string
@@ -17,13 +27,21 @@ func TestParseTenant(t *testing.T) {
 		{"name, path and namespace -> namespace", "guest=/etc/guest.kubeconfig:tenant-a", "guest", "/etc/guest.kubeconfig", "tenant-a", ""},
 		{"colon inside path, no namespace -> whole path", "g=/a:b/c.kubeconfig", "g", "/a:b/c.kubeconfig", "", ""},
 		{"relative path with namespace -> split", "g=kc:ns1", "g", "kc", "ns1", ""},
+		// Review F12: the whole is a file and the split would name another
+		// path: the file that exists is meant, never a silent split.
+		{"path ending in :label that exists whole -> whole path", "g=/etc/kube/k:c", "g", "/etc/kube/k:c", "", ""},
+		{"path ending in :label, whole with a namespace -> split at the last colon", "g=/etc/kube/k:c:tenant-a", "g", "/etc/kube/k:c", "tenant-a", ""},
+		{"trailing colon -> explicitly no namespace", "g=/both:ns:", "g", "/both:ns", "", ""},
+		{"both readings exist -> ambiguous, both named", "g=/both:ns", "", "", "", "ambiguous: both /both (with namespace ns) and /both:ns exist"},
+		{"neither reading exists -> error naming both", "g=/etc/kube/missing:c", "", "", "", "neither /etc/kube/missing (read as KUBECONFIG:NAMESPACE with namespace c) nor /etc/kube/missing:c exists"},
 		{"no equals -> error with form", "guest", "", "", "", "NAME=KUBECONFIG[:NAMESPACE]"},
 		{"empty path -> error", "guest=", "", "", "", "no kubeconfig path"},
 		{"only namespace -> error", "guest=:ns", "", "", "", "no kubeconfig path"},
+		{"only a colon -> error", "guest=:", "", "", "", "no kubeconfig path"},
 		{"invalid name -> error", "Guest_1=/x", "", "", "", "is not valid"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := ParseTenant(c.spec)
+			got, err := parseTenant(c.spec, exists)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("want error containing %q, got %v", c.wantErr, err)
@@ -40,25 +58,74 @@ func TestParseTenant(t *testing.T) {
 	}
 }
 
-// FuzzParseTenant: never panics; a success always has a valid name and a
-// path, and the parts put back together give the input.
-func FuzzParseTenant(f *testing.F) {
-	for _, s := range []string{"g=/p", "g=/p:ns", "=", "g=:", "a=b=c:d", "g=/x:y:z", "g=C:\\x"} {
-		f.Add(s)
+// ParseTenant reads the file system: a real file whose name ends in
+// ":<label>" is used whole.
+func TestParseTenant_realFiles(t *testing.T) {
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "k:c")
+	if err := os.WriteFile(whole, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, spec string) {
-		got, err := ParseTenant(spec)
+	got, err := ParseTenant("g=" + whole)
+	if err != nil || got.kubeconfig != whole || got.Namespace != "" {
+		t.Fatalf("got %+v, %v; want the whole path %s and no namespace", got, err, whole)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "k"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseTenant("g=" + whole); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Fatalf("both readings exist: want an ambiguity error, got %v", err)
+	}
+}
+
+// FuzzParseTenant states the documented grammar of --tenant
+// NAME=KUBECONFIG[:NAMESPACE] as an oracle, over a file system where a path
+// exists when the fuzzer's bit for it is set:
+//   - NAME is a DNS-1123 label and the kubeconfig path is never empty;
+//   - a spec ending in ':' means the rest is the path, with no namespace;
+//   - otherwise the tenant names an existing file, and when the part after
+//     the last ':' could be a namespace, the other reading does not exist
+//     (so the choice is never a silent guess);
+//   - the parts put back together give the input.
+func FuzzParseTenant(f *testing.F) {
+	for _, s := range []string{"g=/p", "g=/p:ns", "=", "g=:", "a=b=c:d", "g=/x:y:z", "g=C:\\x", "g=/k:c:"} {
+		f.Add(s, uint8(0xff))
+		f.Add(s, uint8(0x55))
+	}
+	f.Fuzz(func(t *testing.T, spec string, bits uint8) {
+		exists := func(p string) bool {
+			h := 0
+			for _, r := range p {
+				h = h*31 + int(r)
+			}
+			return bits>>(uint(h)&7)&1 == 1
+		}
+		got, err := parseTenant(spec, exists)
 		if err != nil {
 			return
 		}
-		if got.Name == "" || got.kubeconfig == "" {
-			t.Fatalf("%q parsed to an empty name or path: %+v", spec, got)
+		name, rest, _ := strings.Cut(spec, "=")
+		if got.Name != name || len(validation.IsDNS1123Label(name)) > 0 || got.kubeconfig == "" {
+			t.Fatalf("%q parsed to an invalid name or an empty path: %+v", spec, got)
 		}
-		back := got.Name + "=" + got.kubeconfig
+		if strings.HasSuffix(rest, ":") {
+			if got.kubeconfig != strings.TrimSuffix(rest, ":") || got.Namespace != "" {
+				t.Fatalf("%q: a trailing ':' means the rest is the path with no namespace, got %+v", spec, got)
+			}
+			return
+		}
+		back := got.kubeconfig
 		if got.Namespace != "" {
 			back += ":" + got.Namespace
+			if len(validation.IsDNS1123Label(got.Namespace)) > 0 || !exists(got.kubeconfig) || exists(back) {
+				t.Fatalf("%q: namespace %q taken though the reading is not the only file", spec, got.Namespace)
+			}
+		} else if i := strings.LastIndex(rest, ":"); i > 0 && len(validation.IsDNS1123Label(rest[i+1:])) == 0 && !strings.Contains(rest[i+1:], "/") {
+			if !exists(rest) || exists(rest[:i]) {
+				t.Fatalf("%q: the whole path taken though it is not the only file", spec)
+			}
 		}
-		if back != spec {
+		if back != rest {
 			t.Fatalf("%q parsed to %q", spec, back)
 		}
 	})
