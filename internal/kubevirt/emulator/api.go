@@ -46,7 +46,7 @@ func (e *Emulator) changeVolume(r *http.Request, c call) *apierrors.StatusError 
 	if !g.anyHotplug() {
 		return apierrors.NewBadRequest(msgGatesOff)
 	}
-	req, dryRun, serr := decodeVolumeRequest(r, c.sub)
+	req, dryRun, serr := decodeVolumeRequest(r, c.sub, g.ignoreDryRun)
 	if serr != nil {
 		return serr
 	}
@@ -60,8 +60,10 @@ func (e *Emulator) changeVolume(r *http.Request, c call) *apierrors.StatusError 
 	}
 }
 
-// decodeVolumeRequest reads AddVolumeOptions or RemoveVolumeOptions.
-func decodeVolumeRequest(r *http.Request, sub string) (*virtv1.VirtualMachineVolumeRequest, []string, *apierrors.StatusError) {
+// decodeVolumeRequest reads AddVolumeOptions or RemoveVolumeOptions. With
+// ignoreDryRun (the fault mode IgnoreDryRunAnnotation) the dryRun field is
+// dropped unread, as virt-api before v0.49 did: the call is real.
+func decodeVolumeRequest(r *http.Request, sub string, ignoreDryRun bool) (*virtv1.VirtualMachineVolumeRequest, []string, *apierrors.StatusError) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil, apierrors.NewBadRequest(msgNoBody)
 	}
@@ -93,6 +95,14 @@ func decodeVolumeRequest(r *http.Request, sub string) (*virtv1.VirtualMachineVol
 			return nil, nil, apierrors.NewBadRequest("RemoveVolumeOptions requires name to be set")
 		}
 		dryRun, req.RemoveVolumeOptions = opts.DryRun, opts
+	}
+	if ignoreDryRun {
+		if req.AddVolumeOptions != nil {
+			req.AddVolumeOptions.DryRun = nil
+		} else {
+			req.RemoveVolumeOptions.DryRun = nil
+		}
+		return req, nil, nil
 	}
 	for _, v := range dryRun {
 		if v != metav1.DryRunAll {

@@ -113,4 +113,12 @@
 // command also takes faults from the ConfigMap kubevirt-emulator-faults (key
 // "faults", a JSON list of Fault) in the emulator's namespace, which it
 // deletes once read.
+//
+// The KubeVirt object reports status.observedKubeVirtVersion (and
+// targetKubeVirtVersion) Options.KubeVirtVersion, default v1.9.0;
+// Emulator.SetKubeVirtVersion changes it ("" clears it) and nothing else.
+// The annotation emulator.tether.dev/ignore-dry-run: "true" on the KubeVirt
+// object (Emulator.SetIgnoreDryRun) plays virt-api before v0.49 (KubeVirt PR
+// 6931), whose volume options had no dryRun field: addvolume and
+// removevolume drop dryRun unread and really make the change.
 package emulator

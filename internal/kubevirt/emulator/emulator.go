@@ -52,6 +52,9 @@ type Options struct {
 	// KubeVirtName is the KubeVirt object whose feature gates apply. Default
 	// "kubevirt".
 	KubeVirtName string
+	// KubeVirtVersion is the status.observedKubeVirtVersion given to a
+	// KubeVirt object that has none. Default DefaultKubeVirtVersion.
+	KubeVirtVersion string
 	// AvailableTimeout bounds the wait for the APIService. Default 60s.
 	AvailableTimeout time.Duration
 	// Log receives the emulator's log lines. Default: discarded.
@@ -73,6 +76,7 @@ func (o *Options) defaults() error {
 	def(&o.TargetNodeName, "node-2")
 	def(&o.ServiceName, "virt-api")
 	def(&o.KubeVirtName, "kubevirt")
+	def(&o.KubeVirtVersion, DefaultKubeVirtVersion)
 	if o.MigrationDuration <= 0 {
 		o.MigrationDuration = 3 * time.Second
 	}
@@ -279,7 +283,8 @@ func (e *Emulator) ensureNamespace(ctx context.Context) error {
 }
 
 // ensureKubeVirt creates the KubeVirt object if missing (leaving an existing
-// one and its gates alone) and marks it Deployed.
+// one and its gates alone), marks it Deployed and, if it reports no version,
+// gives it Options.KubeVirtVersion as observed and target version.
 func (e *Emulator) ensureKubeVirt(ctx context.Context) error {
 	kv := &virtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: e.o.Namespace, Name: e.o.KubeVirtName}}
 	kv.Spec.Configuration.DeveloperConfiguration = &virtv1.DeveloperConfiguration{}
@@ -289,9 +294,13 @@ func (e *Emulator) ensureKubeVirt(ctx context.Context) error {
 	if err := e.client.Get(ctx, client.ObjectKeyFromObject(kv), kv); err != nil {
 		return err
 	}
-	if kv.Status.Phase == virtv1.KubeVirtPhaseDeployed {
+	if kv.Status.Phase == virtv1.KubeVirtPhaseDeployed && kv.Status.ObservedKubeVirtVersion != "" {
 		return nil
 	}
 	kv.Status.Phase = virtv1.KubeVirtPhaseDeployed
+	if kv.Status.ObservedKubeVirtVersion == "" {
+		kv.Status.ObservedKubeVirtVersion = e.o.KubeVirtVersion
+		kv.Status.TargetKubeVirtVersion = e.o.KubeVirtVersion
+	}
 	return e.client.Status().Update(ctx, kv)
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -20,10 +19,13 @@ const (
 	GateDeclarativeHotplugVolumes = "DeclarativeHotplugVolumes"
 )
 
-// gates are the feature gates in effect.
+// gates are the feature gates in effect, and the fault modes set on the
+// KubeVirt object.
 type gates struct {
 	hotplug     bool // HotplugVolumes
 	declarative bool // DeclarativeHotplugVolumes
+	// ignoreDryRun is the fault mode IgnoreDryRunAnnotation (not a gate).
+	ignoreDryRun bool
 }
 
 // anyHotplug reports whether the volume subresources are served at all.
@@ -52,8 +54,9 @@ func gatesFrom(kv *virtv1.KubeVirt) gates {
 		return beta
 	}
 	return gates{
-		hotplug:     enabled(GateHotplugVolumes, false),
-		declarative: enabled(GateDeclarativeHotplugVolumes, true),
+		hotplug:      enabled(GateHotplugVolumes, false),
+		declarative:  enabled(GateDeclarativeHotplugVolumes, true),
+		ignoreDryRun: kv != nil && kv.Annotations[IgnoreDryRunAnnotation] == "true",
 	}
 }
 
@@ -88,15 +91,10 @@ func (e *Emulator) SetDisabledFeatureGates(ctx context.Context, gates ...string)
 }
 
 func (e *Emulator) updateDeveloperConfiguration(ctx context.Context, change func(*virtv1.DeveloperConfiguration)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		kv := &virtv1.KubeVirt{}
-		if err := e.client.Get(ctx, client.ObjectKey{Namespace: e.o.Namespace, Name: e.o.KubeVirtName}, kv); err != nil {
-			return err
-		}
+	return e.updateKubeVirt(ctx, false, func(kv *virtv1.KubeVirt) {
 		if kv.Spec.Configuration.DeveloperConfiguration == nil {
 			kv.Spec.Configuration.DeveloperConfiguration = &virtv1.DeveloperConfiguration{}
 		}
 		change(kv.Spec.Configuration.DeveloperConfiguration)
-		return e.client.Update(ctx, kv)
 	})
 }

@@ -109,6 +109,12 @@ func needEnv(t *testing.T) *testEnv {
 	if err := env.emu.SetDisabledFeatureGates(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := env.emu.SetIgnoreDryRun(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.emu.SetKubeVirtVersion(ctx, emulator.DefaultKubeVirtVersion); err != nil {
+		t.Fatal(err)
+	}
 	env.emu.ClearFaults()
 	return env
 }
