@@ -42,10 +42,6 @@ type stepInput struct {
 	// earlier process, and the time in between was watched by nobody.
 	// Zero means Now: nothing stored is known to have been watched.
 	WatchingSince time.Time
-	// BlindGap bounds that unwatched time: over a longer gap the grace
-	// period starts again; over a shorter one, only the watched time
-	// counts. Zero means observe.MaxBlindGap.
-	BlindGap time.Duration
 }
 
 // step is the decision: the status to store, whether to act now (subject to
@@ -112,10 +108,7 @@ func safeSince(in stepInput) time.Time {
 	watching := in.watching()
 	if last := rec.Status.LastObserved.Time; last.Before(watching) {
 		gap := watching.Sub(last)
-		bound := in.BlindGap
-		if bound <= 0 {
-			bound = observe.MaxBlindGap
-		}
+		bound := observe.MaxBlindGap // as for the durable node-gone records
 		if in.Grace > 0 && in.Grace < bound {
 			bound = in.Grace
 		}
