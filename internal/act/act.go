@@ -1,8 +1,10 @@
 // Package act carries out one planned action at a time, and only after
 // proving again that it is safe: it re-reads the subject live, re-runs the
-// same check on the fresh objects, asks the server for a dry run, re-reads
-// once more to make sure nothing moved in between, and only then writes.
-// Every outcome is recorded as an Event on the subject.
+// same check on the fresh objects, asks the server for a dry run (only where
+// the server is known to honour it: KubeVirt v0.49 or later), re-reads once
+// more to make sure nothing moved in between (VM and VMI read last, compared
+// by UID and resourceVersion), and only then writes. Every outcome is
+// recorded as an Event on the subject.
 //
 // This package must never act on a finding whose action is not marked safe,
 // never act from cached state, and never force anything: a 409 (migration)
@@ -13,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -160,36 +163,38 @@ func (e *Executor) removeVolume(ctx context.Context, f check.Finding) Result {
 		}
 		name = own.VM.Name
 	}
-	recheck := func() (string, *Result) {
-		s2, refusal := e.recheckVolume(ctx, f)
-		if refusal != nil {
-			return "", refusal
-		}
-		return resourceVersions(s2), nil
-	}
-	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, name, f.Volume, resourceVersions(s), recheck); refusal != nil {
+	recheck := func() (*snapshot.Snapshot, *Result) { return e.recheckVolume(ctx, f) }
+	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, name, f.Volume, s, resourceVersions, recheck); refusal != nil {
 		return *refusal
 	}
 	return e.waitVolumeGone(ctx, f, kind)
 }
 
 // guardedRemoveVolume is the write protocol of every removevolume action,
-// entered after a live re-check whose objects fingerprint to before: a
-// server-side dry run, a second live re-check whose fingerprint must not
-// have moved, then the real call. It returns nil once the call is accepted,
-// else the refusal or failure.
-func (e *Executor) guardedRemoveVolume(ctx context.Context, kind kubevirt.Kind, ns, name, volume, before string, recheck func() (string, *Result)) *Result {
+// entered after a live re-check that read first: a refusal unless the
+// server is known to honour dryRun (KubeVirt v0.49 or later), a server-side
+// dry run, a second live re-check whose fingerprint must equal first's,
+// then the real call. The second re-check reads the VM and VMI last (see
+// observe.ForVolume and readDangling), and nothing slow comes between those
+// reads and the call: the subresource takes no UID or resourceVersion
+// precondition, so this is as close as tether can hold them. It returns nil
+// once the call is accepted, else the refusal or failure.
+func (e *Executor) guardedRemoveVolume(ctx context.Context, kind kubevirt.Kind, ns, name, volume string, first *snapshot.Snapshot,
+	fingerprint func(*snapshot.Snapshot) string, recheck func() (*snapshot.Snapshot, *Result)) *Result {
+	if refusal := dryRunRefusal(first.FeatureGates, kind, ns, name, volume); refusal != nil {
+		return refusal
+	}
 	opts := &kubevirtv1.RemoveVolumeOptions{Name: volume, DryRun: kubevirt.DryRunAll}
 	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
 		r := serverRefusal("dry run", err)
 		return &r
 	}
-	after, refusal := recheck()
+	last, refusal := recheck()
 	if refusal != nil {
 		return refusal
 	}
-	if after != before {
-		return &Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", before, after)}
+	if refusal := moved(fingerprint(first), fingerprint(last)); refusal != nil {
+		return refusal
 	}
 	opts.DryRun = nil
 	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
@@ -199,16 +204,27 @@ func (e *Executor) guardedRemoveVolume(ctx context.Context, kind kubevirt.Kind, 
 	return nil
 }
 
-// resourceVersions fingerprints the VM and VMI of a single-subject snapshot.
+// moved refuses when the fingerprints of the first and the last live
+// re-check differ: an object was changed, or deleted and re-created under
+// the same name (another UID), in between.
+func moved(before, after string) *Result {
+	if before == after {
+		return nil
+	}
+	return &Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", before, after)}
+}
+
+// resourceVersions fingerprints the VMs and VMIs of a snapshot by name, UID
+// and resourceVersion: a VM deleted and re-created under its name differs.
 func resourceVersions(s *snapshot.Snapshot) string {
-	v := ""
+	var b strings.Builder
 	for _, vm := range s.VMs {
-		v += "vm:" + vm.ResourceVersion + " "
+		fmt.Fprintf(&b, "vm:%s/%s/%s ", vm.Name, vm.UID, vm.ResourceVersion)
 	}
 	for _, vmi := range s.VMIs {
-		v += "vmi:" + vmi.ResourceVersion
+		fmt.Fprintf(&b, "vmi:%s/%s/%s ", vmi.Name, vmi.UID, vmi.ResourceVersion)
 	}
-	return v
+	return strings.TrimSuffix(b.String(), " ")
 }
 
 func serverRefusal(step string, err error) Result {

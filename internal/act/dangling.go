@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -32,14 +33,8 @@ func (e *Executor) removeDangling(ctx context.Context, f check.Finding) Result {
 	if refusal != nil {
 		return *refusal
 	}
-	recheck := func() (string, *Result) {
-		s2, refusal := e.recheckDangling(ctx, f)
-		if refusal != nil {
-			return "", refusal
-		}
-		return danglingVersions(s2), nil
-	}
-	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, f.Object.Name, f.Volume, danglingVersions(s), recheck); refusal != nil {
+	recheck := func() (*snapshot.Snapshot, *Result) { return e.recheckDangling(ctx, f) }
+	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, f.Object.Name, f.Volume, s, danglingVersions, recheck); refusal != nil {
 		return *refusal
 	}
 	if kind == kubevirt.VMI {
@@ -87,11 +82,21 @@ func storageBack(s *snapshot.Snapshot) string {
 }
 
 // readDangling reads live what CheckDangling needs for one reference: the
-// namespace's VMs, the VMI of that name, the PVCs and
-// DataVolumes the volume may use, the namespace's attachment pods and the
-// feature gates.
+// feature gates, the namespace's attachment pods, the namespace's VMs, the
+// VMI of that name, and the PVCs and DataVolumes the volume may use.
+//
+// The VMs and the VMI come after the gates and pods, so that the write
+// rests on VM state read right before it; only the claims named by those
+// specs follow (they depend on them), and every read is a quick one of the
+// cluster's own apiserver.
 func readDangling(ctx context.Context, c client.Client, ns, name, volume string) (*snapshot.Snapshot, error) {
 	var s snapshot.Snapshot
+	s.FeatureGates = observe.ReadGates(ctx, c)
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
+		return nil, fmt.Errorf("listing attachment pods in %s: %w", ns, err)
+	}
+	s.AttachmentPods = pods.Items
 	// Every VM of the namespace: another VM's dataVolumeTemplates may be
 	// about to create the DataVolume the reference names.
 	var vms kubevirtv1.VirtualMachineList
@@ -121,12 +126,6 @@ func readDangling(ctx context.Context, c client.Client, ns, name, volume string)
 			s.DataVolumes = append(s.DataVolumes, dv)
 		}
 	}
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
-		return nil, fmt.Errorf("listing attachment pods in %s: %w", ns, err)
-	}
-	s.AttachmentPods = pods.Items
-	s.FeatureGates = liveGates(ctx, c)
 	return snapshot.New(s), nil
 }
 
@@ -174,19 +173,6 @@ func claimsOf(s *snapshot.Snapshot, volume string) []string {
 		}
 	}
 	return out
-}
-
-// liveGates reads the KubeVirt CR's feature gates; any failure is "unknown".
-func liveGates(ctx context.Context, c client.Client) snapshot.FeatureGates {
-	var kvs kubevirtv1.KubeVirtList
-	if err := c.List(ctx, &kvs); err != nil || len(kvs.Items) == 0 {
-		return snapshot.FeatureGates{}
-	}
-	g := snapshot.FeatureGates{Known: true}
-	if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
-		g.Enabled, g.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
-	}
-	return g
 }
 
 // danglingVersions fingerprints every object of a single-reference

@@ -104,21 +104,22 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	if o.GoneNodeRecordsIn != "" {
 		s.NodesGoneSince = readGoneRecords(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
-	s.FeatureGates = readGates(ctx, c)
+	s.FeatureGates = ReadGates(ctx, c)
 	for _, t := range o.Tenants {
 		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
 	}
 	return snapshot.New(*s), nil
 }
 
-// readGates reads the KubeVirt CR's gates. Any failure means "unknown".
-func readGates(ctx context.Context, c client.Client) snapshot.FeatureGates {
+// ReadGates reads the KubeVirt CR's gates and observed version live. Any
+// failure means "unknown".
+func ReadGates(ctx context.Context, c client.Client) snapshot.FeatureGates {
 	var kvs kubevirtv1.KubeVirtList
 	if err := c.List(ctx, &kvs); err != nil || len(kvs.Items) == 0 {
 		return snapshot.FeatureGates{}
 	}
 	kv := kvs.Items[0]
-	g := snapshot.FeatureGates{Known: true}
+	g := snapshot.FeatureGates{Known: true, KubeVirtVersion: kv.Status.ObservedKubeVirtVersion}
 	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
 		g.Enabled = dc.FeatureGates
 		g.Disabled = dc.DisabledFeatureGates

@@ -16,15 +16,26 @@ import (
 // The functions below read one subject live (never from a cache) right
 // before an action, so the check can be re-run on fresh state.
 
-// ForVolume reads the VMI ns/name, its owning VM, the feature gates and the
-// tenants into a snapshot for re-checking one hot-plugged volume. A VMI that
-// is gone yields an empty snapshot.
+// ForVolume reads the tenants, the feature gates, the VMI ns/name and its
+// owning VM into a snapshot for re-checking one hot-plugged volume. A VMI
+// that is gone yields an empty snapshot.
+//
+// The order matters: a tenant read may take up to Options.TenantTimeout, so
+// the tenants come first and the VMI and VM last. An action's write then
+// rests on VMI and VM state read right before it, not on state as old as
+// every tenant's timeout together.
 func ForVolume(ctx context.Context, c client.Client, o Options, ns, name string) (*snapshot.Snapshot, error) {
 	s := snapshot.Snapshot{}
+	for _, t := range o.Tenants {
+		if t.Namespace == "" || t.Namespace == ns {
+			s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
+		}
+	}
+	s.FeatureGates = ReadGates(ctx, c)
 	var vmi kubevirtv1.VirtualMachineInstance
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &vmi); err != nil {
 		if apierrors.IsNotFound(err) {
-			return snapshot.New(s), nil
+			return snapshot.New(snapshot.Snapshot{}), nil
 		}
 		return nil, fmt.Errorf("reading VMI %s/%s: %w", ns, name, err)
 	}
@@ -37,12 +48,6 @@ func ForVolume(ctx context.Context, c client.Client, o Options, ns, name string)
 			s.VMs = []kubevirtv1.VirtualMachine{vm}
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading VM %s/%s: %w", ns, owner.Name, err)
-		}
-	}
-	s.FeatureGates = readGates(ctx, c)
-	for _, t := range o.Tenants {
-		if t.Namespace == "" || t.Namespace == ns {
-			s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
 		}
 	}
 	return snapshot.New(s), nil

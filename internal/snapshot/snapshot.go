@@ -65,14 +65,18 @@ type Snapshot struct {
 	idx *Index
 }
 
-// FeatureGates records the KubeVirt CR's feature gates. Known is false when
-// the CR could not be read; then nothing is known about any gate.
+// FeatureGates records the KubeVirt CR's feature gates and version. Known
+// is false when the CR could not be read; then nothing is known about any
+// gate, nor about the version.
 type FeatureGates struct {
 	Known bool
 	// Enabled is spec.configuration.developerConfiguration.featureGates.
 	Enabled []string
 	// Disabled is spec.configuration.developerConfiguration.disabledFeatureGates.
 	Disabled []string
+	// KubeVirtVersion is status.observedKubeVirtVersion, the version
+	// virt-operator has deployed (e.g. "v1.9.0"); "" when not reported.
+	KubeVirtVersion string
 }
 
 // GateState is what is known about one feature gate.

@@ -1,0 +1,108 @@
+package act_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/observe"
+)
+
+// kubeVirt makes the emulator report version (status.observedKubeVirtVersion,
+// "" for none) and, with ignoreDryRun, play virt-api before v0.49, which
+// dropped the unknown dryRun field and really made the change. The
+// defaults come back when the test ends.
+func (s *scene) kubeVirt(version string, ignoreDryRun bool) {
+	s.t.Helper()
+	s.t.Cleanup(func() {
+		_ = s.env.Emulator.SetIgnoreDryRun(s.ctx, false)
+		_ = s.env.Emulator.SetKubeVirtVersion(s.ctx, emulator.DefaultKubeVirtVersion)
+	})
+	if err := s.env.Emulator.SetKubeVirtVersion(s.ctx, version); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.env.Emulator.SetIgnoreDryRun(s.ctx, ignoreDryRun); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// untouched fails the test if still ever reports false within d: a
+// "dry run" that was really carried out needs a moment to show.
+func (s *scene) untouched(d time.Duration, what string, still func() bool) {
+	s.t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		if !still() {
+			s.t.Fatalf("%s: a write happened", what)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// refusedForVersion asserts a refusal made before any call, naming the
+// version found and the remedy.
+func refusedForVersion(t *testing.T, r act.Result, found string) {
+	t.Helper()
+	if r.Outcome != act.Refused {
+		t.Fatalf("want Refused, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
+	}
+	for _, want := range []string{found, "v0.49", "dryRun", "virtctl removevolume"} {
+		if !strings.Contains(r.Message, want) {
+			t.Errorf("refusal does not name %q: %s", want, r.Message)
+		}
+	}
+}
+
+// KubeVirt v0.48 does not honour dryRun on removevolume: a safe orphan is
+// refused before the dry run, which would have removed the volume.
+func TestApply_orphanOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T) {
+	s := newScene(t)
+	s.runningVM("node-v")
+	s.hotplug(kubevirt.VMI, "node-v", "pvc-v")
+	f := s.plan(policy(), s.tenant(), "node-v", "pvc-v")
+	if !f.Action.Safe || f.Action.Type != check.VMIRemoveVolume {
+		t.Fatalf("want a safe VMIRemoveVolume, got %+v", f.Action)
+	}
+	s.kubeVirt("v0.48.0", true)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	refusedForVersion(t, r, "v0.48.0")
+	s.untouched(time.Second, "VMI status", func() bool { return hasHotplug(s.vmi("node-v"), "pvc-v") })
+}
+
+// The same for a safe dangling reference of a stopped VM: the VM spec keeps it.
+func TestApply_danglingOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T) {
+	s := newScene(t)
+	s.create(fixture.PVC("root"), fixture.PVC("pvc-gone"),
+		fixture.VM("vm-v", fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("pvc-gone", fixture.PVC("pvc-gone"), fixture.Hotpluggable())))
+	s.deletePVC("pvc-gone", true)
+	f := s.danglingPlan(danglingPolicy(), "VirtualMachine", "vm-v", "pvc-gone")
+	if !f.Action.Safe || f.Action.Type != check.VMRemoveVolume {
+		t.Fatalf("want a safe VMRemoveVolume, got %+v\nevidence: %q", f.Action, f.Evidence)
+	}
+	s.kubeVirt("v0.48.0", true)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	refusedForVersion(t, r, "v0.48.0")
+	s.untouched(time.Second, "VM spec", func() bool {
+		vm := s.getVM("vm-v")
+		return specLists(vm, "pvc-gone") && len(vm.Status.VolumeRequests) == 0
+	})
+}
+
+// A KubeVirt object that reports no version: whether dryRun is honoured is
+// unknown, so nothing is done.
+func TestApply_kubeVirtVersionUnknown_refused(t *testing.T) {
+	s := newScene(t)
+	s.runningVM("node-u")
+	s.hotplug(kubevirt.VMI, "node-u", "pvc-u")
+	f := s.plan(policy(), s.tenant(), "node-u", "pvc-u")
+	s.kubeVirt("", false)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	refusedForVersion(t, r, "unknown")
+	s.untouched(500*time.Millisecond, "VMI status", func() bool { return hasHotplug(s.vmi("node-u"), "pvc-u") })
+}
