@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/kevent"
 )
 
 // Event reasons (contract: users alert on them).
@@ -68,7 +69,9 @@ func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
 }
 
 // Event records one Event on the finding's subject. Best effort: an Event
-// that cannot be written never changes an outcome.
+// that cannot be written never changes an outcome. Its name, message and
+// action are fitted to the API server's limits (kevent), so a long object
+// name or message never makes the Event vanish.
 func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg string) {
 	if r == nil || r.Client == nil || f.Object.Name == "" {
 		return
@@ -88,7 +91,7 @@ func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg 
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: evNS,
-			Name:      fmt.Sprintf("%s.tether-%s-%s", f.Object.Name, f.ID, rand.String(5)),
+			Name:      kevent.Name(f.Object.Name, fmt.Sprintf("tether-%s-%s", f.ID, rand.String(5))),
 			Labels:    map[string]string{"tether.dev/finding": f.ID},
 		},
 		InvolvedObject: corev1.ObjectReference{
@@ -106,5 +109,6 @@ func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg 
 		EventTime:           metav1.NewMicroTime(now.Time),
 		Count:               1,
 	}
+	kevent.Fit(ev)
 	_ = r.Client.Create(ctx, ev)
 }

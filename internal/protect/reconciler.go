@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/tether-dev/tether/internal/kevent"
 )
 
 // Event reasons (contract: operators alert on them).
@@ -232,7 +234,7 @@ func (r *Reconciler) recordPostponed(ctx context.Context, ref Ref, obj client.Ob
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ref.Namespace,
-			Name:      fmt.Sprintf("%s.tether-%s", ref.Name, rand.String(8)),
+			Name:      kevent.Name(ref.Name, "tether-"+rand.String(8)),
 		},
 		InvolvedObject: corev1.ObjectReference{
 			APIVersion: apiVersion(r.Kind), Kind: string(r.Kind), Namespace: ref.Namespace, Name: ref.Name,
@@ -250,6 +252,7 @@ func (r *Reconciler) recordPostponed(ctx context.Context, ref Ref, obj client.Ob
 		EventTime:           metav1.NewMicroTime(now.Time),
 		Count:               1,
 	}
+	kevent.Fit(ev)
 	if err := r.Cache.Create(ctx, ev); err != nil {
 		r.Log.Error(err, "recording Event", "object", ref.String())
 	}
