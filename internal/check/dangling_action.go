@@ -168,6 +168,9 @@ func (r *danglingRun) safetyHolds(h *holds, ref *reference) {
 	if vm != nil && HasPendingRemove(vm, ref.volume) {
 		h.add(RemovalPending, fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, ref.volume))
 	}
+	if vm != nil && HasPendingAdd(vm, ref.volume) {
+		h.add(AdditionPending, fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, ref.volume))
+	}
 	if vs := ref.status; vs != nil && isDetaching(vs.Phase) {
 		h.add(DetachInProgress, fmt.Sprintf("volume %q phase is %s: detach in progress", ref.volume, vs.Phase))
 	}
@@ -298,6 +301,8 @@ func danglingRemedy(ref *reference, action ActionType, block BlockReason) string
 		return fmt.Sprintf("the VMI-level removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); %s", name, ns, restore)
 	case RemovalPending:
 		return fmt.Sprintf("a removal is already requested; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'`", ref.vm.Name, ns)
+	case AdditionPending:
+		return fmt.Sprintf("KubeVirt has not applied an addvolume request for it yet; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'` and re-run the audit once the request is gone", ref.vm.Name, ns)
 	case DetachInProgress:
 		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and re-run the audit when it settles", name, ns)
 	case HotplugGateDisabled, HotplugGateUnknown:

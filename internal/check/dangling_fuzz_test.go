@@ -4,13 +4,11 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -104,17 +102,21 @@ func TestRandomSnapshotsKeepDanglingInvariants(t *testing.T) {
 	t.Logf("safe actions seen: %v", seen)
 }
 
-// unsafeDangling re-derives, without the check's code, every reason a
-// DanglingVolumeReference action must not be safe.
+// unsafeDangling says why the platform forbids a safe DanglingVolumeReference
+// action, or "" when it allows it. A reference dangles only when nothing of
+// the name exists or will exist (k8sExists, kvStorageExists, kvTemplated),
+// and removevolume may drop only a hot-pluggable volume (kvHotpluggable)
+// of a subject that still is the one the finding names (same UID), is not
+// being deleted, and, with a VMI, does not use the volume (kvVolumeInUse)
+// and is not migrating (kvMigrating); no VM volume request may be pending
+// for it (kvRequestPending).
 func unsafeDangling(s *snapshot.Snapshot, p Policy, fd Finding) string {
 	ns := fd.Namespace
-	switch {
-	case !slices.Contains(p.Checks, DanglingVolumeReference):
+	if !slices.Contains(p.Checks, DanglingVolumeReference) {
 		return "the check was not requested"
-	case fd.Volume == "":
+	}
+	if fd.Volume == "" {
 		return "the volume has no name"
-	case !nsInScope(p, ns) || !strings.HasPrefix(fd.Volume, p.Scope.VolumePrefix):
-		return "out of scope"
 	}
 	vm, vmi := findVM(s, ns, fd.Object.Name), findVMI(s, ns, fd.Object.Name)
 	var vol *kubevirtv1.Volume
@@ -123,105 +125,51 @@ func unsafeDangling(s *snapshot.Snapshot, p Policy, fd Finding) string {
 		if vm == nil || vm.UID != fd.Object.UID || vm.Spec.Template == nil {
 			return "the VM does not exist"
 		}
-		if p.Scope.Selector != nil && !p.Scope.Selector.Matches(labels.Set(vm.Spec.Template.ObjectMeta.Labels)) {
-			return "the VM is not selected"
+		if why := tetherInScope(p, ns, vm.Spec.Template.ObjectMeta.Labels, fd.Volume); why != "" {
+			return why
 		}
 		if vm.DeletionTimestamp != nil {
-			return "the VM is terminating"
+			return "the VM is being deleted"
 		}
-		vol = snapshot.VMVolume(vm, fd.Volume)
+		vol = kvVolume(vm.Spec.Template.Spec.Volumes, fd.Volume)
 	case kindVMI:
 		if vmi == nil || vmi.UID != fd.Object.UID {
 			return "the VMI does not exist"
 		}
-		if p.Scope.Selector != nil && !p.Scope.Selector.Matches(labels.Set(vmi.Labels)) {
-			return "the VMI is not selected"
+		if why := tetherInScope(p, ns, vmi.Labels, fd.Volume); why != "" {
+			return why
 		}
 		if vmi.Status.Phase != kubevirtv1.Running {
-			return "the VMI is not running"
+			return "the VMI is not running (VMI-level removevolume needs a running VMI)"
 		}
-		ref := metav1.GetControllerOf(vmi)
-		vmOwned := ref != nil && ref.Kind == "VirtualMachine" && (ref.APIVersion == "" || strings.HasPrefix(ref.APIVersion, "kubevirt.io/"))
-		if vmOwned && (!s.FeatureGates.Known || !contains(s.FeatureGates.Enabled, snapshot.HotplugVolumesGate)) {
+		if _, owned := kvVMOwned(vmi); owned && !kvGateOn(s, kvHotplugGate) {
 			return "the VMI-level API needs the HotplugVolumes gate for a VM-owned VMI"
 		}
-		vol = snapshot.VMIVolume(vmi, fd.Volume)
+		vol = kvVolume(vmi.Spec.Volumes, fd.Volume)
 	default:
 		return "unknown subject kind " + fd.Object.Kind
 	}
-	if !snapshot.Hotpluggable(vol) {
+	if !kvHotpluggable(vol) {
 		return "the volume is not hot-pluggable (a boot or regular disk)"
 	}
-	claim := snapshot.ClaimName(vol)
-	if why := storageStillThere(s, ns, claim, vol.DataVolume != nil); why != "" {
+	name := kvStorageName(vol)
+	if why := kvStorageExists(s, ns, name); why != "" {
 		return why
+	}
+	if kvTemplated(s, ns, name) {
+		return "a dataVolumeTemplate will create it"
+	}
+	if vm != nil && vm.UID == fd.Object.UID && kvRequestPending(vm, fd.Volume) {
+		return "a VM volume request is pending for it"
 	}
 	if vmi == nil {
 		return ""
 	}
-	return vmiUsesClaim(s, vmi, fd.Volume, claim)
-}
-
-func storageStillThere(s *snapshot.Snapshot, ns, claim string, isDV bool) string {
-	var pvc *corev1.PersistentVolumeClaim
-	for i := range s.PVCs {
-		if s.PVCs[i].Namespace == ns && s.PVCs[i].Name == claim {
-			pvc = &s.PVCs[i]
-		}
-	}
-	var dv *cdiv1.DataVolume
-	for i := range s.DataVolumes {
-		if s.DataVolumes[i].Namespace == ns && s.DataVolumes[i].Name == claim {
-			dv = &s.DataVolumes[i]
-		}
-	}
-	switch {
-	case pvc != nil && pvc.DeletionTimestamp == nil && (!isDV || dv == nil || (dv.DeletionTimestamp == nil && dv.Status.Phase == cdiv1.Succeeded)):
-		return "the PVC exists"
-	case dv != nil && dv.DeletionTimestamp == nil && dv.Status.Phase != cdiv1.Succeeded && dv.Status.Phase != cdiv1.Failed:
-		return "the DataVolume is still provisioning"
-	case dv == nil && pvc == nil:
-		for _, vm := range s.VMs {
-			for _, t := range vm.Spec.DataVolumeTemplates {
-				if vm.Namespace == ns && t.Name == claim {
-					return "a dataVolumeTemplate will create it"
-				}
-			}
-		}
-	}
-	return ""
-}
-
-func vmiUsesClaim(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance, volume, claim string) string {
 	switch {
 	case vmi.DeletionTimestamp != nil:
-		return "the VMI is terminating"
-	case vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed && !vmi.Status.MigrationState.Failed:
+		return "the VMI is being deleted"
+	case kvMigrating(vmi):
 		return "the VMI is migrating"
 	}
-	for _, pvc := range s.PVCs {
-		if pvc.Namespace == vmi.Namespace && pvc.Name == claim {
-			return "a PVC of the claim's name exists while the VM runs"
-		}
-	}
-	for _, vs := range vmi.Status.VolumeStatus {
-		if vs.Name != volume {
-			continue
-		}
-		if (vs.HotplugVolume != nil && vs.HotplugVolume.AttachPodName != "") || vs.Phase == kubevirtv1.VolumeReady ||
-			vs.Phase == kubevirtv1.HotplugVolumeMounted || vs.Phase == kubevirtv1.HotplugVolumeAttachedToNode {
-			return "the VMI status shows the volume attached"
-		}
-	}
-	for _, pod := range s.AttachmentPods {
-		if pod.Namespace != vmi.Namespace {
-			continue
-		}
-		for _, v := range pod.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
-				return "an attachment pod mounts the claim"
-			}
-		}
-	}
-	return ""
+	return kvVolumeInUse(s, vmi, fd.Volume, name)
 }

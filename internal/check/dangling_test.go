@@ -128,6 +128,7 @@ func TestDanglingVMStopped(t *testing.T) {
 			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
 		{name: "vm terminating -> blocked VMTerminating", items: stoppedVM(hotPVC("c1"), f.Terminating(now)), want: blocked(SeverityWarning, VMRemoveVolume, VMTerminating)},
 		{name: "removal already pending -> blocked RemovalPending", items: stoppedVM(hotPVC("c1"), f.PendingRemove("v1")), want: blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
+		{name: "addition pending -> blocked AdditionPending", items: stoppedVM(hotPVC("c1"), f.PendingAdd("v1", f.PVC("c1"))), want: blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
 		{name: "both hot-plug gates off -> blocked HotplugGateDisabled",
 			items: []any{f.VM("a", hotPVC("c1")), snapshotGates(nil, []string{declarativeHotplugGate})}, want: blocked(SeverityWarning, VMRemoveVolume, HotplugGateDisabled)},
 		{name: "gates unknown -> safe (the dry run decides)", items: []any{f.VM("a", hotPVC("c1")), f.GatesUnknown()}, want: safe(VMRemoveVolume)},

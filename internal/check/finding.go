@@ -77,6 +77,9 @@ const (
 	HotplugGateUnknown BlockReason = "HotplugGateUnknown"
 	// RemovalPending: the VM already has a removevolume request for it.
 	RemovalPending BlockReason = "RemovalPending"
+	// AdditionPending: the VM has an addvolume request for it that
+	// virt-controller has not applied yet.
+	AdditionPending BlockReason = "AdditionPending"
 	// DetachInProgress: the volume is being detached (status phase
 	// Detaching/UnMountedFromPod, gone from the VMI spec, or its tenant
 	// VolumeAttachment is being deleted).

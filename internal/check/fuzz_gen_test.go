@@ -45,6 +45,8 @@ var (
 	poolPod     = []string{"hp-volume-a", "hp-volume-b", "hp-volume-c", ""}
 	poolPhase   = []string{"Ready", "Ready", "Ready", "Detaching", "AttachedToNode", "", "MountedToPod", "Ready"}
 	poolVMPhase = []string{"Running", "Running", "Running", "Scheduled", "Failed", ""}
+	// Finalizers that hold PVCs, DataVolumes, VMs and pods on real clusters.
+	poolFinalizer = []string{"kubernetes.io/pvc-protection", "tether.dev/in-use", "foregroundDeletion", "kubevirt.io/virtualMachineControllerFinalize"}
 )
 
 func (g *gen) time() *metav1.Time {
@@ -65,14 +67,30 @@ func (g *gen) meta(names []string, seen map[snapshot.Key]bool) (metav1.ObjectMet
 	if g.n(4) == 0 {
 		m.DeletionTimestamp = g.time()
 	}
+	if m.DeletionTimestamp != nil {
+		// Kubernetes removes an object whose deletion is requested once it
+		// has no finalizer left, so every Terminating object listed holds at
+		// least one: held by protection, by a controller, or by tether.
+		m.Finalizers = []string{g.of(poolFinalizer...)}
+	}
 	if g.n(4) != 0 {
 		m.CreationTimestamp = metav1.NewTime(fixture.Epoch().Add(time.Duration(g.n(200)) * time.Minute))
 	}
 	if g.bool() {
 		m.Labels = map[string]string{"cluster": g.of("c1", "c2")}
 	}
+	controller := false
 	for i := g.n(3); i > 0; i-- {
-		m.OwnerReferences = append(m.OwnerReferences, g.ownerRef())
+		ref := g.ownerRef()
+		if ref.Controller != nil && *ref.Controller {
+			if controller {
+				// The API server accepts at most one controller reference.
+				no := false
+				ref.Controller = &no
+			}
+			controller = true
+		}
+		m.OwnerReferences = append(m.OwnerReferences, ref)
 	}
 	return m, true
 }

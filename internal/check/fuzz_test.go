@@ -55,8 +55,14 @@ func FuzzOrphanHotplugVolume(f *testing.F) {
 	})
 }
 
-// unsafeVolume re-derives, independently of the check, every reason a
-// volume action must not be safe, and returns the first that applies.
+// unsafeVolume says why the platform forbids removing a hot-plugged volume
+// from a VMI, or "" when it allows it. KubeVirt lists a hot-plugged volume
+// in status.volumeStatus with hotplugVolume set; removevolume is honoured
+// only for a running VMI that is not being deleted and not migrating
+// (kvMigrating), and takes effect only once the volume is Ready (an entry
+// in any other phase is still being attached or detached). A volume the VMI
+// spec no longer lists is already being detached. The tenant's word
+// (tenantWantsOrUnknown) and the owner VM (unsafeForOwner) come last.
 func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
 	vmi := findVMI(s, fd.Namespace, fd.Object.Name)
 	if vmi == nil || vmi.UID != fd.Object.UID {
@@ -68,24 +74,22 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
 			vs = &vmi.Status.VolumeStatus[i]
 		}
 	}
-	switch {
-	case vs == nil:
+	if vs == nil {
 		return "the VMI lists no such hot-plug volume"
-	case !nsInScope(p, vmi.Namespace):
-		return "the namespace is out of scope"
-	case p.Scope.Selector != nil && !p.Scope.Selector.Matches(labels.Set(vmi.Labels)):
-		return "the VMI is not selected"
-	case !strings.HasPrefix(fd.Volume, p.Scope.VolumePrefix):
-		return "the volume is out of the prefix scope"
+	}
+	if why := tetherInScope(p, vmi.Namespace, vmi.Labels, fd.Volume); why != "" {
+		return why
+	}
+	switch {
 	case vmi.DeletionTimestamp != nil:
 		return "the VMI is terminating"
-	case vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed && !vmi.Status.MigrationState.Failed:
+	case kvMigrating(vmi):
 		return "the VMI is migrating"
 	case vmi.Status.Phase != kubevirtv1.Running:
 		return "the VMI is not running"
 	case vs.Phase != kubevirtv1.VolumeReady:
 		return "the volume is not Ready"
-	case !vmiSpecLists(vmi, fd.Volume):
+	case kvVolume(vmi.Spec.Volumes, fd.Volume) == nil:
 		return "the VMI spec no longer lists it (detach in progress)"
 	}
 	if why := tenantWantsOrUnknown(s, vmi, fd.Volume); why != "" {
@@ -94,9 +98,16 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
 	return unsafeForOwner(s, p, vmi, fd)
 }
 
+// unsafeForOwner: a VM owns its VMI (kvVMOwned) and re-creates the VMI's
+// volumes from spec.template on every start, so a volume the VM spec lists
+// is wanted by the VM and may only go through the VM-level API; a VM volume
+// request still pending for it is KubeVirt's own hot-plug in progress; a VM
+// being deleted takes its VMI with it. The VMI-level API on a VM-owned VMI
+// needs the HotplugVolumes gate (kvGateOn). Without tenant evidence, a
+// VMI-only hot-plug is removed only on the operator's opt-in, and a
+// standalone VMI never.
 func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachineInstance, fd Finding) string {
-	ref := metav1.GetControllerOf(vmi)
-	vmOwned := ref != nil && ref.Kind == "VirtualMachine" && (ref.APIVersion == "" || strings.HasPrefix(ref.APIVersion, "kubevirt.io/"))
+	ref, vmOwned := kvVMOwned(vmi)
 	// Only tenants that have a Node of the VMI's name judge its volumes.
 	tenants := withNode(tenantsFor(s, vmi.Namespace), vmi.Name)
 	if !vmOwned {
@@ -105,23 +116,16 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 		}
 		return ""
 	}
-	if fd.Action.Type == VMIRemoveVolume && (!s.FeatureGates.Known || !contains(s.FeatureGates.Enabled, snapshot.HotplugVolumesGate)) {
+	if fd.Action.Type == VMIRemoveVolume && !kvGateOn(s, kvHotplugGate) {
 		return "the VMI-level API needs the HotplugVolumes gate for a VM-owned VMI"
 	}
 	vm := findVM(s, vmi.Namespace, ref.Name)
 	if vm == nil || (ref.UID != "" && vm.UID != "" && ref.UID != vm.UID) {
 		return "" // the VM is gone
 	}
-	inSpec := false
-	if vm.Spec.Template != nil {
-		for _, v := range vm.Spec.Template.Spec.Volumes {
-			inSpec = inSpec || v.Name == fd.Volume
-		}
-	}
-	for _, r := range vm.Status.VolumeRequests {
-		if (r.AddVolumeOptions != nil && r.AddVolumeOptions.Name == fd.Volume) || (r.RemoveVolumeOptions != nil && r.RemoveVolumeOptions.Name == fd.Volume) {
-			return "a VM volume request is pending for it"
-		}
+	inSpec := vm.Spec.Template != nil && kvVolume(vm.Spec.Template.Spec.Volumes, fd.Volume) != nil
+	if kvRequestPending(vm, fd.Volume) {
+		return "a VM volume request is pending for it"
 	}
 	switch {
 	case vm.DeletionTimestamp != nil:
@@ -138,24 +142,22 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 	return ""
 }
 
-// tenantWantsOrUnknown reports any applicable tenant that is unreachable or
-// has a KubeVirt CSI attachment to the VMI's node that may be this volume.
+// tenantWantsOrUnknown: the KubeVirt CSI driver attaches a tenant volume by
+// hot-plugging its infra claim (the PV's CSI volumeHandle) into the infra
+// VMI, and the tenant's VolumeAttachment of attacher csi.kubevirt.io on the
+// tenant node records that the tenant wants it. Any such attachment that may
+// be this volume (its handle unknown, or naming the volume or its storage),
+// or a tenant whose state is unknown (unreachable), forbids the removal.
+// The tenant node is matched to the VMI by name and a tenant without a
+// namespace applies everywhere, as tether's tenant contract says today.
 func tenantWantsOrUnknown(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance, volume string) string {
-	claims := map[string]bool{volume: true}
-	for _, v := range vmi.Spec.Volumes {
-		if v.Name == volume && v.PersistentVolumeClaim != nil {
-			claims[v.PersistentVolumeClaim.ClaimName] = true
-		}
-		if v.Name == volume && v.DataVolume != nil {
-			claims[v.DataVolume.Name] = true
-		}
-	}
+	claims := map[string]bool{volume: true, kvStorageName(kvVolume(vmi.Spec.Volumes, volume)): true}
 	for _, t := range tenantsFor(s, vmi.Namespace) {
 		if !t.Reachable {
 			return "an applicable tenant is unreachable"
 		}
 		for _, va := range t.VolumeAttachments {
-			if va.Spec.Attacher != snapshot.KubevirtCSIAttacher || va.Spec.NodeName != vmi.Name {
+			if va.Spec.Attacher != kvCSIAttacher || va.Spec.NodeName != vmi.Name {
 				continue
 			}
 			handle, known := vaHandle(t, va.Spec.Source.PersistentVolumeName, va.Spec.Source.InlineVolumeSpec)
@@ -181,7 +183,13 @@ func vaHandle(t snapshot.Tenant, pvName *string, inline *corev1.PersistentVolume
 	return "", false
 }
 
-// unsafePod re-derives every reason a pod deletion must not be safe.
+// unsafePod says why deleting a hot-plug attachment pod is not allowed, or
+// "". virt-handler mounts a hot-plugged disk into the VMI through its
+// attachment pod: while a VMI's status names the pod (attachPodName, and
+// UID when both are known), lists a claim the pod mounts, or migrates to it
+// (migrationState.targetAttachmentPodUID), the pod is in use. A pod being
+// deleted is already going; a young pod may not be in the status yet
+// (tether's minimum age); deletion is tether's opt-in.
 func unsafePod(s *snapshot.Snapshot, p Policy, now time.Time, fd Finding) string {
 	pod := findPod(s, fd.Namespace, fd.Object.Name)
 	minAge := p.MinAttachmentPodAge
@@ -193,7 +201,7 @@ func unsafePod(s *snapshot.Snapshot, p Policy, now time.Time, fd Finding) string
 		return "the pod does not exist"
 	case !p.DeleteAttachmentPods:
 		return "deletion was not requested"
-	case !nsInScope(p, pod.Namespace):
+	case !inNamespaces(p, pod.Namespace):
 		return "the namespace is out of scope"
 	case pod.DeletionTimestamp != nil:
 		return "the pod is terminating"
@@ -209,7 +217,7 @@ func unsafePod(s *snapshot.Snapshot, p Policy, now time.Time, fd Finding) string
 	if p.Scope.Selector != nil && !p.Scope.Selector.Empty() && (owner == nil || !p.Scope.Selector.Matches(labels.Set(owner.Labels))) {
 		return "the pod's VMI is not selected"
 	}
-	if owner != nil && (owner.DeletionTimestamp != nil || (owner.Status.MigrationState != nil && !owner.Status.MigrationState.Completed && !owner.Status.MigrationState.Failed)) {
+	if owner != nil && (owner.DeletionTimestamp != nil || kvMigrating(owner)) {
 		return "its VMI is terminating or migrating"
 	}
 	return podStillUsed(s, pod)
@@ -235,7 +243,7 @@ func podStillUsed(s *snapshot.Snapshot, pod *corev1.Pod) string {
 			if hp := vs.HotplugVolume; hp != nil && hp.AttachPodName == pod.Name && (hp.AttachPodUID == "" || pod.UID == "" || hp.AttachPodUID == pod.UID) {
 				return "VMI " + vmi.Name + " references it"
 			}
-			for _, c := range snapshot.VolumeStatusClaims(vmi, vs) {
+			for _, c := range kvStatusClaims(vmi, vs) {
 				if claims[c] {
 					return "VMI " + vmi.Name + " still lists its claim " + c
 				}
@@ -274,15 +282,6 @@ func findPod(s *snapshot.Snapshot, ns, name string) *corev1.Pod {
 	return nil
 }
 
-func vmiSpecLists(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
-	for _, v := range vmi.Spec.Volumes {
-		if v.Name == volume {
-			return true
-		}
-	}
-	return false
-}
-
 func tenantsFor(s *snapshot.Snapshot, ns string) []snapshot.Tenant {
 	var out []snapshot.Tenant
 	for _, t := range s.Tenants {
@@ -291,10 +290,6 @@ func tenantsFor(s *snapshot.Snapshot, ns string) []snapshot.Tenant {
 		}
 	}
 	return out
-}
-
-func nsInScope(p Policy, ns string) bool {
-	return len(p.Scope.Namespaces) == 0 || contains(p.Scope.Namespaces, ns)
 }
 
 func contains(list []string, s string) bool {

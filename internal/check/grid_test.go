@@ -13,9 +13,14 @@ import (
 
 // The grid below enumerates every combination of the inputs the
 // OrphanHotplugVolume decision reads, and compares the check with a second,
-// literal reading of the rules (expectVolume). Hand-written cases with
-// readable names live in hotplug_test.go; this test makes sure no
-// combination falls between them.
+// literal reading of tether's decision table (expectVolume, as
+// docs/checks/OrphanHotplugVolume.md states it: which combinations are
+// findings, their severity, and which block reason is reported first).
+// That table is tether's own design, so the grid also hands every safe
+// finding to the platform oracle (unsafeVolume, oracle_test.go), which does
+// not share the table's assumptions. Hand-written cases with readable
+// names live in hotplug_test.go; this test makes sure no combination falls
+// between them.
 
 var (
 	gridOwners  = []string{"standalone", "vm present", "vm gone", "vm re-created"}
@@ -140,6 +145,7 @@ func expectVolume(c combo) *outcome {
 	add(c.hold == "vmi migrating", VMIMigrating)
 	add(c.hold == "vmi not running", VMINotRunning)
 	add(vmExists && c.pendingRemove, RemovalPending)
+	add(vmExists && c.pendingAdd, AdditionPending)
 	add(c.hold == "volume detaching", DetachInProgress)
 	add(c.hold == "volume not ready", VolumeNotReady)
 	add(evBlock != "", evBlock)
@@ -211,6 +217,9 @@ func TestOrphanHotplugVolumeEveryCombination(t *testing.T) {
 		if len(fs) == 1 {
 			got = &outcome{severity: fs[0].Severity, action: fs[0].Action.Type, safe: fs[0].Action.Safe, blocked: fs[0].Action.BlockedBy}
 			assertWellFormed(t, fs[0])
+			if why := unsafeVolume(s, p, fs[0]); fs[0].Action.Safe && why != "" {
+				t.Errorf("%s -> safe %s although %s", c, fs[0].Action.Type, why)
+			}
 		}
 		if describe(got) != describe(want) {
 			failures++

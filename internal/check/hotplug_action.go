@@ -84,6 +84,9 @@ func volumeHolds(in Input, sub *subject, v verdict) (BlockReason, []string) {
 	if vm != nil && HasPendingRemove(vm, name) {
 		h.add(RemovalPending, fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, name))
 	}
+	if vm != nil && HasPendingAdd(vm, name) {
+		h.add(AdditionPending, fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, name))
+	}
 	volumePhaseHolds(&h, sub)
 	if v.block != "" {
 		h.add(v.block, "")

@@ -200,6 +200,7 @@ func TestOrphanHotplugVolumeTenantAuthoritative(t *testing.T) {
 	vmSpec := f.VM("a", f.Running(), f.WithVolume("v1", f.PVC("v1"), f.Hotpluggable()))
 	vmPlain := f.VM("a", f.Running(), f.WithVolume("v1", f.PVC("v1")))
 	vmRemove := f.VM("a", f.Running(), f.WithVolume("v1", f.PVC("v1"), f.Hotpluggable()), f.PendingRemove("v1"))
+	vmAdd := f.VM("a", f.Running(), f.WithVolume("v1", f.PVC("v1"), f.Hotpluggable()), f.PendingAdd("v1", f.PVC("v1")))
 	runVolumeCases(t, []volumeCase{
 		{"volume in vm spec, tenant authoritative, tenant does not attach it -> warning, safe VMRemoveVolume",
 			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a")), f.GatesUnknown()}, tenantAuthoritative, safe(VMRemoveVolume)},
@@ -207,6 +208,8 @@ func TestOrphanHotplugVolumeTenantAuthoritative(t *testing.T) {
 			[]any{vmPlain, f.VMI("a", f.OwnedBy(vmPlain), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, VolumeNotHotpluggable)},
 		{"volume in vm spec with pending removal, tenant authoritative -> warning, blocked RemovalPending",
 			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
+		{"volume in vm spec with pending addition, tenant authoritative -> warning, blocked AdditionPending",
+			[]any{vmAdd, f.VMI("a", f.OwnedBy(vmAdd), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
 	})
 }
 

@@ -44,6 +44,8 @@ func volumeRemedy(sub *subject, v verdict, block BlockReason) string {
 		return fmt.Sprintf("removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); once it runs, re-run the audit, then: %s", vmi, ns, base)
 	case RemovalPending:
 		return fmt.Sprintf("a removal is already requested; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'` and the virt-controller logs", sub.own.VM.Name, ns)
+	case AdditionPending:
+		return fmt.Sprintf("KubeVirt has not applied an addvolume request for it yet; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'` and the virt-controller logs, and re-run the audit once the request is gone", sub.own.VM.Name, ns)
 	case DetachInProgress:
 		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and `kubectl get pods -n %s -l kubevirt.io=hotplug-disk`, and re-run the audit when it settles", vmi, ns, ns)
 	case VolumeNotReady:

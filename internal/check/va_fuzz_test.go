@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	f "github.com/tether-dev/tether/internal/fixture"
-	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // vaWorld builds a random storage world around va-1 on node-1 from data.
@@ -64,10 +63,17 @@ func vaWorld(data []byte) ([]any, Policy) {
 	return items, p
 }
 
-// FuzzStaleVolumeAttachment: a safe action always comes with fencing
-// evidence (an out-of-service taint on the very node, or the operator's
-// rule for nodes gone long enough); forced actions always with the opt-in;
-// and the pods to delete are never ones that still run on a live node.
+// FuzzStaleVolumeAttachment judges by the rules of non-graceful node
+// shutdown (Kubernetes docs, "Node Shutdowns"): a volume may be taken from
+// a node only once the node is known to be down. The evidence is an
+// out-of-service taint on that very node (k8sOutOfServiceTainted), or the
+// operator's rule for nodes gone long enough; a Node object re-created
+// under the name (younger, or with another CSI node ID than the one the
+// VolumeAttachment was attached to: the external-attacher records that ID in
+// the VolumeAttachment annotation csi.alpha.kubernetes.io/node-id) is not the machine that
+// holds the volume, so its taint is no evidence. Forced detach steps need
+// the opt-in; pods to delete are never ones still running on a live node,
+// and a finished pod holds no volume.
 func FuzzStaleVolumeAttachment(fz *testing.F) {
 	for _, seed := range [][]byte{{0, 0}, {0x06, 0x04}, {0x20, 0x44}, {0x84, 0x24}, {0x0e, 0x25}, {0xff, 0xff}, {0x28, 0x40, 1, 2}} {
 		fz.Add(seed)
@@ -81,10 +87,15 @@ func FuzzStaleVolumeAttachment(fz *testing.F) {
 			if !fd.Action.Safe {
 				continue
 			}
-			node := s.Index().Node("node-1")
+			var node *corev1.Node
+			for i := range s.Nodes {
+				if s.Nodes[i].Name == "node-1" {
+					node = &s.Nodes[i]
+				}
+			}
 			replaced := node != nil && (node.CreationTimestamp.After(now.Add(-2*time.Hour)) && node.CreationTimestamp.Time.After(f.Epoch()) ||
-				snapshot.CSINodeID(node, f.CSIDriverName) == "id-2" && s.VolumeAttachments[0].Annotations[snapshot.VANodeIDAnnotation] == "id-1")
-			taint := node != nil && !replaced && snapshot.HasOutOfServiceTaint(node)
+				k8sCSINodeID(node, f.CSIDriverName) == "id-2" && s.VolumeAttachments[0].Annotations["csi.alpha.kubernetes.io/node-id"] == "id-1")
+			taint := node != nil && !replaced && k8sOutOfServiceTainted(node)
 			goneLong := p.Storage.FenceGoneNodesAfter > 0 && (node == nil && !s.NodesGoneSince["node-1"].IsZero() && now.Sub(s.NodesGoneSince["node-1"]) >= p.Storage.FenceGoneNodesAfter ||
 				replaced && now.Sub(node.CreationTimestamp.Time) >= p.Storage.FenceGoneNodesAfter)
 			if !taint && !goneLong {
