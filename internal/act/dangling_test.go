@@ -12,6 +12,7 @@ import (
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/kubevirt/emulator"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/testenv"
 )
@@ -214,4 +215,43 @@ func TestApply_danglingUnusedHotplugOfRunningVM_removed(t *testing.T) {
 		t.Fatal("volume still in the VM spec")
 	}
 	s.waitVMI("vm-e", "pvc-never gone from the VMI", func(vmi *kubevirtv1.VirtualMachineInstance) bool { return !lists(vmi, "pvc-never") })
+}
+
+// A stopped VM whose hot-plugged claim is gone, but whose status still
+// holds an addvolume request for that volume that virt-controller has not
+// applied: KubeVirt is changing the volume itself, so the live re-check
+// refuses (AdditionPending) and the VM spec is left as it is.
+func TestApply_danglingWithPendingAddition_refused(t *testing.T) {
+	s := newScene(t)
+	s.create(fixture.PVC("pvc-add"), fixture.VM("vm-f", fixture.WithVolume("pvc-add", fixture.PVC("pvc-add"), fixture.Hotpluggable())))
+	s.deletePVC("pvc-add", true)
+	f := s.danglingPlan(danglingPolicy(), "VirtualMachine", "vm-f", "pvc-add")
+	if !f.Action.Safe {
+		t.Fatalf("want a safe action before the request, got %+v", f.Action)
+	}
+	// virt-controller has not got to it: the emulator leaves the VM alone.
+	vm := s.getVM("vm-f")
+	if vm.Annotations == nil {
+		vm.Annotations = map[string]string{}
+	}
+	vm.Annotations[emulator.PausedAnnotation] = "true"
+	if err := s.c.Update(s.ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	vm.Status.VolumeRequests = []kubevirtv1.VirtualMachineVolumeRequest{{AddVolumeOptions: &kubevirtv1.AddVolumeOptions{
+		Name: "pvc-add", Disk: &kubevirtv1.Disk{}, VolumeSource: &kubevirtv1.HotplugVolumeSource{
+			PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true},
+		},
+	}}}
+	vm.Status.VolumeRequests[0].AddVolumeOptions.VolumeSource.PersistentVolumeClaim.ClaimName = "pvc-add"
+	if err := s.c.Status().Update(s.ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.AdditionPending)) {
+		t.Fatalf("want Refused by %s, got %s: %s", check.AdditionPending, r.Outcome, r.Message)
+	}
+	if !specLists(s.getVM("vm-f"), "pvc-add") {
+		t.Fatal("the reference was removed although KubeVirt has a pending addvolume for it")
+	}
 }
