@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/fixture"
 )
@@ -168,4 +169,55 @@ func TestRestartSettle_presentAbsentPresentRestarts(t *testing.T) {
 	if wait := reconcile(); wait != 30*time.Second {
 		t.Fatalf("claim missing again 40s after the first sight: requeue %s, want the whole settle period again", wait)
 	}
+}
+
+// FuzzRestartSettle drives settling and settle with a random sequence of
+// passes over two volumes, each pass seeing each volume's dangling reference
+// as safe or not, at random intervals, with start attempts ending in
+// between. The oracle is the rule operators are given (docs/controller.md,
+// danglingOnRestart.settle): a reference is acted on only after it has been
+// seen safe, pass after pass without a pass that saw it otherwise, for the
+// settle period within one start attempt. It keeps its own record of when
+// each unbroken stretch began and never reads the reconciler's.
+func FuzzRestartSettle(f *testing.F) {
+	f.Add([]byte{0x13, 0x41, 0x03, 0x27, 0x80, 0x13})
+	f.Add([]byte{0xff, 0x00, 0xff, 0x00, 0xff})
+	f.Add([]byte{0x10, 0x05, 0x15, 0x1f, 0x35}) // present, absent, present again
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg := config.Default()
+		settlePeriod := 30 * time.Second
+		cfg.DanglingOnRestart.Settle.Duration = settlePeriod
+		r := &RestartReconciler{Config: &cfg}
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		stretch := map[string]time.Time{} // volume -> start of its unbroken safe stretch
+		for i, b := range data {
+			now = now.Add(time.Duration(b&0x0f) * 4 * time.Second)
+			if b&0x80 != 0 { // the start attempt ended (VM stopped or started)
+				r.forget("vm")
+				clear(stretch)
+			}
+			var findings []check.Finding
+			for j, volume := range []string{"v1", "v2"} {
+				if b&(0x10<<j) != 0 {
+					findings = append(findings, check.Finding{Volume: volume, Action: check.Action{Type: check.VMRemoveVolume, Safe: true}})
+				} else {
+					delete(stretch, volume)
+				}
+			}
+			r.settling("vm", findings)
+			for _, fd := range findings {
+				if _, ok := stretch[fd.Volume]; !ok {
+					stretch[fd.Volume] = now
+				}
+				want := stretch[fd.Volume].Add(settlePeriod).Sub(now)
+				if want < 0 {
+					want = 0
+				}
+				if got := r.settle("vm", fd.Volume, now); got != want {
+					t.Fatalf("pass %d, volume %s: wait %s, want %s (safe since %s, now %s)",
+						i, fd.Volume, got, want, stretch[fd.Volume].Format(time.TimeOnly), now.Format(time.TimeOnly))
+				}
+			}
+		}
+	})
 }
