@@ -315,5 +315,43 @@ func (g *gen) build() (*snapshot.Snapshot, Policy, time.Time) {
 	}
 	p := g.policy()
 	now := fixture.Epoch().Add(time.Duration(g.n(240)) * time.Minute)
+	if g.n(4) == 1 {
+		g.coherentHotplug(&s)
+	}
 	return snapshot.New(s), p, now
+}
+
+// coherentHotplug adds, when its name is free, a running VM-owned VMI with
+// one Ready hot-plug that both the VMI and the VM spec list, and a
+// reachable tenant with a Node of the VMI's name: the world in which a
+// VM-level removal can be right, which the random objects above reach only
+// rarely. The rest of the bytes still vary it.
+func (g *gen) coherentHotplug(s *snapshot.Snapshot) {
+	name, volume := g.of(poolName[:3]...), g.of(poolVolume[:3]...)
+	for _, vm := range s.VMs {
+		if vm.Namespace == "default" && vm.Name == name {
+			return
+		}
+	}
+	for _, vmi := range s.VMIs {
+		if vmi.Namespace == "default" && vmi.Name == name {
+			return
+		}
+	}
+	hot := kubevirtv1.Volume{Name: volume}
+	hot.PersistentVolumeClaim = &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true}
+	hot.PersistentVolumeClaim.ClaimName = volume
+	vm := kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: "u-coherent"}}
+	vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
+	vm.Spec.Template.Spec.Volumes = []kubevirtv1.Volume{hot}
+	yes := true
+	vmi := kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: "u-coherent-vmi",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: name, UID: vm.UID, Controller: &yes}}}}
+	vmi.Spec.Volumes = []kubevirtv1.Volume{hot}
+	vmi.Status.Phase = kubevirtv1.Running
+	vmi.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: volume, Phase: kubevirtv1.VolumeReady,
+		HotplugVolume: &kubevirtv1.HotplugVolumeStatus{AttachPodName: "hp-volume-z", AttachPodUID: "u-hp"}}}
+	t := g.tenant(len(s.Tenants) + 1)
+	t.Reachable, t.Nodes = true, append(t.Nodes, name)
+	s.VMs, s.VMIs, s.Tenants = append(s.VMs, vm), append(s.VMIs, vmi), append(s.Tenants, t)
 }
