@@ -332,6 +332,7 @@ func TestTenantReader(t *testing.T) {
 		expand("storage.k8s.io", []string{"volumeattachments"}, read),
 		expand("", []string{"persistentvolumes"}, read),
 		expand("", []string{"nodes"}, read),
+		expand("storage.k8s.io", []string{"csinodes", "csidrivers"}, read),
 	)
 	if g := grants(cr.Rules); cr.Kind != "ClusterRole" || !slices.Equal(g, want) {
 		t.Errorf("%s grants %v, want %v", cr.Kind, g, want)

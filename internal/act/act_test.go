@@ -54,7 +54,7 @@ func TestApply_tenantWantsVolumeAgainAfterPlan_refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := fixture.PV("tenant-pv-"+s.ns, "pvc-back")
-	va := fixture.VolumeAttachment("va-"+s.ns, "node-b", pv.Name)
+	va := fixture.VolumeAttachment("va-"+s.ns, s.tenantNodeName("node-b"), pv.Name)
 	for _, o := range []client.Object{pv, va} {
 		o.SetUID("")
 		if err := tc.Create(s.ctx, o); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/testenv"
 )
 
@@ -126,6 +127,7 @@ func waitVMSpecLists(s *scene, name, volume string) {
 func (s *scene) hotplug(kind kubevirt.Kind, name, volume string) {
 	s.t.Helper()
 	s.create(fixture.PVC(volume))
+	s.tenantVolume(volume)
 	if err := kubevirt.AddVolume(s.ctx, s.sub, kind, s.ns, name, fixture.AddVolumeOptions(volume)); err != nil {
 		s.t.Fatalf("addvolume %s: %v", volume, err)
 	}
@@ -189,16 +191,46 @@ func (s *scene) refusedUntouched(r act.Result, reason check.BlockReason, vmi, vo
 	}
 }
 
-// tenantNode gives the tenant cluster a Node named after the VM, as the
-// KubeVirt CSI driver's tenants have: tenant evidence concerns only those.
+// tenantNode gives the tenant cluster a Node for the VM, as Cluster API's
+// KubeVirt provider leaves it (a node name of its own, providerID
+// kubevirt://<vm>, the cluster-namespace annotation), and the KubeVirt CSI
+// driver's CSIDriver object.
 func (s *scene) tenantNode(name string) {
 	s.t.Helper()
 	tc, err := clients.New(s.env.Tenants["guest"].Config)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := tc.Create(s.ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-" + s.ns + "-" + name,
+		Annotations: map[string]string{snapshot.ClusterNamespaceAnnotation: s.ns}}}
+	node.Spec.ProviderID = snapshot.ProviderIDPrefix + name
+	drv := fixture.CSIDriver(snapshot.DefaultCSIDriver, true)
+	drv.UID = ""
+	for _, o := range []client.Object{node, drv} {
+		if err := tc.Create(s.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			s.t.Fatal(err)
+		}
+	}
+	// One tenant cluster serves one infra namespace: other tests'
+	// namespaces must not see this one's node once it is done.
+	s.t.Cleanup(func() { _ = tc.Delete(context.Background(), node) })
+}
+
+// tenantNodeName is the tenant Node tenantNode made for VM name.
+func (s *scene) tenantNodeName(name string) string { return "worker-" + s.ns + "-" + name }
+
+// tenantVolume gives the tenant cluster a PV of the KubeVirt CSI driver
+// with this volume handle: the infra volume is one of the tenant's.
+func (s *scene) tenantVolume(handle string) {
+	s.t.Helper()
+	tc, err := clients.New(s.env.Tenants["guest"].Config)
+	if err != nil {
 		s.t.Fatal(err)
 	}
+	pv := fixture.PV("tpv-"+s.ns+"-"+handle, handle)
+	pv.UID = ""
+	if err := tc.Create(s.ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = tc.Delete(context.Background(), pv) })
 }

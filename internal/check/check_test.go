@@ -10,6 +10,7 @@ import (
 	"time"
 
 	f "github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 func TestLookup(t *testing.T) {
@@ -190,14 +191,16 @@ func TestFindingJSON(t *testing.T) {
 func TestEvidenceIsCheckable(t *testing.T) {
 	vm := f.VM("vm-a", f.Running())
 	vmi := f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("v1", f.AttachPod("hp-volume-abcde")))
-	fs := only(Run(f.Snapshot(vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), hotplugGate()), DefaultPolicy(), now), OrphanHotplugVolume, "vm-a", "")
+	worker := snapshot.TenantNode{Name: "worker-0", ProviderID: "kubevirt://vm-a", ClusterNamespace: "default"}
+	fs := only(Run(f.Snapshot(vm, vmi, f.Tenant("t1", f.WithNode(worker), f.Volumes("v1")), hotplugGate()), DefaultPolicy(), now), OrphanHotplugVolume, "vm-a", "")
 	if len(fs) != 1 {
 		t.Fatalf("want 1 finding, got %+v", fs)
 	}
 	want := []string{
 		`VMI default/vm-a lists hot-plug volume "v1" (claim v1, attachment pod hp-volume-abcde, phase Ready)`,
 		`VM default/vm-a spec does not list volume "v1"`,
-		`tenant "t1" has no VolumeAttachment for node "vm-a" with volume handle "v1" (and has a Node "vm-a")`,
+		`tenant "t1" node worker-0 -> infra VM default/vm-a by providerID kubevirt://vm-a with annotation cluster.x-k8s.io/cluster-namespace=default`,
+		`tenant "t1" has a PV of driver csi.kubevirt.io with volume handle "v1", and neither a VolumeAttachment nor the kubelet of node worker-0 wants it`,
 	}
 	if !reflect.DeepEqual(fs[0].Evidence, want) {
 		t.Errorf("evidence:\n got %q\nwant %q", fs[0].Evidence, want)

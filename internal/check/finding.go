@@ -70,6 +70,10 @@ const (
 	// TenantIncomplete: a tenant VolumeAttachment on the VMI's node has a
 	// volume handle that cannot be resolved, so it may want the volume.
 	TenantIncomplete BlockReason = "TenantIncomplete"
+	// TenantNodeUnmapped: a tenant node cannot be tied to one infra VM
+	// (its providerID, annotations, CSINode node ID and VolumeAttachments
+	// disagree or say nothing), so it may be this VMI's VM.
+	TenantNodeUnmapped BlockReason = "TenantNodeUnmapped"
 	// HotplugGateDisabled: the VMI-level API is refused for VM-owned VMIs
 	// because the HotplugVolumes feature gate is off.
 	HotplugGateDisabled BlockReason = "HotplugGateDisabled"

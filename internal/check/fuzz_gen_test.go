@@ -45,6 +45,8 @@ var (
 	poolPod     = []string{"hp-volume-a", "hp-volume-b", "hp-volume-c", ""}
 	poolPhase   = []string{"Ready", "Ready", "Ready", "Detaching", "AttachedToNode", "", "MountedToPod", "Ready"}
 	poolVMPhase = []string{"Running", "Running", "Running", "Scheduled", "Failed", ""}
+	// Tenant node names: some are VM names, some are not.
+	poolTenantNode = []string{"a", "b", "w-0", "w-1"}
 	// Finalizers that hold PVCs, DataVolumes, VMs and pods on real clusters.
 	poolFinalizer = []string{"kubernetes.io/pvc-protection", "tether.dev/in-use", "foregroundDeletion", "kubevirt.io/virtualMachineControllerFinalize"}
 )
@@ -228,8 +230,32 @@ func (g *gen) pod(seen map[snapshot.Key]bool) (corev1.Pod, bool) {
 	return pod, ok
 }
 
+// tenantNode builds a tenant Node as Cluster API's KubeVirt provider, an
+// operator or the driver's node plugin may leave it: each way of naming its
+// infra VM present or not, agreeing or not; node names may or may not be
+// VM names.
+func (g *gen) tenantNode(name string) snapshot.TenantNode {
+	n := snapshot.TenantNode{Name: name}
+	vm := g.of(poolName...)
+	if g.n(3) != 0 {
+		n.ProviderID = "kubevirt://" + vm
+		n.ClusterNamespace = g.of(poolNS...)
+	}
+	if g.n(4) == 0 {
+		n.InfraVMName, n.InfraVMNamespace = g.of(vm, vm, "b"), g.of(poolNS...)
+	}
+	if g.n(3) == 0 {
+		n.CSINodeID = g.of(poolNS...) + "/" + g.of(vm, vm, vm, "c")
+	}
+	for j := g.n(3); j > 0; j-- {
+		n.InUse = append(n.InUse, g.of(poolVolume...))
+	}
+	return n
+}
+
 func (g *gen) tenant(i int) snapshot.Tenant {
-	t := snapshot.Tenant{Name: string(rune('s' + i)), Namespace: g.of("", "default", "other"), Reachable: g.n(3) != 0}
+	t := snapshot.Tenant{Name: string(rune('s' + i)), Namespace: g.of("", "default", "other"), Reachable: g.n(3) != 0,
+		Driver: g.of("", "", snapshot.KubevirtCSIAttacher, "other.csi"), DriverMissing: g.n(6) == 0, MatchNodesByName: g.bool()}
 	for j := g.n(4); j > 0; j-- {
 		pv := g.of("pv-1", "pv-2", "pv-3")
 		va := storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "va"}}
@@ -237,7 +263,10 @@ func (g *gen) tenant(i int) snapshot.Tenant {
 			va.DeletionTimestamp = g.time()
 		}
 		va.Spec.Attacher = g.of(snapshot.KubevirtCSIAttacher, snapshot.KubevirtCSIAttacher, "other.csi")
-		va.Spec.NodeName = g.of(poolName...)
+		va.Spec.NodeName = g.of(poolTenantNode...)
+		if g.n(4) == 0 {
+			va.Annotations = map[string]string{"csi.alpha.kubernetes.io/node-id": g.of(poolNS...) + "/" + g.of(poolName...)}
+		}
 		switch g.n(3) {
 		case 0:
 			va.Spec.Source.PersistentVolumeName = &pv
@@ -249,15 +278,15 @@ func (g *gen) tenant(i int) snapshot.Tenant {
 		}
 		t.VolumeAttachments = append(t.VolumeAttachments, va)
 	}
-	for _, name := range poolName {
+	for _, name := range poolTenantNode {
 		if g.n(4) != 0 {
-			t.Nodes = append(t.Nodes, name)
+			t.Nodes = append(t.Nodes, g.tenantNode(name))
 		}
 	}
 	for j := g.n(4); j > 0; j-- {
 		pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: g.of("pv-1", "pv-2", "pv-3")}}
 		if g.n(4) != 0 {
-			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{VolumeHandle: g.of(poolVolume...)}
+			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: g.of(snapshot.KubevirtCSIAttacher, snapshot.KubevirtCSIAttacher, "other.csi"), VolumeHandle: g.of(poolVolume...)}
 		}
 		t.PVs = append(t.PVs, pv)
 	}
@@ -352,6 +381,10 @@ func (g *gen) coherentHotplug(s *snapshot.Snapshot) {
 	vmi.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: volume, Phase: kubevirtv1.VolumeReady,
 		HotplugVolume: &kubevirtv1.HotplugVolumeStatus{AttachPodName: "hp-volume-z", AttachPodUID: "u-hp"}}}
 	t := g.tenant(len(s.Tenants) + 1)
-	t.Reachable, t.Nodes = true, append(t.Nodes, name)
+	t.Reachable, t.DriverMissing = true, false
+	t.Nodes = append(t.Nodes, snapshot.TenantNode{Name: "w-" + name, ProviderID: "kubevirt://" + name, ClusterNamespace: "default"})
+	pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + volume}}
+	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: t.CSIDriver(), VolumeHandle: volume}
+	t.PVs = append(t.PVs, pv)
 	s.VMs, s.VMIs, s.Tenants = append(s.VMs, vm), append(s.VMIs, vmi), append(s.Tenants, t)
 }

@@ -108,8 +108,15 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
 // standalone VMI never.
 func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachineInstance, fd Finding) string {
 	ref, vmOwned := kvVMOwned(vmi)
-	// Only tenants that have a Node of the VMI's name judge its volumes.
-	tenants := withNode(tenantsFor(s, vmi.Namespace), vmi.Name)
+	// Only tenants one of whose nodes is certainly the VMI's VM, and whose
+	// volume it is, speak for it (drvSaysNotWanted).
+	var tenants []string
+	vm0 := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
+	for _, t := range tenantsFor(s, vmi.Namespace) {
+		if drvSaysNotWanted(&t, vm0, volumeHandles(vmi, fd.Volume)) {
+			tenants = append(tenants, t.Name)
+		}
+	}
 	if !vmOwned {
 		if len(tenants) == 0 {
 			return "the VMI is standalone and no tenant evidence applies"
@@ -133,7 +140,7 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 	case inSpec && !p.TenantAuthoritative:
 		return "the VM spec lists it"
 	case inSpec && len(tenants) == 0:
-		return "the VM spec lists it and no tenant has a node of the VMI's name"
+		return "the VM spec lists it and no tenant speaks for the VMI's VM"
 	case inSpec && fd.Action.Type != VMRemoveVolume:
 		return "the VM spec lists it but the action is not VM-level"
 	case len(tenants) == 0 && !p.AllowVMIOnlyDetach:
@@ -142,31 +149,28 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 	return ""
 }
 
-// tenantWantsOrUnknown: the KubeVirt CSI driver attaches a tenant volume by
-// hot-plugging its infra claim (the PV's CSI volumeHandle) into the infra
-// VMI, and the tenant's VolumeAttachment of attacher csi.kubevirt.io on the
-// tenant node records that the tenant wants it. Any such attachment that may
-// be this volume (its handle unknown, or naming the volume or its storage),
-// or a tenant whose state is unknown (unreachable), forbids the removal.
-// The tenant node is matched to the VMI by name and a tenant without a
-// namespace applies everywhere, as tether's tenant contract says today.
+// tenantWantsOrUnknown: any tenant that applies to the VMI's namespace and
+// may want the volume on the VMI's VM, by the driver's rules (drvMayWant),
+// forbids the removal.
 func tenantWantsOrUnknown(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance, volume string) string {
-	claims := map[string]bool{volume: true, kvStorageName(kvVolume(vmi.Spec.Volumes, volume)): true}
+	vm := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
 	for _, t := range tenantsFor(s, vmi.Namespace) {
-		if !t.Reachable {
-			return "an applicable tenant is unreachable"
-		}
-		for _, va := range t.VolumeAttachments {
-			if va.Spec.Attacher != kvCSIAttacher || va.Spec.NodeName != vmi.Name {
-				continue
-			}
-			handle, known := vaHandle(t, va.Spec.Source.PersistentVolumeName, va.Spec.Source.InlineVolumeSpec)
-			if !known || claims[handle] {
-				return "tenant " + t.Name + " may attach it to the VMI's node"
-			}
+		if why := drvMayWant(&t, vm, volumeHandles(vmi, volume)); why != "" {
+			return why
 		}
 	}
 	return ""
+}
+
+// volumeHandles: the driver names a hot-plugged volume after its DataVolume
+// (the tenant PV's volume handle), so the handle may be the volume's name
+// or the claim or DataVolume it uses.
+func volumeHandles(vmi *kubevirtv1.VirtualMachineInstance, volume string) map[string]bool {
+	h := map[string]bool{volume: true}
+	if c := kvStorageName(kvVolume(vmi.Spec.Volumes, volume)); c != "" {
+		h[c] = true
+	}
+	return h
 }
 
 func vaHandle(t snapshot.Tenant, pvName *string, inline *corev1.PersistentVolumeSpec) (string, bool) {
@@ -356,14 +360,4 @@ func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 		}
 	}
 	t.Logf("safe actions seen: %v", seen)
-}
-
-func withNode(ts []snapshot.Tenant, node string) []snapshot.Tenant {
-	var out []snapshot.Tenant
-	for _, t := range ts {
-		if contains(t.Nodes, node) {
-			out = append(out, t)
-		}
-	}
-	return out
 }

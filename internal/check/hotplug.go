@@ -170,7 +170,7 @@ func classify(in Input, sub *subject) (verdict, bool) {
 }
 
 func (s *subject) tenants() tenantView {
-	return tenantEvidence(s.vmiFacts.tenants, s.vmi.Name, s.volume(), s.claimName())
+	return tenantEvidence(s.vmiFacts.tenants, snapshot.InfraVM{Namespace: s.vmi.Namespace, Name: s.vmi.Name}, s.volume(), s.claimName())
 }
 
 // classifyStandalone: a standalone VMI is never orphaned for lack of a VM;

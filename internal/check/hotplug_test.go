@@ -44,37 +44,37 @@ func TestOrphanHotplugVolumeWanted(t *testing.T) {
 	runVolumeCases(t, []volumeCase{
 		{"volume in vm spec -> no finding", []any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), gates}, nil, noFinding()},
 		{"volume in vm spec, tenant does not attach it, tenant not authoritative -> no finding",
-			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a")), gates}, nil, noFinding()},
+			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), gates}, nil, noFinding()},
 		{"volume in vm spec, tenant authoritative, tenant attaches it -> no finding",
-			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1")), gates}, tenantAuthoritative, noFinding()},
+			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1")), gates}, tenantAuthoritative, noFinding()},
 		{"volume in vm spec, tenant authoritative, tenant unreachable -> no finding",
-			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("timeout")), gates}, tenantAuthoritative, noFinding()},
+			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("timeout")), gates}, tenantAuthoritative, noFinding()},
 		{"volume in vm spec, tenant authoritative, tenant detaching -> no finding",
-			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1", f.Terminating(now))), gates}, tenantAuthoritative, noFinding()},
+			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now))), gates}, tenantAuthoritative, noFinding()},
 		{"pending addvolume request -> no finding", []any{vmAdd, f.VMI("a", f.OwnedBy(vmAdd), f.WithHotplug("v1")), gates}, allowVMIOnly, noFinding()},
 		{"vmi-only hotplug, tenant attaches it -> no finding",
-			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1")), gates}, allowVMIOnly, noFinding()},
+			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1")), gates}, allowVMIOnly, noFinding()},
 		{"vmi-only hotplug, tenant attaches its claim -> no finding",
-			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.Claim("claim-1"))), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "claim-1")), gates}, allowVMIOnly, noFinding()},
+			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.Claim("claim-1"))), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "claim-1")), gates}, allowVMIOnly, noFinding()},
 		{"vmi-only hotplug, tenant attaches its datavolume -> no finding",
-			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.FromDataVolume("dv-1"))), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "dv-1")), gates}, allowVMIOnly, noFinding()},
+			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.FromDataVolume("dv-1"))), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "dv-1")), gates}, allowVMIOnly, noFinding()},
 		{"vmi-only hotplug, tenant attaches it through an inline spec -> no finding",
-			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.WithAttachment(f.VolumeAttachment("va-1", "a", "", f.InlineHandle("v1")))), gates}, allowVMIOnly, noFinding()},
+			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.WithAttachment(f.VolumeAttachment("va-1", "a", "", f.InlineHandle("v1")))), gates}, allowVMIOnly, noFinding()},
 		{"vmi-only hotplug, one tenant attaches it, another unreachable -> no finding",
-			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t0", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1")), gates}, allowVMIOnly, noFinding()},
+			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t0", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1")), gates}, allowVMIOnly, noFinding()},
 		{"vm gone, tenant attaches it -> no finding",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1")), gates}, nil, noFinding()},
+			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1")), gates}, nil, noFinding()},
 		{"standalone vmi, no tenant -> no finding", []any{f.VMI("a", f.WithHotplug("v1")), gates}, allowVMIOnly, noFinding()},
 		{"standalone vmi, tenant unreachable -> no finding",
-			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")), gates}, allowVMIOnly, noFinding()},
+			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), gates}, allowVMIOnly, noFinding()},
 		{"standalone vmi, tenant attaches it -> no finding",
-			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1")), gates}, nil, noFinding()},
+			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1")), gates}, nil, noFinding()},
 		{"standalone vmi, tenant has no node of its name -> no finding",
 			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("b")), gates}, nil, noFinding()},
 		{"vm spec volume, tenant authoritative, tenant has no node of the VMI's name -> no finding",
 			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("b")), gates}, tenantAuthoritative, noFinding()},
 		{"standalone vmi, tenant for another namespace -> no finding",
-			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.ForNamespace("other")), gates}, nil, noFinding()},
+			[]any{f.VMI("a", f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.ForNamespace("other")), gates}, nil, noFinding()},
 		{"vmi controlled by a non-kubevirt VirtualMachine, no tenant -> no finding (standalone)", []any{foreign, gates}, allowVMIOnly, noFinding()},
 		{"volume status without hotplugVolume -> no finding",
 			[]any{f.VMI("a", f.OwnedBy(vm), f.WithVolume("v1", f.PVC("v1"))), gates}, allowVMIOnly, noFinding()},
@@ -98,7 +98,7 @@ func TestOrphanHotplugVolumeScope(t *testing.T) {
 		{"vm gone, volume prefix does not match -> no finding", []any{gone, gates}, func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, noFinding()},
 		{"vm gone, volume prefix matches -> warning, safe", []any{gone, gates}, func(p *Policy) { p.Scope.VolumePrefix = "v" }, safe(VMIRemoveVolume)},
 		{"standalone vmi, tenant does not attach it, selector does not match -> no finding",
-			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), gates}, sel("c2"), noFinding()},
+			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), gates}, sel("c2"), noFinding()},
 	})
 }
 
@@ -119,32 +119,32 @@ func TestOrphanHotplugVolumeVMIOnly(t *testing.T) {
 			blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate unknown -> warning, blocked HotplugGateUnknown",
 			[]any{vm, vmi, unknown}, allowVMIOnly, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateUnknown)},
-		{"vmi-only hotplug, tenant does not attach it, gate on -> warning, safe VMIRemoveVolume", []any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), on}, nil, safe(VMIRemoveVolume)},
+		{"vmi-only hotplug, tenant does not attach it, gate on -> warning, safe VMIRemoveVolume", []any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, tenant attaches it to another node -> warning, safe VMIRemoveVolume",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("b", "v1")), on}, nil, safe(VMIRemoveVolume)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("b", "v1")), on}, nil, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, tenant attachment from another attacher -> warning, safe VMIRemoveVolume",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1", f.Attacher("ebs.csi.aws.com"))), on}, nil, safe(VMIRemoveVolume)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Attacher("ebs.csi.aws.com"))), on}, nil, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, tenant for this namespace does not attach it -> warning, safe",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.ForNamespace("default")), on}, nil, safe(VMIRemoveVolume)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.ForNamespace("default")), on}, nil, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, tenant has no node of the VMI's name -> no tenant evidence: info, blocked VMIOnlyHotplug",
 			[]any{vm, vmi, f.Tenant("t1", f.Nodes("b")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, tenant has no nodes at all -> no tenant evidence: info, blocked VMIOnlyHotplug",
 			[]any{vm, vmi, f.Tenant("t1"), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, tenant only for another namespace -> info, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.ForNamespace("other")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.ForNamespace("other")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, tenant does not attach it, gate off -> warning, blocked HotplugGateDisabled",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), off}, nil, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), off}, nil, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
 		{"vmi-only hotplug, tenant unreachable -> info, blocked TenantUnreachable",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("dial tcp: timeout")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable, "dial tcp: timeout")},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("dial tcp: timeout")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable, "dial tcp: timeout")},
 		{"vmi-only hotplug, tenant unreachable, vmi-only detach allowed -> info, blocked TenantUnreachable",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")), on}, allowVMIOnly, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, allowVMIOnly, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
 		{"vmi-only hotplug, one tenant does not attach it, another unreachable -> info, blocked TenantUnreachable",
-			[]any{vm, vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
+			[]any{vm, vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
 		{"vmi-only hotplug, tenant attachment with unknown PV on the node -> info, blocked TenantIncomplete",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.WithAttachment(f.VolumeAttachment("va-x", "a", "pv-missing"))), on}, nil,
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.WithAttachment(f.VolumeAttachment("va-x", "a", "pv-missing"))), on}, nil,
 			blocked(SeverityInfo, VMIRemoveVolume, TenantIncomplete, `PV "pv-missing"`)},
 		{"vmi-only hotplug, tenant attachment being deleted -> info, blocked DetachInProgress",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
 			blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress, "is being deleted")},
 		{"vmi-only hotplug, pending removevolume request -> warning, blocked RemovalPending",
 			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, RemovalPending)},
@@ -154,7 +154,7 @@ func TestOrphanHotplugVolumeVMIOnly(t *testing.T) {
 		{"vmi-only hotplug, no tenant, migrating -> info, blocked VMIMigrating",
 			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.Migrating()), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIMigrating)},
 		{"vmi-only hotplug, tenant does not attach it, vm terminating -> warning, blocked VMTerminating",
-			[]any{f.VM("a", f.Terminating(now)), vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, VMTerminating)},
+			[]any{f.VM("a", f.Terminating(now)), vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, VMTerminating)},
 	})
 }
 
@@ -171,11 +171,11 @@ func TestOrphanHotplugVolumeVMGone(t *testing.T) {
 		{"vm re-created with a new uid listing the volume -> warning, safe VMIRemoveVolume",
 			[]any{recreated, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, &outcome{severity: SeverityWarning, action: VMIRemoveVolume, safe: true, evidence: []string{"re-created"}}},
 		{"vm gone, tenant does not attach it -> warning, safe VMIRemoveVolume",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a")), on}, nil, safe(VMIRemoveVolume)},
+			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, safe(VMIRemoveVolume)},
 		{"vm gone, tenant unreachable -> warning, blocked TenantUnreachable",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("x")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, TenantUnreachable)},
+			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, TenantUnreachable)},
 		{"vm gone, tenant detaching -> info, blocked DetachInProgress",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
+			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
 			blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress)},
 	})
 }
@@ -185,13 +185,13 @@ func TestOrphanHotplugVolumeStandalone(t *testing.T) {
 	vmi := f.VMI("a", f.WithHotplug("v1"))
 	runVolumeCases(t, []volumeCase{
 		{"standalone vmi, tenant does not attach it, gates unknown -> warning, safe VMIRemoveVolume",
-			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a")), f.GatesUnknown()}, nil, safe(VMIRemoveVolume)},
+			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), f.GatesUnknown()}, nil, safe(VMIRemoveVolume)},
 		{"standalone vmi, tenant does not attach it, migrating -> warning, blocked VMIMigrating",
-			[]any{f.VMI("a", f.WithHotplug("v1"), f.Migrating()), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, nil, blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating)},
+			[]any{f.VMI("a", f.WithHotplug("v1"), f.Migrating()), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, nil, blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating)},
 		{"standalone vmi, tenant detaching -> info, blocked DetachInProgress",
-			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v1", f.Terminating(now)))}, nil, blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress)},
+			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now)))}, nil, blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress)},
 		{"standalone vmi, one tenant does not attach it, another unreachable -> no finding",
-			[]any{vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Unreachable("x"))}, nil, noFinding()},
+			[]any{vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x"))}, nil, noFinding()},
 	})
 }
 
@@ -203,13 +203,13 @@ func TestOrphanHotplugVolumeTenantAuthoritative(t *testing.T) {
 	vmAdd := f.VM("a", f.Running(), f.WithVolume("v1", f.PVC("v1"), f.Hotpluggable()), f.PendingAdd("v1", f.PVC("v1")))
 	runVolumeCases(t, []volumeCase{
 		{"volume in vm spec, tenant authoritative, tenant does not attach it -> warning, safe VMRemoveVolume",
-			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a")), f.GatesUnknown()}, tenantAuthoritative, safe(VMRemoveVolume)},
+			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), f.GatesUnknown()}, tenantAuthoritative, safe(VMRemoveVolume)},
 		{"volume in vm spec not hotpluggable, tenant authoritative, tenant does not attach it -> warning, blocked VolumeNotHotpluggable",
-			[]any{vmPlain, f.VMI("a", f.OwnedBy(vmPlain), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, VolumeNotHotpluggable)},
+			[]any{vmPlain, f.VMI("a", f.OwnedBy(vmPlain), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, VolumeNotHotpluggable)},
 		{"volume in vm spec with pending removal, tenant authoritative -> warning, blocked RemovalPending",
-			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
+			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
 		{"volume in vm spec with pending addition, tenant authoritative -> warning, blocked AdditionPending",
-			[]any{vmAdd, f.VMI("a", f.OwnedBy(vmAdd), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
+			[]any{vmAdd, f.VMI("a", f.OwnedBy(vmAdd), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
 	})
 }
 
@@ -244,13 +244,13 @@ func TestOrphanHotplugVolumeHolds(t *testing.T) {
 func TestMigrationStateWithoutStartCountsAsMigrating(t *testing.T) {
 	vmi := f.VMI("a", f.WithHotplug("v1"))
 	vmi.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{}
-	fs := Run(f.Snapshot(vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"))), DefaultPolicy(), now)
+	fs := Run(f.Snapshot(vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))), DefaultPolicy(), now)
 	assertOutcome(t, only(fs, OrphanHotplugVolume, "a", "v1"), blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating))
 }
 
 func TestCheckVolumeMatchesRun(t *testing.T) {
 	vm := f.VM("a", f.Running())
-	s := f.Snapshot(vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.WithHotplug("v2")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Attaches("a", "v2")), hotplugGate())
+	s := f.Snapshot(vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.WithHotplug("v2")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v2")), hotplugGate())
 	p := DefaultPolicy()
 	fs := only(Run(s, p, now), OrphanHotplugVolume, "a", "")
 	got, ok := CheckVolume(s, p, now, "default", "a", "v1")
@@ -269,4 +269,66 @@ func TestCheckVolumeMatchesRun(t *testing.T) {
 	if _, ok := CheckVolume(s, p, now, "default", "a", "v1"); ok {
 		t.Errorf("CheckVolume must respect the scope")
 	}
+}
+
+// TestOrphanHotplugVolumeTenantNodeMatching: tenant nodes are tied to infra
+// VMs as the KubeVirt CSI driver ties them, and every doubt is a refusal.
+func TestOrphanHotplugVolumeTenantNodeMatching(t *testing.T) {
+	vm := f.VM("a", f.Running())
+	vmi := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"))
+	on := hotplugGate()
+	node := func(name string, mod func(*snapshot.TenantNode)) f.TenantOption {
+		n := snapshot.TenantNode{Name: name, ProviderID: "kubevirt://a", ClusterNamespace: "default"}
+		if mod != nil {
+			mod(&n)
+		}
+		return f.WithNode(n)
+	}
+	bare := func(n *snapshot.TenantNode) { n.ProviderID, n.ClusterNamespace = "", "" }
+	tenant := func(opts ...f.TenantOption) snapshot.Tenant {
+		return f.Tenant("t1", append([]f.TenantOption{f.ForNamespace("default"), f.Volumes("v1")}, opts...)...)
+	}
+	unmapped := blocked(SeverityInfo, VMIRemoveVolume, TenantNodeUnmapped)
+	runVolumeCases(t, []volumeCase{
+		{"node named otherwise, tied by providerID -> warning, safe, evidence says how",
+			[]any{vm, vmi, tenant(node("worker-0", nil)), on}, nil,
+			&outcome{severity: SeverityWarning, action: VMIRemoveVolume, safe: true, evidence: []string{"node worker-0 -> infra VM default/a by providerID kubevirt://a"}}},
+		{"node named like the VM but its providerID names another VM -> not this VM's node, blocked VMIOnlyHotplug",
+			[]any{vm, vmi, tenant(node("a", func(n *snapshot.TenantNode) { n.ProviderID = "kubevirt://b" })), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+		{"node named like the VM, nothing else -> blocked TenantNodeUnmapped",
+			[]any{vm, vmi, tenant(node("a", bare)), on}, nil, unmapped},
+		{"node named like the VM, name matching opted in -> warning, safe",
+			[]any{vm, vmi, tenant(node("a", bare), func(t *snapshot.Tenant) { t.MatchNodesByName = true }), on}, nil, safe(VMIRemoveVolume)},
+		{"providerID and CSINode node ID disagree -> blocked TenantNodeUnmapped",
+			[]any{vm, vmi, tenant(node("worker-0", func(n *snapshot.TenantNode) { n.CSINodeID = "default/b" })), on}, nil, unmapped},
+		{"node of another namespace's VM of that name -> blocked TenantNodeUnmapped",
+			[]any{vm, vmi, tenant(node("worker-0", func(n *snapshot.TenantNode) { n.ClusterNamespace = "other" })), on}, nil, unmapped},
+		{"another node cannot be mapped -> blocked TenantNodeUnmapped (it may be this VM)",
+			[]any{vm, vmi, tenant(node("worker-0", nil), node("worker-9", bare)), on}, nil, unmapped},
+		{"the kubelet of the VM's node still uses it -> wanted, no finding",
+			[]any{vm, vmi, tenant(node("worker-0", func(n *snapshot.TenantNode) { n.InUse = []string{"v1"} })), on}, nil, noFinding()},
+		{"attached on the VM's node -> wanted, no finding",
+			[]any{vm, vmi, tenant(node("worker-0", nil), f.Attaches("worker-0", "v1")), on}, nil, noFinding()},
+		{"the attachment's node ID names another VM -> blocked TenantNodeUnmapped",
+			[]any{vm, vmi, tenant(node("worker-0", nil), f.Attaches("worker-0", "v2", f.AttachedToID("default/b"))), on}, nil, unmapped},
+		{"an attachment on a node the tenant does not list -> blocked TenantNodeUnmapped",
+			[]any{vm, vmi, tenant(node("worker-0", nil), f.Attaches("worker-gone", "v2")), on}, nil, unmapped},
+		{"two tenants in one infra namespace, the other attaches the volume elsewhere -> warning, safe",
+			[]any{vm, vmi, tenant(node("worker-0", nil)),
+				f.Tenant("t2", f.ForNamespace("default"), f.WithNode(snapshot.TenantNode{Name: "worker-0", ProviderID: "kubevirt://b", ClusterNamespace: "default"}), f.Attaches("worker-0", "v1")), on},
+			nil, safe(VMIRemoveVolume)},
+		{"renamed driver: its attachment wants the volume -> no finding",
+			[]any{vm, vmi, tenant(node("worker-0", nil), func(t *snapshot.Tenant) { t.Driver = "csi.example.com" },
+				f.WithPV(f.PV("pv-x", "v1", f.Driver("csi.example.com"))), f.WithAttachment(f.VolumeAttachment("va-x", "worker-0", "pv-x", f.Attacher("csi.example.com")))), on},
+			nil, noFinding()},
+		{"renamed driver: an attachment of the default driver is not its word -> warning, safe",
+			[]any{vm, vmi, tenant(node("worker-0", nil), func(t *snapshot.Tenant) { t.Driver = "csi.example.com" },
+				f.WithPV(f.PV("pv-x", "v1", f.Driver("csi.example.com"))), f.Attaches("worker-0", "v1")), on},
+			nil, safe(VMIRemoveVolume)},
+		{"the tenant has no CSIDriver object -> blocked TenantIncomplete",
+			[]any{vm, vmi, tenant(node("worker-0", nil), func(t *snapshot.Tenant) { t.DriverMissing = true }), on}, nil,
+			blocked(SeverityInfo, VMIRemoveVolume, TenantIncomplete, "has no CSIDriver")},
+		{"no tenant PV names the volume -> outside tenant evidence, blocked VMIOnlyHotplug",
+			[]any{vm, vmi, f.Tenant("t1", f.ForNamespace("default"), node("worker-0", nil)), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+	})
 }

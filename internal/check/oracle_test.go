@@ -10,6 +10,7 @@ package check
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -267,4 +268,163 @@ func kvRequestPending(vm *kubevirtv1.VirtualMachine, volume string) bool {
 		}
 	}
 	return false
+}
+
+// Tenant evidence, by the KubeVirt CSI driver's rules (kubevirt/csi-driver,
+// cmd/kubevirt-csi-driver resolveNodeID and pkg/service ControllerPublish):
+//
+//   - the node plugin publishes node ID "<namespace>/<vm>", from providerID
+//     "kubevirt://<vm>" with the node annotation
+//     cluster.x-k8s.io/cluster-namespace, else from the annotations
+//     csi.kubevirt.io/infra-vm-name and -namespace; without both parts it
+//     does not start. A running plugin's ID is in the node's CSINode.
+//   - the controller hot-plugs the DataVolume named by the volume handle
+//     into the VM named by the name part of the node ID, in the infra
+//     namespace it was started with.
+//
+// So a tenant node may be the VM that any of these names, in the namespace
+// given or in the tenant's infra namespace; a node about which nothing is
+// known may be any VM.
+
+// drvNodeIDs returns the infra VMs a tenant node may be, and whether
+// anything is known about it at all.
+func drvNodeIDs(n *snapshot.TenantNode, infraNS string, byName bool) ([]snapshot.InfraVM, bool) {
+	var ids []snapshot.InfraVM
+	add := func(ns, name string) {
+		if name == "" {
+			return
+		}
+		if ns != "" {
+			ids = append(ids, snapshot.InfraVM{Namespace: ns, Name: name})
+		}
+		if infraNS != "" {
+			ids = append(ids, snapshot.InfraVM{Namespace: infraNS, Name: name})
+		}
+	}
+	known := false
+	if name, ok := strings.CutPrefix(n.ProviderID, "kubevirt://"); ok {
+		known = true
+		add(n.ClusterNamespace, name)
+	}
+	if n.InfraVMName != "" || n.InfraVMNamespace != "" {
+		known = true
+		add(n.InfraVMNamespace, n.InfraVMName)
+	}
+	if n.CSINodeID != "" {
+		known = true
+		i := strings.LastIndex(n.CSINodeID, "/")
+		add(n.CSINodeID[:max(i, 0)], n.CSINodeID[i+1:])
+	}
+	if !known && byName {
+		known = true
+		add("", n.Name)
+	}
+	return ids, known
+}
+
+// drvCouldBe: the tenant node may be vm.
+func drvCouldBe(n *snapshot.TenantNode, infraNS string, byName bool, vm snapshot.InfraVM) bool {
+	ids, known := drvNodeIDs(n, infraNS, byName)
+	return !known || len(ids) == 0 || slices.Contains(ids, vm)
+}
+
+// drvIsCertainly: everything known about the node names vm and nothing
+// else, and when the tenant has an infra namespace, vm is in it.
+func drvIsCertainly(n *snapshot.TenantNode, infraNS string, byName bool, vm snapshot.InfraVM) bool {
+	ids, known := drvNodeIDs(n, infraNS, byName)
+	if !known || len(ids) == 0 || (infraNS != "" && vm.Namespace != infraNS) {
+		return false
+	}
+	for _, id := range ids {
+		if id != vm {
+			return false
+		}
+	}
+	// Every part must have given a name: an ID without its namespace
+	// outside a tenant with an infra namespace added nothing.
+	return true
+}
+
+// drvTenantVolume: one of the tenant's PVs of its driver has the handle.
+func drvTenantVolume(t *snapshot.Tenant, handles map[string]bool) bool {
+	for _, pv := range t.PVs {
+		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == drvName(t) && handles[pv.Spec.CSI.VolumeHandle] {
+			return true
+		}
+	}
+	return false
+}
+
+func drvName(t *snapshot.Tenant) string {
+	if t.Driver == "" {
+		return kvCSIAttacher
+	}
+	return t.Driver
+}
+
+// drvMayWant says how tenant t may want a volume (one of handles) on vm:
+// it is unreachable or has no CSIDriver (unknown), or a VolumeAttachment of
+// its driver not being deleted, on a node that may be vm or attached to
+// node ID naming vm, has one of the handles or an unknown one, or the
+// kubelet of a node that may be vm lists one of them.
+func drvMayWant(t *snapshot.Tenant, vm snapshot.InfraVM, handles map[string]bool) string {
+	if !t.Reachable {
+		return "tenant " + t.Name + " is unreachable"
+	}
+	if t.DriverMissing {
+		return "tenant " + t.Name + " has no CSIDriver " + drvName(t)
+	}
+	nodeMayBe := func(name string) bool {
+		for i := range t.Nodes {
+			if t.Nodes[i].Name == name {
+				return drvCouldBe(&t.Nodes[i], t.Namespace, t.MatchNodesByName, vm)
+			}
+		}
+		return true // a node not (yet) listed may be anything
+	}
+	for _, va := range t.VolumeAttachments {
+		if va.Spec.Attacher != drvName(t) || va.DeletionTimestamp != nil {
+			continue
+		}
+		id := va.Annotations["csi.alpha.kubernetes.io/node-id"]
+		onVM := nodeMayBe(va.Spec.NodeName) || id != "" && strings.HasSuffix(id, "/"+vm.Name)
+		if !onVM {
+			continue
+		}
+		handle, known := vaHandle(*t, va.Spec.Source.PersistentVolumeName, va.Spec.Source.InlineVolumeSpec)
+		if !known || handles[handle] {
+			return "tenant " + t.Name + " VolumeAttachment " + va.Name + " may attach it to " + vm.String()
+		}
+	}
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		if !drvCouldBe(n, t.Namespace, t.MatchNodesByName, vm) {
+			continue
+		}
+		for _, h := range n.InUse {
+			if handles[h] {
+				return "the kubelet of tenant " + t.Name + " node " + n.Name + " uses it"
+			}
+		}
+	}
+	return ""
+}
+
+// drvSaysNotWanted: tenant t speaks for vm (one of its nodes is certainly
+// vm, and the volume is one of its own) and no node of it may be vm
+// without being certainly vm (an unknown node may be vm too).
+func drvSaysNotWanted(t *snapshot.Tenant, vm snapshot.InfraVM, handles map[string]bool) bool {
+	if drvMayWant(t, vm, handles) != "" || !drvTenantVolume(t, handles) {
+		return false
+	}
+	certain := false
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		if drvIsCertainly(n, t.Namespace, t.MatchNodesByName, vm) {
+			certain = true
+		} else if _, known := drvNodeIDs(n, t.Namespace, t.MatchNodesByName); !known {
+			return false
+		}
+	}
+	return certain
 }

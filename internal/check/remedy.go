@@ -52,7 +52,7 @@ func volumeRemedy(sub *subject, v verdict, block BlockReason) string {
 		return fmt.Sprintf("the volume is still attaching; wait for phase Ready, re-run the audit, then: %s", base)
 	case VMIOnlyHotplug:
 		return fmt.Sprintf("a VMI-only hot-plug is legitimate: confirm with the VM's owner that the guest no longer uses it, then: %s (or restart the VM, which drops VMI-only hot-plugs)", base)
-	case TenantUnreachable, TenantIncomplete:
+	case TenantUnreachable, TenantIncomplete, TenantNodeUnmapped:
 		return fmt.Sprintf("%s; if there is none, then: %s", tenantCmd(sub, v.tenants), base)
 	case VolumeNotHotpluggable:
 		return vmRestartRemedy(sub, "removevolume refuses volumes not marked hotpluggable")

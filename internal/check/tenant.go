@@ -34,14 +34,17 @@ type tenantView struct {
 }
 
 // tenantEvidence asks the tenants that apply to the VMI's namespace whether
-// they attach the volume (by its name or its claim) to the tenant node named
-// after the VMI.
-func tenantEvidence(tenants []*snapshot.TenantIndex, node, volume, claim string) tenantView {
+// they attach the volume (by its name or its claim) to a tenant node that
+// is the VMI's VM (snapshot.ResolveTenantNode).
+func tenantEvidence(tenants []*snapshot.TenantIndex, vm snapshot.InfraVM, volume, claim string) tenantView {
 	var v tenantView
 	for _, t := range tenants {
-		state, block, ev := oneTenant(t, node, volume, claim)
+		state, block, ev := oneTenant(t, vm, volume, claim)
 		if state == tenantWants {
 			return tenantView{state: tenantWants}
+		}
+		if state == tenantNone {
+			continue
 		}
 		v.names = append(v.names, t.Name)
 		v.evidence = append(v.evidence, ev...)
@@ -54,39 +57,69 @@ func tenantEvidence(tenants []*snapshot.TenantIndex, node, volume, claim string)
 	return v
 }
 
-func oneTenant(t *snapshot.TenantIndex, node, volume, claim string) (tenantState, BlockReason, []string) {
+// oneTenant judges one tenant, refusing to call a volume "not wanted"
+// unless every step is certain: the tenant was read whole, its CSI driver
+// exists, every one of its nodes maps to one infra VM, a node maps to this
+// VM, the volume is one of the tenant's volumes (a PV of its driver has the
+// handle), and neither a VolumeAttachment nor the kubelet of that node
+// wants it.
+func oneTenant(t *snapshot.TenantIndex, vm snapshot.InfraVM, volume, claim string) (tenantState, BlockReason, []string) {
 	if !t.Reachable {
 		return tenantUnknown, TenantUnreachable, []string{fmt.Sprintf("tenant %q is unreachable: %s", t.Name, orUnknown(t.Error))}
 	}
-	var deleting []string
+	if t.DriverMissing {
+		return tenantUnknown, TenantIncomplete, []string{fmt.Sprintf("tenant %q has no CSIDriver %q: its VolumeAttachments cannot be read as the driver's", t.Name, t.Driver)}
+	}
 	hs, n := [2]string{volume, claim}, 2
 	if claim == "" || claim == volume {
 		n = 1
 	}
-	for _, h := range hs[:n] {
-		for _, a := range t.Attachments(h) {
-			if a.Node != node {
-				continue
-			}
-			if !a.Deleting {
+	nodes := t.NodesFor(vm)
+	var deleting, mapped []string
+	for _, node := range nodes {
+		mapped = append(mapped, fmt.Sprintf("tenant %q node %s -> infra VM %s by %s", t.Name, node.Name, vm, node.How))
+		for _, h := range hs[:n] {
+			if t.KubeletUses(node.Name, h) {
 				return tenantWants, "", nil
 			}
-			deleting = append(deleting, fmt.Sprintf("tenant %q VolumeAttachment %s (node %q, volume handle %q) is being deleted: detach in progress", t.Name, a.Name, a.Node, a.Handle))
+			for _, a := range t.Attachments(h) {
+				if a.Node != node.Name {
+					continue
+				}
+				if !a.Deleting {
+					return tenantWants, "", nil
+				}
+				deleting = append(deleting, fmt.Sprintf("tenant %q VolumeAttachment %s (node %q, volume handle %q) is being deleted: detach in progress", t.Name, a.Name, a.Node, a.Handle))
+			}
 		}
 	}
 	if len(deleting) > 0 {
-		return tenantDetaching, DetachInProgress, deleting
+		return tenantDetaching, DetachInProgress, append(mapped, deleting...)
 	}
-	if un := t.Unresolved(node); len(un) > 0 {
-		a := un[0]
-		return tenantUnknown, TenantIncomplete, []string{fmt.Sprintf("tenant %q VolumeAttachment %s on node %q uses PV %q whose volume handle is unknown", t.Name, a.Name, a.Node, a.PV)}
+	for _, node := range nodes {
+		if un := t.Unresolved(node.Name); len(un) > 0 {
+			a := un[0]
+			return tenantUnknown, TenantIncomplete, append(mapped, fmt.Sprintf("tenant %q VolumeAttachment %s on node %q uses PV %q whose volume handle is unknown", t.Name, a.Name, a.Node, a.PV))
+		}
 	}
-	if !t.HasNode(node) {
+	if amb := t.Ambiguous(vm); len(amb) > 0 {
+		return tenantUnknown, TenantNodeUnmapped, append(mapped, fmt.Sprintf("tenant %q: %s", t.Name, amb[0]))
+	}
+	if unknown := t.UnknownNodes(); len(unknown) > 0 {
+		// Such a node may be this VM: its attachments cannot be ruled out.
+		return tenantUnknown, TenantNodeUnmapped, append(mapped, fmt.Sprintf("tenant %q: %s", t.Name, unknown[0]))
+	}
+	if len(nodes) == 0 {
 		// Not one of this tenant's nodes: its attachments say nothing
 		// about this VM's volumes.
 		return tenantNone, "", nil
 	}
-	return tenantNotWanted, "", []string{fmt.Sprintf("tenant %q has no VolumeAttachment for node %q with volume handle %s (and has a Node %q)", t.Name, node, handles(volume, claim), node)}
+	if !t.HasVolume(volume) && !t.HasVolume(claim) {
+		// No PV of the tenant's driver names it: not the tenant's volume.
+		return tenantNone, "", nil
+	}
+	return tenantNotWanted, "", append(mapped, fmt.Sprintf("tenant %q has a PV of driver %s with volume handle %s, and neither a VolumeAttachment nor the kubelet of node %s wants it",
+		t.Name, t.Driver, handles(volume, claim), nodes[0].Name))
 }
 
 func handles(volume, claim string) string {

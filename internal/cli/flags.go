@@ -134,6 +134,12 @@ func (f *scopeFlags) resolve() (*options, error) {
 		if err != nil {
 			return nil, err
 		}
+		switch {
+		case t.Namespace == "" && o.namespace != "":
+			t.Namespace = o.namespace // the one namespace in scope
+		case t.Namespace == "":
+			return nil, fmt.Errorf("--tenant %s: name the infra namespace of its VMs (NAME=KUBECONFIG:NAMESPACE, the driver's --infra-cluster-namespace): with --all-namespaces it cannot be guessed", spec)
+		}
 		if t.Config, err = loadTenantConfig(t.kubeconfig); err != nil {
 			return nil, fmt.Errorf("--tenant %s: %v", t.Name, err)
 		}

@@ -29,6 +29,11 @@ type tenantStatus struct {
 	Name      string `json:"name"`
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
+	// DriverMissing: the tenant has no CSIDriver of its driver's name.
+	DriverMissing bool `json:"driverMissing,omitempty"`
+	// UnmappedNodes says why each node that cannot be tied to one infra VM
+	// cannot (see docs/checks/OrphanHotplugVolume.md).
+	UnmappedNodes []string `json:"unmappedNodes,omitempty"`
 }
 
 // FixPlan is the `fix -o json|yaml` document.
@@ -60,13 +65,25 @@ func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Fin
 	if format != "table" {
 		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}
 		for _, t := range s.Tenants {
-			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error})
+			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error,
+				DriverMissing: t.DriverMissing, UnmappedNodes: t.UnmappedNodes()})
 		}
 		return encode(w, format, r)
 	}
 	for _, t := range s.Tenants {
-		if !t.Reachable {
+		switch {
+		case !t.Reachable:
 			fmt.Fprintf(w, "warning: tenant %q is unreachable (%s): its evidence counts as unknown\n", t.Name, t.Error)
+		case t.DriverMissing:
+			fmt.Fprintf(w, "warning: tenant %q has no CSIDriver %q: its evidence counts as unknown (is the driver name right?)\n", t.Name, t.CSIDriver())
+		}
+		if un := t.UnmappedNodes(); t.Reachable && len(un) > 0 {
+			fmt.Fprintf(w, "warning: tenant %q: %d node(s) cannot be tied to an infra VM, so evidence that may concern them counts as unknown: %s",
+				t.Name, len(un), strings.Join(un[:min(len(un), 3)], "; "))
+			if len(un) > 3 {
+				fmt.Fprintf(w, "; ... (-o json lists all)")
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	for _, msg := range s.Warnings {

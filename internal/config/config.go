@@ -177,11 +177,18 @@ type TenantConfig struct {
 	Name string `json:"name"`
 	// Kubeconfig is the path of the tenant cluster's kubeconfig.
 	Kubeconfig string `json:"kubeconfig"`
-	// Namespace is the infra namespace whose VMIs serve this tenant;
-	// empty means every namespace (every namespace of scope.namespaces,
-	// when that is set). When scope.namespaces is set, it must be one of
-	// them.
+	// Namespace is the infra namespace whose VMs are the tenant's nodes
+	// (the driver's --infra-cluster-namespace). It may be left empty only
+	// when scope.namespaces names exactly one namespace, and then is that
+	// namespace. When scope.namespaces is set, it must be one of them.
 	Namespace string `json:"namespace"`
+	// Driver is the name of the tenant's KubeVirt CSI driver; empty means
+	// csi.kubevirt.io.
+	Driver string `json:"driver,omitempty"`
+	// MatchNodesByName lets a tenant node that names no infra VM (no
+	// providerID kubevirt://, no infra-vm annotations, no CSINode node ID)
+	// be the VM of its own name in Namespace. Needs Namespace.
+	MatchNodesByName bool `json:"matchNodesByName,omitempty"`
 }
 
 // BlastRadiusConfig allows at most MaxActions actions per Interval.
@@ -542,6 +549,18 @@ func validateTenants(ts []TenantConfig, scope []string) []error {
 		}
 		if t.Kubeconfig == "" {
 			errs = append(errs, fmt.Errorf("%s.kubeconfig: is required: the path of the tenant cluster's kubeconfig, e.g. \"/etc/tether/tenants/%s.kubeconfig\"", field, nameOr(t.Name, "guest1")))
+		}
+		if t.Driver != "" {
+			if msgs := validation.IsDNS1123Subdomain(t.Driver); len(msgs) > 0 || len(t.Driver) > 63 {
+				errs = append(errs, fmt.Errorf("%s.driver: %q is not a CSI driver name (a DNS subdomain of at most 63 characters, e.g. \"csi.kubevirt.io\")", field, t.Driver))
+			}
+		}
+		if t.Namespace == "" && len(scope) != 1 {
+			errs = append(errs, fmt.Errorf("%s.namespace: is required when scope.namespaces does not name exactly one namespace: give the infra namespace whose VMs are %s's nodes (the driver's --infra-cluster-namespace), e.g. \"tenant-a\"",
+				field, nameOr(t.Name, "the tenant")))
+		}
+		if t.MatchNodesByName && t.Namespace == "" {
+			errs = append(errs, fmt.Errorf("%s.matchNodesByName: needs %s.namespace: nodes are matched by name in that namespace only", field, field))
 		}
 		if t.Namespace != "" {
 			if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {

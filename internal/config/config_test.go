@@ -103,11 +103,11 @@ func TestParse(t *testing.T) {
 			name: "scope and tenants -> decoded",
 			in: "scope: {namespaces: [a, b], selector: 'x=y', volumePrefix: pvc-}\n" +
 				"tenantAuthoritative: true\nallowVMIOnlyDetach: true\n" +
-				"tenants: [{name: g1, kubeconfig: /k, namespace: a}, {name: g2, kubeconfig: /k2}]\n",
+				"tenants: [{name: g1, kubeconfig: /k, namespace: a}, {name: g2, kubeconfig: /k2, namespace: b, driver: csi.example.com, matchNodesByName: true}]\n",
 			want: withDefaults(func(c *Config) {
 				c.Scope = ScopeConfig{Namespaces: []string{"a", "b"}, Selector: "x=y", VolumePrefix: "pvc-"}
 				c.TenantAuthoritative, c.AllowVMIOnlyDetach = true, true
-				c.Tenants = []TenantConfig{{Name: "g1", Kubeconfig: "/k", Namespace: "a"}, {Name: "g2", Kubeconfig: "/k2"}}
+				c.Tenants = []TenantConfig{{Name: "g1", Kubeconfig: "/k", Namespace: "a"}, {Name: "g2", Kubeconfig: "/k2", Namespace: "b", Driver: "csi.example.com", MatchNodesByName: true}}
 			}),
 		},
 
@@ -134,6 +134,14 @@ func TestParse(t *testing.T) {
 		{name: "bad namespace -> error with index", in: "scope: {namespaces: [ok, Not_OK]}\n", errs: []string{`scope.namespaces[1]: "Not_OK" is not a valid namespace name`}},
 		{name: "unparsable selector -> error with syntax hint", in: "scope: {selector: 'a=(b'}\n", errs: []string{"scope.selector:", "kubectl -l syntax"}},
 		{name: "tenant without name -> error", in: "tenants: [{kubeconfig: /k}]\n", errs: []string{"tenants[0].name: is required"}},
+		{name: "tenant without namespace, scope of all namespaces -> error with the fix", in: "tenants: [{name: g, kubeconfig: /k}]\n",
+			errs: []string{"tenants[0].namespace: is required when scope.namespaces does not name exactly one namespace", "--infra-cluster-namespace"}},
+		{name: "tenant without namespace, scope of two namespaces -> error", in: "scope: {namespaces: [a, b]}\ntenants: [{name: g, kubeconfig: /k}]\n",
+			errs: []string{"tenants[0].namespace: is required"}},
+		{name: "matchNodesByName without namespace -> error", in: "scope: {namespaces: [a]}\ntenants: [{name: g, kubeconfig: /k, matchNodesByName: true}]\n",
+			errs: []string{"tenants[0].matchNodesByName: needs tenants[0].namespace"}},
+		{name: "bad driver name -> error with example", in: "tenants: [{name: g, kubeconfig: /k, namespace: a, driver: 'Not A Driver'}]\n",
+			errs: []string{`tenants[0].driver: "Not A Driver" is not a CSI driver name`, "csi.kubevirt.io"}},
 		{name: "tenant with bad name -> error", in: "tenants: [{name: Guest_1, kubeconfig: /k}]\n", errs: []string{`tenants[0].name: "Guest_1" is not valid`}},
 		{name: "tenant without kubeconfig -> error with example", in: "tenants: [{name: g1}]\n", errs: []string{"tenants[0].kubeconfig: is required", "/etc/tether/tenants/g1.kubeconfig"}},
 		{name: "duplicate tenant name -> error naming the first", in: "tenants: [{name: g, kubeconfig: /a}, {name: g, kubeconfig: /b}]\n", errs: []string{`tenants[1].name: "g" is already the name of tenants[0]`}},

@@ -230,6 +230,11 @@ func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budge
 	var tenants []*tenantWatch
 	var sources []observe.TenantSource
 	for _, tc := range o.Config.Tenants {
+		if tc.Namespace == "" && len(o.Config.Scope.Namespaces) == 1 {
+			// Validation allows an empty namespace only then: it is the
+			// scope's one namespace.
+			tc.Namespace = o.Config.Scope.Namespaces[0]
+		}
 		tw, err := newTenantWatch(tc)
 		if err != nil {
 			return nil, err

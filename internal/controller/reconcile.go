@@ -150,7 +150,7 @@ func (r *Reconciler) snapshotFor(ctx context.Context, vmi *kubevirtv1.VirtualMac
 	}
 	for _, tw := range r.Tenants {
 		if tw.applies(vmi.Namespace) {
-			s.Tenants = append(s.Tenants, tw.evidence(vmi.Name))
+			s.Tenants = append(s.Tenants, tw.evidence(vmi))
 		}
 	}
 	return snapshot.New(s), nil

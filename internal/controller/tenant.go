@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -33,22 +35,23 @@ const byNode = "node"
 // tenant's caches are not trusted, even once requests succeed again.
 const tenantErrorHold = 30 * time.Second
 
-// tenantWatch keeps a tenant cluster's VolumeAttachments, PVs and Node
-// names in informer caches. Until all have synced, and while the connection has recently
+// tenantWatch keeps a tenant cluster's VolumeAttachments, PVs, Nodes (what
+// ties them to infra VMs, and the kubelet's volumes), CSINodes and CSIDrivers
+// in informer caches. Until all have synced, and while the connection has recently
 // failed, the tenant's evidence is "unknown", which never counts as "not
 // wanted" (informers stay "synced" through a partition). A cache that went
 // stale without any error is caught by the live tenant re-read that package
 // act does before acting.
 type tenantWatch struct {
-	cfg  config.TenantConfig
-	rest *rest.Config
-	fact informers.SharedInformerFactory
-	vas  toolscache.SharedIndexInformer
-	pvs  toolscache.SharedIndexInformer
-	// nodes holds the names of the tenant's Nodes only: its evidence
-	// concerns the VMIs named after one of them.
-	nodes toolscache.SharedIndexInformer
-	conn  *connState
+	cfg      config.TenantConfig
+	rest     *rest.Config
+	fact     informers.SharedInformerFactory
+	vas      toolscache.SharedIndexInformer
+	pvs      toolscache.SharedIndexInformer
+	nodes    toolscache.SharedIndexInformer
+	csiNodes toolscache.SharedIndexInformer
+	drivers  toolscache.SharedIndexInformer
+	conn     *connState
 }
 
 // connState records the last failure and the last success of the requests
@@ -150,20 +153,38 @@ func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
 	}
 	fact := informers.NewSharedInformerFactory(cs, 0)
 	tw := &tenantWatch{cfg: tc, rest: rc, fact: fact, conn: conn,
-		vas:   fact.Storage().V1().VolumeAttachments().Informer(),
-		pvs:   fact.Core().V1().PersistentVolumes().Informer(),
-		nodes: fact.Core().V1().Nodes().Informer()}
-	// Only the names of Nodes matter: keep nothing else in memory.
+		vas:      fact.Storage().V1().VolumeAttachments().Informer(),
+		pvs:      fact.Core().V1().PersistentVolumes().Informer(),
+		nodes:    fact.Core().V1().Nodes().Informer(),
+		csiNodes: fact.Storage().V1().CSINodes().Informer(),
+		drivers:  fact.Storage().V1().CSIDrivers().Informer()}
+	driver := tw.driver()
+	// Of a Node, keep only what ties it to an infra VM and the kubelet's
+	// volumes of the tenant's driver.
 	err = tw.nodes.SetTransform(func(obj any) (any, error) {
-		if n, ok := obj.(*corev1.Node); ok {
-			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}, nil
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return obj, nil
 		}
-		return obj, nil
+		kept := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+		kept.Spec.ProviderID = n.Spec.ProviderID
+		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation} {
+			if v, ok := n.Annotations[k]; ok {
+				if kept.Annotations == nil {
+					kept.Annotations = map[string]string{}
+				}
+				kept.Annotations[k] = v
+			}
+		}
+		for _, h := range snapshot.NewTenantNode(n, nil, driver).InUse {
+			kept.Status.VolumesInUse = append(kept.Status.VolumesInUse, corev1.UniqueVolumeName("kubernetes.io/csi/"+driver+"^"+h))
+		}
+		return kept, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, inf := range []toolscache.SharedIndexInformer{tw.vas, tw.pvs, tw.nodes} {
+	for _, inf := range []toolscache.SharedIndexInformer{tw.vas, tw.pvs, tw.nodes, tw.csiNodes, tw.drivers} {
 		if err := inf.SetWatchErrorHandlerWithContext(conn.watchError); err != nil {
 			return nil, err
 		}
@@ -174,12 +195,32 @@ func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
 		}
 		return nil, nil
 	}})
+	if err != nil {
+		return nil, err
+	}
+	err = tw.pvs.AddIndexers(toolscache.Indexers{byHandle: func(obj any) ([]string, error) {
+		if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Spec.CSI != nil {
+			return []string{pv.Spec.CSI.VolumeHandle}, nil
+		}
+		return nil, nil
+	}})
 	return tw, err
+}
+
+const byHandle = "handle"
+
+// driver is the tenant's CSI driver name.
+func (tw *tenantWatch) driver() string {
+	if tw.cfg.Driver == "" {
+		return snapshot.DefaultCSIDriver
+	}
+	return tw.cfg.Driver
 }
 
 // source is the tenant for live re-reads in package act.
 func (tw *tenantWatch) source() observe.TenantSource {
-	return observe.TenantSource{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Config: tw.rest}
+	return observe.TenantSource{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver,
+		MatchNodesByName: tw.cfg.MatchNodesByName, Config: tw.rest}
 }
 
 // applies reports whether the tenant's evidence concerns VMIs of namespace ns.
@@ -187,68 +228,152 @@ func (tw *tenantWatch) applies(ns string) bool {
 	return tw.cfg.Namespace == "" || tw.cfg.Namespace == ns
 }
 
-// evidence returns what the tenant says about the node named after a VMI:
-// its VolumeAttachments there and the PVs they use.
-func (tw *tenantWatch) evidence(node string) snapshot.Tenant {
-	t := snapshot.Tenant{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace}
-	ok, why := tw.conn.reachable(tw.vas.HasSynced() && tw.pvs.HasSynced() && tw.nodes.HasSynced(), time.Now())
+// tenantNodes returns every tenant node as the resolver reads it.
+func (tw *tenantWatch) tenantNodes() []snapshot.TenantNode {
+	objs := tw.nodes.GetStore().List()
+	out := make([]snapshot.TenantNode, 0, len(objs))
+	for _, o := range objs {
+		n := o.(*corev1.Node)
+		var cn *storagev1.CSINode
+		if obj, ok, _ := tw.csiNodes.GetStore().GetByKey(n.Name); ok {
+			cn = obj.(*storagev1.CSINode)
+		}
+		out = append(out, snapshot.NewTenantNode(n, cn, tw.driver()))
+	}
+	return out
+}
+
+// evidence returns what the tenant says about a VMI: all its nodes (so that
+// the VMI's own and any unmappable ones are known), the VolumeAttachments
+// on the nodes that resolve to the VMI's VM with their PVs, and the PVs
+// whose volume handle is one of the VMI's volume or storage names.
+func (tw *tenantWatch) evidence(vmi *kubevirtv1.VirtualMachineInstance) snapshot.Tenant {
+	t := snapshot.Tenant{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver, MatchNodesByName: tw.cfg.MatchNodesByName}
+	ok, why := tw.conn.reachable(tw.synced(), time.Now())
 	if !ok {
 		t.Error = why
 		return t
 	}
 	t.Reachable = true
-	if _, ok, _ := tw.nodes.GetStore().GetByKey(node); ok {
-		t.Nodes = []string{node}
+	_, found, _ := tw.drivers.GetStore().GetByKey(tw.driver())
+	t.DriverMissing = !found
+	t.Nodes = tw.tenantNodes()
+	vm := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
+	pvSeen := map[string]bool{}
+	addPV := func(pv *corev1.PersistentVolume) {
+		if !pvSeen[pv.Name] {
+			pvSeen[pv.Name] = true
+			t.PVs = append(t.PVs, *pv.DeepCopy())
+		}
 	}
-	objs, _ := tw.vas.GetIndexer().ByIndex(byNode, node)
-	for _, o := range objs {
-		va := o.(*storagev1.VolumeAttachment)
-		t.VolumeAttachments = append(t.VolumeAttachments, *va.DeepCopy())
-		if pvName := va.Spec.Source.PersistentVolumeName; pvName != nil {
-			if obj, ok, _ := tw.pvs.GetStore().GetByKey(*pvName); ok {
-				t.PVs = append(t.PVs, *obj.(*corev1.PersistentVolume).DeepCopy())
+	for i := range t.Nodes {
+		if m := snapshot.ResolveTenantNode(&t.Nodes[i], t.Namespace, t.MatchNodesByName); m.Unknown != "" || m.VM != vm {
+			continue
+		}
+		objs, _ := tw.vas.GetIndexer().ByIndex(byNode, t.Nodes[i].Name)
+		for _, o := range objs {
+			va := o.(*storagev1.VolumeAttachment)
+			t.VolumeAttachments = append(t.VolumeAttachments, *va.DeepCopy())
+			if pvName := va.Spec.Source.PersistentVolumeName; pvName != nil {
+				if obj, ok, _ := tw.pvs.GetStore().GetByKey(*pvName); ok {
+					addPV(obj.(*corev1.PersistentVolume))
+				}
 			}
+		}
+	}
+	// Attachments on nodes without a Node object: they make the tenant's
+	// evidence unknown (snapshot.TenantIndex).
+	for _, node := range tw.vas.GetIndexer().ListIndexFuncValues(byNode) {
+		if _, ok, _ := tw.nodes.GetStore().GetByKey(node); !ok {
+			objs, _ := tw.vas.GetIndexer().ByIndex(byNode, node)
+			for _, o := range objs {
+				t.VolumeAttachments = append(t.VolumeAttachments, *o.(*storagev1.VolumeAttachment).DeepCopy())
+			}
+		}
+	}
+	for _, h := range vmiHandles(vmi) {
+		objs, _ := tw.pvs.GetIndexer().ByIndex(byHandle, h)
+		for _, o := range objs {
+			addPV(o.(*corev1.PersistentVolume))
 		}
 	}
 	return t
 }
 
+// vmiHandles returns the names a tenant volume handle of the VMI's volumes
+// may have: each volume's name and the claim or DataVolume it uses.
+func vmiHandles(vmi *kubevirtv1.VirtualMachineInstance) []string {
+	var out []string
+	for i := range vmi.Spec.Volumes {
+		v := &vmi.Spec.Volumes[i]
+		out = append(out, v.Name)
+		if c := snapshot.ClaimName(v); c != "" && c != v.Name {
+			out = append(out, c)
+		}
+	}
+	for _, vs := range vmi.Status.VolumeStatus {
+		out = append(out, vs.Name)
+		if vs.PersistentVolumeClaimInfo != nil && vs.PersistentVolumeClaimInfo.ClaimName != "" {
+			out = append(out, vs.PersistentVolumeClaimInfo.ClaimName)
+		}
+	}
+	return out
+}
+
 // watchInto sends a generic event for every VMI that a tenant change may
-// concern: the VMI named after the attachment's node.
+// concern: the VMI of the VM the change's node resolves to, or, when the
+// node cannot be resolved or the change concerns the whole tenant (its CSI
+// driver), every VMI the tenant applies to.
 func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEvent) error {
-	nodeOf := func(obj any) string {
+	unwrap := func(obj any) any {
 		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
+			return d.Obj
 		}
-		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
-			return va.Spec.NodeName
-		}
-		return ""
+		return obj
 	}
 	enqueue := func(node string) {
 		if node == "" {
 			return
 		}
-		for _, key := range tw.vmisNamed(infra, node) {
+		for _, key := range tw.vmisOf(infra, node) {
 			ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
 		}
 	}
+	// Before the caches have synced every VMI's tenant evidence is unknown
+	// anyway; the initial adds must not each fan out to every VMI.
+	enqueueAll := func() {
+		if !tw.synced() {
+			return
+		}
+		for _, key := range tw.allVMIs(infra, "") {
+			ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
+		}
+	}
+	nodeOfVA := func(obj any) string {
+		if va, ok := unwrap(obj).(*storagev1.VolumeAttachment); ok {
+			return va.Spec.NodeName
+		}
+		return ""
+	}
 	_, err := tw.vas.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { enqueue(nodeOf(o)) },
-		UpdateFunc: func(_, o any) { enqueue(nodeOf(o)) },
-		DeleteFunc: func(o any) { enqueue(nodeOf(o)) },
+		AddFunc:    func(o any) { enqueue(nodeOfVA(o)) },
+		UpdateFunc: func(_, o any) { enqueue(nodeOfVA(o)) },
+		DeleteFunc: func(o any) { enqueue(nodeOfVA(o)) },
 	})
 	if err != nil {
 		return err
 	}
-	// A PV appearing or changing can complete an attachment's evidence.
+	// A PV appearing or changing can complete an attachment's evidence, or
+	// make a volume one of the tenant's.
 	pvChanged := func(o any) {
-		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
-		pv, ok := o.(*corev1.PersistentVolume)
+		pv, ok := unwrap(o).(*corev1.PersistentVolume)
 		if !ok {
 			return
+		}
+		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == tw.driver() && tw.synced() {
+			for _, key := range tw.allVMIs(infra, pv.Spec.CSI.VolumeHandle) {
+				ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
+			}
 		}
 		for _, obj := range tw.vas.GetStore().List() {
 			va := obj.(*storagev1.VolumeAttachment)
@@ -263,35 +388,93 @@ func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEve
 	if err != nil {
 		return err
 	}
-	// A Node appearing or going away decides whether the tenant's evidence
-	// concerns the VMI of its name (updates, heartbeats, change nothing).
+	// A Node (or its CSINode) appearing, going away or changing what ties it
+	// to an infra VM or the kubelet's volumes: its VM's VMI, and every VMI
+	// when it cannot be resolved (heartbeats change nothing kept).
 	nodeName := func(o any) string {
-		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
-		if n, ok := o.(*corev1.Node); ok {
+		switch n := unwrap(o).(type) {
+		case *corev1.Node:
+			return n.Name
+		case *storagev1.CSINode:
 			return n.Name
 		}
 		return ""
 	}
-	_, err = tw.nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { enqueue(nodeName(o)) }, DeleteFunc: func(o any) { enqueue(nodeName(o)) },
+	nodeChanged := func(o any) {
+		if name := nodeName(o); name != "" {
+			enqueue(name)
+		}
+	}
+	// kept is what of a Node or CSINode the evidence reads.
+	kept := func(o any) any {
+		switch n := unwrap(o).(type) {
+		case *corev1.Node:
+			return snapshot.NewTenantNode(n, nil, tw.driver())
+		case *storagev1.CSINode:
+			return n.Spec
+		}
+		return nil
+	}
+	for _, inf := range []toolscache.SharedIndexInformer{tw.nodes, tw.csiNodes} {
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: nodeChanged, DeleteFunc: func(o any) { enqueueAll() },
+			UpdateFunc: func(old, o any) {
+				if !equality.Semantic.DeepEqual(kept(old), kept(o)) {
+					enqueueAll() // it may have resolved to another VM before
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	_, err = tw.drivers.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { enqueueAll() }, DeleteFunc: func(any) { enqueueAll() },
 	})
 	return err
 }
 
-// vmisNamed returns the keys of the VMIs the node name can stand for.
-func (tw *tenantWatch) vmisNamed(infra client.Reader, node string) []metav1.ObjectMeta {
-	if tw.cfg.Namespace != "" {
-		return []metav1.ObjectMeta{{Namespace: tw.cfg.Namespace, Name: node}}
+// vmisOf returns the keys of the VMIs a tenant node can stand for: the VMI
+// of the VM it resolves to, or, when it cannot be resolved (or is gone),
+// every VMI the tenant applies to.
+func (tw *tenantWatch) vmisOf(infra client.Reader, node string) []metav1.ObjectMeta {
+	obj, ok, _ := tw.nodes.GetStore().GetByKey(node)
+	if ok {
+		var cn *storagev1.CSINode
+		if c, ok, _ := tw.csiNodes.GetStore().GetByKey(node); ok {
+			cn = c.(*storagev1.CSINode)
+		}
+		tn := snapshot.NewTenantNode(obj.(*corev1.Node), cn, tw.driver())
+		if m := snapshot.ResolveTenantNode(&tn, tw.cfg.Namespace, tw.cfg.MatchNodesByName); m.Unknown == "" {
+			return []metav1.ObjectMeta{{Namespace: m.VM.Namespace, Name: m.VM.Name}}
+		}
 	}
-	var list kubevirtv1.VirtualMachineInstanceList
-	if err := infra.List(context.Background(), &list); err != nil {
+	if !tw.synced() {
 		return nil
 	}
-	var out []metav1.ObjectMeta
-	for _, v := range list.Items {
-		if v.Name == node {
+	return tw.allVMIs(infra, "")
+}
+
+// synced reports whether all of the tenant's caches have synced.
+func (tw *tenantWatch) synced() bool {
+	return tw.vas.HasSynced() && tw.pvs.HasSynced() && tw.nodes.HasSynced() && tw.csiNodes.HasSynced() && tw.drivers.HasSynced()
+}
+
+// allVMIs returns the keys of every VMI the tenant applies to; with a
+// handle, only those with a volume or storage of that name.
+func (tw *tenantWatch) allVMIs(infra client.Reader, handle string) []metav1.ObjectMeta {
+	var list kubevirtv1.VirtualMachineInstanceList
+	var opts []client.ListOption
+	if tw.cfg.Namespace != "" {
+		opts = append(opts, client.InNamespace(tw.cfg.Namespace))
+	}
+	if err := infra.List(context.Background(), &list, opts...); err != nil {
+		return nil
+	}
+	out := make([]metav1.ObjectMeta, 0, len(list.Items))
+	for i := range list.Items {
+		v := &list.Items[i]
+		if handle == "" || slices.Contains(vmiHandles(v), handle) {
 			out = append(out, metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name})
 		}
 	}

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,13 +29,19 @@ func TestController_tenantEvidence_detachesWhatTheTenantDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := fixture.PV("pv-"+w.ns, "pvc-kept")
-	va := fixture.VolumeAttachment("va-"+w.ns, "vm-t", pv.Name)
-	// The tenant's Node named after the VM: its evidence concerns that VM.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vm-t"}}
-	if err := tc.Create(w.ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	dropped := fixture.PV("pv-dropped-"+w.ns, "pvc-dropped") // released by the tenant
+	// The tenant's Node, named otherwise than the VM, tied to it by
+	// providerID and annotation: its evidence concerns that VM.
+	node := fixture.TenantNodeObject("worker-"+w.ns, w.ns, "vm-t")
+	va := fixture.VolumeAttachment("va-"+w.ns, node.Name, pv.Name)
+	drv := fixture.CSIDriver("csi.kubevirt.io", true)
+	for _, o := range []client.Object{node, drv} {
+		o.SetUID("")
+		if err := tc.Create(w.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
-	for _, o := range []client.Object{pv, va} {
+	for _, o := range []client.Object{pv, dropped, va} {
 		o.SetUID("")
 		if err := tc.Create(w.ctx, o); err != nil {
 			t.Fatal(err)

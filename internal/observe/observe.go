@@ -14,7 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -31,9 +31,13 @@ const DefaultPageSize = 500
 type TenantSource struct {
 	Name string
 	// Namespace is the infra namespace whose VMs are this tenant's nodes;
-	// empty means every namespace.
+	// empty means the namespace each node names.
 	Namespace string
-	Config    *rest.Config
+	// Driver is the tenant's CSI driver name; "" is csi.kubevirt.io.
+	Driver string
+	// MatchNodesByName: see snapshot.Tenant.
+	MatchNodesByName bool
+	Config           *rest.Config
 }
 
 // Options scope a read.
@@ -128,7 +132,7 @@ func ReadGates(ctx context.Context, c client.Client) snapshot.FeatureGates {
 }
 
 func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {
-	out := snapshot.Tenant{Name: t.Name, Namespace: t.Namespace}
+	out := snapshot.Tenant{Name: t.Name, Namespace: t.Namespace, Driver: t.Driver, MatchNodesByName: t.MatchNodesByName}
 	timeout := o.TenantTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -144,19 +148,31 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 	}
 	var vas storagev1.VolumeAttachmentList
 	var pvs corev1.PersistentVolumeList
-	// Node names only: they tell which infra VMs are this tenant's nodes.
-	var nodes metav1.PartialObjectMetadataList
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	for _, l := range []client.ObjectList{&vas, &pvs, &nodes} {
+	var nodes corev1.NodeList
+	var csiNodes storagev1.CSINodeList
+	for _, l := range []client.ObjectList{&vas, &pvs, &nodes, &csiNodes} {
 		if _, err := listAll(ctx, c, l, "", o.PageSize); err != nil {
 			out.Error = err.Error()
 			return out
 		}
 	}
+	var drv storagev1.CSIDriver
+	switch err := c.Get(ctx, client.ObjectKey{Name: out.CSIDriver()}, &drv); {
+	case apierrors.IsNotFound(err):
+		out.DriverMissing = true
+	case err != nil:
+		out.Error = err.Error()
+		return out
+	}
 	out.Reachable = true
 	out.VolumeAttachments, out.PVs = vas.Items, pvs.Items
-	for _, n := range nodes.Items {
-		out.Nodes = append(out.Nodes, n.Name)
+	byNode := make(map[string]*storagev1.CSINode, len(csiNodes.Items))
+	for i := range csiNodes.Items {
+		byNode[csiNodes.Items[i].Name] = &csiNodes.Items[i]
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		out.Nodes = append(out.Nodes, snapshot.NewTenantNode(n, byNode[n.Name], out.CSIDriver()))
 	}
 	return out
 }

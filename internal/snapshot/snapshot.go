@@ -24,6 +24,9 @@ const HotplugVolumesGate = "HotplugVolumes"
 // tenant clusters use to hot-plug infra volumes into their nodes.
 const KubevirtCSIAttacher = "csi.kubevirt.io"
 
+// DefaultCSIDriver is the KubeVirt CSI driver's default name.
+const DefaultCSIDriver = KubevirtCSIAttacher
+
 // AttachmentPodLabel and AttachmentPodLabelValue select the hot-plug
 // attachment pods (hp-volume-*) that KubeVirt creates.
 const (
@@ -121,23 +124,40 @@ func (g FeatureGates) State(name string) GateState {
 }
 
 // Tenant is the evidence from one tenant cluster whose nodes are VMs of this
-// (infra) cluster. Tenant nodes are named after the infra VMIs.
+// (infra) cluster, read the way the KubeVirt CSI driver sees it.
 type Tenant struct {
 	Name string
-	// Namespace is the infra namespace whose VMs are this tenant's nodes;
-	// "" means every namespace.
+	// Namespace is the infra namespace whose VMs are this tenant's nodes
+	// (the driver's --infra-cluster-namespace); "" means the namespace each
+	// node names.
 	Namespace string
+	// Driver is the tenant's CSI driver name (DefaultCSIDriver when "").
+	Driver string
+	// MatchNodesByName lets a node that names no infra VM be the VM of its
+	// own name in Namespace.
+	MatchNodesByName bool
 	// Reachable is false when the tenant could not be read; Error says why.
 	// An unreachable tenant is unknown evidence, never "not wanted".
-	Reachable         bool
-	Error             string
+	Reachable bool
+	Error     string
+	// DriverMissing is true when the tenant has no CSIDriver object of
+	// Driver's name: its evidence is unknown.
+	DriverMissing     bool
 	VolumeAttachments []storagev1.VolumeAttachment
 	PVs               []corev1.PersistentVolume
-	// Nodes are the names of the tenant's Node objects. Its evidence
-	// concerns a VMI only when a Node of the VMI's name exists: "no
-	// VolumeAttachment on node X" proves nothing about a VM that is not one
-	// of the tenant's nodes.
-	Nodes []string
+	// Nodes are the tenant's Nodes. Its evidence concerns a VMI only when
+	// one of them resolves to the VMI's VM (ResolveTenantNode): "no
+	// VolumeAttachment on node X" proves nothing about a VM that is not
+	// one of the tenant's nodes.
+	Nodes []TenantNode
+}
+
+// CSIDriver returns the tenant's driver name.
+func (t *Tenant) CSIDriver() string {
+	if t.Driver == "" {
+		return DefaultCSIDriver
+	}
+	return t.Driver
 }
 
 // New returns an indexed copy of s. The slices are shared, not copied.

@@ -1,6 +1,9 @@
 package snapshot
 
 import (
+	"fmt"
+	"slices"
+
 	storagev1 "k8s.io/api/storage/v1"
 )
 
@@ -9,7 +12,7 @@ import (
 type TenantAttachment struct {
 	// Name is the VolumeAttachment's name.
 	Name string
-	// Node is spec.nodeName: the tenant node, named after the infra VMI.
+	// Node is spec.nodeName: the tenant node.
 	Node string
 	// PV is spec.source.persistentVolumeName ("" for inline specs).
 	PV string
@@ -23,8 +26,11 @@ type TenantAttachment struct {
 type TenantIndex struct {
 	Name      string
 	Namespace string
+	Driver    string
 	Reachable bool
 	Error     string
+	// DriverMissing: the tenant has no CSIDriver of Driver's name.
+	DriverMissing bool
 
 	// byHandle holds the attachments of each volume handle, on any node.
 	byHandle map[string][]TenantAttachment
@@ -32,11 +38,42 @@ type TenantIndex struct {
 	// known (their PV is missing or has no CSI source). They may want any
 	// volume on that node.
 	unresolved map[string][]TenantAttachment
-	nodes      map[string]bool
+	// byVM holds the nodes that resolve to each infra VM.
+	byVM map[InfraVM][]TenantNodeRef
+	// unknownNodes says, per node that cannot be tied to one infra VM, why.
+	unknownNodes []string
+	// ambiguous says, per infra VM, why a node may be it without certainty.
+	ambiguous map[InfraVM][]string
+	// handles are the volume handles of the tenant's PVs of its driver.
+	handles map[string]bool
+	// inUse holds, per node, the handles the kubelet reports in use.
+	inUse map[string]map[string]bool
 }
 
-// HasNode reports whether the tenant has a Node of this name.
-func (t *TenantIndex) HasNode(name string) bool { return t.nodes[name] }
+// TenantNodeRef is a tenant node that resolves to an infra VM, and how.
+type TenantNodeRef struct {
+	Name string
+	How  string
+}
+
+// NodesFor returns the tenant nodes that resolve to vm.
+func (t *TenantIndex) NodesFor(vm InfraVM) []TenantNodeRef { return t.byVM[vm] }
+
+// UnknownNodes says, for each tenant node that cannot be tied to one infra
+// VM with certainty, why. Any of them may be any VM.
+func (t *TenantIndex) UnknownNodes() []string { return t.unknownNodes }
+
+// Ambiguous says why some tenant node may be vm without certainly being
+// it (nil when none).
+func (t *TenantIndex) Ambiguous(vm InfraVM) []string { return t.ambiguous[vm] }
+
+// HasVolume reports whether one of the tenant's PVs of its driver has this
+// volume handle: only such volumes are the tenant's to want or not.
+func (t *TenantIndex) HasVolume(handle string) bool { return handle != "" && t.handles[handle] }
+
+// KubeletUses reports whether the kubelet of tenant node node lists the
+// volume handle in status.volumesInUse or status.volumesAttached.
+func (t *TenantIndex) KubeletUses(node, handle string) bool { return t.inUse[node][handle] }
 
 func (ix *Index) indexTenants(tenants []Tenant) {
 	var specific []*TenantIndex
@@ -58,18 +95,42 @@ func (ix *Index) indexTenants(tenants []Tenant) {
 
 func newTenantIndex(t *Tenant) *TenantIndex {
 	ti := &TenantIndex{
-		Name:       t.Name,
-		Namespace:  t.Namespace,
-		Reachable:  t.Reachable,
-		Error:      t.Error,
-		unresolved: map[string][]TenantAttachment{},
-		nodes:      make(map[string]bool, len(t.Nodes)),
+		Name:          t.Name,
+		Namespace:     t.Namespace,
+		Driver:        t.CSIDriver(),
+		Reachable:     t.Reachable,
+		Error:         t.Error,
+		DriverMissing: t.DriverMissing,
+		unresolved:    map[string][]TenantAttachment{},
+		byVM:          make(map[InfraVM][]TenantNodeRef, len(t.Nodes)),
+		handles:       make(map[string]bool, len(t.PVs)),
+		inUse:         map[string]map[string]bool{},
+		ambiguous:     map[InfraVM][]string{},
 	}
 	if !t.Reachable {
 		return ti
 	}
-	for _, n := range t.Nodes {
-		ti.nodes[n] = true
+	mapped := make(map[string]InfraVM, len(t.Nodes))
+	listed := make(map[string]bool, len(t.Nodes))
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		listed[n.Name] = true
+		m := ResolveTenantNode(n, t.Namespace, t.MatchNodesByName)
+		switch {
+		case m.Ambiguous:
+			ti.ambiguous[m.VM] = append(ti.ambiguous[m.VM], m.Unknown)
+		case m.Unknown != "":
+			ti.unknownNodes = append(ti.unknownNodes, m.Unknown)
+		default:
+			ti.byVM[m.VM] = append(ti.byVM[m.VM], TenantNodeRef{Name: n.Name, How: m.How})
+			mapped[n.Name] = m.VM
+		}
+		for _, h := range n.InUse {
+			if ti.inUse[n.Name] == nil {
+				ti.inUse[n.Name] = map[string]bool{}
+			}
+			ti.inUse[n.Name][h] = true
+		}
 	}
 	// PV names are unique on a server; should a snapshot hold several PVs
 	// of one name, an attachment of that name counts for each handle.
@@ -79,6 +140,9 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 		h := ""
 		if pv.Spec.CSI != nil {
 			h = pv.Spec.CSI.VolumeHandle
+			if pv.Spec.CSI.Driver == ti.Driver && h != "" {
+				ti.handles[h] = true
+			}
 		}
 		pvs.add(pv.Name, h)
 	}
@@ -87,8 +151,23 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
 	for i := range t.VolumeAttachments {
 		va := &t.VolumeAttachments[i]
-		if va.Spec.Attacher != KubevirtCSIAttacher {
+		if va.Spec.Attacher != ti.Driver {
 			continue
+		}
+		if !listed[va.Spec.NodeName] {
+			// A node without a Node object cannot be tied to a VM: the
+			// attachment may be on any.
+			ti.unknownNodes = append(ti.unknownNodes, fmt.Sprintf("VolumeAttachment %s is on node %q, which the tenant does not list", va.Name, va.Spec.NodeName))
+		}
+		// The external-attacher records the CSI node ID it published to;
+		// it must be the VM the node resolves to.
+		if id := va.Annotations[VANodeIDAnnotation]; id != "" {
+			if vm, ok := mapped[va.Spec.NodeName]; ok && id != vm.String() {
+				ti.unknownNodes = append(ti.unknownNodes, fmt.Sprintf("tenant node %s resolves to %s, but VolumeAttachment %s was attached to node ID %s",
+					va.Spec.NodeName, vm, va.Name, id))
+				ti.byVM[vm] = slices.DeleteFunc(ti.byVM[vm], func(r TenantNodeRef) bool { return r.Name == va.Spec.NodeName })
+				delete(mapped, va.Spec.NodeName)
+			}
 		}
 		eachAttachment(va, &pvs, func(a TenantAttachment) {
 			if a.Handle == "" {

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -126,13 +125,23 @@ func seed(t *testing.T, env *testenv.Env) (ns, tenantKubeconfig string) {
 		}
 		return n == 2, nil
 	})
-	// The tenant's node named after the VM: tenant evidence concerns it.
+	// The tenant's node for the VM (named otherwise, tied by providerID),
+	// its CSI driver and its two volumes: tenant evidence concerns them.
 	tc, err := clients.New(env.Tenants["guest"].Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tc.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-x"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	for _, o := range []client.Object{fixture.TenantNodeObject("worker-"+ns, ns, "node-x"), fixture.CSIDriver("csi.kubevirt.io", true),
+		fixture.PV("tpv-orphan-"+ns, "pvc-orphan"), fixture.PV("tpv-kept-"+ns, "pvc-kept")} {
+		o.SetUID("")
+		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if _, shared := o.(*storagev1.CSIDriver); !shared {
+			// One tenant cluster serves one infra namespace: the next
+			// test's namespace must not see this one's node.
+			t.Cleanup(func() { _ = tc.Delete(context.Background(), o) })
+		}
 	}
 	return ns, env.Tenants["guest"].Kubeconfig
 }
@@ -238,6 +247,65 @@ func TestAudit_tenantDown_noAction(t *testing.T) {
 	}
 }
 
+// A tenant node that cannot be tied to an infra VM (no providerID, no
+// annotations, no CSINode node ID) may be the VM: the audit names it, the
+// orphan is blocked TenantNodeUnmapped, and fix --apply changes nothing.
+func TestFix_unmappedTenantNode_noAction(t *testing.T) {
+	env := testenv.Get(t)
+	ns, tenantKC := seed(t, env)
+	tc, err := clients.New(env.Tenants["guest"].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := fixture.TenantNodeObject("bare-"+ns, ns, "")
+	bare.Spec.ProviderID, bare.Annotations = "", nil
+	bare.UID = ""
+	if err := tc.Create(context.Background(), bare); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Delete(context.Background(), bare) })
+	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns}
+	r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...)
+	var rep struct {
+		Tenants []struct {
+			UnmappedNodes []string `json:"unmappedNodes"`
+		} `json:"tenants"`
+		Findings []struct {
+			Volume string `json:"volume"`
+			Action struct {
+				Safe      bool   `json:"safe"`
+				BlockedBy string `json:"blockedBy"`
+			} `json:"action"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s%s", err, r.stdout, r.stderr)
+	}
+	if len(rep.Tenants) != 1 || len(rep.Tenants[0].UnmappedNodes) != 1 || !strings.Contains(rep.Tenants[0].UnmappedNodes[0], "bare-"+ns) {
+		t.Fatalf("the unmapped node is not reported: %+v", rep.Tenants)
+	}
+	found := false
+	for _, f := range rep.Findings {
+		if f.Volume == "pvc-orphan" {
+			found = true
+			if f.Action.Safe || f.Action.BlockedBy != "TenantNodeUnmapped" {
+				t.Fatalf("pvc-orphan: %+v, want blocked TenantNodeUnmapped", f.Action)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no finding for pvc-orphan:\n%s", r.stdout)
+	}
+	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
+	if strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("acted although a tenant node is unmapped:\n%s%s", r.stdout, r.stderr)
+	}
+	r = tether(t, env, "tether", append([]string{"audit"}, scope...)...)
+	if !strings.Contains(r.stdout, "cannot be tied to an infra VM") {
+		t.Fatalf("the table does not warn about the node:\n%s", r.stdout)
+	}
+}
+
 func TestBadInput_clearErrors(t *testing.T) {
 	env := testenv.Get(t)
 	for _, c := range []struct {
@@ -249,6 +317,7 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"audit", "--kubeconfig", "/nonexistent/kubeconfig"}, "cannot be read"},
 		{[]string{"audit", "-o", "xml"}, "use table, json or yaml"},
 		{[]string{"audit", "-n", "a", "-A"}, "exclude each other"},
+		{[]string{"audit", "-A", "--tenant", "g=" + env.Tenants["guest"].Kubeconfig}, "name the infra namespace of its VMs"},
 		{[]string{"audit", "--tenant", "guest"}, "NAME=KUBECONFIG[:NAMESPACE]"},
 		{[]string{"fix", "--check", "Nope"}, `unknown check "Nope"`},
 		{[]string{"fix", "--max", "-1"}, "--max must be 0 or more"},
