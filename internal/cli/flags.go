@@ -38,6 +38,8 @@ type scopeFlags struct {
 	fenceGoneAfter      time.Duration
 	controllerNamespace string
 	minSeverity         string
+	tenantDriver        string
+	matchNodesByName    bool
 }
 
 func (f *scopeFlags) register(fs *pflag.FlagSet) {
@@ -48,7 +50,9 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.selector, "selector", "l", "", "label selector on VMIs (e.g. app=db,tier!=cache)")
 	fs.StringSliceVar(&f.checks, "checks", nil, "checks to run, comma separated (default: all; see `tether checks`)")
 	fs.StringVar(&f.volumePrefix, "volume-prefix", "", "only volumes whose name starts with this prefix")
-	fs.StringArrayVar(&f.tenants, "tenant", nil, "tenant cluster evidence: NAME=KUBECONFIG[:NAMESPACE] (repeatable); NAMESPACE is the infra namespace of its VMs; a path that contains ':' must be unambiguous (end it with ':' for no namespace)")
+	fs.StringArrayVar(&f.tenants, "tenant", nil, "tenant cluster evidence: NAME=KUBECONFIG[:NAMESPACE] (repeatable); NAMESPACE is the infra namespace of its VMs (required with -A); a path that contains ':' must be unambiguous (end it with ':' for no namespace)")
+	fs.StringVar(&f.tenantDriver, "tenant-driver", "", "the tenants' KubeVirt CSI driver name (default csi.kubevirt.io)")
+	fs.BoolVar(&f.matchNodesByName, "match-tenant-nodes-by-name", false, "opt-in: a tenant node with no providerID, infra-vm annotations or CSINode node ID is the VM of its own name in the tenant's namespace")
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
 	fs.BoolVar(&f.allowVMIOnly, "allow-vmi-only-detach", false, "treat VMI-only hot-plugs (not in the VM spec) as detachable without tenant evidence")
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
@@ -140,6 +144,12 @@ func (f *scopeFlags) resolve() (*options, error) {
 		case t.Namespace == "":
 			return nil, fmt.Errorf("--tenant %s: name the infra namespace of its VMs (NAME=KUBECONFIG:NAMESPACE, the driver's --infra-cluster-namespace): with --all-namespaces it cannot be guessed", spec)
 		}
+		if f.tenantDriver != "" {
+			if msgs := validation.IsDNS1123Subdomain(f.tenantDriver); len(msgs) > 0 || len(f.tenantDriver) > 63 {
+				return nil, fmt.Errorf("--tenant-driver %q is not a CSI driver name (a DNS subdomain of at most 63 characters, e.g. csi.kubevirt.io)", f.tenantDriver)
+			}
+		}
+		t.Driver, t.MatchNodesByName = f.tenantDriver, f.matchNodesByName
 		if t.Config, err = loadTenantConfig(t.kubeconfig); err != nil {
 			return nil, fmt.Errorf("--tenant %s: %v", t.Name, err)
 		}

@@ -318,6 +318,7 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"audit", "-o", "xml"}, "use table, json or yaml"},
 		{[]string{"audit", "-n", "a", "-A"}, "exclude each other"},
 		{[]string{"audit", "-A", "--tenant", "g=" + env.Tenants["guest"].Kubeconfig}, "name the infra namespace of its VMs"},
+		{[]string{"audit", "-n", "a", "--tenant", "g=" + env.Tenants["guest"].Kubeconfig + ":a", "--tenant-driver", "Not_A_Driver"}, "is not a CSI driver name"},
 		{[]string{"audit", "--tenant", "guest"}, "NAME=KUBECONFIG[:NAMESPACE]"},
 		{[]string{"fix", "--check", "Nope"}, `unknown check "Nope"`},
 		{[]string{"fix", "--max", "-1"}, "--max must be 0 or more"},
