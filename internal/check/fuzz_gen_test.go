@@ -373,6 +373,9 @@ func (g *gen) coherentHotplug(s *snapshot.Snapshot) {
 	vm := kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: "u-coherent"}}
 	vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
 	vm.Spec.Template.Spec.Volumes = []kubevirtv1.Volume{hot}
+	if g.bool() {
+		vm.Spec.Template.Spec.Volumes = nil // a VMI-only hot-plug
+	}
 	yes := true
 	vmi := kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: "u-coherent-vmi",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: name, UID: vm.UID, Controller: &yes}}}}
@@ -380,8 +383,11 @@ func (g *gen) coherentHotplug(s *snapshot.Snapshot) {
 	vmi.Status.Phase = kubevirtv1.Running
 	vmi.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: volume, Phase: kubevirtv1.VolumeReady,
 		HotplugVolume: &kubevirtv1.HotplugVolumeStatus{AttachPodName: "hp-volume-z", AttachPodUID: "u-hp"}}}
-	t := g.tenant(len(s.Tenants) + 1)
-	t.Reachable, t.DriverMissing = true, false
+	t := snapshot.Tenant{Name: "coherent", Namespace: g.of("default", ""), Reachable: true}
+	if g.bool() {
+		t = g.tenant(len(s.Tenants) + 1) // with whatever else a tenant may hold
+		t.Reachable, t.DriverMissing = true, false
+	}
 	t.Nodes = append(t.Nodes, snapshot.TenantNode{Name: "w-" + name, ProviderID: "kubevirt://" + name, ClusterNamespace: "default"})
 	pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + volume}}
 	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: t.CSIDriver(), VolumeHandle: volume}
