@@ -419,8 +419,18 @@ func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEve
 		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: nodeChanged, DeleteFunc: func(o any) { enqueueAll() },
 			UpdateFunc: func(old, o any) {
-				if !equality.Semantic.DeepEqual(kept(old), kept(o)) {
-					enqueueAll() // it may have resolved to another VM before
+				if equality.Semantic.DeepEqual(kept(old), kept(o)) {
+					return
+				}
+				// The VMs it stood for before and stands for now; every VMI
+				// when either is unknown.
+				was, now := tw.vmOfNode(old), tw.vmOfNode(o)
+				if was == nil || now == nil {
+					enqueueAll()
+					return
+				}
+				for _, vm := range []*snapshot.InfraVM{was, now} {
+					ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: vm.Namespace, Name: vm.Name}}}
 				}
 			},
 		})
@@ -453,6 +463,34 @@ func (tw *tenantWatch) vmisOf(infra client.Reader, node string) []metav1.ObjectM
 		return nil
 	}
 	return tw.allVMIs(infra, "")
+}
+
+// vmOfNode returns the VM a Node or CSINode object stands for, with the
+// other half read from the caches; nil when it cannot be resolved.
+func (tw *tenantWatch) vmOfNode(obj any) *snapshot.InfraVM {
+	var node *corev1.Node
+	var cn *storagev1.CSINode
+	switch o := obj.(type) {
+	case *corev1.Node:
+		node = o
+		if c, ok, _ := tw.csiNodes.GetStore().GetByKey(o.Name); ok {
+			cn = c.(*storagev1.CSINode)
+		}
+	case *storagev1.CSINode:
+		cn = o
+		if n, ok, _ := tw.nodes.GetStore().GetByKey(o.Name); ok {
+			node = n.(*corev1.Node)
+		}
+	}
+	if node == nil {
+		return nil
+	}
+	tn := snapshot.NewTenantNode(node, cn, tw.driver())
+	m := snapshot.ResolveTenantNode(&tn, tw.cfg.Namespace, tw.cfg.MatchNodesByName)
+	if m.Unknown != "" {
+		return nil
+	}
+	return &m.VM
 }
 
 // synced reports whether all of the tenant's caches have synced.

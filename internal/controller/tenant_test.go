@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/fixture"
@@ -87,4 +89,47 @@ func TestController_tenantUnreachable_holds(t *testing.T) {
 	if !lists(w.vmi("vm-u"), "pvc-u") {
 		t.Fatal("acted without tenant evidence")
 	}
+}
+
+// A tenant node that cannot be tied to an infra VM may be this VM: the
+// finding is held (TenantNodeUnmapped). Once the node is given its
+// providerID and annotation, the Node update wakes the VMI and the orphan
+// is detached; the volume the tenant attaches stays.
+func TestController_tenantNodeMappedLater_actsOnlyThen(t *testing.T) {
+	w := newWorld(t)
+	tenant := w.env.Tenants["guest"]
+	tc, err := clients.New(tenant.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := fixture.TenantNodeObject("late-"+w.ns, w.ns, "vm-l")
+	bare.Spec.ProviderID, bare.Annotations = "", nil
+	pv := fixture.PV("pv-l-"+w.ns, "pvc-l")
+	for _, o := range []client.Object{bare, fixture.CSIDriver("csi.kubevirt.io", true), pv} {
+		o.SetUID("")
+		if err := tc.Create(w.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = tc.Delete(context.Background(), bare); _ = tc.Delete(context.Background(), pv) })
+	w.orphan("vm-l", "pvc-l")
+	cfg := w.cfg(time.Second)
+	cfg.AllowVMIOnlyDetach = false
+	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: tenant.Kubeconfig, Namespace: w.ns}}
+	w.start(cfg)
+
+	w.waitFinding("vm-l", "pvc-l", v1alpha1.PhaseBlocked, string(check.TenantNodeUnmapped))
+	time.Sleep(2 * time.Second) // past the grace period: still held
+	if !lists(w.vmi("vm-l"), "pvc-l") {
+		t.Fatal("acted while a tenant node was unmapped")
+	}
+	if err := tc.Get(w.ctx, client.ObjectKeyFromObject(bare), bare); err != nil {
+		t.Fatal(err)
+	}
+	bare.Spec.ProviderID = "kubevirt://vm-l"
+	bare.Annotations = map[string]string{"cluster.x-k8s.io/cluster-namespace": w.ns}
+	if err := tc.Update(w.ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFinding("vm-l", "pvc-l", v1alpha1.PhaseResolved, string(act.Applied))
 }
