@@ -51,10 +51,7 @@ func TestController_tenantEvidence_detachesWhatTheTenantDropped(t *testing.T) {
 	}
 	w.orphan("vm-t", "pvc-kept")
 	w.orphan("vm-t", "pvc-dropped")
-	cfg := w.cfg(time.Second)
-	cfg.AllowVMIOnlyDetach = false
-	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: tenant.Kubeconfig, Namespace: w.ns}}
-	w.start(cfg)
+	w.startWithTenant(tenant.Kubeconfig)
 
 	w.waitFinding("vm-t", "pvc-dropped", v1alpha1.PhaseResolved, string(act.Applied))
 	if !lists(w.vmi("vm-t"), "pvc-kept") || w.finding("vm-t", "pvc-kept") != nil {
@@ -113,10 +110,7 @@ func TestController_tenantNodeMappedLater_actsOnlyThen(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tc.Delete(context.Background(), bare); _ = tc.Delete(context.Background(), pv) })
 	w.orphan("vm-l", "pvc-l")
-	cfg := w.cfg(time.Second)
-	cfg.AllowVMIOnlyDetach = false
-	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: tenant.Kubeconfig, Namespace: w.ns}}
-	w.start(cfg)
+	w.startWithTenant(tenant.Kubeconfig)
 
 	w.waitFinding("vm-l", "pvc-l", v1alpha1.PhaseBlocked, string(check.TenantNodeUnmapped))
 	time.Sleep(2 * time.Second) // past the grace period: still held
@@ -132,4 +126,13 @@ func TestController_tenantNodeMappedLater_actsOnlyThen(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitFinding("vm-l", "pvc-l", v1alpha1.PhaseResolved, string(act.Applied))
+}
+
+// startWithTenant starts the controller with a 1s grace, no VMI-only opt-in
+// and the tenant of this kubeconfig for the world's namespace.
+func (w *world) startWithTenant(kubeconfig string) {
+	cfg := w.cfg(time.Second)
+	cfg.AllowVMIOnlyDetach = false
+	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: kubeconfig, Namespace: w.ns}}
+	w.start(cfg)
 }
