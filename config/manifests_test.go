@@ -30,7 +30,7 @@ import (
 
 	"github.com/tether-dev/tether/config/crd"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }

@@ -1,7 +1,7 @@
 // Command kubevirt-emulator plays KubeVirt (virt-api's volume subresources,
 // virt-controller, virt-handler) against a real kube-apiserver for tests and
 // demos. It must never be pointed at a production cluster. See package
-// internal/kubevirt/emulator for what it does and does not emulate.
+// internal/testing/emulator for what it does and does not emulate.
 //
 //	kubevirt-emulator --kubeconfig FILE [--listen 127.0.0.1:0] [--namespace kubevirt]
 //	    [--node-name node-1] [--target-node-name node-2] [--migration-duration 3s]
@@ -26,7 +26,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
 func main() {

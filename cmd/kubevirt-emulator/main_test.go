@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-dev/tether/internal/controlplane"
+	"github.com/tether-dev/tether/internal/testing/controlplane"
 )
 
 const vmYAML = `apiVersion: kubevirt.io/v1

@@ -22,10 +22,10 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/localenv"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
 // runController measures `tether controller` over N seeded VMIs: the heap its

@@ -23,10 +23,10 @@ import (
 
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/fixture"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
-	"github.com/tether-dev/tether/internal/localenv"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testing/emulator"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
 func main() {

@@ -18,8 +18,8 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/localenv"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
 const storageNS = "bench-storage"

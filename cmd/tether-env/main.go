@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tether-dev/tether/internal/localenv"
+	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
 type tenantList []string

@@ -12,10 +12,10 @@ import (
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testing/emulator"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // A VMI-level hot-plug that the tenant no longer attaches is detached with

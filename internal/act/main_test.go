@@ -3,7 +3,7 @@ package act_test
 import (
 	"testing"
 
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -11,10 +11,10 @@ import (
 
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testing/emulator"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // The owner persists the volume into the VM spec between plan and apply (a

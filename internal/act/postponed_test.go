@@ -6,8 +6,8 @@ import (
 
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // `tether fix --check DanglingVolumeReference --apply` on a stopped VM whose

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	f "github.com/tether-dev/tether/internal/fixture"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 type podCase struct {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	f "github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/snapshot"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"github.com/tether-dev/tether/internal/protect"
 	"github.com/tether-dev/tether/internal/snapshot"
 
-	f "github.com/tether-dev/tether/internal/fixture"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 func deletingPVC(ago time.Duration, finalizers ...string) any {

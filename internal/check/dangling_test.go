@@ -8,8 +8,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
-	f "github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/snapshot"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 type danglingCase struct {

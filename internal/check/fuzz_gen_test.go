@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // gen turns fuzz bytes into a snapshot and a policy. Names come from small

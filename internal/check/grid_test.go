@@ -7,8 +7,8 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	f "github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/snapshot"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // The grid below enumerates every combination of the inputs the

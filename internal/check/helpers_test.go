@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // now is an hour after every fixture was created.

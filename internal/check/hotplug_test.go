@@ -6,8 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	f "github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/snapshot"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 type volumeCase struct {

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	f "github.com/tether-dev/tether/internal/fixture"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // waiting is a pod on node-2 that wants claim data.

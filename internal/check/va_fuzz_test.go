@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	f "github.com/tether-dev/tether/internal/fixture"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // vaWorld builds a random storage world around va-1 on node-1 from data.

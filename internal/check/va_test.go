@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	f "github.com/tether-dev/tether/internal/fixture"
+	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // The storage world of these tables: claim default/data bound to PV pv-1,

@@ -12,9 +12,9 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // Orphan appears -> Waiting -> acted on once the grace period passes ->

@@ -18,9 +18,9 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // install puts the Finding CRD and the RBAC from config/ into the cluster.

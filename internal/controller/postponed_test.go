@@ -12,9 +12,9 @@ import (
 
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/protect"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // Protection and danglingOnRestart together (review F1): a user deletes the

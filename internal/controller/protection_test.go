@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/protect"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // `tether controller` with only protection enabled, as the config/rbac

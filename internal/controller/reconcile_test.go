@@ -19,7 +19,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // reconciler returns a Reconciler whose cache and live client are the same

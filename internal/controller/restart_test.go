@@ -13,9 +13,9 @@ import (
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/fixture"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/emulator"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // restartCfg enables only the "on restart" mode (no check), in this

@@ -15,7 +15,7 @@ import (
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 func TestStartingUp(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/fixture"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // With tenant evidence, the volume the tenant attaches is left alone, the one

@@ -10,10 +10,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/fixture"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
 	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/emulator"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // Seven VMs read with page size 2: every VM arrives, in four LIST pages, and

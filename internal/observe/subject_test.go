@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // ForVolume reads the tenants (each may take up to its timeout) and the

@@ -18,10 +18,10 @@ import (
 
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // A tenant cluster seeded as the KubeVirt CSI driver leaves it, with a

@@ -21,9 +21,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/protect"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // The real garbage collector, namespace controller and PVC protection

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 func pvcRef(name string) protect.Ref {

@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/tether-dev/tether/internal/fixture"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // TestAdmissionPolicy: on the real API server, the policy refuses deleting

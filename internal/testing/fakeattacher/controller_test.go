@@ -1,4 +1,4 @@
-package attacher_test
+package fakeattacher_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // storageConfig enables the three storage checks in the test namespace,

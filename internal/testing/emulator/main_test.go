@@ -20,9 +20,9 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/controlplane"
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/testing/controlplane"
+	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
 // env is the control plane and emulator shared by the package's integration

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
 // attached waits until volume is hot-plugged into the VMI: Ready status with

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
 func annotate(t *testing.T, e *testEnv, obj client.Object, key, value string) {

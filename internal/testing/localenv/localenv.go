@@ -14,9 +14,9 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/tether-dev/tether/internal/attacher"
-	"github.com/tether-dev/tether/internal/controlplane"
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/testing/controlplane"
+	"github.com/tether-dev/tether/internal/testing/emulator"
+	"github.com/tether-dev/tether/internal/testing/fakeattacher"
 )
 
 // Options configure Start.
@@ -32,7 +32,7 @@ type Options struct {
 	// StartTimeout bounds the start of each control plane.
 	StartTimeout time.Duration
 	// Attacher starts the CSI attacher emulator (package attacher) for
-	// attacher.DefaultDriver and registers that CSIDriver (attachRequired:
+	// fakeattacher.DefaultDriver and registers that CSIDriver (attachRequired:
 	// true); with ControllerManager, the real attach/detach controller then
 	// attaches volumes of pods bound to Nodes it manages.
 	Attacher bool
@@ -44,7 +44,7 @@ type Env struct {
 	Emulator *emulator.Emulator
 	Tenants  map[string]*controlplane.ControlPlane
 	// Attacher is the CSI attacher emulator, when Options.Attacher is set.
-	Attacher *attacher.Attacher
+	Attacher *fakeattacher.Attacher
 
 	cancel context.CancelFunc
 }
@@ -90,7 +90,7 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		return env, fmt.Errorf("kubevirt emulator: %w", err)
 	}
 	if o.Attacher {
-		env.Attacher, err = attacher.Start(ctx, attacher.Options{Config: env.Infra.Config})
+		env.Attacher, err = fakeattacher.Start(ctx, fakeattacher.Options{Config: env.Infra.Config})
 		if err != nil {
 			return env, fmt.Errorf("csi attacher: %w", err)
 		}

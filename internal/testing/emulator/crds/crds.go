@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tether-dev/tether/internal/crdinstall"
+	"github.com/tether-dev/tether/internal/testing/crdinstall"
 )
 
 //go:embed *.yaml

@@ -25,7 +25,7 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt/crds"
+	"github.com/tether-dev/tether/internal/testing/emulator/crds"
 )
 
 // Options configure Start. Defaults are filled in by Start.

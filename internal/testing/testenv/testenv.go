@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/tether-dev/tether/internal/localenv"
+	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
 // Options choose what the package's environment includes.

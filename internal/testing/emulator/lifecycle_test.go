@@ -14,7 +14,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt/emulator"
+	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
 func TestCRDsAndAPIServiceInstalled(t *testing.T) {

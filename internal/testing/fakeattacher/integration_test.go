@@ -1,4 +1,4 @@
-package attacher_test
+package fakeattacher_test
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/attacher"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/fakeattacher"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -80,7 +80,7 @@ func (w *world) volume(pv string) {
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: w.ns, Name: "data"},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: attacher.DefaultDriver, VolumeHandle: "h-" + pv}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: fakeattacher.DefaultDriver, VolumeHandle: "h-" + pv}},
 		},
 	}
 	pvc := &corev1.PersistentVolumeClaim{
@@ -200,5 +200,5 @@ func (w *world) audit(name string, p check.Policy) []check.Finding {
 func evidence(f check.Finding) string { return strings.Join(f.Evidence, "\n") }
 
 func uniqueVolume(pv string) corev1.UniqueVolumeName {
-	return corev1.UniqueVolumeName("kubernetes.io/csi/" + attacher.DefaultDriver + "^h-" + pv)
+	return corev1.UniqueVolumeName("kubernetes.io/csi/" + fakeattacher.DefaultDriver + "^h-" + pv)
 }

@@ -1,4 +1,4 @@
-package attacher_test
+package fakeattacher_test
 
 import (
 	"strings"
@@ -13,7 +13,7 @@ import (
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // A pod moves to another node while the old node is partitioned (NotReady,

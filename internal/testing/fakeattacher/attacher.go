@@ -1,4 +1,4 @@
-// Package attacher plays kubernetes-csi/external-attacher for one CSI driver
+// Package fakeattacher plays kubernetes-csi/external-attacher for one CSI driver
 // against a real apiserver, so that the attach/detach controller of a real
 // kube-controller-manager can attach and detach volumes without a storage
 // backend:
@@ -18,7 +18,7 @@
 // Writes use the resourceVersion read (optimistic concurrency), so a stale
 // read never undoes someone else's change. It must never touch
 // VolumeAttachments of other attachers.
-package attacher
+package fakeattacher
 
 import (
 	"context"

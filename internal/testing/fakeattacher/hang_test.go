@@ -1,4 +1,4 @@
-package attacher_test
+package fakeattacher_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/testenv"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // A node the storage backend cannot reach: the attach/detach controller asks
