@@ -91,24 +91,65 @@ func Run(ctx context.Context, o Options) error {
 	return mgr.Start(ctx)
 }
 
-// New builds the manager with the reconciler registered.
+// New builds the manager with the reconcilers registered.
 func New(o Options) (manager.Manager, error) {
-	if o.Config == nil {
-		return nil, errors.New("controller: no configuration")
-	}
-	if err := o.Config.Validate(); err != nil {
+	o, policy, checks, err := complete(o)
+	if err != nil {
 		return nil, err
 	}
 	ctrllog.SetLogger(o.Log)
-	// Protection or the "on restart" mode alone, without any check, is a
-	// valid configuration.
+	mgr, err := newManager(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Config.Protection.Enabled {
+		sel, err := o.Config.VMSelector()
+		if err != nil {
+			return nil, err
+		}
+		if err := protect.Setup(mgr, protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log}); err != nil {
+			return nil, err
+		}
+	}
+	if checks {
+		if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
+			return nil, err
+		}
+	}
+	rs, err := newRecords(mgr, o, checks)
+	if err != nil {
+		return nil, err
+	}
+	if checks {
+		if err := setupChecks(mgr, o, policy, rs); err != nil {
+			return nil, err
+		}
+	}
+	if o.Config.DanglingOnRestart.Enabled {
+		if err := setupRestart(mgr, o, rs); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// complete validates the configuration and fills the options' defaults. It
+// returns the checks' policy and whether any check runs: protection or the
+// "on restart" mode alone, without any check, is a valid configuration.
+func complete(o Options) (Options, check.Policy, bool, error) {
+	if o.Config == nil {
+		return o, check.Policy{}, false, errors.New("controller: no configuration")
+	}
+	if err := o.Config.Validate(); err != nil {
+		return o, check.Policy{}, false, err
+	}
 	policy, err := o.Config.Policy()
 	checks := err == nil
 	if errors.Is(err, config.ErrNoChecks) && (o.Config.Protection.Enabled || o.Config.DanglingOnRestart.Enabled) {
 		err = nil
 	}
 	if err != nil {
-		return nil, err
+		return o, check.Policy{}, false, err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -122,45 +163,20 @@ func New(o Options) (manager.Manager, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
-	storage := slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled)
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
 	}
 	if o.ProbeAddr == "" {
 		o.ProbeAddr = "0"
 	}
-	cacheOpts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         map[client.Object]cache.ByObject{},
-	}
-	if !storage {
-		// Without the storage checks, the only pods the controller reads
-		// are hot-plug attachment pods.
-		cacheOpts.ByObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})}
-	}
-	// Records keep who wrote their status (v1alpha1.Finding.StatusWriters),
-	// which decides whether their times are evidence; nothing else of their
-	// managedFields.
-	records := cache.ByObject{Transform: keepStatusWriters}
-	if ns := o.Config.Scope.Namespaces; len(ns) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, n := range ns {
-			cacheOpts.DefaultNamespaces[n] = cache.Config{}
-		}
-		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
-		// outside the scope: read it wherever it is.
-		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
-		// Records of cluster-scoped subjects live in the controller's own
-		// namespace.
-		records.Namespaces = map[string]cache.Config{o.Namespace: {}}
-		for _, n := range ns {
-			records.Namespaces[n] = cache.Config{}
-		}
-	}
-	cacheOpts.ByObject[&v1alpha1.Finding{}] = records
+	return o, policy, checks, nil
+}
+
+// newManager builds the manager, its caches and its health checks.
+func newManager(o Options) (manager.Manager, error) {
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
 		Scheme: clients.Scheme,
-		Cache:  cacheOpts,
+		Cache:  cacheOptions(o),
 		// Every write names the controller's field manager: a record's
 		// times count only when the controller wrote its status
 		// (v1alpha1.Finding.StatusWrittenBy).
@@ -186,47 +202,108 @@ func New(o Options) (manager.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if o.Config.Protection.Enabled {
-		sel, err := o.Config.VMSelector()
-		if err != nil {
-			return nil, err
-		}
-		if err := protect.Setup(mgr, protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log}); err != nil {
-			return nil, err
-		}
-	}
-	// One blast-radius budget for every action of the process.
-	budget := newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration)
-	var r *Reconciler
-	if checks {
-		if r, err = newReconciler(mgr, o, policy, budget); err != nil {
-			return nil, err
-		}
-		if o.Config.Enabled(check.OrphanHotplugVolume) {
-			if err := r.setup(mgr); err != nil {
-				return nil, err
-			}
-		}
-		if storage {
-			if err := setupStorage(mgr, r, o); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if o.Config.DanglingOnRestart.Enabled {
-		if err := setupRestart(mgr, o, budget, r); err != nil {
-			return nil, err
-		}
-	}
 	return mgr, nil
 }
 
-// newReconciler builds the record keeper the checks' reconcilers share
-// (tenant watches, executor, budget) and registers the findings gauge.
-func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budget) (*Reconciler, error) {
-	if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
+// cacheOptions says what the informers hold: everything the checks read,
+// within the configured namespaces, stripped of managedFields.
+func cacheOptions(o Options) cache.Options {
+	cacheOpts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{},
+	}
+	if !slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
+		// Without the storage checks, the only pods the controller reads
+		// are hot-plug attachment pods.
+		cacheOpts.ByObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})}
+	}
+	// Records keep who wrote their status (v1alpha1.Finding.StatusWriters),
+	// which decides whether their times are evidence; nothing else of their
+	// managedFields.
+	records := cache.ByObject{Transform: keepStatusWriters}
+	if ns := o.Config.Scope.Namespaces; len(ns) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range ns {
+			cacheOpts.DefaultNamespaces[n] = cache.Config{}
+		}
+		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
+		// outside the scope: read it wherever it is.
+		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+		// Records of cluster-scoped subjects live in the controller's own
+		// namespace.
+		records.Namespaces = map[string]cache.Config{o.Namespace: {}}
+		for _, n := range ns {
+			records.Namespaces[n] = cache.Config{}
+		}
+	}
+	cacheOpts.ByObject[&v1alpha1.Finding{}] = records
+	return cacheOpts
+}
+
+// newRecords builds the record keeper every reconciler shares, with the one
+// blast-radius budget of the process. Records are written through a live
+// client under the controller's field manager. With no check enabled there
+// are no records to seed the budget from.
+func newRecords(mgr manager.Manager, o Options, checks bool) (*records, error) {
+	c, err := clients.New(o.RestConfig)
+	if err != nil {
 		return nil, err
 	}
+	live := client.WithFieldOwner(c, v1alpha1.FieldManager)
+	return &records{
+		Cache:    mgr.GetClient(),
+		Live:     live,
+		Config:   o.Config,
+		Budget:   newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
+		Recorder: &act.Recorder{Client: live, Component: o.Identity},
+		Now:      o.Now,
+		Log:      o.Log.WithName("records"),
+		Seeded:   checks,
+		watching: &watchClock{},
+	}, nil
+}
+
+// newExecutor builds a live-checking executor for policy, writing under the
+// controller's field manager.
+func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Executor, error) {
+	ex, err := act.NewExecutor(o.RestConfig, policy, obs)
+	if err != nil {
+		return nil, err
+	}
+	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
+	ex.WaitTimeout = o.Config.ActionTimeout.Duration
+	ex.Recorder.Component = o.Identity
+	return ex, nil
+}
+
+// setupChecks registers the checks' reconcilers (hot-plug and storage, as
+// enabled), their tenant watches and the findings gauge.
+func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records) error {
+	tenants, sources, err := addTenants(mgr, o)
+	if err != nil {
+		return err
+	}
+	ex, err := newExecutor(o, policy, observe.Options{Tenants: sources})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
+		return err
+	}
+	if o.Config.Enabled(check.OrphanHotplugVolume) {
+		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
+		if err := r.setup(mgr); err != nil {
+			return err
+		}
+	}
+	if slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
+		return setupStorage(mgr, rs, ex, policy, o)
+	}
+	return nil
+}
+
+// addTenants starts a watch of every configured tenant cluster.
+func addTenants(mgr manager.Manager, o Options) ([]*tenantWatch, []observe.TenantSource, error) {
 	var tenants []*tenantWatch
 	var sources []observe.TenantSource
 	for _, tc := range o.Config.Tenants {
@@ -237,66 +314,37 @@ func newReconciler(mgr manager.Manager, o Options, policy check.Policy, b *budge
 		}
 		tw, err := newTenantWatch(tc)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := mgr.Add(tw); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tenants = append(tenants, tw)
 		sources = append(sources, tw.source())
 	}
-	ex, err := act.NewExecutor(o.RestConfig, policy, observe.Options{Tenants: sources})
-	if err != nil {
-		return nil, err
-	}
-	// Records are written through the executor's live client.
-	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
-	ex.WaitTimeout = o.Config.ActionTimeout.Duration
-	ex.Recorder.Component = o.Identity
-	r := &Reconciler{
-		Cache:    mgr.GetClient(),
-		Executor: ex,
-		Config:   o.Config,
-		Policy:   policy,
-		Budget:   b,
-		Now:      o.Now,
-		Log:      o.Log.WithName("reconciler"),
-		Tenants:  tenants,
-		watching: &watchClock{},
-	}
-	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return tenants, sources, nil
 }
 
-// setupRestart registers the "on restart" reconciler. hot is the hot-plug
-// reconciler, nil when no check runs: its Finding records seed the shared
-// budget.
-func setupRestart(mgr manager.Manager, o Options, b *budget, hot *Reconciler) error {
+// setupRestart registers the "on restart" reconciler; it shares the records'
+// budget with the checks.
+func setupRestart(mgr manager.Manager, o Options, rs *records) error {
 	policy, err := o.Config.DanglingPolicy()
 	if err != nil {
 		return err
 	}
-	ex, err := act.NewExecutor(o.RestConfig, policy, observe.Options{})
+	ex, err := newExecutor(o, policy, observe.Options{})
 	if err != nil {
 		return err
 	}
-	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
-	ex.WaitTimeout = o.Config.ActionTimeout.Duration
-	ex.Recorder.Component = o.Identity
 	rr := &RestartReconciler{
 		Cache:       mgr.GetClient(),
+		Records:     rs,
 		Executor:    ex,
 		Config:      o.Config,
 		Policy:      policy,
-		Budget:      b,
 		Now:         o.Now,
 		Log:         o.Log.WithName("dangling-restart"),
 		DataVolumes: dataVolumesInstalled(mgr.GetRESTMapper()),
-	}
-	if hot != nil {
-		rr.Seed = hot.seedBudget
 	}
 	if !rr.DataVolumes {
 		rr.Log.Info("DataVolumes are not watched: the API is not installed (no CDI)")
@@ -342,7 +390,7 @@ func requireFindingCRD(m meta.RESTMapper) error {
 }
 
 // setup registers the watches. Handlers only map events to VMI keys.
-func (r *Reconciler) setup(mgr manager.Manager) error {
+func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	// Resyncs carry no change: skip them.
 	changed := predicate.ResourceVersionChangedPredicate{}
 	tenantEvents := make(chan event.GenericEvent, 1024)
@@ -376,7 +424,7 @@ func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: f.Spec.Subject.Name}}}
 }
 
-func (r *Reconciler) allVMIs(ctx context.Context, _ client.Object) []reconcile.Request {
+func (r *HotplugReconciler) allVMIs(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list kubevirtv1.VirtualMachineInstanceList
 	if err := r.Cache.List(ctx, &list); err != nil {
 		return nil

@@ -8,7 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -21,7 +21,7 @@ import (
 // pass that saw it missing; a node seen again, in a pass or in any Node
 // event between passes, is forgotten; a record counts only for the time its
 // writer watched the node missing, and not across a gap in observation
-// longer than observe.MaxBlindGap. What no one can see is a Node that comes
+// longer than findingrecord.MaxBlindGap. What no one can see is a Node that comes
 // and goes while no controller runs, or between two LISTs of an informer
 // re-list: the gap bound limits that window.
 type goneNodes struct {
@@ -53,7 +53,7 @@ func (g *goneNodes) takeTouched() map[string]bool {
 
 // seed takes the "gone since" times that open StaleVolumeAttachment records
 // in the controller's namespace ns of the VolumeAttachments vas prove
-// (observe.NodesGoneFromRecords), and returns why other records were not
+// (findingrecord.NodesGone), and returns why other records were not
 // used. Only the first call counts.
 func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) []string {
 	if g.seeded {
@@ -61,7 +61,7 @@ func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachm
 	}
 	g.seeded = true
 	var ignored []string
-	g.since, ignored = observe.NodesGoneFromRecords(recs, vas, ns, now)
+	g.since, ignored = findingrecord.NodesGone(recs, vas, ns, now)
 	return ignored
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -79,7 +79,7 @@ func TestGoneNodes_seed(t *testing.T) {
 			})},
 			map[string]time.Time{}, "kubectl-edit"},
 		{"last observed longer ago than the blind gap -> not used (the node may have come back)",
-			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(observe.MaxBlindGap+time.Second))},
+			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(findingrecord.MaxBlindGap+time.Second))},
 			map[string]time.Time{}, ""},
 		{"never observed -> not used",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), now, func(f *v1alpha1.Finding) { f.Status.LastObserved = nil })},

@@ -22,12 +22,19 @@ import (
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
-// reconciler returns a Reconciler whose cache and live client are the same
-// fake client.
-func reconciler(t *testing.T, c client.Client, cfg *config.Config, p check.Policy) *Reconciler {
+// reconciler returns a hot-plug reconciler whose cache and live client are
+// the same fake client.
+func reconciler(t *testing.T, c client.Client, cfg *config.Config, p check.Policy) *HotplugReconciler {
 	t.Helper()
-	return &Reconciler{
-		Cache: c, Executor: &act.Executor{Client: c}, Config: cfg, Policy: p,
+	return &HotplugReconciler{Cache: c, Executor: &act.Executor{Client: c}, Policy: p, Records: testRecords(t, c, cfg)}
+}
+
+// testRecords returns a record keeper on c whose clock is t0 and which has
+// watched all along.
+func testRecords(t *testing.T, c client.Client, cfg *config.Config) *records {
+	t.Helper()
+	return &records{
+		Cache: c, Live: c, Config: cfg, Seeded: true,
 		Budget: newBudget(cfg.BlastRadius.MaxActions, cfg.BlastRadius.Interval.Duration),
 		Now:    func() time.Time { return t0 }, Log: logr.Discard(),
 		watching: &watchClock{since: watchingAllAlong},
@@ -112,7 +119,7 @@ func TestSyncFinding_resolvedRecordIsReplaced(t *testing.T) {
 	}}, old)
 	r := reconciler(t, c, graceConfig(10*time.Minute, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	after, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, old.DeepCopy(), t0)
+	after, err := r.Records.sync(context.Background(), r.Executor.Apply, vmiSubject(vmi), f, old.DeepCopy(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +150,7 @@ func TestSyncFinding_replacementAlreadyExists_requeues(t *testing.T) {
 	}}, old)
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, old.DeepCopy(), t0); err == nil || !apierrors.IsAlreadyExists(err) {
+	if _, err := r.Records.sync(context.Background(), r.Executor.Apply, vmiSubject(vmi), f, old.DeepCopy(), t0); err == nil || !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("err = %v, want AlreadyExists so that the subject is requeued", err)
 	}
 }
@@ -157,7 +164,7 @@ func TestSyncFinding_resolvedRecordGone_requeues(t *testing.T) {
 	c := fakeClient(interceptor.Funcs{})
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, old, t0); err == nil {
+	if _, err := r.Records.sync(context.Background(), r.Executor.Apply, vmiSubject(vmi), f, old, t0); err == nil {
 		t.Fatal("no error: the subject would not be requeued")
 	}
 	var list v1alpha1.FindingList
@@ -188,7 +195,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	}
 	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, &stored, t0); err != nil {
+	if _, err := r.Records.sync(context.Background(), r.Executor.Apply, vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
@@ -197,7 +204,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	if stored.Status.Reason != string(act.Refused) || stored.Status.SafeSince != nil || stored.Status.ActAfter != nil {
 		t.Fatalf("status %+v: want Refused with the grace clock cleared", stored.Status)
 	}
-	if !r.Budget.take(t0.Add(time.Second)) {
+	if !r.Records.Budget.take(t0.Add(time.Second)) {
 		t.Fatal("the refused attempt consumed the only action of the budget")
 	}
 }
@@ -249,7 +256,7 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 	}
 	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.syncFinding(context.Background(), vmiSubject(vmi), f, &stored, t0); err != nil {
+	if _, err := r.Records.sync(context.Background(), r.Executor.Apply, vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {

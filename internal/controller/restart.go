@@ -29,20 +29,6 @@ import (
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
-// Event reasons of the "on restart" mode (contract: operators alert on
-// them), recorded on the VM besides the action outcomes of package act.
-const (
-	// EventDanglingRemovedOnStart: a dangling hot-plugged reference was
-	// removed from a VM that is about to start.
-	EventDanglingRemovedOnStart = "TetherDanglingRemovedOnStart"
-	// EventDanglingBlocksStart: a dangling reference of a starting VM that
-	// tether does not remove (a boot or other non-hot-pluggable disk, or a
-	// hold of the check); the message names the claim and the procedure.
-	EventDanglingBlocksStart = "TetherDanglingBlocksStart"
-	// EventDanglingWouldRemove: dry run; the reference would be removed.
-	EventDanglingWouldRemove = "TetherDanglingWouldRemoveOnStart"
-)
-
 // RestartReconciler is the "on restart" mode: its subject is a VM. When
 // the VM is about to start (or fails to start) it removes the VM's dangling
 // hot-plugged references, the ones DanglingVolumeReference proves safe to
@@ -51,18 +37,16 @@ const (
 type RestartReconciler struct {
 	// Cache is the informer-backed client.
 	Cache client.Client
+	// Records holds the blast-radius budget shared with the checks'
+	// reconcilers and runs the actions; this mode keeps no records.
+	Records *records
 	// Executor acts with live reads; its policy names DanglingVolumeReference.
 	Executor *act.Executor
 	Config   *config.Config
 	// Policy is config.DanglingPolicy().
 	Policy check.Policy
-	// Budget is shared with the hot-plug reconciler.
-	Budget *budget
-	// Seed fills the budget window before the first action; nil when no
-	// durable record of earlier actions exists (no check enabled).
-	Seed func(context.Context, time.Time) error
-	Now  func() time.Time
-	Log  logr.Logger
+	Now    func() time.Time
+	Log    logr.Logger
 	// DataVolumes: CDI is installed and DataVolumes are cached.
 	DataVolumes bool
 
@@ -222,38 +206,29 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 	if starting, err := r.liveStartingUp(ctx, vm); err != nil || !starting {
 		return 0, err
 	}
-	if r.Seed != nil {
-		if err := r.Seed(ctx, now); err != nil {
-			return 0, err
-		}
+	ok, err := r.Records.take(ctx, now)
+	if err != nil {
+		return 0, err
 	}
-	if !r.Budget.take(now) {
+	if !ok {
 		if r.tell(vm.UID, f.Volume, ReasonBlastRadius) {
-			msg := fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then restart the controller", r.Config.BlastRadius.MaxActions, r.Config.BlastRadius.Interval.Duration)
 			metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
 			log.Info("blast-radius limit reached; not acting", "maxActions", r.Config.BlastRadius.MaxActions)
-			r.event(ctx, vm, f, EventBlastRadius, corev1.EventTypeWarning, msg)
+			r.event(ctx, vm, f, EventBlastRadius, corev1.EventTypeWarning, r.Records.blastRadiusMessage())
 		}
 		return 0, nil
 	}
 	log.Info("removing the dangling reference as the VM starts", "action", f.Action.Type)
-	actx, cancel := context.WithTimeout(ctx, r.Config.ActionTimeout.Duration)
-	started := time.Now()
-	res := r.Executor.Apply(actx, f)
-	cancel()
-	metrics.Actions.WithLabelValues(f.Check, string(f.Action.Type), string(res.Outcome)).Inc()
-	log.Info("action finished", "action", f.Action.Type, "result", res.Outcome, "message", res.Message,
-		"took", time.Since(started).Round(time.Millisecond).String())
-	switch res.Outcome {
-	case act.Applied:
+	res := r.Records.runAction(ctx, log, r.Executor.Apply, f, now)
+	switch {
+	case res.Outcome == act.Applied:
 		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
 			fmt.Sprintf("removed hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
 		return 0, nil
-	case act.Pending:
-		return 10 * time.Second, nil
-	case act.Refused, act.Migrating:
+	case res.Outcome == act.Pending:
+		return pendingRequeue, nil
+	case res.Outcome == act.Refused, res.Outcome == act.Migrating:
 		// Nothing changed; the executor recorded why. Look again later.
-		r.Budget.refund(now)
 		return r.Config.Backoff.Base.Duration, nil
 	}
 	// Failed: the workqueue backs off.
@@ -392,11 +367,8 @@ func (r *RestartReconciler) forget(vm types.UID) {
 
 // event records an Event on the VM (also for a finding on its VMI).
 func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding, reason, typ, msg string) {
-	if r.Executor.Recorder == nil {
-		return
-	}
 	f.Object = check.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
-	r.Executor.Recorder.Event(ctx, f, reason, typ, msg)
+	r.Records.event(ctx, f, reason, typ, msg)
 }
 
 // setup registers the watches. Handlers only map events to VM keys.

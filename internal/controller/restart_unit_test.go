@@ -2,11 +2,15 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,20 +133,11 @@ func TestRestartSettle_seenTwiceSettleApart(t *testing.T) {
 // dangles again waits the whole settle period again from its second
 // disappearance: the first sight belongs to the first stretch only.
 func TestRestartSettle_presentAbsentPresentRestarts(t *testing.T) {
-	cfg := config.Default()
-	cfg.DanglingOnRestart.Enabled = true
-	cfg.DanglingOnRestart.Settle.Duration = 30 * time.Second
-	policy, err := cfg.DanglingPolicy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := fixture.VM("vm", fixture.InNamespace("ns"), fixture.Running(),
-		fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("v1", fixture.PVC("c1"), fixture.Hotpluggable()))
-	root := fixture.PVC("root", fixture.InNamespace("ns"))
+	cfg, policy, vm, root := startingVMWithDanglingHotplug(t, 30*time.Second)
 	c := fakeClient(interceptor.Funcs{}, vm, root)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
-		Executor: &act.Executor{Client: c}, Budget: newBudget(0, time.Hour)} // acting is never allowed here
+		Executor: &act.Executor{Client: c}, Records: &records{Live: c, Config: &cfg, Budget: newBudget(0, time.Hour)}} // acting is never allowed here
 	reconcile := func() time.Duration {
 		t.Helper()
 		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)})
@@ -220,4 +215,50 @@ func FuzzRestartSettle(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An action that RBAC forbids changed nothing, so it gives its budget back
+// in the "on restart" mode as it does for the checks: a missing role must
+// not trip the blast-radius limit for every other action.
+func TestRestart_forbiddenActionRefundsTheBudget(t *testing.T) {
+	cfg, policy, vm, root := startingVMWithDanglingHotplug(t, 0)
+	cache := fakeClient(interceptor.Funcs{}, vm, root)
+	forbidden := 0
+	live := fakeClient(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, claim := obj.(*corev1.PersistentVolumeClaim); claim {
+			forbidden++
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, key.Name, errors.New("no role"))
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}, vm, root)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := newBudget(1, time.Hour)
+	r := &RestartReconciler{Cache: cache, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
+		Executor: &act.Executor{Client: live}, Records: &records{Live: live, Config: &cfg, Budget: b, Now: func() time.Time { return now }, Log: logr.Discard()}}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)}); err == nil {
+		t.Fatal("a forbidden action reported no error")
+	}
+	if forbidden == 0 {
+		t.Fatal("the live re-read never reached the claim: the test did not exercise a forbidden action")
+	}
+	if !b.take(now) {
+		t.Fatal("the forbidden action kept its budget: the one action of the window is gone")
+	}
+}
+
+// startingVMWithDanglingHotplug is an "on restart" configuration with the
+// given settle period, its policy, and a VM about to start whose root claim
+// exists and whose hot-plugged volume v1 refers to claim c1, which does not.
+func startingVMWithDanglingHotplug(t *testing.T, settle time.Duration) (config.Config, check.Policy, *kubevirtv1.VirtualMachine, *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DanglingOnRestart.Enabled = true
+	cfg.DanglingOnRestart.Settle.Duration = settle
+	policy, err := cfg.DanglingPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := fixture.VM("vm", fixture.InNamespace("ns"), fixture.Running(),
+		fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("v1", fixture.PVC("c1"), fixture.Hotpluggable()))
+	return cfg, policy, vm, fixture.PVC("root", fixture.InNamespace("ns"))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/findingrecord"
 )
 
 // Reasons the controller itself gives for holding a safe action.
@@ -108,7 +108,7 @@ func safeSince(in stepInput) time.Time {
 	watching := in.watching()
 	if last := rec.Status.LastObserved.Time; last.Before(watching) {
 		gap := watching.Sub(last)
-		bound := observe.MaxBlindGap // as for the durable node-gone records
+		bound := findingrecord.MaxBlindGap // as for the durable node-gone records
 		if in.Grace > 0 && in.Grace < bound {
 			bound = in.Grace
 		}

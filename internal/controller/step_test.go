@@ -338,58 +338,6 @@ func FuzzDecide(f *testing.F) {
 	})
 }
 
-func TestBudget_tripsAndStaysTripped(t *testing.T) {
-	b := newBudget(2, time.Minute)
-	if !b.take(t0) || !b.take(t0.Add(time.Second)) {
-		t.Fatal("the first two actions must pass")
-	}
-	if b.take(t0.Add(2 * time.Second)) {
-		t.Fatal("the third within the window must be refused")
-	}
-	if b.take(t0.Add(time.Hour)) || !b.isTripped() {
-		t.Fatal("once tripped, acting stays stopped")
-	}
-}
-
-func TestBudget_windowSlides(t *testing.T) {
-	b := newBudget(2, time.Minute)
-	for i := 0; i < 10; i++ {
-		if !b.take(t0.Add(time.Duration(i) * 31 * time.Second)) {
-			t.Fatalf("action %d refused though at most 2 fall in any minute", i)
-		}
-	}
-}
-
-func TestBudget_refundGivesTheActionBack(t *testing.T) {
-	b := newBudget(1, time.Minute)
-	if !b.take(t0) {
-		t.Fatal("the first action must pass")
-	}
-	b.refund(t0)
-	if !b.take(t0.Add(time.Second)) {
-		t.Fatal("a refunded action still counts")
-	}
-	b.refund(t0.Add(time.Hour)) // nothing reserved then: no effect
-	if b.take(t0.Add(2*time.Second)) || !b.isTripped() {
-		t.Fatal("the limit no longer holds after a refund of nothing")
-	}
-}
-
-func TestBudget_seededWindowSurvivesRestart(t *testing.T) {
-	b := newBudget(2, time.Minute)
-	b.seed([]time.Time{t0.Add(-30 * time.Second), t0.Add(-2 * time.Minute)})
-	b.seed([]time.Time{t0, t0}) // only the first seed counts
-	if !b.isSeeded() {
-		t.Fatal("not seeded")
-	}
-	if !b.take(t0) {
-		t.Fatal("one action left in the window")
-	}
-	if b.take(t0.Add(time.Second)) {
-		t.Fatal("the action before the restart was not counted")
-	}
-}
-
 func TestBackoff(t *testing.T) {
 	bo := backoff(5*time.Second, time.Minute)
 	for attempts, want := range map[int32]time.Duration{1: 5 * time.Second, 2: 10 * time.Second, 3: 20 * time.Second, 5: time.Minute, 50: time.Minute} {
@@ -469,32 +417,6 @@ func TestDecide_evidenceAgesFollowLastObserved(t *testing.T) {
 			}
 			if !c.keep && (!slices.Equal(st.Evidence, c.evidence) || st.Message != f.Message) {
 				t.Fatalf("not refreshed to the new text: %q / %q", st.Message, st.Evidence)
-			}
-		})
-	}
-}
-
-func TestCoolingDown(t *testing.T) {
-	r := &Reconciler{Budget: newBudget(5, 10*time.Minute)}
-	acted := func(reason string, ago time.Duration) *v1alpha1.Finding {
-		return record(phase(v1alpha1.PhaseResolved), func(f *v1alpha1.Finding) {
-			f.Status.Reason, f.Status.LastAttempt = reason, mt(t0.Add(-ago))
-		})
-	}
-	for _, c := range []struct {
-		name string
-		rec  *v1alpha1.Finding
-		want time.Duration
-	}{
-		{"applied 4m ago -> 6m left in the window", acted("Applied", 4*time.Minute), 6 * time.Minute},
-		{"pending 1m ago -> 9m left", acted("Pending", time.Minute), 9 * time.Minute},
-		{"applied 11m ago -> out of the window", acted("Applied", 11*time.Minute), 0},
-		{"resolved without an action -> none", acted("ConditionGone", time.Minute), 0},
-		{"never attempted -> none", record(phase(v1alpha1.PhaseResolved)), 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if got := r.coolingDown(c.rec, t0); got != c.want {
-				t.Fatalf("got %s, want %s", got, c.want)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,17 +30,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/metrics"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
-
-// EventMultiAttach is the reason of the Event the controller records on a pod
-// that waits for a volume attached to another node (contract: operators
-// alert on it). Like the attach/detach controller's own Multi-Attach Events,
-// it names pods only in the waiting pod's namespace and counts the others.
-const EventMultiAttach = "TetherMultiAttachConflict"
 
 // storageKey is the one work item of the storage reconciler: the storage
 // checks decide from cluster-wide state, so every change leads to one pass
@@ -60,7 +56,7 @@ const (
 	storageRetry = 5 * time.Second
 	// nodeGoneRefresh: while the gone-node fencing rule is on and a node is
 	// gone, passes run and records are refreshed at least this often, so
-	// that a successor can credit the watch (observe.NodesGoneFromRecords).
+	// that a successor can credit the watch (findingrecord.NodesGone).
 	nodeGoneRefresh = 10 * time.Second
 )
 
@@ -69,9 +65,14 @@ const (
 // VolumeAttachments, PVs, claims and pods, keeps their Finding records and
 // acts on safe findings through package act, which re-reads live first.
 type StorageReconciler struct {
-	// Reconciler keeps the records and acts; its Executor carries the
-	// storage policy.
-	Reconciler
+	// Cache is the informer-backed client: reads are free.
+	Cache client.Client
+	// Records keeps the Finding records and acts.
+	Records *records
+	// Executor acts with live reads; its policy is the checks' policy.
+	Executor *act.Executor
+	Policy   check.Policy
+	Log      logr.Logger
 	// RecordNamespace holds the records of findings about cluster-scoped
 	// objects that no claim ties to a namespace.
 	RecordNamespace string
@@ -88,65 +89,22 @@ type StorageReconciler struct {
 func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	t0 := time.Now()
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
-	now := r.Now()
-	snap, err := r.snapshot(ctx)
+	now := r.Records.Now()
+	snap, records, err := r.read(ctx, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	records, err := r.storageRecords(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !r.gone.seeded {
-		for _, why := range r.gone.seed(slices.Collect(maps.Values(records)), snap.VolumeAttachments, r.RecordNamespace, now) {
-			r.Log.Info("record not trusted: " + why)
-		}
-	}
-	r.gone.observe(snap, now)
-	snap.NodesGoneSince = r.gone.copy()
-	// The executor's live re-check must see the same durable records.
-	r.Executor.NodesGoneSince = r.gone.copy()
-	snap = snapshot.New(*snap)
-
 	policy := r.Policy
 	policy.Checks = r.Checks
 	current := map[string]check.Finding{}
 	for _, f := range check.Run(snap, policy, now) {
-		if r.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
 			current[f.ID] = f
 		}
 	}
-	nodes := nodesOf(snap)
-	var errs []error
-	requeue := storageResync
-	for id, f := range current {
-		subj := r.subjectOf(snap, nodes, f)
-		rec := records[id]
-		if rec != nil && rec.Namespace != subj.namespace {
-			// Filed where this version no longer files it (a VolumeAttachment
-			// record in a claim's namespace): replace it, so that it starts
-			// again where its times count.
-			if err := r.retire(ctx, rec); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			rec = nil
-		}
-		after, err := r.syncFinding(ctx, subj, f, rec, now)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
-			continue
-		}
-		if after > 0 && after < requeue {
-			requeue = after
-		}
-	}
-	for id, rec := range records {
-		if _, open := current[id]; !open && rec.Status.Phase != v1alpha1.PhaseResolved {
-			if err := r.resolve(ctx, rec, now, "the condition no longer holds"); err != nil {
-				errs = append(errs, err)
-			}
-		}
+	requeue, errs := r.syncAll(ctx, snap, current, records, now)
+	if err := r.Records.resolveGone(ctx, current, records, now); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		// One record that cannot be written (a namespace being deleted, a
@@ -164,6 +122,60 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 		requeue = nodeGoneRefresh
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// read builds the pass's snapshot and its records: the caches, and since
+// when nodes have been gone (seeded once from the durable records).
+func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.Snapshot, map[string]*v1alpha1.Finding, error) {
+	snap, err := r.snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	records, err := r.storageRecords(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !r.gone.seeded {
+		for _, why := range r.gone.seed(slices.Collect(maps.Values(records)), snap.VolumeAttachments, r.RecordNamespace, now) {
+			r.Log.Info("record not trusted: " + why)
+		}
+	}
+	r.gone.observe(snap, now)
+	snap.NodesGoneSince = r.gone.copy()
+	// The executor's live re-check must see the same durable records.
+	r.Executor.NodesGoneSince = r.gone.copy()
+	return snapshot.New(*snap), records, nil
+}
+
+// syncAll keeps the record of every current finding and returns when to
+// look again and what could not be recorded.
+func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot, current map[string]check.Finding, records map[string]*v1alpha1.Finding, now time.Time) (time.Duration, []error) {
+	nodes := nodesOf(snap)
+	var errs []error
+	requeue := storageResync
+	for id, f := range current {
+		subj := r.subjectOf(snap, nodes, f)
+		rec := records[id]
+		if rec != nil && rec.Namespace != subj.namespace {
+			// Filed where this version no longer files it (a VolumeAttachment
+			// record in a claim's namespace): replace it, so that it starts
+			// again where its times count.
+			if err := r.Records.retire(ctx, rec); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rec = nil
+		}
+		after, err := r.Records.sync(ctx, r.Executor.Apply, subj, f, rec, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
+			continue
+		}
+		if after > 0 && after < requeue {
+			requeue = after
+		}
+	}
+	return requeue, errs
 }
 
 // snapshot reads the storage state from the caches (no API request).
@@ -266,14 +278,22 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, 
 	case "Pod":
 		subj.node = nodes.pod[f.Object.UID]
 	}
+	if f.Check == check.MultiAttachConflict {
+		subj.observed = multiAttachEvent
+	}
 	return subj
 }
 
-// multiAttachEvent is the Event text of a MultiAttachConflict: the finding's
-// message, who holds the volume and the remedy. The finding's evidence
-// already follows the namespace-privacy rule, and the Event is recorded on
-// the waiting pod, in its namespace.
-func multiAttachEvent(f check.Finding) string {
+// multiAttachEvent is the Event that announces a MultiAttachConflict: the
+// finding's message, who holds the volume and the remedy. The finding's
+// evidence already follows the namespace-privacy rule, and the Event is
+// recorded on the waiting pod, in its namespace.
+func multiAttachEvent(f check.Finding) (reason, typ, msg string) {
+	return EventMultiAttach, corev1.EventTypeWarning, multiAttachText(f)
+}
+
+// multiAttachText is the text of multiAttachEvent.
+func multiAttachText(f check.Finding) string {
 	parts := []string{f.Message}
 	if len(f.Evidence) > 1 {
 		parts = append(parts, f.Evidence[1:]...)
@@ -289,8 +309,8 @@ func multiAttachEvent(f check.Finding) string {
 
 // setupStorage registers the storage reconciler: every change to what the
 // storage checks read leads, batched, to one pass.
-func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
-	r := &StorageReconciler{Reconciler: *base, RecordNamespace: o.Namespace}
+func setupStorage(mgr manager.Manager, rs *records, base *act.Executor, policy check.Policy, o Options) error {
+	r := &StorageReconciler{Cache: mgr.GetClient(), Records: rs, Policy: policy, RecordNamespace: o.Namespace}
 	var err error
 	if r.DataVolumes, err = served(mgr.GetRESTMapper(), cdiv1.SchemeGroupVersion, "DataVolume"); err != nil {
 		return err
@@ -303,9 +323,9 @@ func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
 			r.Checks = append(r.Checks, name)
 		}
 	}
-	ex := *base.Executor // own NodesGoneSince
-	r.Executor = &ex
 	r.Log = o.Log.WithName("storage")
+	ex := *base // own NodesGoneSince
+	r.Executor = &ex
 	changed := predicate.ResourceVersionChangedPredicate{}
 	all := batched{}
 	start := make(chan event.GenericEvent, 1)

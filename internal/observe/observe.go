@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -106,7 +107,7 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 		return nil, err
 	}
 	if o.GoneNodeRecordsIn != "" {
-		s.NodesGoneSince = readGoneRecords(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
+		s.NodesGoneSince = findingrecord.ReadNodesGone(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
 	s.FeatureGates = ReadGates(ctx, c)
 	for _, t := range o.Tenants {

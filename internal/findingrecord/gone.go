@@ -1,19 +1,18 @@
-package observe
+package findingrecord
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/check"
 )
 
 // MaxBlindGap is the longest gap in the controller's observations over which
@@ -22,7 +21,7 @@ import (
 // come back and gone again unseen.
 const MaxBlindGap = 3 * time.Minute
 
-// NodesGoneFromRecords returns, per Node name, since when it can be taken to
+// NodesGone returns, per Node name, since when it can be taken to
 // have been missing, from the open StaleVolumeAttachment records the
 // controller keeps in its namespace ns. Only the time the writer actually
 // watched the node missing counts: from status.nodeGoneSince (not before the
@@ -40,7 +39,7 @@ const MaxBlindGap = 3 * time.Minute
 //   - it was observed within MaxBlindGap of now;
 //   - it is named as the controller names it and owned by one of vas (the
 //     live VolumeAttachments) whose node is the record's spec.node.
-func NodesGoneFromRecords(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) (map[string]time.Time, []string) {
+func NodesGone(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) (map[string]time.Time, []string) {
 	nodeOf := make(map[types.UID]string, len(vas))
 	for i := range vas {
 		nodeOf[vas[i].UID] = vas[i].Spec.NodeName
@@ -49,7 +48,7 @@ func NodesGoneFromRecords(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttach
 	var ignored []string
 	for _, rec := range recs {
 		st, node := rec.Status, rec.Spec.Node
-		if rec.Spec.Check != check.StaleVolumeAttachment || node == "" || st.NodeGoneSince == nil || st.LastObserved == nil ||
+		if rec.Spec.Check != staleVolumeAttachment || node == "" || st.NodeGoneSince == nil || st.LastObserved == nil ||
 			st.Phase == v1alpha1.PhaseResolved || st.ResolvedAt != nil {
 			continue // not a record of a gone node
 		}
@@ -82,7 +81,7 @@ func goneRecordDistrust(rec *v1alpha1.Finding, nodeOf map[types.UID]string, ns s
 	switch {
 	case rec.Namespace != ns:
 		return fmt.Sprintf("it is not in the controller's namespace %s", ns)
-	case rec.Name != strings.ToLower(rec.Spec.Check)+"-"+rec.Spec.ID:
+	case rec.Name != Name(rec.Spec.Check, rec.Spec.ID):
 		return "it is not named as the controller names its records"
 	case !ownedByVAOn(rec, nodeOf, rec.Spec.Node):
 		return "it is not owned by a live VolumeAttachment on that node"
@@ -97,21 +96,22 @@ func goneRecordDistrust(rec *v1alpha1.Finding, nodeOf map[types.UID]string, ns s
 
 func ownedByVAOn(rec *v1alpha1.Finding, nodeOf map[types.UID]string, node string) bool {
 	for _, o := range rec.OwnerReferences {
-		if o.Kind == check.KindVolumeAttachment && nodeOf[o.UID] == node {
+		if o.Kind == kindVolumeAttachment && nodeOf[o.UID] == node {
 			return true
 		}
 	}
 	return false
 }
 
-// readGoneRecords fills s.NodesGoneSince from the controller's records. A
-// cluster without the Finding CRD has none; one the caller may not read
-// them in gets a warning (how long nodes have been gone stays unknown).
-func readGoneRecords(ctx context.Context, c client.Client, ns string, vas []storagev1.VolumeAttachment, warn func(string)) map[string]time.Time {
+// ReadNodesGone reads the controller's records in namespace ns and returns
+// NodesGone of them, for a snapshot's NodesGoneSince. A cluster without the
+// Finding CRD has none; one the caller may not read them in gets a warning
+// (how long nodes have been gone stays unknown).
+func ReadNodesGone(ctx context.Context, c client.Reader, ns string, vas []storagev1.VolumeAttachment, warn func(string)) map[string]time.Time {
 	var list v1alpha1.FindingList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCheck: check.StaleVolumeAttachment}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCheck: staleVolumeAttachment}); err != nil {
 		switch {
-		case isNoKind(err):
+		case meta.IsNoMatchError(err):
 		case apierrors.IsForbidden(err):
 			warn(fmt.Sprintf("cannot list findings.tether.dev in namespace %s (forbidden): since when nodes have been gone is unknown, and the --fence-gone-nodes-after rule fences nothing; grant list on findings.tether.dev there", ns))
 		default:
@@ -123,7 +123,7 @@ func readGoneRecords(ctx context.Context, c client.Client, ns string, vas []stor
 	for i := range list.Items {
 		recs[i] = &list.Items[i]
 	}
-	since, ignored := NodesGoneFromRecords(recs, vas, ns, time.Now())
+	since, ignored := NodesGone(recs, vas, ns, time.Now())
 	for _, w := range ignored {
 		warn(w)
 	}

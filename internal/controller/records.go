@@ -1,0 +1,468 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/findingrecord"
+	"github.com/tether-dev/tether/internal/metrics"
+)
+
+// records keeps the Finding records of every reconciler: it names, creates,
+// relabels, retires and resolves them, steps their grace periods (step.go),
+// holds the one blast-radius budget (budget.go) and runs the actions.
+//
+// The reconcilers (hot-plug, storage, restart) only decide which subjects to
+// look at and which findings are open; everything that happens to a record
+// after that happens here, the same way for every check.
+type records struct {
+	// Cache is the informer-backed reader: records and the budget seed are
+	// read from it.
+	Cache client.Reader
+	// Live writes records (its field manager is the controller's, which
+	// makes their times evidence) and reads one back when it must.
+	Live   client.Client
+	Config *config.Config
+	Budget *budget
+	// Recorder records the Events; nil records none.
+	Recorder *act.Recorder
+	Now      func() time.Time
+	Log      logr.Logger
+	// Seeded: the Finding records exist to seed the budget from (false when
+	// only the "on restart" mode runs and the CRD may be absent).
+	Seeded bool
+	// watching is when this process began deciding (nil: every stored time
+	// predates the process).
+	watching *watchClock
+}
+
+// applyFunc carries out one finding's action through package act, which
+// re-reads live state and re-checks before it writes.
+type applyFunc func(context.Context, check.Finding) act.Result
+
+// watchClock is when the process made its first decision (as leader): the
+// time from which it has watched without a gap.
+type watchClock struct {
+	mu    sync.Mutex
+	since time.Time
+}
+
+// at returns the first decision's time, making now that time if there was
+// none yet. A nil clock is always now.
+func (w *watchClock) at(now time.Time) time.Time {
+	if w == nil {
+		return now
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since.IsZero() {
+		w.since = now
+	}
+	return w.since
+}
+
+// subject is where a finding's record is filed: its namespace, its owner
+// (the finding's subject, so that the record goes when the subject goes),
+// what the record says about the subject's node, and the Event that
+// announces a new record.
+type subject struct {
+	namespace string
+	owner     metav1.OwnerReference
+	// node is the node concerned (spec.node), if any.
+	node string
+	// nodeGoneSince is since when node has been seen missing, if it is.
+	nodeGoneSince *time.Time
+	// observeEvery is how often lastObserved is refreshed (0: a minute).
+	observeEvery time.Duration
+	// observed builds the Event recorded when the record is created; nil
+	// records EventFindingObserved with the finding's message.
+	observed func(check.Finding) (reason, typ, msg string)
+}
+
+// recordName is the Finding object's name: check and id, both stable.
+func recordName(f check.Finding) string {
+	return findingrecord.Name(f.Check, f.ID)
+}
+
+// sync creates or updates one record, acts through apply when the decision
+// says so, and returns when to look again.
+func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
+	log := rs.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
+	rec, wait, err := rs.current(ctx, log, f, rec, now)
+	if err != nil || wait > 0 {
+		return wait, err
+	}
+	if rec == nil {
+		if rec, err = rs.create(ctx, subj, f); err != nil {
+			return 0, err
+		}
+		reason, typ, msg := subj.announce(f)
+		rs.event(ctx, f, reason, typ, msg)
+		log.Info("finding observed", "severity", f.Severity, "action", f.Action.Type, "safe", f.Action.Safe, "blockedBy", f.Action.BlockedBy)
+	}
+	st := decide(stepInput{
+		Finding: f, Record: rec, Now: now, Grace: rs.Config.Grace(f.Check), DryRun: rs.Config.DryRun,
+		Backoff:       rs.backoff(),
+		ObserveEvery:  subj.observeEvery,
+		WatchingSince: rs.watching.at(now),
+	})
+	if subj.nodeGoneSince != nil {
+		st.Status.NodeGoneSince = mt(trusted(rec, &metav1.Time{Time: *subj.nodeGoneSince}, now))
+	}
+	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
+		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
+	}
+	if st.Act {
+		ok, err := rs.take(ctx, now)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			rs.overBudget(ctx, log, f, rec, &st)
+		}
+	}
+	if !st.Act {
+		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
+	}
+	return rs.act(ctx, log, apply, f, rec, st.Status, now)
+}
+
+// current returns the record that stands for this run of the condition:
+// nil when there is none or when the stored one was retired (finished, or
+// its times are no evidence), and how long to wait when a finished record
+// is still cooling down.
+func (rs *records) current(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, time.Duration, error) {
+	if rec != nil && finished(rec) {
+		if wait := rs.coolingDown(rec, now); wait > 0 {
+			// Acted on recently: the record is what the blast-radius
+			// window counts after a restart, and the condition may simply
+			// not have converged yet (a VolumeAttachment detaches after
+			// its pods go). Look again once the action leaves the window.
+			return rec, wait, nil
+		}
+		// The condition is back after it was resolved: a new run, with a
+		// new record whose server-set creationTimestamp anchors its clock
+		// (the old record's creation cannot vouch for times in this run).
+		return nil, 0, rs.retire(ctx, rec)
+	}
+	if rec != nil && rec.Status.Phase != v1alpha1.PhaseResolved {
+		if why := distrust(rec, now); why != "" {
+			// A record whose times are no evidence counts as new: it is
+			// replaced, so its clocks start again from a record only the
+			// controller wrote.
+			log.Info("stored record is no evidence; replacing it", "record", rec.Name, "why", why)
+			rs.event(ctx, f, EventRecordDistrusted, corev1.EventTypeWarning,
+				fmt.Sprintf("record %s/%s: %s; it is replaced and its clocks start again now", rec.Namespace, rec.Name, why))
+			return nil, 0, rs.retire(ctx, rec)
+		}
+	}
+	return rec, 0, nil
+}
+
+// announce is the Event that tells of a new record.
+func (s subject) announce(f check.Finding) (reason, typ, msg string) {
+	if s.observed != nil {
+		return s.observed(f)
+	}
+	return EventFindingObserved, corev1.EventTypeNormal, f.Message
+}
+
+// overBudget turns a decision to act into Blocked(BlastRadiusExceeded) and
+// tells once per record.
+func (rs *records) overBudget(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, st *step) {
+	st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonBlastRadius
+	st.Status.Message = rs.blastRadiusMessage()
+	st.Act = false
+	if rec.Status.Reason != ReasonBlastRadius {
+		metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
+		rs.event(ctx, f, EventBlastRadius, corev1.EventTypeWarning, st.Status.Message)
+		log.Info("blast-radius limit reached; not acting", "maxActions", rs.Config.BlastRadius.MaxActions)
+	}
+}
+
+func (rs *records) blastRadiusMessage() string {
+	return fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then restart the controller", rs.Config.BlastRadius.MaxActions, rs.Config.BlastRadius.Interval.Duration)
+}
+
+func (rs *records) backoff() func(int32) time.Duration {
+	return backoff(rs.Config.Backoff.Base.Duration, rs.Config.Backoff.Max.Duration)
+}
+
+// take seeds the budget window if it was not yet, and reserves one action
+// at now; false means the blast-radius limit is reached.
+func (rs *records) take(ctx context.Context, now time.Time) (bool, error) {
+	if err := rs.seedBudget(ctx, now); err != nil {
+		return false, err
+	}
+	return rs.Budget.take(now), nil
+}
+
+// coolingDown returns how long a finished record whose action changed
+// something (Applied or Pending) still lies within the blast-radius window,
+// or 0.
+func (rs *records) coolingDown(rec *v1alpha1.Finding, now time.Time) time.Duration {
+	la := rec.Status.LastAttempt
+	if la == nil || rs.Budget == nil || (rec.Status.Reason != string(act.Applied) && rec.Status.Reason != string(act.Pending)) {
+		return 0
+	}
+	if left := la.Add(rs.Budget.interval).Sub(now); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// finished reports whether a record belongs to a run of the condition that
+// has ended (only a resolved record carries resolvedAt).
+func finished(rec *v1alpha1.Finding) bool {
+	return rec.Status.Phase == v1alpha1.PhaseResolved || rec.Status.ResolvedAt != nil
+}
+
+// retire deletes a finished record, on the condition that it is still the
+// one the cache showed (UID precondition).
+func (rs *records) retire(ctx context.Context, rec *v1alpha1.Finding) error {
+	uid := rec.UID
+	err := rs.Live.Delete(ctx, rec, client.Preconditions{UID: &uid})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Already gone or replaced: the cache is behind; decide again once
+		// it catches up.
+		return fmt.Errorf("resolved finding %s changed since the cache saw it: %w", rec.Name, err)
+	default:
+		return err
+	}
+}
+
+// seedBudget fills the blast-radius window, once, from the actions that the
+// Finding records show within it, so that a restart or a change of leader
+// does not reset the window.
+func (rs *records) seedBudget(ctx context.Context, now time.Time) error {
+	if !rs.Seeded || rs.Budget.isSeeded() {
+		return nil
+	}
+	var list v1alpha1.FindingList
+	if err := rs.Cache.List(ctx, &list); err != nil {
+		return fmt.Errorf("reading the Finding records for the action budget: %w", err)
+	}
+	rs.Budget.seed(recentActions(list.Items, now, rs.Budget.interval))
+	return nil
+}
+
+// recentActions returns the times of the actions that changed something
+// (outcome Applied or Pending) within interval before now.
+func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) []time.Time {
+	var out []time.Time
+	for _, rec := range recs {
+		la := rec.Status.LastAttempt
+		if la == nil || now.Sub(la.Time) >= interval {
+			continue
+		}
+		if rec.Status.Reason == string(act.Applied) || rec.Status.Reason == string(act.Pending) {
+			out = append(out, la.Time)
+		}
+	}
+	return out
+}
+
+// runAction carries out f's action, reserved in the budget at taken, within
+// the action timeout, and counts it. An action that changed nothing (the
+// live re-check refused, the VMI migrates, RBAC forbade it) gives its
+// budget back.
+func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, taken time.Time) act.Result {
+	actx, cancel := context.WithTimeout(ctx, rs.Config.ActionTimeout.Duration)
+	started := time.Now()
+	res := apply(actx, f)
+	cancel()
+	metrics.Actions.WithLabelValues(f.Check, string(f.Action.Type), string(res.Outcome)).Inc()
+	log.Info("action finished", "action", f.Action.Type, "result", res.Outcome, "message", res.Message,
+		"took", time.Since(started).Round(time.Millisecond).String())
+	if changedNothing(res) {
+		rs.Budget.refund(taken)
+	}
+	return res
+}
+
+// changedNothing reports whether an action's result proves that nothing was
+// written: the live state said not safe now, or the API server forbade the
+// dry run or the write.
+func changedNothing(res act.Result) bool {
+	return res.Outcome == act.Refused || res.Outcome == act.Migrating || apierrors.IsForbidden(res.Err)
+}
+
+// act records Acting, runs the action and stores the outcome.
+func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (time.Duration, error) {
+	if err := rs.writeStatus(ctx, rec, st); err != nil {
+		rs.Budget.refund(taken) // nothing was done
+		return 0, err           // conflict or error: requeue and decide again
+	}
+	if st.ActAfter != nil {
+		late := rs.Now().Sub(st.ActAfter.Time)
+		metrics.GraceToActionSeconds.Observe(late.Seconds())
+		log.Info("acting", "action", f.Action.Type, "afterGrace", late.String())
+	}
+	res := rs.runAction(ctx, log, apply, f, taken)
+	st, requeue := rs.outcome(st, res)
+	return requeue, rs.writeStatus(ctx, rec, st)
+}
+
+// outcome is the record's status after an action, and when to look again.
+func (rs *records) outcome(st v1alpha1.FindingStatus, res act.Result) (v1alpha1.FindingStatus, time.Duration) {
+	now := rs.Now()
+	st.LastAttempt = mt(now)
+	st.Message = res.Message
+	st.Reason = string(res.Outcome)
+	switch res.Outcome {
+	case act.Applied:
+		st.Phase, st.ResolvedAt, st.Attempts = v1alpha1.PhaseResolved, mt(now), 0
+		return st, 0
+	case act.Pending:
+		st.Phase = v1alpha1.PhaseActing
+		return st, pendingRequeue
+	}
+	st.Attempts++
+	st.Phase = v1alpha1.PhaseFailed
+	switch {
+	case res.Outcome == act.Refused || res.Outcome == act.Migrating:
+		// The live state says not safe now: the grace period starts
+		// again once the action is safe again.
+		st.Phase = v1alpha1.PhaseBlocked
+		st.SafeSince, st.ActAfter = nil, nil
+	case apierrors.IsForbidden(res.Err):
+		// RBAC refused the dry run or the write (a missing role must not
+		// trip the blast-radius limit for every other check).
+		st.Reason = ReasonForbidden
+	}
+	return st, rs.backoff()(st.Attempts)
+}
+
+// pendingRequeue is when to look again after an action that was accepted
+// but has not taken effect yet.
+const pendingRequeue = 10 * time.Second
+
+// resolveGone resolves every open record whose finding is not current.
+func (rs *records) resolveGone(ctx context.Context, current map[string]check.Finding, recs map[string]*v1alpha1.Finding, now time.Time) error {
+	var errs []error
+	for id, rec := range recs {
+		if _, open := current[id]; !open && rec.Status.Phase != v1alpha1.PhaseResolved {
+			errs = append(errs, rs.resolve(ctx, rec, now, "the condition no longer holds"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (rs *records) resolve(ctx context.Context, rec *v1alpha1.Finding, now time.Time, why string) error {
+	st := *rec.Status.DeepCopy()
+	st.Phase, st.Reason, st.Message, st.ResolvedAt = v1alpha1.PhaseResolved, "ConditionGone", why, mt(now)
+	return rs.writeStatus(ctx, rec, st)
+}
+
+func (rs *records) create(ctx context.Context, subj subject, f check.Finding) (*v1alpha1.Finding, error) {
+	rec := &v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: subj.namespace,
+			Name:      recordName(f),
+			Labels: map[string]string{
+				v1alpha1.LabelCheck: f.Check, v1alpha1.LabelSubjectUID: string(subj.owner.UID), v1alpha1.LabelFindingID: f.ID,
+			},
+			OwnerReferences: []metav1.OwnerReference{subj.owner},
+		},
+		Spec: v1alpha1.FindingSpec{
+			ID: f.ID, Check: f.Check, Volume: f.Volume, Node: subj.node,
+			Subject: v1alpha1.SubjectRef{APIVersion: subj.owner.APIVersion, Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID},
+		},
+	}
+	if err := rs.Live.Create(ctx, rec); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Usually the cache is behind our own write: decide again once
+			// it catches up. But a record whose labels were edited is never
+			// found by them again: put the labels back.
+			return nil, rs.relabel(ctx, rec, err)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// relabel reads the existing record named like want, live, and restores
+// the labels the controller finds its records by, if they were changed. It
+// returns an error either way: the caller decides again on the next pass.
+func (rs *records) relabel(ctx context.Context, want *v1alpha1.Finding, exists error) error {
+	var live v1alpha1.Finding
+	if err := rs.Live.Get(ctx, client.ObjectKeyFromObject(want), &live); err != nil {
+		return fmt.Errorf("finding %s exists but cannot be read (%v): %w", want.Name, err, exists)
+	}
+	if live.Spec.ID != want.Spec.ID || live.Spec.Check != want.Spec.Check {
+		return fmt.Errorf("finding %s exists with another id or check (%s/%s): delete it: %w", want.Name, live.Spec.Check, live.Spec.ID, exists)
+	}
+	if equalLabels(live.Labels, want.Labels) {
+		return fmt.Errorf("finding %s exists but is not in the cache yet: %w", want.Name, exists)
+	}
+	upd := live.DeepCopy()
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		upd.Labels[k] = v
+	}
+	if err := rs.Live.Update(ctx, upd); err != nil {
+		return fmt.Errorf("restoring the labels of finding %s (%v): %w", want.Name, err, exists)
+	}
+	rs.Log.Info("restored the labels of a finding record", "finding", want.Spec.ID, "record", want.Namespace+"/"+want.Name)
+	return fmt.Errorf("finding %s had lost its labels; restored them: %w", want.Name, exists)
+}
+
+func equalLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// writeStatus stores st when it differs from what is stored (compared as
+// stored: semantically). The update carries the record's resourceVersion,
+// so a stale cache cannot overwrite a newer status (a conflict requeues the
+// subject).
+func (rs *records) writeStatus(ctx context.Context, rec *v1alpha1.Finding, st v1alpha1.FindingStatus) error {
+	if equality.Semantic.DeepEqual(rec.Status, st) {
+		return nil
+	}
+	upd := rec.DeepCopy()
+	upd.Status = st
+	if err := rs.Live.Status().Update(ctx, upd); err != nil {
+		return err
+	}
+	*rec = *upd
+	return nil
+}
+
+// event records an Event about f's object.
+func (rs *records) event(ctx context.Context, f check.Finding, reason, typ, msg string) {
+	if rs.Recorder != nil {
+		rs.Recorder.Event(ctx, f, reason, typ, msg)
+	}
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
