@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,12 +15,10 @@ import (
 	"github.com/tether-dev/tether/internal/controller"
 )
 
+// newController is `tether controller`: the command binds the flags to a
+// controllerOptions and runs it.
 func newController() *cobra.Command {
-	var (
-		kubeconfig, kubeContext, configPath string
-		dryRun, leaderElect                 bool
-		leaderNS, metricsAddr, probeAddr    string
-	)
+	o := &controllerOptions{}
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the continuous reconciler (opt-in per check; see docs/controller.md)",
@@ -28,44 +28,75 @@ enabled in --config once their grace period has passed. --dry-run records findin
 never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(configPath)
-			if err != nil {
+			if err := o.Complete(cmd); err != nil {
 				return err
 			}
-			if dryRun {
-				cfg.DryRun = true
-			}
-			rc, _, err := loadConfig(kubeconfig, kubeContext)
-			if err != nil {
-				return err
-			}
-			rc.UserAgent = "tether-controller"
-			if leaderNS == "" {
-				leaderNS = os.Getenv("POD_NAMESPACE")
-			}
-			if leaderElect && leaderNS == "" {
-				leaderNS = "tether-system"
-			}
-			log := zap.New(zap.UseDevMode(false), zap.WriteTo(cmd.ErrOrStderr()))
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return controller.Run(ctx, controller.Options{
-				RestConfig: rc, Config: cfg, LeaderElect: leaderElect, LeaderElectionNamespace: leaderNS,
-				// Records of cluster-scoped subjects go to the pod's own
-				// namespace (default tether-system).
-				Namespace:   os.Getenv("POD_NAMESPACE"),
-				MetricsAddr: metricsAddr, ProbeAddr: probeAddr, Log: logr.Logger(log),
-			})
+			return o.Run(cmd.Context())
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&kubeContext, "context", "", "the kubeconfig context to use")
-	fs.StringVar(&configPath, "config", "", "the controller configuration file (default: built-in defaults, every check off)")
-	fs.BoolVar(&dryRun, "dry-run", false, "record findings, never act (overrides the config file)")
-	fs.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among replicas (Lease "+controller.LeaderElectionID+")")
-	fs.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: $POD_NAMESPACE, else tether-system)")
-	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables)")
-	fs.StringVar(&probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&o.kubeContext, "context", "", "the kubeconfig context to use")
+	fs.StringVar(&o.configPath, "config", "", "the controller configuration file (default: built-in defaults, every check off)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "record findings, never act (overrides the config file)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (Lease "+controller.LeaderElectionID+")")
+	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: $POD_NAMESPACE, else tether-system)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
 	return cmd
+}
+
+// controllerOptions are the flags of `tether controller` and, once
+// completed, what it runs with.
+type controllerOptions struct {
+	kubeconfig, kubeContext, configPath string
+	dryRun, leaderElect                 bool
+	leaderNS, metricsAddr, probeAddr    string
+
+	// Set by Complete.
+	run    controller.Options
+	stderr io.Writer
+}
+
+// Complete reads the configuration file and the kubeconfig, and picks the
+// namespace of the leader-election Lease.
+func (o *controllerOptions) Complete(cmd *cobra.Command) error {
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		return err
+	}
+	if o.dryRun {
+		cfg.DryRun = true
+	}
+	rc, _, err := loadConfig(o.kubeconfig, o.kubeContext)
+	if err != nil {
+		return err
+	}
+	rc.UserAgent = "tether-controller"
+	leaderNS := o.leaderNS
+	if leaderNS == "" {
+		leaderNS = os.Getenv("POD_NAMESPACE")
+	}
+	if o.leaderElect && leaderNS == "" {
+		leaderNS = "tether-system"
+	}
+	o.run = controller.Options{
+		RestConfig: rc, Config: cfg, LeaderElect: o.leaderElect, LeaderElectionNamespace: leaderNS,
+		// Records of cluster-scoped subjects go to the pod's own
+		// namespace (default tether-system).
+		Namespace:   os.Getenv("POD_NAMESPACE"),
+		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr,
+	}
+	o.stderr = cmd.ErrOrStderr()
+	return nil
+}
+
+// Run runs the controller until ctx ends, SIGINT or SIGTERM.
+func (o *controllerOptions) Run(ctx context.Context) error {
+	log := zap.New(zap.UseDevMode(false), zap.WriteTo(o.stderr))
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := o.run
+	opts.Log = logr.Logger(log)
+	return controller.Run(ctx, opts)
 }

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // DefaultMaxActions bounds one `tether fix --apply` run unless --max says otherwise.
@@ -22,15 +25,10 @@ type planItem struct {
 	Skipped string `json:"skipped,omitempty"`
 }
 
+// newFix is `tether fix`: the command binds the flags to a fixOptions and
+// runs it.
 func newFix() *cobra.Command {
-	var (
-		f          scopeFlags
-		only       string
-		apply      bool
-		maxActions int
-		deletePods bool
-		object     string
-	)
+	o := &fixOptions{}
 	cmd := &cobra.Command{
 		Use:   "fix",
 		Short: "Plan (default) or apply the fixes that are provably safe",
@@ -39,63 +37,106 @@ at most --max safe actions, each only after a live re-read, a re-run of the chec
 the fresh objects and a server-side dry run; every action is recorded as an Event.
 Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if only != "" {
-				if _, err := check.Lookup(only); err != nil {
-					return fmt.Errorf("--check: %v", err)
-				}
-				f.checks = []string{only}
-			}
-			if maxActions < 0 {
-				return fmt.Errorf("--max must be 0 or more, got %d", maxActions)
-			}
-			o, err := f.resolve()
-			if err != nil {
-				return err
-			}
-			o.policy.DeleteAttachmentPods = deletePods
-			snap, findings, err := scan(cmd.Context(), o, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			findings = filterObject(findings, object)
-			items := plan(findings, maxActions)
-			if !apply {
-				return printPlan(cmd.OutOrStdout(), o.output, items, false)
-			}
-			ex, err := act.NewExecutor(o.config, o.policy, o.observe)
-			if err != nil {
-				return err
-			}
-			// The live re-check sees the same durable node records.
-			ex.NodesGoneSince = snap.NodesGoneSince
-			failed := 0
-			for i := range items {
-				if !items[i].Planned {
-					continue
-				}
-				r := ex.Apply(cmd.Context(), items[i].Finding)
-				items[i].Result = &r
-				if r.Outcome != act.Applied {
-					failed++
-				}
-			}
-			if err := printPlan(cmd.OutOrStdout(), o.output, items, true); err != nil {
-				return err
-			}
-			if failed > 0 {
-				return exitError{ExitFindings}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runOptions(cmd, o) },
 	}
-	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&only, "check", "", "fix the findings of this check only")
-	cmd.Flags().BoolVar(&apply, "apply", false, "carry out the plan (default: print it and change nothing)")
-	cmd.Flags().IntVar(&maxActions, "max", DefaultMaxActions, "at most this many actions in this run (0: none)")
-	cmd.Flags().BoolVar(&deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
-	cmd.Flags().StringVar(&object, "object", "", "only findings about this object, NAMESPACE/NAME")
+	o.scope.register(cmd.Flags())
+	cmd.Flags().StringVar(&o.only, "check", "", "fix the findings of this check only")
+	cmd.Flags().BoolVar(&o.apply, "apply", false, "carry out the plan (default: print it and change nothing)")
+	cmd.Flags().IntVar(&o.maxActions, "max", DefaultMaxActions, "at most this many actions in this run (0: none)")
+	cmd.Flags().BoolVar(&o.deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
+	cmd.Flags().StringVar(&o.object, "object", "", "only findings about this object, NAMESPACE/NAME")
 	return cmd
+}
+
+// fixOptions are the flags of `tether fix` and, once completed, what it
+// runs with.
+type fixOptions struct {
+	scope      scopeFlags
+	only       string // --check
+	apply      bool
+	maxActions int
+	deletePods bool
+	object     string
+
+	// Set by Complete.
+	resolved       *options
+	stdout, stderr io.Writer
+}
+
+// Validate checks the flags of fix itself; the scope flags are checked
+// when Complete resolves them.
+func (o *fixOptions) Validate() error {
+	if o.only != "" {
+		if _, err := check.Lookup(o.only); err != nil {
+			return fmt.Errorf("--check: %v", err)
+		}
+	}
+	if o.maxActions < 0 {
+		return fmt.Errorf("--max must be 0 or more, got %d", o.maxActions)
+	}
+	return nil
+}
+
+// Complete resolves the scope flags (--check narrows --checks to one
+// check) and the kubeconfig into the options the run uses.
+func (o *fixOptions) Complete(cmd *cobra.Command) error {
+	if o.only != "" {
+		o.scope.checks = []string{o.only}
+	}
+	r, err := o.scope.resolve()
+	if err != nil {
+		return err
+	}
+	r.policy.DeleteAttachmentPods = o.deletePods
+	o.resolved, o.stdout, o.stderr = r, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	return nil
+}
+
+// Run reads the cluster and prints the plan; with --apply it first carries
+// out the planned actions, and returns ExitFindings when one did not apply.
+func (o *fixOptions) Run(ctx context.Context) error {
+	snap, findings, err := scan(ctx, o.resolved, o.stderr)
+	if err != nil {
+		return err
+	}
+	items := plan(filterObject(findings, o.object), o.maxActions)
+	if !o.apply {
+		return printPlan(o.stdout, o.resolved.output, items, false)
+	}
+	failed, err := o.applyPlan(ctx, snap, items)
+	if err != nil {
+		return err
+	}
+	if err := printPlan(o.stdout, o.resolved.output, items, true); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return exitError{ExitFindings}
+	}
+	return nil
+}
+
+// applyPlan carries out the planned items one by one through act, records
+// each result in its item and returns how many did not apply.
+func (o *fixOptions) applyPlan(ctx context.Context, snap *snapshot.Snapshot, items []planItem) (int, error) {
+	ex, err := act.NewExecutor(o.resolved.config, o.resolved.policy, o.resolved.observe)
+	if err != nil {
+		return 0, err
+	}
+	// The live re-check sees the same durable node records.
+	ex.NodesGoneSince = snap.NodesGoneSince
+	failed := 0
+	for i := range items {
+		if !items[i].Planned {
+			continue
+		}
+		r := ex.Apply(ctx, items[i].Finding)
+		items[i].Result = &r
+		if r.Outcome != act.Applied {
+			failed++
+		}
+	}
+	return failed, nil
 }
 
 // plan marks the safe findings to act on, up to max.
@@ -117,6 +158,8 @@ func plan(findings []check.Finding, max int) []planItem {
 	return items
 }
 
+// filterObject keeps the findings about object (NAMESPACE/NAME); an empty
+// object keeps them all.
 func filterObject(fs []check.Finding, object string) []check.Finding {
 	if object == "" {
 		return fs

@@ -18,17 +18,76 @@ import (
 	"github.com/tether-dev/tether/internal/observe"
 )
 
-// scopeFlags are the kubectl-style flags shared by audit and fix.
-type scopeFlags struct {
+// clusterFlags are the kubectl-style flags that pick the cluster, the
+// namespaces and the output format: audit, fix and protect share them.
+type clusterFlags struct {
 	kubeconfig    string
 	context       string
 	namespace     string
 	allNamespaces bool
 	selector      string
-	checks        []string
-	volumePrefix  string
-	tenants       []string
 	output        string
+}
+
+// register binds the flags; selectorHelp says what --selector selects.
+func (f *clusterFlags) register(fs *pflag.FlagSet, selectorHelp string) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&f.context, "context", "", "the kubeconfig context to use")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace to look at (default: the context's namespace)")
+	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "look at all namespaces")
+	fs.StringVarP(&f.selector, "selector", "l", "", selectorHelp)
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
+}
+
+// checkOutput checks that --output names a supported format.
+func (f *clusterFlags) checkOutput() error {
+	switch f.output {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("--output %q is not supported: use table, json or yaml", f.output)
+}
+
+// checkNamespaces checks that --namespace and --all-namespaces are not both given.
+func (f *clusterFlags) checkNamespaces() error {
+	if f.allNamespaces && f.namespace != "" {
+		return fmt.Errorf("--namespace and --all-namespaces exclude each other: pass one of them")
+	}
+	return nil
+}
+
+// parseSelector parses --selector.
+func (f *clusterFlags) parseSelector() (labels.Selector, error) {
+	sel, err := labels.Parse(f.selector)
+	if err != nil {
+		return nil, fmt.Errorf("--selector %q is not a valid label selector: %v", f.selector, err)
+	}
+	return sel, nil
+}
+
+// restConfig reads the kubeconfig and returns it with the namespace in
+// scope: "" for --all-namespaces, else --namespace, else the context's.
+func (f *clusterFlags) restConfig() (*rest.Config, string, error) {
+	cfg, ns, err := loadConfig(f.kubeconfig, f.context)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case f.allNamespaces:
+		ns = ""
+	case f.namespace != "":
+		ns = f.namespace
+	}
+	return cfg, ns, nil
+}
+
+// scopeFlags are the flags shared by audit and fix: the cluster flags, what
+// to check and the policy knobs.
+type scopeFlags struct {
+	clusterFlags
+	checks       []string
+	volumePrefix string
+	tenants      []string
 
 	allowVMIOnly        bool
 	tenantAuthoritative bool
@@ -42,18 +101,14 @@ type scopeFlags struct {
 	matchNodesByName    bool
 }
 
+// register binds the flags to fs.
 func (f *scopeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&f.context, "context", "", "the kubeconfig context to use")
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace to look at (default: the context's namespace)")
-	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "look at all namespaces")
-	fs.StringVarP(&f.selector, "selector", "l", "", "label selector on VMIs (e.g. app=db,tier!=cache)")
+	f.clusterFlags.register(fs, "label selector on VMIs (e.g. app=db,tier!=cache)")
 	fs.StringSliceVar(&f.checks, "checks", nil, "checks to run, comma separated (default: all; see `tether checks`)")
 	fs.StringVar(&f.volumePrefix, "volume-prefix", "", "only volumes whose name starts with this prefix")
 	fs.StringArrayVar(&f.tenants, "tenant", nil, "tenant cluster evidence: NAME=KUBECONFIG[:NAMESPACE] (repeatable); NAMESPACE is the infra namespace of its VMs (required with -A); a path that contains ':' must be unambiguous (end it with ':' for no namespace)")
 	fs.StringVar(&f.tenantDriver, "tenant-driver", "", "the tenants' KubeVirt CSI driver name (default csi.kubevirt.io)")
 	fs.BoolVar(&f.matchNodesByName, "match-tenant-nodes-by-name", false, "opt-in: a tenant node with no providerID, infra-vm annotations or CSINode node ID is the VM of its own name in the tenant's namespace")
-	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
 	fs.BoolVar(&f.allowVMIOnly, "allow-vmi-only-detach", false, "treat VMI-only hot-plugs (not in the VM spec) as detachable without tenant evidence")
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
 	fs.BoolVar(&f.forceDetach, "force-detach", false, "last resort on fenced nodes: allow deleting a stale VolumeAttachment or its attacher finalizer (counted as forced)")
@@ -74,91 +129,128 @@ type options struct {
 	minSev    check.Severity
 }
 
+// resolve turns the flags into options: first the checks that need only
+// the flags, then the kubeconfig, the policy and the tenants. The first bad
+// flag stops it with an error that names the flag.
 func (f *scopeFlags) resolve() (*options, error) {
-	switch f.output {
-	case "table", "json", "yaml":
-	default:
-		return nil, fmt.Errorf("--output %q is not supported: use table, json or yaml", f.output)
-	}
-	var minSev check.Severity
-	switch f.minSeverity {
-	case "info":
-		minSev = check.SeverityInfo
-	case "warning":
-		minSev = check.SeverityWarning
-	default:
-		return nil, fmt.Errorf("--min-severity %q is not supported: use info or warning", f.minSeverity)
-	}
-	if f.allNamespaces && f.namespace != "" {
-		return nil, fmt.Errorf("--namespace and --all-namespaces exclude each other: pass one of them")
-	}
-	sel, err := labels.Parse(f.selector)
-	if err != nil {
-		return nil, fmt.Errorf("--selector %q is not a valid label selector: %v", f.selector, err)
-	}
-	for _, c := range f.checks {
-		if _, err := check.Lookup(c); err != nil {
-			return nil, fmt.Errorf("--checks: %v", err)
-		}
-	}
-	cfg, ns, err := loadConfig(f.kubeconfig, f.context)
+	sel, minSev, err := f.parse()
 	if err != nil {
 		return nil, err
 	}
-	o := &options{config: cfg, output: f.output, minSev: minSev}
-	switch {
-	case f.allNamespaces:
-	case f.namespace != "":
-		o.namespace = f.namespace
-	default:
-		o.namespace = ns
+	cfg, ns, err := f.restConfig()
+	if err != nil {
+		return nil, err
 	}
-	o.policy = check.DefaultPolicy()
-	o.policy.Scope.Selector = sel
-	o.policy.Scope.VolumePrefix = f.volumePrefix
-	if o.namespace != "" {
-		o.policy.Scope.Namespaces = []string{o.namespace}
-	}
-	o.policy.Checks = f.checks
-	o.policy.AllowVMIOnlyDetach = f.allowVMIOnly
-	o.policy.TenantAuthoritative = f.tenantAuthoritative
-	o.policy.Storage.ForceDetach = f.forceDetach
-	o.policy.Storage.StaleAttachmentGrace = f.staleGrace
-	o.policy.Storage.BlockedDeletionGrace = f.blockedGrace
-	o.policy.Storage.FenceGoneNodesAfter = f.fenceGoneAfter
-	if f.fenceGoneAfter > 0 {
-		if errs := validation.IsDNS1123Label(f.controllerNamespace); len(errs) > 0 {
-			return nil, fmt.Errorf("--controller-namespace %q is not a namespace name: %s", f.controllerNamespace, strings.Join(errs, "; "))
-		}
-		o.observe.GoneNodeRecordsIn = f.controllerNamespace
-	}
-	o.observe.Namespace = o.namespace
-	for _, spec := range f.tenants {
-		t, err := ParseTenant(spec)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case t.Namespace == "" && o.namespace != "":
-			t.Namespace = o.namespace // the one namespace in scope
-		case t.Namespace == "":
-			return nil, fmt.Errorf("--tenant %s: name the infra namespace of its VMs (NAME=KUBECONFIG:NAMESPACE, the driver's --infra-cluster-namespace): with --all-namespaces it cannot be guessed", spec)
-		}
-		if f.tenantDriver != "" {
-			if msgs := validation.IsDNS1123Subdomain(f.tenantDriver); len(msgs) > 0 || len(f.tenantDriver) > 63 {
-				return nil, fmt.Errorf("--tenant-driver %q is not a CSI driver name (a DNS subdomain of at most 63 characters, e.g. csi.kubevirt.io)", f.tenantDriver)
-			}
-		}
-		t.Driver, t.MatchNodesByName = f.tenantDriver, f.matchNodesByName
-		if t.Config, err = loadTenantConfig(t.kubeconfig); err != nil {
-			return nil, fmt.Errorf("--tenant %s: %v", t.Name, err)
-		}
-		o.observe.Tenants = append(o.observe.Tenants, t.TenantSource)
+	o := &options{config: cfg, namespace: ns, output: f.output, minSev: minSev, policy: f.policy(sel, ns)}
+	if o.observe, err = f.observeOptions(ns); err != nil {
+		return nil, err
 	}
 	if err := o.policy.Validate(); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// parse checks the flags that need nothing else and returns the selector
+// and the minimum severity they name.
+func (f *scopeFlags) parse() (labels.Selector, check.Severity, error) {
+	if err := f.checkOutput(); err != nil {
+		return nil, "", err
+	}
+	minSev, err := f.severity()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := f.checkNamespaces(); err != nil {
+		return nil, "", err
+	}
+	sel, err := f.parseSelector()
+	if err != nil {
+		return nil, "", err
+	}
+	for _, c := range f.checks {
+		if _, err := check.Lookup(c); err != nil {
+			return nil, "", fmt.Errorf("--checks: %v", err)
+		}
+	}
+	return sel, minSev, nil
+}
+
+// severity parses --min-severity.
+func (f *scopeFlags) severity() (check.Severity, error) {
+	switch f.minSeverity {
+	case "info":
+		return check.SeverityInfo, nil
+	case "warning":
+		return check.SeverityWarning, nil
+	}
+	return "", fmt.Errorf("--min-severity %q is not supported: use info or warning", f.minSeverity)
+}
+
+// policy is the check policy the flags ask for, scoped to namespace ns
+// ("" = all). It is validated by the caller.
+func (f *scopeFlags) policy(sel labels.Selector, ns string) check.Policy {
+	p := check.DefaultPolicy()
+	p.Scope.Selector = sel
+	p.Scope.VolumePrefix = f.volumePrefix
+	if ns != "" {
+		p.Scope.Namespaces = []string{ns}
+	}
+	p.Checks = f.checks
+	p.AllowVMIOnlyDetach = f.allowVMIOnly
+	p.TenantAuthoritative = f.tenantAuthoritative
+	p.Storage.ForceDetach = f.forceDetach
+	p.Storage.StaleAttachmentGrace = f.staleGrace
+	p.Storage.BlockedDeletionGrace = f.blockedGrace
+	p.Storage.FenceGoneNodesAfter = f.fenceGoneAfter
+	return p
+}
+
+// observeOptions says what to read for namespace ns ("" = all): the
+// controller's records of gone nodes when --fence-gone-nodes-after asks for
+// them, and each --tenant with its kubeconfig loaded.
+func (f *scopeFlags) observeOptions(ns string) (observe.Options, error) {
+	o := observe.Options{Namespace: ns}
+	if f.fenceGoneAfter > 0 {
+		if errs := validation.IsDNS1123Label(f.controllerNamespace); len(errs) > 0 {
+			return o, fmt.Errorf("--controller-namespace %q is not a namespace name: %s", f.controllerNamespace, strings.Join(errs, "; "))
+		}
+		o.GoneNodeRecordsIn = f.controllerNamespace
+	}
+	for _, spec := range f.tenants {
+		t, err := f.tenant(spec, ns)
+		if err != nil {
+			return o, err
+		}
+		o.Tenants = append(o.Tenants, t)
+	}
+	return o, nil
+}
+
+// tenant parses one --tenant flag and loads its kubeconfig. Without a
+// namespace of its own, a tenant's VMs live in the one namespace in scope
+// ns; with --all-namespaces (ns "") that cannot be guessed.
+func (f *scopeFlags) tenant(spec, ns string) (observe.TenantSource, error) {
+	t, err := ParseTenant(spec)
+	if err != nil {
+		return observe.TenantSource{}, err
+	}
+	switch {
+	case t.Namespace == "" && ns != "":
+		t.Namespace = ns
+	case t.Namespace == "":
+		return observe.TenantSource{}, fmt.Errorf("--tenant %s: name the infra namespace of its VMs (NAME=KUBECONFIG:NAMESPACE, the driver's --infra-cluster-namespace): with --all-namespaces it cannot be guessed", spec)
+	}
+	if f.tenantDriver != "" {
+		if msgs := validation.IsDNS1123Subdomain(f.tenantDriver); len(msgs) > 0 || len(f.tenantDriver) > 63 {
+			return observe.TenantSource{}, fmt.Errorf("--tenant-driver %q is not a CSI driver name (a DNS subdomain of at most 63 characters, e.g. csi.kubevirt.io)", f.tenantDriver)
+		}
+	}
+	t.Driver, t.MatchNodesByName = f.tenantDriver, f.matchNodesByName
+	if t.Config, err = loadTenantConfig(t.kubeconfig); err != nil {
+		return observe.TenantSource{}, fmt.Errorf("--tenant %s: %v", t.Name, err)
+	}
+	return t.TenantSource, nil
 }
 
 // loadConfig follows kubectl: --kubeconfig, else $KUBECONFIG, else
@@ -185,6 +277,7 @@ func loadConfig(path, context string) (*rest.Config, string, error) {
 	return cfg, ns, nil
 }
 
+// loadTenantConfig reads a tenant's kubeconfig file.
 func loadTenantConfig(path string) (*rest.Config, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s cannot be read: %v", path, err)
@@ -216,11 +309,14 @@ type Tenant struct {
 // every file can be named without ambiguity.
 func ParseTenant(spec string) (Tenant, error) { return parseTenant(spec, isFile) }
 
+// isFile says whether path names a file that is not a directory.
 func isFile(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir()
 }
 
+// parseTenant is ParseTenant with the file system check as a parameter, so
+// tests can say which paths exist.
 func parseTenant(spec string, exists func(string) bool) (Tenant, error) {
 	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. guest1=/etc/tether/guest1.kubeconfig:tenant-a (a trailing ':' means no namespace)"
 	name, rest, ok := strings.Cut(spec, "=")

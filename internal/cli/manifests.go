@@ -9,6 +9,8 @@ import (
 	"github.com/tether-dev/tether/internal/protect"
 )
 
+// newManifests is `tether manifests`, with its one subcommand `protection`:
+// the admission policy that refuses to delete protected objects.
 func newManifests() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manifests",

@@ -44,6 +44,7 @@ type FixPlan struct {
 	Items      []planItem `json:"items"`
 }
 
+// encode writes v as indented JSON, or as YAML when format is "yaml".
 func encode(w io.Writer, format string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -58,6 +59,9 @@ func encode(w io.Writer, format string, v any) error {
 	return err
 }
 
+// printAudit writes the audit report: an AuditReport document for json and
+// yaml; for table, the tenant and snapshot warnings, one row per finding,
+// then each finding's evidence and remedy.
 func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
 	if fs == nil {
 		fs = []check.Finding{}
@@ -108,6 +112,7 @@ func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Fin
 	return nil
 }
 
+// printWhy writes a finding's message, evidence and remedy.
 func printWhy(w io.Writer, f check.Finding) {
 	fmt.Fprintf(w, "\n[%s] %s\n", f.ID, f.Message)
 	for _, e := range f.Evidence {
@@ -118,6 +123,9 @@ func printWhy(w io.Writer, f check.Finding) {
 	}
 }
 
+// printPlan writes the fix plan: a FixPlan document for json and yaml; for
+// table, one row per finding with what was or would be done, and after a dry
+// run how to apply it.
 func printPlan(w io.Writer, format string, items []planItem, applied bool) error {
 	if format != "table" {
 		if items == nil {
@@ -159,6 +167,7 @@ func printPlan(w io.Writer, format string, items []planItem, applied bool) error
 	return nil
 }
 
+// status says in a word or two whether an action is safe, and if not why.
 func status(a check.Action) string {
 	if a.Safe {
 		return "safe"
@@ -169,6 +178,8 @@ func status(a check.Action) string {
 	return "blocked: " + string(a.BlockedBy)
 }
 
+// kindShort is the short, kubectl-style name the tables show for kind;
+// other kinds in lower case.
 func kindShort(kind string) string {
 	switch kind {
 	case "VirtualMachineInstance":
@@ -189,6 +200,7 @@ func kindShort(kind string) string {
 	return strings.ToLower(kind)
 }
 
+// orDash shows an empty table cell as "-".
 func orDash(s string) string {
 	if s == "" {
 		return "-"

@@ -1,21 +1,22 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/protect"
 )
 
+// newProtect is `tether protect`: the command binds the flags to a
+// protectOptions and runs it.
 func newProtect() *cobra.Command {
-	var (
-		kubeconfig, kubeContext, namespace, selector, output string
-		allNamespaces, apply, release                        bool
-	)
+	o := &protectOptions{}
 	cmd := &cobra.Command{
 		Use:   "protect",
 		Short: "Add the " + protect.Finalizer + " finalizer to what VMs use (dry run unless --apply)",
@@ -26,71 +27,93 @@ func newProtect() *cobra.Command {
 Without --apply, prints what it would change and changes nothing.
 Exit code: 0 done or planned, 1 some change failed, 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch output {
-			case "table", "json", "yaml":
-			default:
-				return fmt.Errorf("--output %q is not supported: use table, json or yaml", output)
-			}
-			if allNamespaces && namespace != "" {
-				return fmt.Errorf("--namespace and --all-namespaces exclude each other: pass one of them")
-			}
-			sel, err := labels.Parse(selector)
-			if err != nil {
-				return fmt.Errorf("--selector %q is not a valid label selector: %v", selector, err)
-			}
-			if release && selector != "" {
-				return fmt.Errorf("--release removes every tether finalizer in the namespace and takes no --selector")
-			}
-			rc, ns, err := loadConfig(kubeconfig, kubeContext)
-			if err != nil {
-				return err
-			}
-			switch {
-			case allNamespaces:
-				ns = ""
-			case namespace != "":
-				ns = namespace
-			}
-			c, err := clients.New(rc)
-			if err != nil {
-				return fmt.Errorf("connecting to the cluster: %v", err)
-			}
-			changes, err := protect.Plan(cmd.Context(), c, protect.PlanOptions{Namespace: ns, Selector: sel, Release: release})
-			if err != nil {
-				return err
-			}
-			failed := 0
-			if apply {
-				failed = protect.Apply(cmd.Context(), c, changes)
-			}
-			if output != "table" {
-				if err := encode(cmd.OutOrStdout(), output, changes); err != nil {
-					return err
-				}
-			} else {
-				printChanges(cmd, changes, apply)
-			}
-			if failed > 0 {
-				return exitError{ExitFindings}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runOptions(cmd, o) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(&kubeContext, "context", "", "the kubeconfig context to use")
-	fs.StringVarP(&namespace, "namespace", "n", "", "namespace to look at (default: the context's namespace)")
-	fs.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "look at all namespaces")
-	fs.StringVarP(&selector, "selector", "l", "", "label selector on VMs whose dependents to protect")
-	fs.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
-	fs.BoolVar(&apply, "apply", false, "make the changes (default: print them and change nothing)")
-	fs.BoolVar(&release, "release", false, "remove every "+protect.Finalizer+" finalizer instead (uninstall)")
+	o.cluster.register(fs, "label selector on VMs whose dependents to protect")
+	fs.BoolVar(&o.apply, "apply", false, "make the changes (default: print them and change nothing)")
+	fs.BoolVar(&o.release, "release", false, "remove every "+protect.Finalizer+" finalizer instead (uninstall)")
 	return cmd
 }
 
-func printChanges(cmd *cobra.Command, changes []protect.Change, applied bool) {
-	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+// protectOptions are the flags of `tether protect` and, once completed,
+// what it runs with.
+type protectOptions struct {
+	cluster clusterFlags
+	apply   bool
+	release bool
+
+	// Set by Complete.
+	plan   protect.PlanOptions
+	client client.Client
+	stdout io.Writer
+}
+
+// Validate checks the flags; none of the checks reads a file or the cluster.
+func (o *protectOptions) Validate() error {
+	if err := o.cluster.checkOutput(); err != nil {
+		return err
+	}
+	if err := o.cluster.checkNamespaces(); err != nil {
+		return err
+	}
+	if _, err := o.cluster.parseSelector(); err != nil {
+		return err
+	}
+	if o.release && o.cluster.selector != "" {
+		return fmt.Errorf("--release removes every tether finalizer in the namespace and takes no --selector")
+	}
+	return nil
+}
+
+// Complete reads the kubeconfig, connects to the cluster and sets the
+// scope of the plan.
+func (o *protectOptions) Complete(cmd *cobra.Command) error {
+	sel, err := o.cluster.parseSelector()
+	if err != nil {
+		return err
+	}
+	rc, ns, err := o.cluster.restConfig()
+	if err != nil {
+		return err
+	}
+	c, err := clients.New(rc)
+	if err != nil {
+		return fmt.Errorf("connecting to the cluster: %v", err)
+	}
+	o.plan = protect.PlanOptions{Namespace: ns, Selector: sel, Release: o.release}
+	o.client, o.stdout = c, cmd.OutOrStdout()
+	return nil
+}
+
+// Run plans the finalizer changes, makes them with --apply and prints them;
+// it returns ExitFindings when a change failed.
+func (o *protectOptions) Run(ctx context.Context) error {
+	changes, err := protect.Plan(ctx, o.client, o.plan)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	if o.apply {
+		failed = protect.Apply(ctx, o.client, changes)
+	}
+	if o.cluster.output != "table" {
+		if err := encode(o.stdout, o.cluster.output, changes); err != nil {
+			return err
+		}
+	} else {
+		printChanges(o.stdout, changes, o.apply)
+	}
+	if failed > 0 {
+		return exitError{ExitFindings}
+	}
+	return nil
+}
+
+// printChanges prints changes as a table; applied says whether they were
+// made or only planned.
+func printChanges(out io.Writer, changes []protect.Change, applied bool) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAMESPACE\tKIND\tNAME\tFINALIZER\tUSED BY\tRESULT")
 	for _, ch := range changes {
 		verb := "would add"
@@ -109,12 +132,13 @@ func printChanges(cmd *cobra.Command, changes []protect.Change, applied bool) {
 	}
 	_ = w.Flush()
 	if len(changes) == 0 {
-		fmt.Fprintln(cmd.OutOrStdout(), "nothing to change")
+		fmt.Fprintln(out, "nothing to change")
 	} else if !applied {
-		fmt.Fprintln(cmd.OutOrStdout(), "dry run: pass --apply to make these changes")
+		fmt.Fprintln(out, "dry run: pass --apply to make these changes")
 	}
 }
 
+// joinNames joins names with commas.
 func joinNames(names []string) string {
 	out := ""
 	for i, n := range names {

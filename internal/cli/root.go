@@ -54,6 +54,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// newRoot is the root command with every subcommand; its output goes to
+// stdout and stderr.
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	name := "tether"
 	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
@@ -71,6 +73,28 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
+// commandOptions are a command's flags and what it runs with. Validate
+// checks the flags alone, so a malformed flag is named before any file or
+// the cluster is read; Complete turns them into ready values (kubeconfig,
+// clients); Run does the work.
+type commandOptions interface {
+	Validate() error
+	Complete(cmd *cobra.Command) error
+	Run(ctx context.Context) error
+}
+
+// runOptions validates, completes and runs o for cmd.
+func runOptions(cmd *cobra.Command, o commandOptions) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if err := o.Complete(cmd); err != nil {
+		return err
+	}
+	return o.Run(cmd.Context())
+}
+
+// newVersion is `tether version`.
 func newVersion() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
@@ -83,6 +107,7 @@ func newVersion() *cobra.Command {
 	}
 }
 
+// newChecks is `tether checks`: the name and doc line of every check.
 func newChecks() *cobra.Command {
 	return &cobra.Command{
 		Use:   "checks",
@@ -125,6 +150,8 @@ func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot
 	return s, kept, nil
 }
 
+// newAudit is `tether audit`: read the cluster once, report the findings,
+// change nothing.
 func newAudit() *cobra.Command {
 	var f scopeFlags
 	cmd := &cobra.Command{
