@@ -28,7 +28,7 @@ var installed sync.Map // kustomize dir -> error
 func (e *Env) InstallController(t testing.TB, extra ...string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	configDir := filepath.Join(filepath.Dir(file), "..", "..", "config")
+	configDir := filepath.Join(filepath.Dir(file), "..", "..", "..", "config")
 	first := true
 	for _, dir := range append([]string{"rbac"}, extra...) {
 		v, _ := installed.LoadOrStore(dir, new(sync.Once))
