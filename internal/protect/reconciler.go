@@ -230,29 +230,16 @@ func (r *Reconciler) recordPostponed(ctx context.Context, ref Ref, obj client.Ob
 	r.reported[obj.GetUID()] = msg
 	r.mu.Unlock()
 	r.Log.Info("deletion postponed", "object", ref.String(), "users", users)
-	now := metav1.NewTime(time.Now())
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ref.Namespace,
-			Name:      kevent.Name(ref.Name, "tether-"+rand.String(8)),
-		},
-		InvolvedObject: corev1.ObjectReference{
+	ev := kevent.New(kevent.Spec{
+		Namespace:  ref.Namespace,
+		NameSuffix: "tether-" + rand.String(8),
+		Object: corev1.ObjectReference{
 			APIVersion: apiVersion(r.Kind), Kind: string(r.Kind), Namespace: ref.Namespace, Name: ref.Name,
 			UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 		},
-		Reason:              EventDeletionPostponed,
-		Type:                corev1.EventTypeWarning,
-		Message:             msg,
-		Source:              corev1.EventSource{Component: r.Identity},
-		ReportingController: "tether.dev/tether",
-		ReportingInstance:   r.Identity,
-		Action:              "PostponeDeletion",
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		EventTime:           metav1.NewMicroTime(now.Time),
-		Count:               1,
-	}
-	kevent.Fit(ev)
+		Reason: EventDeletionPostponed, Type: corev1.EventTypeWarning, Message: msg,
+		Action: "PostponeDeletion", Component: r.Identity,
+	}, time.Now())
 	if err := r.Cache.Create(ctx, ev); err != nil {
 		r.Log.Error(err, "recording Event", "object", ref.String())
 	}
