@@ -67,14 +67,13 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 			if err != nil {
 				return err
 			}
-			// The live re-check sees the same durable node records.
-			ex.NodesGoneSince = snap.NodesGoneSince
 			failed := 0
 			for i := range items {
 				if !items[i].Planned {
 					continue
 				}
-				r := ex.Apply(cmd.Context(), items[i].Finding)
+				// The live re-check sees the same durable node records.
+				r := ex.Apply(cmd.Context(), items[i].Finding, act.Evidence{NodesGoneSince: snap.NodesGoneSince})
 				items[i].Result = &r
 				if r.Outcome != act.Applied {
 					failed++

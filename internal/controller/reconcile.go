@@ -20,6 +20,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -81,16 +82,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	now := r.Now()
 
-	var vmi kubevirtv1.VirtualMachineInstance
-	if err := r.Cache.Get(ctx, req.NamespacedName, &vmi); err != nil {
-		// A deleted VMI's records go with it (owner reference, garbage
-		// collector); nothing to decide.
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	snap, err := r.snapshotFor(ctx, &vmi)
+	snap, err := r.snapshotFor(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if len(snap.VMIs) == 0 {
+		// A deleted VMI's records go with it (owner reference, garbage
+		// collector); nothing to decide.
+		return ctrl.Result{}, nil
+	}
+	vmi := snap.VMIs[0]
 	// The snapshot holds only the VMI, its VM, the gates and the tenants:
 	// checks that need more (claims, pods) would report falsely here.
 	policy := r.Policy
@@ -126,34 +127,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// snapshotFor builds the decision input for one VMI from the caches: the VMI,
-// its owning VM, the KubeVirt feature gates and the tenants' attachments on
-// the node named after the VMI.
-func (r *Reconciler) snapshotFor(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*snapshot.Snapshot, error) {
-	s := snapshot.Snapshot{VMIs: []kubevirtv1.VirtualMachineInstance{*vmi}}
-	if owner := metav1.GetControllerOf(vmi); owner != nil && owner.Kind == "VirtualMachine" {
-		var vm kubevirtv1.VirtualMachine
-		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: owner.Name}, &vm)
-		switch {
-		case err == nil:
-			s.VMs = []kubevirtv1.VirtualMachine{vm}
-		case !apierrors.IsNotFound(err):
-			return nil, err
+// snapshotFor builds the decision input for one VMI from the caches with
+// observe.VMI, the gatherer the live re-check reads with: the VMI, its
+// owning VM, the KubeVirt feature gates and, from the tenant watches, the
+// tenants' attachments on the node named after the VMI. A VMI that is gone
+// yields an empty snapshot.
+func (r *Reconciler) snapshotFor(ctx context.Context, key client.ObjectKey) (*snapshot.Snapshot, error) {
+	tenants := func(vmi *kubevirtv1.VirtualMachineInstance) []snapshot.Tenant {
+		var out []snapshot.Tenant
+		for _, tw := range r.Tenants {
+			if tw.applies(vmi.Namespace) {
+				out = append(out, tw.evidence(vmi))
+			}
 		}
+		return out
 	}
-	var kvs kubevirtv1.KubeVirtList
-	if err := r.Cache.List(ctx, &kvs); err == nil && len(kvs.Items) > 0 {
-		s.FeatureGates.Known = true
-		if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
-			s.FeatureGates.Enabled, s.FeatureGates.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
-		}
-	}
-	for _, tw := range r.Tenants {
-		if tw.applies(vmi.Namespace) {
-			s.Tenants = append(s.Tenants, tw.evidence(vmi))
-		}
-	}
-	return snapshot.New(s), nil
+	return observe.VMI(ctx, r.Cache, key.Namespace, key.Name, observe.Tenants{Of: tenants})
 }
 
 // records returns the VMI's Finding objects by finding id.
@@ -184,6 +173,8 @@ type subject struct {
 	node string
 	// nodeGoneSince is since when node has been seen missing, if it is.
 	nodeGoneSince *time.Time
+	// evidence is what the live re-check of an action needs from the pass.
+	evidence act.Evidence
 	// observeEvery is how often lastObserved is refreshed (0: a minute).
 	observeEvery time.Duration
 }
@@ -273,7 +264,7 @@ func (r *Reconciler) syncFinding(ctx context.Context, subj subject, f check.Find
 	if !st.Act {
 		return st.RequeueAfter, r.writeStatus(ctx, rec, st.Status)
 	}
-	return r.act(ctx, log, f, rec, st.Status, now)
+	return r.act(ctx, log, f, subj.evidence, rec, st.Status, now)
 }
 
 // coolingDown returns how long a finished record whose action changed
@@ -346,7 +337,7 @@ func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duratio
 
 // act records Acting, runs the action through the live-checking executor and
 // stores the outcome.
-func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (time.Duration, error) {
+func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, ev act.Evidence, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (time.Duration, error) {
 	if err := r.writeStatus(ctx, rec, st); err != nil {
 		r.Budget.refund(taken) // nothing was done
 		return 0, err          // conflict or error: requeue and decide again
@@ -358,7 +349,7 @@ func (r *Reconciler) act(ctx context.Context, log logr.Logger, f check.Finding, 
 	}
 	actx, cancel := context.WithTimeout(ctx, r.Config.ActionTimeout.Duration)
 	started := time.Now()
-	res := r.Executor.Apply(actx, f)
+	res := r.Executor.Apply(actx, f, ev)
 	cancel()
 	log = log.WithValues("took", time.Since(started).Round(time.Millisecond).String())
 	metrics.Actions.WithLabelValues(f.Check, string(f.Action.Type), string(res.Outcome)).Inc()

@@ -29,9 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -104,8 +106,6 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	}
 	r.gone.observe(snap, now)
 	snap.NodesGoneSince = r.gone.copy()
-	// The executor's live re-check must see the same durable records.
-	r.Executor.NodesGoneSince = r.gone.copy()
 	snap = snapshot.New(*snap)
 
 	policy := r.Policy
@@ -166,40 +166,15 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// snapshot reads the storage state from the caches (no API request).
+// snapshot reads the storage state from the caches (no API request) with
+// observe.Storage. The checks only read (check.TestRun_changesNoObject): the
+// objects are shared with the cache, not copied, which would cost more than
+// the checks themselves on a cluster with many pods.
 func (r *StorageReconciler) snapshot(ctx context.Context) (*snapshot.Snapshot, error) {
-	var (
-		s       snapshot.Snapshot
-		nodes   corev1.NodeList
-		vas     storagev1.VolumeAttachmentList
-		pvs     corev1.PersistentVolumeList
-		pvcs    corev1.PersistentVolumeClaimList
-		pods    corev1.PodList
-		drivers storagev1.CSIDriverList
-	)
-	// The checks only read (check.TestRun_changesNoObject): the objects
-	// are shared with the cache, not copied, which would cost more than
-	// the checks themselves on a cluster with many pods.
-	shared := client.UnsafeDisableDeepCopy
-	for _, l := range []client.ObjectList{&nodes, &vas, &pvs, &pvcs, &pods, &drivers} {
-		if err := r.Cache.List(ctx, l, shared); err != nil {
-			return nil, fmt.Errorf("reading the storage caches: %w", err)
-		}
-	}
-	s.Nodes, s.VolumeAttachments, s.PVs, s.PVCs, s.Pods, s.CSIDrivers = nodes.Items, vas.Items, pvs.Items, pvcs.Items, pods.Items, drivers.Items
-	if r.VMs {
-		var vms kubevirtv1.VirtualMachineList
-		if err := r.Cache.List(ctx, &vms, shared); err != nil {
-			return nil, err
-		}
-		s.VMs = vms.Items
-	}
-	if r.DataVolumes {
-		var dvs cdiv1.DataVolumeList
-		if err := r.Cache.List(ctx, &dvs, shared); err != nil {
-			return nil, err
-		}
-		s.DataVolumes = dvs.Items
+	var s snapshot.Snapshot
+	read := observe.StorageRead{Shared: true, NoVMs: !r.VMs, NoDataVolumes: !r.DataVolumes}
+	if err := observe.Storage(ctx, r.Cache, &s, read); err != nil {
+		return nil, fmt.Errorf("reading the storage caches: %w", err)
 	}
 	return &s, nil
 }
@@ -247,6 +222,8 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, 
 	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
 	}}
+	// The live re-check must see the same durable records.
+	subj.evidence = act.Evidence{NodesGoneSince: s.NodesGoneSince}
 	if subj.namespace == "" {
 		subj.namespace = r.RecordNamespace
 	}
@@ -303,8 +280,6 @@ func setupStorage(mgr manager.Manager, base *Reconciler, o Options) error {
 			r.Checks = append(r.Checks, name)
 		}
 	}
-	ex := *base.Executor // own NodesGoneSince
-	r.Executor = &ex
 	r.Log = o.Log.WithName("storage")
 	changed := predicate.ResourceVersionChangedPredicate{}
 	all := batched{}
