@@ -19,8 +19,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/check"
@@ -73,8 +73,14 @@ type Executor struct {
 	PollInterval time.Duration
 	// Recorder records Events; nil records none.
 	Recorder *Recorder
+}
+
+// Evidence is what the caller's pass knows that a live read cannot see
+// again: durable records kept across passes. The live re-check uses it as
+// the pass did.
+type Evidence struct {
 	// NodesGoneSince: durable records of since when Nodes have been missing
-	// (see snapshot.Snapshot.NodesGoneSince), for live re-checks.
+	// (see snapshot.Snapshot.NodesGoneSince).
 	NodesGoneSince map[string]time.Time
 }
 
@@ -98,37 +104,109 @@ func (e *Executor) now() time.Time {
 	return time.Now()
 }
 
-// Apply carries out f's action if, and only if, it is still safe.
-func (e *Executor) Apply(ctx context.Context, f check.Finding) Result {
+// Apply carries out f's action if, and only if, it is still safe. The
+// action type picks the action; ev is the pass's durable evidence.
+func (e *Executor) Apply(ctx context.Context, f check.Finding, ev Evidence) Result {
 	var r Result
+	var a action
+	switch f.Action.Type {
+	case check.VMRemoveVolume, check.VMIRemoveVolume:
+		a = e.removeVolume(f)
+	case check.DeleteAttachmentPod:
+		a = e.deletePod(f)
+	case check.DeletePodsOnFencedNode, check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer:
+		a = e.fixStaleAttachment(f, ev)
+	}
 	switch {
 	case !f.Action.Safe:
 		r = Result{Outcome: Refused, Message: fmt.Sprintf("action %s is not safe: blocked by %s", f.Action.Type, f.Action.BlockedBy)}
-	case f.Check == check.StaleVolumeAttachment:
-		r = e.fixStaleAttachment(ctx, f)
-	case f.Check == check.DanglingVolumeReference:
-		r = e.removeDangling(ctx, f)
-	case f.Action.Type == check.VMRemoveVolume || f.Action.Type == check.VMIRemoveVolume:
-		r = e.removeVolume(ctx, f)
-	case f.Action.Type == check.DeleteAttachmentPod:
-		r = e.deletePod(ctx, f)
-	default:
+	case a.targets == nil:
 		r = Result{Outcome: Refused, Message: fmt.Sprintf("no action to take (%s)", f.Action.Type)}
+	default:
+		r = e.guarded(ctx, f, a)
 	}
 	r.FindingID = f.ID
 	e.Recorder.record(ctx, f, r)
 	return r
 }
 
-// recheckVolume re-reads the VMI's world and re-runs the check. It returns
-// the fresh snapshot and a refusal when the plan no longer holds.
-func (e *Executor) recheckVolume(ctx context.Context, f check.Finding) (*snapshot.Snapshot, *Result) {
-	s, err := observe.ForVolume(ctx, e.Client, e.Observe, f.Namespace, f.Object.Name)
+// action is one action as the guarded protocol runs it: how to re-check
+// its finding on fresh state, and what to write then.
+type action struct {
+	// read reads the subject live.
+	read func(context.Context) (*snapshot.Snapshot, error)
+	// check re-makes the finding from the fresh snapshot at now.
+	check func(s *snapshot.Snapshot, now time.Time) (check.Finding, bool)
+	// explain, when set, says better why a finding no longer made holds
+	// no more ("" when it cannot).
+	explain func(*snapshot.Snapshot) string
+	// targets derives the write from the fresh snapshot, or refuses.
+	targets func(*snapshot.Snapshot) (*write, *Result)
+}
+
+// write is one change: made for real, or only asked of the server as a
+// dry run.
+type write struct {
+	// do makes the change, or with dryRun asks the server whether it would.
+	do func(ctx context.Context, dryRun bool) *Result
+	// fingerprint, when set, makes the protocol re-check once more after the
+	// dry run and refuse when the fingerprint moved: for writes that take no
+	// precondition.
+	fingerprint func(*snapshot.Snapshot) string
+	// done is the outcome once the write was accepted: a wait for the change
+	// to converge, or a message.
+	done func(context.Context) Result
+}
+
+// guarded runs an action through the one write protocol of this package:
+// live read and re-check, the targets derived from that state, a server dry
+// run, for writes without precondition a second live re-check whose
+// fingerprint must equal the first's, then the write and its outcome. The
+// second re-check reads the VM and VMI last (see observe.ForVolume and
+// observe.VMReferences), and nothing slow comes between those reads and the
+// write: the removevolume subresource takes no UID or resourceVersion
+// precondition, so this is as close as tether can hold them.
+func (e *Executor) guarded(ctx context.Context, f check.Finding, a action) Result {
+	first, refusal := e.recheck(ctx, f, a)
+	if refusal != nil {
+		return *refusal
+	}
+	w, refusal := a.targets(first)
+	if refusal != nil {
+		return *refusal
+	}
+	if refusal := w.do(ctx, true); refusal != nil {
+		return *refusal
+	}
+	if w.fingerprint != nil {
+		last, refusal := e.recheck(ctx, f, a)
+		if refusal != nil {
+			return *refusal
+		}
+		if refusal := moved(w.fingerprint(first), w.fingerprint(last)); refusal != nil {
+			return *refusal
+		}
+	}
+	if refusal := w.do(ctx, false); refusal != nil {
+		return *refusal
+	}
+	return w.done(ctx)
+}
+
+// recheck reads the subject live and re-runs the check. It returns the
+// fresh snapshot, or a refusal when the plan no longer holds.
+func (e *Executor) recheck(ctx context.Context, f check.Finding, a action) (*snapshot.Snapshot, *Result) {
+	s, err := a.read(ctx)
 	if err != nil {
 		return nil, &Result{Outcome: Failed, Message: "live re-read failed", Err: err}
 	}
-	fresh, ok := check.CheckVolume(s, e.Policy, e.now(), f.Namespace, f.Object.Name, f.Volume)
+	fresh, ok := a.check(s, e.now())
 	if reason := stillSame(f, fresh, ok); reason != "" {
+		if !ok && a.explain != nil {
+			if why := a.explain(s); why != "" {
+				reason = why
+			}
+		}
 		return nil, &Result{Outcome: Refused, Message: "live re-check: " + reason}
 	}
 	return s, nil
@@ -149,59 +227,48 @@ func stillSame(planned, fresh check.Finding, found bool) string {
 	return ""
 }
 
-func (e *Executor) removeVolume(ctx context.Context, f check.Finding) Result {
-	s, refusal := e.recheckVolume(ctx, f)
-	if refusal != nil {
-		return *refusal
+// withDryRun adds client.DryRunAll to a write's options on the dry run.
+func withDryRun[O any](dryRun bool, opts ...O) []O {
+	if dryRun {
+		opts = append(opts, any(client.DryRunAll).(O))
 	}
-	kind, name := kubevirt.VMI, f.Object.Name
-	if f.Action.Type == check.VMRemoveVolume {
-		kind = kubevirt.VM
-		own := check.ResolveOwner(s.Index(), &s.VMIs[0])
-		if own.VM == nil {
-			return Result{Outcome: Refused, Message: "live re-check: the owning VM is gone"}
-		}
-		name = own.VM.Name
-	}
-	recheck := func() (*snapshot.Snapshot, *Result) { return e.recheckVolume(ctx, f) }
-	if refusal := e.guardedRemoveVolume(ctx, kind, f.Namespace, name, f.Volume, s, resourceVersions, recheck); refusal != nil {
-		return *refusal
-	}
-	return e.waitVolumeGone(ctx, f, kind)
+	return opts
 }
 
-// guardedRemoveVolume is the write protocol of every removevolume action,
-// entered after a live re-check that read first: a refusal unless the
-// server is known to honour dryRun (KubeVirt v0.49 or later), a server-side
-// dry run, a second live re-check whose fingerprint must equal first's,
-// then the real call. The second re-check reads the VM and VMI last (see
-// observe.ForVolume and readDangling), and nothing slow comes between those
-// reads and the call: the subresource takes no UID or resourceVersion
-// precondition, so this is as close as tether can hold them. It returns nil
-// once the call is accepted, else the refusal or failure.
-func (e *Executor) guardedRemoveVolume(ctx context.Context, kind kubevirt.Kind, ns, name, volume string, first *snapshot.Snapshot,
-	fingerprint func(*snapshot.Snapshot) string, recheck func() (*snapshot.Snapshot, *Result)) *Result {
-	if refusal := dryRunRefusal(first.FeatureGates, kind, ns, name, volume); refusal != nil {
-		return refusal
+// refused turns the error of a write step into its refusal, nil when there
+// was none; on the dry run the step is "dry-run <step>".
+func refused(dryRun bool, step string, err error) *Result {
+	if err == nil {
+		return nil
 	}
-	opts := &kubevirtv1.RemoveVolumeOptions{Name: volume, DryRun: kubevirt.DryRunAll}
-	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
-		r := serverRefusal("dry run", err)
-		return &r
+	if dryRun {
+		step = "dry-run " + step
 	}
-	last, refusal := recheck()
-	if refusal != nil {
-		return refusal
+	r := serverRefusal(step, err)
+	return &r
+}
+
+// waitFor polls converged until it holds, for at most the executor's wait
+// timeout: Applied with the message done, else Pending with late(timeout),
+// or Pending when ctx ends first.
+func (e *Executor) waitFor(ctx context.Context, converged func(context.Context) bool, done string, late func(time.Duration) string) Result {
+	timeout, interval := e.WaitTimeout, e.PollInterval
+	if timeout <= 0 {
+		timeout = 60 * time.Second
 	}
-	if refusal := moved(fingerprint(first), fingerprint(last)); refusal != nil {
-		return refusal
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
 	}
-	opts.DryRun = nil
-	if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
-		r := serverRefusal("removevolume", err)
-		return &r
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		return converged(ctx), nil
+	})
+	switch {
+	case err == nil:
+		return Result{Outcome: Applied, Message: done}
+	case ctx.Err() != nil:
+		return Result{Outcome: Pending, Message: "stopped waiting: " + ctx.Err().Error(), Err: ctx.Err()}
 	}
-	return nil
+	return Result{Outcome: Pending, Message: late(timeout)}
 }
 
 // moved refuses when the fingerprints of the first and the last live
@@ -238,47 +305,4 @@ func serverRefusal(step string, err error) Result {
 	default:
 		return Result{Outcome: Failed, Message: step + " refused: " + err.Error(), Err: err}
 	}
-}
-
-// waitVolumeGone polls the VMI until its status no longer lists the volume.
-func (e *Executor) waitVolumeGone(ctx context.Context, f check.Finding, kind kubevirt.Kind) Result {
-	timeout, interval := e.WaitTimeout, e.PollInterval
-	if timeout <= 0 {
-		timeout = 60 * time.Second
-	}
-	if interval <= 0 {
-		interval = 250 * time.Millisecond
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		var vmi kubevirtv1.VirtualMachineInstance
-		err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vmi)
-		if apierrors.IsNotFound(err) || (err == nil && !listsVolume(&vmi, f.Volume)) {
-			return Result{Outcome: Applied, Message: fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), f.Volume)}
-		}
-		if time.Now().After(deadline) {
-			return Result{Outcome: Pending, Message: fmt.Sprintf("%s removevolume %q accepted, but the VMI still lists the volume after %s", kindWord(kind), f.Volume, timeout)}
-		}
-		select {
-		case <-ctx.Done():
-			return Result{Outcome: Pending, Message: "stopped waiting: " + ctx.Err().Error(), Err: ctx.Err()}
-		case <-time.After(interval):
-		}
-	}
-}
-
-func listsVolume(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
-	for _, vs := range vmi.Status.VolumeStatus {
-		if vs.Name == volume {
-			return true
-		}
-	}
-	return false
-}
-
-func kindWord(k kubevirt.Kind) string {
-	if k == kubevirt.VM {
-		return "VM-level"
-	}
-	return "VMI-level"
 }

@@ -28,7 +28,7 @@ func TestApply_vmiOnlyOrphanWithTenantEvidence_detached(t *testing.T) {
 	if !f.Action.Safe || f.Action.Type != check.VMIRemoveVolume {
 		t.Fatalf("want a safe VMIRemoveVolume, got %+v", f.Action)
 	}
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
@@ -63,7 +63,7 @@ func TestApply_tenantWantsVolumeAgainAfterPlan_refused(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tc.Delete(s.ctx, va); _ = tc.Delete(s.ctx, pv) })
 
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
@@ -82,7 +82,7 @@ func TestApply_tenantUnreachableAtApply_refused(t *testing.T) {
 	dead := rest.CopyConfig(s.env.Tenants["guest"].Config)
 	dead.Host = "https://127.0.0.1:1"
 	o := observe.Options{TenantTimeout: 2 * time.Second, Tenants: []observe.TenantSource{{Name: "guest", Namespace: s.ns, Config: dead}}}
-	r := s.executor(policy(), o).Apply(s.ctx, f)
+	r := s.executor(policy(), o).Apply(s.ctx, f, act.Evidence{})
 	s.refusedUntouched(r, check.TenantUnreachable, "node-c", "pvc-c")
 }
 
@@ -104,7 +104,7 @@ func TestApply_gateOffAtApply_refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.gates()
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	s.refusedUntouched(r, check.HotplugGateDisabled, "node-d", "pvc-d")
 }
 
@@ -119,7 +119,7 @@ func TestApply_migrationStartsAfterPlan_refused(t *testing.T) {
 		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "node-e"},
 	})
 	s.waitVMI("node-e", "migration started", check.IsMigrating)
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	s.refusedUntouched(r, check.VMIMigrating, "node-e", "pvc-e")
 }
 
@@ -136,7 +136,7 @@ func TestApply_serverRefuses_reportedNotForced(t *testing.T) {
 		want   act.Outcome
 	}{{409, act.Migrating}, {500, act.Failed}} {
 		s.env.Emulator.InjectFaults(emulator.Fault{Status: c.status, Namespace: s.ns, Name: "node-f"})
-		r := ex.Apply(s.ctx, f)
+		r := ex.Apply(s.ctx, f, act.Evidence{})
 		if r.Outcome != c.want {
 			t.Errorf("server %d: want %s, got %s: %s", c.status, c.want, r.Outcome, r.Message)
 		}
@@ -155,7 +155,7 @@ func TestApply_blockedFinding_refusedWithoutCalls(t *testing.T) {
 	if f.Action.Safe || f.Action.BlockedBy != check.VMIOnlyHotplug {
 		t.Fatalf("want blocked by %s, got %+v", check.VMIOnlyHotplug, f.Action)
 	}
-	r := s.executor(policy(), observe.Options{}).Apply(s.ctx, f)
+	r := s.executor(policy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Refused {
 		t.Fatalf("want Refused, got %s", r.Outcome)
 	}
@@ -176,7 +176,7 @@ func TestApply_tenantAuthoritative_vmLevelRemoval(t *testing.T) {
 	if !f.Action.Safe || f.Action.Type != check.VMRemoveVolume {
 		t.Fatalf("want a safe VMRemoveVolume, got %+v", f.Action)
 	}
-	r := s.executor(p, s.tenant()).Apply(s.ctx, f)
+	r := s.executor(p, s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}

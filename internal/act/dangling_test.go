@@ -102,7 +102,7 @@ func TestApply_danglingHotplugOfStoppedVM_removedFromVMSpec(t *testing.T) {
 	if p := s.danglingPlan(policy(), "VirtualMachine", "vm-a", "pvc-gone"); p.Action.Safe || p.Action.BlockedBy != check.NotRequested {
 		t.Fatalf("without naming the check: want blocked by %s, got %+v", check.NotRequested, p.Action)
 	}
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
@@ -124,7 +124,7 @@ func TestApply_danglingBootDisk_reportOnly(t *testing.T) {
 	if f.Action.Safe || f.Action.Type != check.None || f.Action.BlockedBy != check.VolumeNotHotpluggable || !strings.Contains(f.Action.Remedy, "kubectl edit vm vm-b") {
 		t.Fatalf("want report only (%s) with the manual procedure, got %+v", check.VolumeNotHotpluggable, f.Action)
 	}
-	if r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f); r.Outcome != act.Refused {
+	if r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{}); r.Outcome != act.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-b"), "root") {
@@ -161,7 +161,7 @@ func TestApply_danglingHotplugOfRunningVM_refused(t *testing.T) {
 	// Even a plan that claimed otherwise is re-checked live and refused.
 	forged := f
 	forged.Action = check.Action{Type: check.VMRemoveVolume, Safe: true}
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged, act.Evidence{})
 	if r.Outcome != act.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
@@ -181,7 +181,7 @@ func TestApply_danglingClaimRecreatedAfterPlan_refused(t *testing.T) {
 		t.Fatalf("want a safe action, got %+v", f.Action)
 	}
 	s.create(fixture.PVC("pvc-back"))
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Refused || !strings.Contains(r.Message, "PVC "+s.ns+"/pvc-back exists") {
 		t.Fatalf("want Refused naming the re-created claim, got %s: %s", r.Outcome, r.Message)
 	}
@@ -207,7 +207,7 @@ func TestApply_danglingUnusedHotplugOfRunningVM_removed(t *testing.T) {
 	if !f.Action.Safe || f.Action.Type != check.VMRemoveVolume {
 		t.Fatalf("want a safe VMRemoveVolume, got %+v\nevidence: %q", f.Action, f.Evidence)
 	}
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
@@ -247,7 +247,7 @@ func TestApply_danglingWithPendingAddition_refused(t *testing.T) {
 	if err := s.c.Status().Update(s.ctx, vm); err != nil {
 		t.Fatal(err)
 	}
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.AdditionPending)) {
 		t.Fatalf("want Refused by %s, got %s: %s", check.AdditionPending, r.Outcome, r.Message)
 	}

@@ -31,7 +31,7 @@ func TestApply_volumeReAddedToVMSpecAfterPlan_refused(t *testing.T) {
 	}
 	waitVMSpecLists(s, "node-r", "pvc-r")
 
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != act.Refused || !strings.Contains(r.Message, "no longer holds") {
 		t.Fatalf("want Refused (wanted again), got %s: %s", r.Outcome, r.Message)
 	}
@@ -81,7 +81,7 @@ func TestApply_orphanAttachmentPod(t *testing.T) {
 	p.DeleteAttachmentPods = true
 	for _, f := range check.Run(snap, p, time.Now()) {
 		if f.Check == check.OrphanAttachmentPod && f.Object.Name == "hp-volume-stray" {
-			r := s.executor(p, observe.Options{}).Apply(s.ctx, f)
+			r := s.executor(p, observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 			if r.Outcome != act.Applied {
 				t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 			}

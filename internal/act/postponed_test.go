@@ -30,7 +30,7 @@ func TestApply_danglingToPostponedClaim_refused(t *testing.T) {
 	// A plan that claims the removal is safe is refused live.
 	forged := f
 	forged.Action = check.Action{Type: check.VMRemoveVolume, Safe: true}
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged, act.Evidence{})
 	if r.Outcome != act.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -23,31 +24,34 @@ import (
 
 // fixStaleAttachment carries out a StaleVolumeAttachment action: live
 // re-read of the attachment, its node, PV, claim and the node's pods; the
-// same check on that fresh state; a server dry run; then the write with
-// UID and resourceVersion preconditions. The normal path (deleting the pods
-// that keep the attachment desired on a fenced node, as the pod garbage
-// collector does for out-of-service nodes) needs no opt-in; the forced ones
-// are counted in tether_forced_detach_total.
-func (e *Executor) fixStaleAttachment(ctx context.Context, f check.Finding) Result {
-	s, err := observe.ForVolumeAttachment(ctx, e.Client, e.Observe, f.Object.Name, e.NodesGoneSince)
-	if err != nil {
-		return Result{Outcome: Failed, Message: "live re-read failed", Err: err}
+// same check on that fresh state, with the pass's durable evidence; a
+// server dry run; then the write with UID and resourceVersion
+// preconditions. The normal path (deleting the pods that keep the
+// attachment desired on a fenced node, as the pod garbage collector does for
+// out-of-service nodes) needs no opt-in; the forced ones are counted in
+// tether_forced_detach_total.
+func (e *Executor) fixStaleAttachment(f check.Finding, ev Evidence) action {
+	var now time.Time // of the re-check, for the holders too
+	a := action{
+		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
+			return observe.ForVolumeAttachment(ctx, e.Client, e.Observe, f.Object.Name, ev.NodesGoneSince)
+		},
+		check: func(s *snapshot.Snapshot, t time.Time) (check.Finding, bool) {
+			now = t
+			return check.CheckVolumeAttachment(s, e.Policy, t, f.Object.Name)
+		},
 	}
-	now := e.now()
-	fresh, ok := check.CheckVolumeAttachment(s, e.Policy, now, f.Object.Name)
-	if reason := stillSame(f, fresh, ok); reason != "" {
-		return Result{Outcome: Refused, Message: "live re-check: " + reason}
+	a.targets = func(s *snapshot.Snapshot) (*write, *Result) {
+		va := s.VolumeAttachments[0]
+		switch f.Action.Type {
+		case check.DeletePodsOnFencedNode:
+			return e.deleteHolders(check.StaleHolders(s, e.Policy, now, f.Object.Name), va.Spec.NodeName)
+		case check.DeleteVolumeAttachment:
+			return e.deleteVA(&va, fencingReason(s, &va)), nil
+		}
+		return e.removeAttacherFinalizer(&va, fencingReason(s, &va))
 	}
-	va := s.VolumeAttachments[0]
-	switch f.Action.Type {
-	case check.DeletePodsOnFencedNode:
-		return e.deleteHolders(ctx, check.StaleHolders(s, e.Policy, now, f.Object.Name), va.Spec.NodeName)
-	case check.DeleteVolumeAttachment:
-		return e.deleteVA(ctx, &va, fencingReason(s, &va))
-	case check.RemoveAttacherFinalizer:
-		return e.removeAttacherFinalizer(ctx, &va, fencingReason(s, &va))
-	}
-	return Result{Outcome: Refused, Message: fmt.Sprintf("no action to take (%s)", f.Action.Type)}
+	return a
 }
 
 func fencingReason(s *snapshot.Snapshot, va *storagev1.VolumeAttachment) string {
@@ -59,52 +63,57 @@ func fencingReason(s *snapshot.Snapshot, va *storagev1.VolumeAttachment) string 
 
 // deleteHolders force-deletes (grace period 0) each pod, dry run first for
 // all of them, each write preconditioned on the UID and resourceVersion read.
-func (e *Executor) deleteHolders(ctx context.Context, pods []*corev1.Pod, node string) Result {
+func (e *Executor) deleteHolders(pods []*corev1.Pod, node string) (*write, *Result) {
 	if len(pods) == 0 {
-		return Result{Outcome: Refused, Message: "live re-check: no pod keeps the attachment desired any more"}
-	}
-	zero := int64(0)
-	opts := func(p *corev1.Pod) []client.DeleteOption {
-		return []client.DeleteOption{client.GracePeriodSeconds(zero), client.Preconditions(metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion})}
-	}
-	target := func(p *corev1.Pod) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
-	}
-	for _, p := range pods {
-		if err := e.Client.Delete(ctx, target(p), append(opts(p), client.DryRunAll)...); err != nil {
-			return serverRefusal("dry-run delete of pod "+p.Namespace+"/"+p.Name, err)
-		}
+		return nil, &Result{Outcome: Refused, Message: "live re-check: no pod keeps the attachment desired any more"}
 	}
 	var done []string
-	for _, p := range pods {
-		if err := e.Client.Delete(ctx, target(p), opts(p)...); err != nil && !apierrors.IsNotFound(err) {
-			r := serverRefusal("delete of pod "+p.Namespace+"/"+p.Name, err)
-			r.Message += fmt.Sprintf(" (deleted before it: %s)", strings.Join(done, ", "))
-			return r
+	do := func(ctx context.Context, dryRun bool) *Result {
+		for _, p := range pods {
+			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+			pre := client.Preconditions(metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion})
+			err := e.Client.Delete(ctx, target, withDryRun[client.DeleteOption](dryRun, client.GracePeriodSeconds(0), pre)...)
+			if !dryRun && apierrors.IsNotFound(err) {
+				err = nil
+			}
+			if r := refused(dryRun, "delete of pod "+p.Namespace+"/"+p.Name, err); r != nil {
+				if !dryRun {
+					r.Message += fmt.Sprintf(" (deleted before it: %s)", strings.Join(done, ", "))
+				}
+				return r
+			}
+			if !dryRun {
+				done = append(done, p.Namespace+"/"+p.Name)
+			}
 		}
-		done = append(done, p.Namespace+"/"+p.Name)
+		return nil
 	}
-	logf.FromContext(ctx).Info("force-deleted pods on fenced node", "node", node, "pods", done)
-	return Result{Outcome: Applied, Message: fmt.Sprintf("force-deleted pod(s) %s bound to fenced node %s; the attach/detach controller detaches the volume", strings.Join(done, ", "), node)}
+	applied := func(ctx context.Context) Result {
+		logf.FromContext(ctx).Info("force-deleted pods on fenced node", "node", node, "pods", done)
+		return Result{Outcome: Applied, Message: fmt.Sprintf("force-deleted pod(s) %s bound to fenced node %s; the attach/detach controller detaches the volume", strings.Join(done, ", "), node)}
+	}
+	return &write{do: do, done: applied}, nil
 }
 
-func (e *Executor) deleteVA(ctx context.Context, va *storagev1.VolumeAttachment, reason string) Result {
+// deleteVA deletes the VolumeAttachment, preconditioned on the UID and
+// resourceVersion read.
+func (e *Executor) deleteVA(va *storagev1.VolumeAttachment, reason string) *write {
 	pre := client.Preconditions(metav1.Preconditions{UID: &va.UID, ResourceVersion: &va.ResourceVersion})
 	target := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va.Name}}
-	if err := e.Client.Delete(ctx, target, pre, client.DryRunAll); err != nil {
-		return serverRefusal("dry-run delete", err)
+	do := func(ctx context.Context, dryRun bool) *Result {
+		return refused(dryRun, "delete", e.Client.Delete(ctx, target, withDryRun[client.DeleteOption](dryRun, pre)...))
 	}
-	if err := e.Client.Delete(ctx, target, pre); err != nil {
-		return serverRefusal("delete", err)
+	done := func(ctx context.Context) Result {
+		metrics.ForcedDetach.WithLabelValues(string(check.DeleteVolumeAttachment), reason).Inc()
+		logf.FromContext(ctx).Info("forced: deleted stale VolumeAttachment", "volumeAttachment", va.Name, "node", va.Spec.NodeName, "reason", reason)
+		return Result{Outcome: Applied, Message: fmt.Sprintf("forced: deleted VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
 	}
-	metrics.ForcedDetach.WithLabelValues(string(check.DeleteVolumeAttachment), reason).Inc()
-	logf.FromContext(ctx).Info("forced: deleted stale VolumeAttachment", "volumeAttachment", va.Name, "node", va.Spec.NodeName, "reason", reason)
-	return Result{Outcome: Applied, Message: fmt.Sprintf("forced: deleted VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
+	return &write{do: do, done: done}
 }
 
 // removeAttacherFinalizer removes the external-attacher finalizers with a
 // JSON patch whose test ops pin the finalizer list and resourceVersion read.
-func (e *Executor) removeAttacherFinalizer(ctx context.Context, va *storagev1.VolumeAttachment, reason string) Result {
+func (e *Executor) removeAttacherFinalizer(va *storagev1.VolumeAttachment, reason string) (*write, *Result) {
 	keep := slices.DeleteFunc(slices.Clone(va.Finalizers), func(f string) bool { return strings.HasPrefix(f, snapshot.AttacherFinalizerPrefix) })
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/resourceVersion", "value": va.ResourceVersion},
@@ -113,17 +122,17 @@ func (e *Executor) removeAttacherFinalizer(ctx context.Context, va *storagev1.Vo
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
-		return Result{Outcome: Failed, Message: "building the patch", Err: err}
+		return nil, &Result{Outcome: Failed, Message: "building the patch", Err: err}
 	}
 	patch := client.RawPatch(types.JSONPatchType, body)
 	target := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va.Name}}
-	if err := e.Client.Patch(ctx, target, patch, client.DryRunAll); err != nil {
-		return serverRefusal("dry-run patch", err)
+	do := func(ctx context.Context, dryRun bool) *Result {
+		return refused(dryRun, "patch", e.Client.Patch(ctx, target, patch, withDryRun[client.PatchOption](dryRun)...))
 	}
-	if err := e.Client.Patch(ctx, target, patch); err != nil {
-		return serverRefusal("patch", err)
+	done := func(ctx context.Context) Result {
+		metrics.ForcedDetach.WithLabelValues(string(check.RemoveAttacherFinalizer), reason).Inc()
+		logf.FromContext(ctx).Info("forced: removed attacher finalizer", "volumeAttachment", va.Name, "node", va.Spec.NodeName, "reason", reason)
+		return Result{Outcome: Applied, Message: fmt.Sprintf("forced: removed the attacher finalizer of VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
 	}
-	metrics.ForcedDetach.WithLabelValues(string(check.RemoveAttacherFinalizer), reason).Inc()
-	logf.FromContext(ctx).Info("forced: removed attacher finalizer", "volumeAttachment", va.Name, "node", va.Spec.NodeName, "reason", reason)
-	return Result{Outcome: Applied, Message: fmt.Sprintf("forced: removed the attacher finalizer of VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
+	return &write{do: do, done: done}, nil
 }

@@ -70,7 +70,7 @@ func TestApply_orphanOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T) {
 		t.Fatalf("want a safe VMIRemoveVolume, got %+v", f.Action)
 	}
 	s.kubeVirt("v0.48.0", true)
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	refusedForVersion(t, r, "v0.48.0")
 	s.untouched(time.Second, "VMI status", func() bool { return hasHotplug(s.vmi("node-v"), "pvc-v") })
 }
@@ -86,7 +86,7 @@ func TestApply_danglingOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T)
 		t.Fatalf("want a safe VMRemoveVolume, got %+v\nevidence: %q", f.Action, f.Evidence)
 	}
 	s.kubeVirt("v0.48.0", true)
-	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
 	refusedForVersion(t, r, "v0.48.0")
 	s.untouched(time.Second, "VM spec", func() bool {
 		vm := s.getVM("vm-v")
@@ -102,7 +102,7 @@ func TestApply_kubeVirtVersionUnknown_refused(t *testing.T) {
 	s.hotplug(kubevirt.VMI, "node-u", "pvc-u")
 	f := s.plan(policy(), s.tenant(), "node-u", "pvc-u")
 	s.kubeVirt("", false)
-	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f)
+	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	refusedForVersion(t, r, "unknown")
 	s.untouched(500*time.Millisecond, "VMI status", func() bool { return hasHotplug(s.vmi("node-u"), "pvc-u") })
 }

@@ -124,13 +124,13 @@ func (o *fixOptions) applyPlan(ctx context.Context, snap *snapshot.Snapshot, ite
 		return 0, err
 	}
 	// The live re-check sees the same durable node records.
-	ex.NodesGoneSince = snap.NodesGoneSince
+	ev := act.Evidence{NodesGoneSince: snap.NodesGoneSince}
 	failed := 0
 	for i := range items {
 		if !items[i].Planned {
 			continue
 		}
-		r := ex.Apply(ctx, items[i].Finding)
+		r := ex.Apply(ctx, items[i].Finding, ev)
 		items[i].Result = &r
 		if r.Outcome != act.Applied {
 			failed++

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -39,16 +39,16 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	now := r.Records.Now()
 
-	var vmi kubevirtv1.VirtualMachineInstance
-	if err := r.Cache.Get(ctx, req.NamespacedName, &vmi); err != nil {
-		// A deleted VMI's records go with it (owner reference, garbage
-		// collector); nothing to decide.
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	snap, err := r.snapshotFor(ctx, &vmi)
+	snap, err := r.snapshotFor(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if len(snap.VMIs) == 0 {
+		// A deleted VMI's records go with it (owner reference, garbage
+		// collector); nothing to decide.
+		return ctrl.Result{}, nil
+	}
+	vmi := snap.VMIs[0]
 	// The snapshot holds only the VMI, its VM, the gates and the tenants:
 	// checks that need more (claims, pods) would report falsely here.
 	policy := r.Policy
@@ -66,7 +66,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var requeue time.Duration
 	subj := vmiSubject(&vmi)
 	for id, f := range current {
-		after, err := r.Records.sync(ctx, r.Executor.Apply, subj, f, recs[id], now)
+		after, err := r.Records.sync(ctx, r.apply, subj, f, recs[id], now)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -80,34 +80,28 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// snapshotFor builds the decision input for one VMI from the caches: the VMI,
-// its owning VM, the KubeVirt feature gates and the tenants' attachments on
-// the node named after the VMI.
-func (r *HotplugReconciler) snapshotFor(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*snapshot.Snapshot, error) {
-	s := snapshot.Snapshot{VMIs: []kubevirtv1.VirtualMachineInstance{*vmi}}
-	if owner := metav1.GetControllerOf(vmi); owner != nil && owner.Kind == "VirtualMachine" {
-		var vm kubevirtv1.VirtualMachine
-		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: owner.Name}, &vm)
-		switch {
-		case err == nil:
-			s.VMs = []kubevirtv1.VirtualMachine{vm}
-		case !apierrors.IsNotFound(err):
-			return nil, err
+// snapshotFor builds the decision input for one VMI from the caches with
+// observe.VMI, the gatherer the live re-check reads with: the VMI, its
+// owning VM, the KubeVirt feature gates and, from the tenant watches, the
+// tenants' attachments on the node named after the VMI. A VMI that is gone
+// yields an empty snapshot.
+func (r *HotplugReconciler) snapshotFor(ctx context.Context, key client.ObjectKey) (*snapshot.Snapshot, error) {
+	tenants := func(vmi *kubevirtv1.VirtualMachineInstance) []snapshot.Tenant {
+		var out []snapshot.Tenant
+		for _, tw := range r.Tenants {
+			if tw.applies(vmi.Namespace) {
+				out = append(out, tw.evidence(vmi))
+			}
 		}
+		return out
 	}
-	var kvs kubevirtv1.KubeVirtList
-	if err := r.Cache.List(ctx, &kvs); err == nil && len(kvs.Items) > 0 {
-		s.FeatureGates.Known = true
-		if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
-			s.FeatureGates.Enabled, s.FeatureGates.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
-		}
-	}
-	for _, tw := range r.Tenants {
-		if tw.applies(vmi.Namespace) {
-			s.Tenants = append(s.Tenants, tw.evidence(vmi))
-		}
-	}
-	return snapshot.New(s), nil
+	return observe.VMI(ctx, r.Cache, key.Namespace, key.Name, observe.Tenants{Of: tenants})
+}
+
+// apply acts on a hot-plug finding; the live re-check needs no evidence
+// from the pass.
+func (r *HotplugReconciler) apply(ctx context.Context, f check.Finding) act.Result {
+	return r.Executor.Apply(ctx, f, act.Evidence{})
 }
 
 // records returns the VMI's Finding objects by finding id.

@@ -26,6 +26,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -141,7 +142,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.forget(vm.UID)
 		return ctrl.Result{}, nil
 	}
-	snap, err := r.snapshotFor(ctx, &vm, vmi)
+	snap, err := r.snapshotFor(ctx, &vm)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -219,7 +220,7 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 		return 0, nil
 	}
 	log.Info("removing the dangling reference as the VM starts", "action", f.Action.Type)
-	res := r.Records.runAction(ctx, log, r.Executor.Apply, f, now)
+	res := r.Records.runAction(ctx, log, r.apply, f, now)
 	switch {
 	case res.Outcome == act.Applied:
 		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
@@ -233,6 +234,12 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 	}
 	// Failed: the workqueue backs off.
 	return 0, fmt.Errorf("removing volume %q of VM %s/%s: %s", f.Volume, vm.Namespace, vm.Name, res.Message)
+}
+
+// apply removes a dangling reference; the live re-check needs no evidence
+// from the pass.
+func (r *RestartReconciler) apply(ctx context.Context, f check.Finding) act.Result {
+	return r.Executor.Apply(ctx, f, act.Evidence{})
 }
 
 // settle records when a safe finding was first seen for this start attempt
@@ -289,53 +296,14 @@ func (r *RestartReconciler) liveStartingUp(ctx context.Context, cached *kubevirt
 	return vm.UID == cached.UID && StartingUp(&vm, vmi), nil
 }
 
-// snapshotFor builds the decision input for one VM from the caches: every
-// VM of its namespace (their dataVolumeTemplates count as storage), its
-// VMI, the namespace's PVCs, DataVolumes and attachment pods, and the gates.
-func (r *RestartReconciler) snapshotFor(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (*snapshot.Snapshot, error) {
-	ns := client.InNamespace(vm.Namespace)
-	var s snapshot.Snapshot
-	var vms kubevirtv1.VirtualMachineList
-	if err := r.Cache.List(ctx, &vms, ns); err != nil {
-		return nil, err
-	}
-	s.VMs = vms.Items
-	if vmi != nil {
-		s.VMIs = []kubevirtv1.VirtualMachineInstance{*vmi}
-	}
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := r.Cache.List(ctx, &pvcs, ns); err != nil {
-		return nil, err
-	}
-	s.PVCs = pvcs.Items
-	if r.DataVolumes {
-		var dvs cdiv1.DataVolumeList
-		if err := r.Cache.List(ctx, &dvs, ns); err != nil {
-			return nil, err
-		}
-		s.DataVolumes = dvs.Items
-	}
-	var pods corev1.PodList
-	if err := r.Cache.List(ctx, &pods, ns, client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
-		return nil, err
-	}
-	s.AttachmentPods = pods.Items
-	s.FeatureGates = cachedGates(ctx, r.Cache)
-	return snapshot.New(s), nil
-}
-
-// cachedGates reads the KubeVirt feature gates from the cache; a failure
-// or no KubeVirt object is "unknown".
-func cachedGates(ctx context.Context, c client.Reader) snapshot.FeatureGates {
-	var kvs kubevirtv1.KubeVirtList
-	if err := c.List(ctx, &kvs); err != nil || len(kvs.Items) == 0 {
-		return snapshot.FeatureGates{}
-	}
-	g := snapshot.FeatureGates{Known: true}
-	if dc := kvs.Items[0].Spec.Configuration.DeveloperConfiguration; dc != nil {
-		g.Enabled, g.Disabled = dc.FeatureGates, dc.DisabledFeatureGates
-	}
-	return g
+// snapshotFor builds the decision input for one VM from the caches with
+// observe.VMReferences, the gatherer the live re-check reads with: every VM
+// of its namespace (their dataVolumeTemplates count as storage), its VMI,
+// the namespace's PVCs, DataVolumes and attachment pods, and the gates.
+// Unlike the re-check of one reference, it reads every claim of the
+// namespace: the VM's references are all checked at once.
+func (r *RestartReconciler) snapshotFor(ctx context.Context, vm *kubevirtv1.VirtualMachine) (*snapshot.Snapshot, error) {
+	return observe.VMReferences(ctx, r.Cache, vm.Namespace, vm.Name, observe.Claims{NoDataVolumes: !r.DataVolumes})
 }
 
 // tell reports whether the Event for vm, volume and reason is still to be

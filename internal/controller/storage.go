@@ -34,6 +34,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -142,8 +143,6 @@ func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.
 	}
 	r.gone.observe(snap, now)
 	snap.NodesGoneSince = r.gone.copy()
-	// The executor's live re-check must see the same durable records.
-	r.Executor.NodesGoneSince = r.gone.copy()
 	return snapshot.New(*snap), records, nil
 }
 
@@ -151,6 +150,9 @@ func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.
 // look again and what could not be recorded.
 func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot, current map[string]check.Finding, records map[string]*v1alpha1.Finding, now time.Time) (time.Duration, []error) {
 	nodes := nodesOf(snap)
+	// The live re-check sees the same durable node-gone records as the pass.
+	ev := act.Evidence{NodesGoneSince: snap.NodesGoneSince}
+	apply := func(ctx context.Context, f check.Finding) act.Result { return r.Executor.Apply(ctx, f, ev) }
 	var errs []error
 	requeue := storageResync
 	for id, f := range current {
@@ -166,7 +168,7 @@ func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot
 			}
 			rec = nil
 		}
-		after, err := r.Records.sync(ctx, r.Executor.Apply, subj, f, rec, now)
+		after, err := r.Records.sync(ctx, apply, subj, f, rec, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
 			continue
@@ -178,40 +180,15 @@ func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot
 	return requeue, errs
 }
 
-// snapshot reads the storage state from the caches (no API request).
+// snapshot reads the storage state from the caches (no API request) with
+// observe.Storage. The checks only read (check.TestRun_changesNoObject): the
+// objects are shared with the cache, not copied, which would cost more than
+// the checks themselves on a cluster with many pods.
 func (r *StorageReconciler) snapshot(ctx context.Context) (*snapshot.Snapshot, error) {
-	var (
-		s       snapshot.Snapshot
-		nodes   corev1.NodeList
-		vas     storagev1.VolumeAttachmentList
-		pvs     corev1.PersistentVolumeList
-		pvcs    corev1.PersistentVolumeClaimList
-		pods    corev1.PodList
-		drivers storagev1.CSIDriverList
-	)
-	// The checks only read (check.TestRun_changesNoObject): the objects
-	// are shared with the cache, not copied, which would cost more than
-	// the checks themselves on a cluster with many pods.
-	shared := client.UnsafeDisableDeepCopy
-	for _, l := range []client.ObjectList{&nodes, &vas, &pvs, &pvcs, &pods, &drivers} {
-		if err := r.Cache.List(ctx, l, shared); err != nil {
-			return nil, fmt.Errorf("reading the storage caches: %w", err)
-		}
-	}
-	s.Nodes, s.VolumeAttachments, s.PVs, s.PVCs, s.Pods, s.CSIDrivers = nodes.Items, vas.Items, pvs.Items, pvcs.Items, pods.Items, drivers.Items
-	if r.VMs {
-		var vms kubevirtv1.VirtualMachineList
-		if err := r.Cache.List(ctx, &vms, shared); err != nil {
-			return nil, err
-		}
-		s.VMs = vms.Items
-	}
-	if r.DataVolumes {
-		var dvs cdiv1.DataVolumeList
-		if err := r.Cache.List(ctx, &dvs, shared); err != nil {
-			return nil, err
-		}
-		s.DataVolumes = dvs.Items
+	var s snapshot.Snapshot
+	read := observe.StorageRead{Shared: true, NoVMs: !r.VMs, NoDataVolumes: !r.DataVolumes}
+	if err := observe.Storage(ctx, r.Cache, &s, read); err != nil {
+		return nil, fmt.Errorf("reading the storage caches: %w", err)
 	}
 	return &s, nil
 }
@@ -259,6 +236,7 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, 
 	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
 	}}
+	// The live re-check must see the same durable records.
 	if subj.namespace == "" {
 		subj.namespace = r.RecordNamespace
 	}
@@ -324,8 +302,7 @@ func setupStorage(mgr manager.Manager, rs *records, base *act.Executor, policy c
 		}
 	}
 	r.Log = o.Log.WithName("storage")
-	ex := *base // own NodesGoneSince
-	r.Executor = &ex
+	r.Executor = base
 	changed := predicate.ResourceVersionChangedPredicate{}
 	all := batched{}
 	start := make(chan event.GenericEvent, 1)

@@ -11,8 +11,18 @@ import (
 )
 
 // listAll fills list with every item, one page of pageSize at a time, and
-// returns the item count. Pages are appended in order.
-func listAll(ctx context.Context, c client.Client, list client.ObjectList, ns string, pageSize int64, opts ...client.ListOption) (int, error) {
+// returns the item count. Pages are appended in order. A pageSize of 0
+// reads in one LIST without limit, as a cache must.
+func listAll(ctx context.Context, c client.Reader, list client.ObjectList, ns string, pageSize int64, opts ...client.ListOption) (int, error) {
+	if pageSize <= 0 {
+		if ns != "" {
+			opts = append(opts, client.InNamespace(ns))
+		}
+		if err := c.List(ctx, list, opts...); err != nil {
+			return 0, err
+		}
+		return meta.LenList(list), nil
+	}
 	items := reflect.ValueOf(list).Elem().FieldByName("Items")
 	if !items.IsValid() {
 		return 0, fmt.Errorf("%T has no Items", list)

@@ -9,7 +9,6 @@ package observe
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
@@ -65,71 +63,28 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 		o.PageSize = DefaultPageSize
 	}
 	s := &snapshot.Snapshot{}
-	ns := o.Namespace
-	var (
-		vms  kubevirtv1.VirtualMachineList
-		vmis kubevirtv1.VirtualMachineInstanceList
-		pods corev1.PodList
-		pvcs corev1.PersistentVolumeClaimList
-		dvs  cdiv1.DataVolumeList
-	)
-	steps := []struct {
-		kind string
-		list client.ObjectList
-		opts []client.ListOption
-		opt  bool // a missing API (e.g. no CDI installed) is an empty list
-	}{
-		// VMIs before VMs: a VM created between the two LISTs then has no
-		// VMI in the snapshot, rather than a VMI whose VM looks gone.
-		{"VirtualMachineInstance", &vmis, nil, false},
-		{"VirtualMachine", &vms, nil, false},
-		// Every pod: the storage checks need their users; attachment pods
-		// are picked out below, without a second LIST.
-		{"Pod", &pods, nil, false},
-		{"PersistentVolumeClaim", &pvcs, nil, false},
-		{"DataVolume", &dvs, nil, true},
-	}
-	for _, st := range steps {
-		n, err := listAll(ctx, c, st.list, ns, o.PageSize, st.opts...)
-		if err != nil {
-			if st.opt && isNoKind(err) {
-				continue
-			}
-			return nil, fmt.Errorf("listing %s: %w", st.kind, err)
-		}
-		if o.Progress != nil {
-			o.Progress(st.kind, n)
-		}
-	}
-	s.VMs, s.VMIs, s.PVCs, s.DataVolumes = vms.Items, vmis.Items, pvcs.Items, dvs.Items
-	s.Pods, s.AttachmentPods = pods.Items, attachmentPods(pods.Items)
-	if err := readStorage(ctx, c, s, o); err != nil {
+	// VMIs before VMs: a VM created between the two LISTs then has no VMI
+	// in the snapshot, rather than a VMI whose VM looks gone.
+	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress}
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := read.list(ctx, c, storageStep{"VirtualMachineInstance", &vmis, false}, o.Namespace); err != nil {
 		return nil, err
 	}
+	s.VMIs = vmis.Items
+	// Every pod: the storage checks need their users; attachment pods are
+	// picked out below, without a second LIST.
+	if err := Storage(ctx, c, s, read); err != nil {
+		return nil, err
+	}
+	s.AttachmentPods = attachmentPods(s.Pods)
 	if o.GoneNodeRecordsIn != "" {
 		s.NodesGoneSince = findingrecord.ReadNodesGone(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
-	s.FeatureGates = ReadGates(ctx, c)
+	s.FeatureGates = Gates(ctx, c)
 	for _, t := range o.Tenants {
 		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
 	}
 	return snapshot.New(*s), nil
-}
-
-// ReadGates reads the KubeVirt CR's gates and observed version live. Any
-// failure means "unknown".
-func ReadGates(ctx context.Context, c client.Client) snapshot.FeatureGates {
-	var kvs kubevirtv1.KubeVirtList
-	if err := c.List(ctx, &kvs); err != nil || len(kvs.Items) == 0 {
-		return snapshot.FeatureGates{}
-	}
-	kv := kvs.Items[0]
-	g := snapshot.FeatureGates{Known: true, KubeVirtVersion: kv.Status.ObservedKubeVirtVersion}
-	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
-		g.Enabled = dc.FeatureGates
-		g.Disabled = dc.DisabledFeatureGates
-	}
-	return g
 }
 
 func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {

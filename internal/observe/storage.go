@@ -24,47 +24,6 @@ func attachmentPods(pods []corev1.Pod) []corev1.Pod {
 	return out
 }
 
-// readStorage lists the cluster-scoped storage view: Nodes, VolumeAttachments,
-// PVs and CSIDrivers, one LIST each. The first three are read together or
-// not at all: a VolumeAttachment seen without its Node would look like one
-// whose node is gone. A caller not allowed to list them (a namespaced user)
-// gets an empty view, and the storage checks then find nothing.
-func readStorage(ctx context.Context, c client.Client, s *snapshot.Snapshot, o Options) error {
-	var (
-		nodes   corev1.NodeList
-		vas     storagev1.VolumeAttachmentList
-		pvs     corev1.PersistentVolumeList
-		drivers storagev1.CSIDriverList
-	)
-	for _, st := range []struct {
-		kind string
-		list client.ObjectList
-	}{{"Node", &nodes}, {"VolumeAttachment", &vas}, {"PersistentVolume", &pvs}} {
-		n, err := listAll(ctx, c, st.list, "", o.PageSize)
-		if err != nil {
-			if apierrors.IsForbidden(err) {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("cannot list %ss (forbidden): StaleVolumeAttachment, MultiAttachConflict and BlockedDeletion of PVs checked nothing; grant list on nodes, volumeattachments and persistentvolumes", st.kind))
-				return nil
-			}
-			if isNoKind(err) {
-				return nil
-			}
-			return fmt.Errorf("listing %s: %w", st.kind, err)
-		}
-		if o.Progress != nil {
-			o.Progress(st.kind, n)
-		}
-	}
-	s.Nodes, s.VolumeAttachments, s.PVs = nodes.Items, vas.Items, pvs.Items
-	if n, err := listAll(ctx, c, &drivers, "", o.PageSize); err == nil {
-		s.CSIDrivers = drivers.Items
-		if o.Progress != nil {
-			o.Progress("CSIDriver", n)
-		}
-	}
-	return nil
-}
-
 // ForVolumeAttachment reads, live, everything the StaleVolumeAttachment
 // decision needs about the VolumeAttachment name: it, its Node, its PV and
 // claim, and the pods bound to its node (one LIST by spec.nodeName). A
@@ -113,7 +72,7 @@ func ForVolumeAttachment(ctx context.Context, c client.Client, o Options, name s
 }
 
 // getOptional reads obj; a missing object leaves it empty.
-func getOptional(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) error {
+func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) error {
 	if err := c.Get(ctx, key, obj); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading %s: %w", key, err)
 	}

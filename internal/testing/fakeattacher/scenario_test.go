@@ -48,7 +48,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	}
 	exec, err := act.NewExecutor(w.env.Config, w.policy(), observe.Options{})
 	w.must(err)
-	if r := exec.Apply(w.ctx, stale[0]); r.Outcome != act.Refused {
+	if r := exec.Apply(w.ctx, stale[0], act.Evidence{}); r.Outcome != act.Refused {
 		t.Fatalf("unfenced node: want Refused, got %+v", r)
 	}
 	w.attachment(pv, oldNode, true) // still there
@@ -60,7 +60,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	if len(stale) != 1 || !stale[0].Action.Safe || stale[0].Action.Type != check.DeletePodsOnFencedNode {
 		t.Fatalf("fenced node: want a safe DeletePodsOnFencedNode, got %+v", stale)
 	}
-	if r := exec.Apply(w.ctx, stale[0]); r.Outcome != act.Applied {
+	if r := exec.Apply(w.ctx, stale[0], act.Evidence{}); r.Outcome != act.Applied {
 		t.Fatalf("fenced node: want Applied, got %+v", r)
 	}
 	w.attachment(pv, newNode, true)

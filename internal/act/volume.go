@@ -1,0 +1,100 @@
+package act
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// removeVolume is the removevolume action of OrphanHotplugVolume and of
+// DanglingVolumeReference: re-run the finding's own check on a live read,
+// refuse unless the server is known to honour dryRun (KubeVirt v0.49 or
+// later), dry run, re-check that nothing moved, call, and wait until the
+// volume is gone.
+func (e *Executor) removeVolume(f check.Finding) action {
+	if f.Check == check.DanglingVolumeReference {
+		return e.removeDangling(f)
+	}
+	a := action{
+		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
+			return observe.ForVolume(ctx, e.Client, e.Observe, f.Namespace, f.Object.Name)
+		},
+		check: func(s *snapshot.Snapshot, now time.Time) (check.Finding, bool) {
+			return check.CheckVolume(s, e.Policy, now, f.Namespace, f.Object.Name, f.Volume)
+		},
+	}
+	a.targets = func(s *snapshot.Snapshot) (*write, *Result) {
+		kind, name := kubevirt.VMI, f.Object.Name
+		if f.Action.Type == check.VMRemoveVolume {
+			kind = kubevirt.VM
+			own := check.ResolveOwner(s.Index(), &s.VMIs[0])
+			if own.VM == nil {
+				return nil, &Result{Outcome: Refused, Message: "live re-check: the owning VM is gone"}
+			}
+			name = own.VM.Name
+		}
+		return e.removeVolumeWrite(s, kind, f.Namespace, name, f.Volume, resourceVersions, e.volumeGone(f, kind))
+	}
+	return a
+}
+
+// removeVolumeWrite is the removevolume call on kind ns/name, refused before
+// its dry run when the server may not honour dryRun.
+func (e *Executor) removeVolumeWrite(s *snapshot.Snapshot, kind kubevirt.Kind, ns, name, volume string,
+	fingerprint func(*snapshot.Snapshot) string, done func(context.Context) Result) (*write, *Result) {
+	if refusal := dryRunRefusal(s.FeatureGates, kind, ns, name, volume); refusal != nil {
+		return nil, refusal
+	}
+	do := func(ctx context.Context, dryRun bool) *Result {
+		opts, step := &kubevirtv1.RemoveVolumeOptions{Name: volume}, "removevolume"
+		if dryRun {
+			opts.DryRun, step = kubevirt.DryRunAll, "dry run"
+		}
+		if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
+			r := serverRefusal(step, err)
+			return &r
+		}
+		return nil
+	}
+	return &write{do: do, fingerprint: fingerprint, done: done}, nil
+}
+
+// volumeGone waits until the VMI's status no longer lists the volume.
+func (e *Executor) volumeGone(f check.Finding, kind kubevirt.Kind) func(context.Context) Result {
+	return func(ctx context.Context) Result {
+		gone := func(ctx context.Context) bool {
+			var vmi kubevirtv1.VirtualMachineInstance
+			err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vmi)
+			return apierrors.IsNotFound(err) || (err == nil && !listsVolume(&vmi, f.Volume))
+		}
+		return e.waitFor(ctx, gone, fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), f.Volume),
+			func(timeout time.Duration) string {
+				return fmt.Sprintf("%s removevolume %q accepted, but the VMI still lists the volume after %s", kindWord(kind), f.Volume, timeout)
+			})
+	}
+}
+
+func listsVolume(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
+	for _, vs := range vmi.Status.VolumeStatus {
+		if vs.Name == volume {
+			return true
+		}
+	}
+	return false
+}
+
+func kindWord(k kubevirt.Kind) string {
+	if k == kubevirt.VM {
+		return "VM-level"
+	}
+	return "VMI-level"
+}
