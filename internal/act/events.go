@@ -76,7 +76,6 @@ func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg 
 	if r == nil || r.Client == nil || f.Object.Name == "" {
 		return
 	}
-	now := metav1.NewTime(time.Now())
 	apiVersion, evNS, objNS := "kubevirt.io/v1", f.Namespace, f.Namespace
 	switch f.Object.Kind {
 	case "Pod", "PersistentVolumeClaim":
@@ -88,27 +87,14 @@ func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg 
 	case check.KindVolumeAttachment:
 		apiVersion, evNS, objNS = "storage.k8s.io/v1", metav1.NamespaceDefault, ""
 	}
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: evNS,
-			Name:      kevent.Name(f.Object.Name, fmt.Sprintf("tether-%s-%s", f.ID, rand.String(5))),
-			Labels:    map[string]string{"tether.dev/finding": f.ID},
-		},
-		InvolvedObject: corev1.ObjectReference{
+	ev := kevent.New(kevent.Spec{
+		Namespace:  evNS,
+		NameSuffix: fmt.Sprintf("tether-%s-%s", f.ID, rand.String(5)),
+		Labels:     map[string]string{"tether.dev/finding": f.ID},
+		Object: corev1.ObjectReference{
 			APIVersion: apiVersion, Kind: f.Object.Kind, Namespace: objNS, Name: f.Object.Name, UID: f.Object.UID,
 		},
-		Reason:              reason,
-		Type:                typ,
-		Message:             msg,
-		Source:              corev1.EventSource{Component: r.Component},
-		ReportingController: "tether.dev/tether",
-		ReportingInstance:   r.Component,
-		Action:              string(f.Action.Type),
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		EventTime:           metav1.NewMicroTime(now.Time),
-		Count:               1,
-	}
-	kevent.Fit(ev)
+		Reason: reason, Type: typ, Message: msg, Action: string(f.Action.Type), Component: r.Component,
+	}, time.Now())
 	_ = r.Client.Create(ctx, ev)
 }
