@@ -26,6 +26,17 @@ import (
 // check only reports: removing a finalizer by hand is the operator's call.
 // A label selector (on VMI labels) cannot be applied, so with one set
 // nothing is reported.
+//
+// Decisions, in order:
+//   - a label selector is set: nothing;
+//   - candidates (blockedCandidate): PVCs, DataVolumes holding
+//     tether.dev/in-use, and PVs whose claim's namespace is in scope, that
+//     are named, in scope, terminating for longer than BlockedDeletionGrace
+//     and hold a finalizer this check knows;
+//   - per finalizer, its users: pods (podUsers), VMs (inUse), the bound
+//     claim or Bound phase, VolumeAttachments (blockedPV);
+//   - finding (blockage.finding): report only; the message says whether a
+//     user is left.
 func FindBlockedDeletions(in Input) []Finding {
 	in = in.ready()
 	if in.scope.selector != nil {
@@ -76,7 +87,7 @@ func knownFinalizer(f string) bool {
 		strings.HasPrefix(f, snapshot.AttacherFinalizerPrefix)
 }
 
-// blocked builds one finding: per finalizer, who holds it and how to
+// blockage builds one finding: per finalizer, who holds it and how to
 // release it.
 type blockage struct {
 	in       Input
@@ -146,6 +157,9 @@ func (b *blockage) inUse(ref protect.Ref) {
 	b.remedies = append(b.remedies, fmt.Sprintf("delete VirtualMachine(s) %s or remove the reference from their spec", strings.Join(users, ", ")))
 }
 
+// blockedPV explains a terminating PV: pv-protection is held by a claim that
+// still exists and is bound to it (or by the Bound phase), an
+// external-attacher finalizer by the VolumeAttachments of the PV.
 func blockedPV(in Input, pv *corev1.PersistentVolume) Finding {
 	b := &blockage{in: in, obj: pv, kind: "PersistentVolume"}
 	ns, claim := snapshot.ClaimOf(pv)
