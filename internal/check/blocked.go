@@ -200,7 +200,7 @@ func blockedPV(in Input, pv *corev1.PersistentVolume) Finding {
 func (b *blockage) finding(volume string) Finding {
 	obj, in := b.obj, b.in
 	ts := obj.GetDeletionTimestamp()
-	head := fmt.Sprintf("%s %s (uid %s) has been terminating for %s; finalizers: %s", b.kind, qualified(b.ns, obj.GetName()), orNone(string(obj.GetUID())),
+	head := fmt.Sprintf("%s %s (uid %s) has been terminating for %s; finalizers: %s", b.kind, Qualified(b.ns, obj.GetName()), orNone(string(obj.GetUID())),
 		in.Now.Sub(ts.Time).Round(1e9), quoteList(obj.GetFinalizers()))
 	block, sev := HeldByUsers, SeverityInfo
 	show := fmt.Sprintf("`kubectl get %s %s%s -o yaml`", strings.ToLower(b.kind), obj.GetName(), nsFlag(b.ns))
@@ -210,9 +210,9 @@ func (b *blockage) finding(volume string) Finding {
 		remedy = fmt.Sprintf("no user is left (%s), yet finalizer(s) %s stay: check that their controller runs (kube-controller-manager's PVC/PV protection controllers, external-attacher, `tether controller` for %s) and read its logs; removing a finalizer by hand skips the check it stands for",
 			show, strings.Join(b.idle, ", "), protect.Finalizer)
 	}
-	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, qualified(b.ns, obj.GetName()), b.users)
+	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, Qualified(b.ns, obj.GetName()), b.users)
 	if b.users == 0 {
-		msg = fmt.Sprintf("%s %s is stuck terminating: no user left, but finalizer(s) %s stay", b.kind, qualified(b.ns, obj.GetName()), strings.Join(b.idle, ", "))
+		msg = fmt.Sprintf("%s %s is stuck terminating: no user left, but finalizer(s) %s stay", b.kind, Qualified(b.ns, obj.GetName()), strings.Join(b.idle, ", "))
 	}
 	f := Finding{
 		Check:     BlockedDeletion,
@@ -226,13 +226,6 @@ func (b *blockage) finding(volume string) Finding {
 	}
 	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f
-}
-
-func qualified(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
 }
 
 func nsFlag(ns string) string {
