@@ -18,6 +18,18 @@ const maxListedUses = 3
 
 // FindOrphanAttachmentPods proves that a hot-plug attachment pod is
 // referenced by no VMI: no volume status names it and no migration targets it.
+//
+// Decisions, in order (decidePod):
+//   - skip: unnamed, out of the namespace scope, terminating, or a claim
+//     volume without the prefix;
+//   - referenced (a hot-plug volume status or a migration target names the
+//     pod): no finding;
+//   - owner (resolvePodOwner): its VMI by controller reference or through
+//     its virt-launcher pod; with a label selector, a pod whose VMI is
+//     unknown is skipped;
+//   - finding: DeleteAttachmentPod, held (podHolds) by a VMI still listing
+//     one of its claims, the owner VMI terminating or migrating, the minimum
+//     age, and Policy.DeleteAttachmentPods.
 func FindOrphanAttachmentPods(in Input) []Finding {
 	in = in.ready()
 	var out []Finding
@@ -48,6 +60,8 @@ type podOwner struct {
 	fact string
 }
 
+// decidePod is the OrphanAttachmentPod decision for one attachment pod:
+// false when it is out of scope, terminating or referenced by a VMI.
 func decidePod(in Input, pod *corev1.Pod) (Finding, bool) {
 	if !named(pod) || !in.scope.namespace(pod.Namespace) || IsTerminating(pod) || !podVolumesInScope(in.scope, pod) {
 		return Finding{}, false

@@ -26,6 +26,17 @@ import (
 // check only reports: removing a finalizer by hand is the operator's call.
 // A label selector (on VMI labels) cannot be applied, so with one set
 // nothing is reported.
+//
+// Decisions, in order:
+//   - a label selector is set: nothing;
+//   - candidates (blockedCandidate): PVCs, DataVolumes holding
+//     tether.dev/in-use, and PVs whose claim's namespace is in scope, that
+//     are named, in scope, terminating for longer than BlockedDeletionGrace
+//     and hold a finalizer this check knows;
+//   - per finalizer, its users: pods (podUsers), VMs (inUse), the bound
+//     claim or Bound phase, VolumeAttachments (blockedPV);
+//   - finding (blockage.finding): report only; the message says whether a
+//     user is left.
 func FindBlockedDeletions(in Input) []Finding {
 	in = in.ready()
 	if in.scope.selector != nil {
@@ -76,7 +87,7 @@ func knownFinalizer(f string) bool {
 		strings.HasPrefix(f, snapshot.AttacherFinalizerPrefix)
 }
 
-// blocked builds one finding: per finalizer, who holds it and how to
+// blockage builds one finding: per finalizer, who holds it and how to
 // release it.
 type blockage struct {
 	in       Input
@@ -146,6 +157,9 @@ func (b *blockage) inUse(ref protect.Ref) {
 	b.remedies = append(b.remedies, fmt.Sprintf("delete VirtualMachine(s) %s or remove the reference from their spec", strings.Join(users, ", ")))
 }
 
+// blockedPV explains a terminating PV: pv-protection is held by a claim that
+// still exists and is bound to it (or by the Bound phase), an
+// external-attacher finalizer by the VolumeAttachments of the PV.
 func blockedPV(in Input, pv *corev1.PersistentVolume) Finding {
 	b := &blockage{in: in, obj: pv, kind: "PersistentVolume"}
 	ns, claim := snapshot.ClaimOf(pv)
@@ -186,7 +200,7 @@ func blockedPV(in Input, pv *corev1.PersistentVolume) Finding {
 func (b *blockage) finding(volume string) Finding {
 	obj, in := b.obj, b.in
 	ts := obj.GetDeletionTimestamp()
-	head := fmt.Sprintf("%s %s (uid %s) has been terminating for %s; finalizers: %s", b.kind, qualified(b.ns, obj.GetName()), orNone(string(obj.GetUID())),
+	head := fmt.Sprintf("%s %s (uid %s) has been terminating for %s; finalizers: %s", b.kind, Qualified(b.ns, obj.GetName()), orNone(string(obj.GetUID())),
 		in.Now.Sub(ts.Time).Round(1e9), quoteList(obj.GetFinalizers()))
 	block, sev := HeldByUsers, SeverityInfo
 	show := fmt.Sprintf("`kubectl get %s %s%s -o yaml`", strings.ToLower(b.kind), obj.GetName(), nsFlag(b.ns))
@@ -196,9 +210,9 @@ func (b *blockage) finding(volume string) Finding {
 		remedy = fmt.Sprintf("no user is left (%s), yet finalizer(s) %s stay: check that their controller runs (kube-controller-manager's PVC/PV protection controllers, external-attacher, `tether controller` for %s) and read its logs; removing a finalizer by hand skips the check it stands for",
 			show, strings.Join(b.idle, ", "), protect.Finalizer)
 	}
-	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, qualified(b.ns, obj.GetName()), b.users)
+	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, Qualified(b.ns, obj.GetName()), b.users)
 	if b.users == 0 {
-		msg = fmt.Sprintf("%s %s is stuck terminating: no user left, but finalizer(s) %s stay", b.kind, qualified(b.ns, obj.GetName()), strings.Join(b.idle, ", "))
+		msg = fmt.Sprintf("%s %s is stuck terminating: no user left, but finalizer(s) %s stay", b.kind, Qualified(b.ns, obj.GetName()), strings.Join(b.idle, ", "))
 	}
 	f := Finding{
 		Check:     BlockedDeletion,
@@ -212,13 +226,6 @@ func (b *blockage) finding(volume string) Finding {
 	}
 	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f
-}
-
-func qualified(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
 }
 
 func nsFlag(ns string) string {

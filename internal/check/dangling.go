@@ -35,6 +35,20 @@ import (
 // has no VMI or its VMI provably does not use the volume, at VMI level for
 // a VMI-only hot-plug the VMI provably does not use. Boot and other
 // non-hot-pluggable disks are reported with the manual procedure only.
+//
+// Decisions, in order:
+//   - VMs in scope (vmInScope), the first spec volume of each name
+//     (decideVM): judgeStorage; a finding only when the storage is missing,
+//     failed or postponed;
+//   - VMIs in scope, each spec or status volume (decideVMI): the claim from
+//     the spec or the status, judgeStorage, attachPodGone; no finding when
+//     the VM's finding covers it (reportedOnVM); a finding when the storage
+//     is reported, or is present while the attachment pod is gone;
+//   - action (decideAction): none for postponed or present storage, a
+//     detach in progress or a disk that is not hot-pluggable; otherwise
+//     removevolume at VM or VMI level, held by safetyHolds, storage of the
+//     name existing, use (inUse), gates (gateHolds) and the request
+//     (Policy.Checks).
 func FindDanglingVolumeReferences(in Input) []Finding {
 	in = in.ready()
 	r := &danglingRun{in: in}

@@ -179,3 +179,12 @@ func FindingID(check, ns string, obj ObjectRef, volume string) string {
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:6])
 }
+
+// Qualified names an object as "namespace/name", or "name" when it is
+// cluster-scoped (ns is empty).
+func Qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}

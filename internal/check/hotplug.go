@@ -77,6 +77,25 @@ func (s *subject) claimName() string {
 // FindOrphanHotplugVolumes proves that a hot-plugged VMI volume is wanted by
 // nothing: not by the VM spec, a pending VM volume request or a tenant
 // VolumeAttachment, or that its VM is gone.
+//
+// Decisions, in order (decideVolume):
+//   - subject: a named VMI in scope, each hot-plug volume status in the
+//     prefix scope, the first status entry of each name;
+//   - owner (ResolveOwner), then classify: standalone, VM gone or VM owned;
+//   - standalone (classifyStandalone): a finding only when the tenants no
+//     longer attach it or are detaching it;
+//   - VM gone (classifyVMGone): a finding unless a tenant wants it;
+//   - VM owned (classifyVMOwned): in the VM spec, wanted unless
+//     Policy.TenantAuthoritative and no tenant attaches it (classifyInSpec,
+//     VMRemoveVolume);
+//     a pending addvolume or a tenant attachment wants it; otherwise a
+//     finding, the first that applies: no tenant attaches it or a
+//     removevolume is pending (Warning), tenant evidence unknown (held),
+//     Policy.AllowVMIOnlyDetach (Warning), a VMI-only hot-plug (held);
+//   - holds (volumeHolds): VMI or VM terminating, migrating, not Running,
+//     a pending request, the volume phase, the verdict's own block, then
+//     what the API refuses (hotpluggable flag, HotplugVolumes gate); the
+//     first one is BlockedBy.
 func FindOrphanHotplugVolumes(in Input) []Finding {
 	in = in.ready()
 	var out []Finding

@@ -20,6 +20,18 @@ import (
 // other namespaces, as the attach/detach controller's Multi-Attach events
 // do — and the likely remedy. Nothing is done automatically: the holder
 // side is what StaleVolumeAttachment judges.
+//
+// Decisions, in order:
+//   - pod: named, scheduled, in scope, not finished, not terminating, and
+//     older than MultiAttachGrace;
+//   - each distinct claim of the pod in the prefix scope (decideMultiAttach):
+//     bound to a PV that exists, with exclusive access modes, of a CSI driver
+//     that requires attaching;
+//   - an attachment to the pod's own node that is attached: no finding;
+//     none to another node: no finding;
+//   - holders: per other node, the pods there that use the PV (named in the
+//     pod's namespace, counted elsewhere);
+//   - finding: no action, BlockedBy VolumeHeldElsewhere.
 func FindMultiAttachConflicts(in Input) []Finding {
 	in = in.ready()
 	var out []Finding
@@ -53,6 +65,9 @@ type holderNode struct {
 	other int      // pods in other namespaces
 }
 
+// decideMultiAttach is the MultiAttachConflict decision for one claim of a
+// scheduled pod: false unless the claim's PV is exclusive, needs attaching,
+// is not attached to the pod's node and is attached to another.
 func decideMultiAttach(in Input, pod *corev1.Pod, claim string) (Finding, bool) {
 	pvc := in.Index.PVC(pod.Namespace, claim)
 	if pvc == nil || pvc.Spec.VolumeName == "" {

@@ -45,7 +45,7 @@ type Policy struct {
 	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
 	// means DefaultMinAttachmentPodAge.
 	MinAttachmentPodAge time.Duration
-	// Storage holds the policy of the VolumeAttachment checks (storage_policy.go).
+	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
 

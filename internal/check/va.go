@@ -33,6 +33,19 @@ const KindVolumeAttachment = "VolumeAttachment"
 // VolumeAttachments are cluster-scoped: with a namespace scope, only those
 // whose PV is bound to a claim in scope are looked at; a label selector
 // (on VMI labels) cannot be applied to them, so none are.
+//
+// Decisions, in order (decideVA):
+//   - skip: unnamed, no node, or a label selector is set;
+//   - judgeVA: the PV (gone?), the scope (vaInScope), the node gone or
+//     re-created (judgeNode), live users and stale holders on it (judgeUsers);
+//   - stale: node gone or re-created, PV gone, or not needed for
+//     StaleAttachmentGrace; otherwise no finding (evidence text is gathered
+//     only for stale attachments);
+//   - fencing (judgeFencing): the out-of-service taint, or the node gone for
+//     longer than FenceGoneNodesAfter;
+//   - action (vaAction): delete the holders' pods, else remove the attacher
+//     finalizer of a deleting attachment, else delete it; held when not
+//     fenced, when a pod needs it, or when forcing lacks ForceDetach.
 func FindStaleVolumeAttachments(in Input) []Finding {
 	in = in.ready()
 	var out []Finding
@@ -82,6 +95,8 @@ func (v *vaView) fact(format string, args ...any) {
 	}
 }
 
+// decideVA is the StaleVolumeAttachment decision for one VolumeAttachment:
+// false when it is out of scope or not stale.
 func decideVA(in Input, va *storagev1.VolumeAttachment) (Finding, bool) {
 	if va.Name == "" || va.Spec.NodeName == "" || in.scope.selector != nil {
 		return Finding{}, false

@@ -158,30 +158,7 @@ func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
 		nodes:    fact.Core().V1().Nodes().Informer(),
 		csiNodes: fact.Storage().V1().CSINodes().Informer(),
 		drivers:  fact.Storage().V1().CSIDrivers().Informer()}
-	driver := tw.driver()
-	// Of a Node, keep only what ties it to an infra VM and the kubelet's
-	// volumes of the tenant's driver.
-	err = tw.nodes.SetTransform(func(obj any) (any, error) {
-		n, ok := obj.(*corev1.Node)
-		if !ok {
-			return obj, nil
-		}
-		kept := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
-		kept.Spec.ProviderID = n.Spec.ProviderID
-		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation} {
-			if v, ok := n.Annotations[k]; ok {
-				if kept.Annotations == nil {
-					kept.Annotations = map[string]string{}
-				}
-				kept.Annotations[k] = v
-			}
-		}
-		for _, h := range snapshot.NewTenantNode(n, nil, driver).InUse {
-			kept.Status.VolumesInUse = append(kept.Status.VolumesInUse, corev1.UniqueVolumeName("kubernetes.io/csi/"+driver+"^"+h))
-		}
-		return kept, nil
-	})
-	if err != nil {
+	if err := tw.nodes.SetTransform(keepNodeEvidence(tw.driver())); err != nil {
 		return nil, err
 	}
 	for _, inf := range []toolscache.SharedIndexInformer{tw.vas, tw.pvs, tw.nodes, tw.csiNodes, tw.drivers} {
@@ -205,6 +182,31 @@ func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
 		return nil, nil
 	}})
 	return tw, err
+}
+
+// keepNodeEvidence is the tenant Node informer's transform: of a Node, keep
+// only what ties it to an infra VM and the kubelet's volumes of driver.
+func keepNodeEvidence(driver string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return obj, nil
+		}
+		kept := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+		kept.Spec.ProviderID = n.Spec.ProviderID
+		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation} {
+			if v, ok := n.Annotations[k]; ok {
+				if kept.Annotations == nil {
+					kept.Annotations = map[string]string{}
+				}
+				kept.Annotations[k] = v
+			}
+		}
+		for _, h := range snapshot.NewTenantNode(n, nil, driver).InUse {
+			kept.Status.VolumesInUse = append(kept.Status.VolumesInUse, corev1.UniqueVolumeName("kubernetes.io/csi/"+driver+"^"+h))
+		}
+		return kept, nil
+	}
 }
 
 const byHandle = "handle"
@@ -325,123 +327,139 @@ func vmiHandles(vmi *kubevirtv1.VirtualMachineInstance) []string {
 // node cannot be resolved or the change concerns the whole tenant (its CSI
 // driver), every VMI the tenant applies to.
 func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEvent) error {
-	unwrap := func(obj any) any {
-		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			return d.Obj
-		}
-		return obj
-	}
-	enqueue := func(node string) {
-		if node == "" {
-			return
-		}
-		for _, key := range tw.vmisOf(infra, node) {
-			ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
-		}
-	}
-	// Before the caches have synced every VMI's tenant evidence is unknown
-	// anyway; the initial adds must not each fan out to every VMI.
-	enqueueAll := func() {
-		if !tw.synced() {
-			return
-		}
-		for _, key := range tw.allVMIs(infra, "") {
-			ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
-		}
-	}
-	nodeOfVA := func(obj any) string {
-		if va, ok := unwrap(obj).(*storagev1.VolumeAttachment); ok {
-			return va.Spec.NodeName
-		}
-		return ""
-	}
+	te := tenantEvents{tw: tw, infra: infra, ch: ch}
 	_, err := tw.vas.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { enqueue(nodeOfVA(o)) },
-		UpdateFunc: func(_, o any) { enqueue(nodeOfVA(o)) },
-		DeleteFunc: func(o any) { enqueue(nodeOfVA(o)) },
+		AddFunc:    te.vaChanged,
+		UpdateFunc: func(_, o any) { te.vaChanged(o) },
+		DeleteFunc: te.vaChanged,
 	})
 	if err != nil {
 		return err
-	}
-	// A PV appearing or changing can complete an attachment's evidence, or
-	// make a volume one of the tenant's.
-	pvChanged := func(o any) {
-		pv, ok := unwrap(o).(*corev1.PersistentVolume)
-		if !ok {
-			return
-		}
-		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == tw.driver() && tw.synced() {
-			for _, key := range tw.allVMIs(infra, pv.Spec.CSI.VolumeHandle) {
-				ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
-			}
-		}
-		for _, obj := range tw.vas.GetStore().List() {
-			va := obj.(*storagev1.VolumeAttachment)
-			if n := va.Spec.Source.PersistentVolumeName; n != nil && *n == pv.Name {
-				enqueue(va.Spec.NodeName)
-			}
-		}
 	}
 	_, err = tw.pvs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: pvChanged, UpdateFunc: func(_, o any) { pvChanged(o) }, DeleteFunc: pvChanged,
+		AddFunc: te.pvChanged, UpdateFunc: func(_, o any) { te.pvChanged(o) }, DeleteFunc: te.pvChanged,
 	})
 	if err != nil {
 		return err
-	}
-	// A Node (or its CSINode) appearing, going away or changing what ties it
-	// to an infra VM or the kubelet's volumes: its VM's VMI, and every VMI
-	// when it cannot be resolved (heartbeats change nothing kept).
-	nodeName := func(o any) string {
-		switch n := unwrap(o).(type) {
-		case *corev1.Node:
-			return n.Name
-		case *storagev1.CSINode:
-			return n.Name
-		}
-		return ""
-	}
-	nodeChanged := func(o any) {
-		if name := nodeName(o); name != "" {
-			enqueue(name)
-		}
-	}
-	// kept is what of a Node or CSINode the evidence reads.
-	kept := func(o any) any {
-		switch n := unwrap(o).(type) {
-		case *corev1.Node:
-			return snapshot.NewTenantNode(n, nil, tw.driver())
-		case *storagev1.CSINode:
-			return n.Spec
-		}
-		return nil
 	}
 	for _, inf := range []toolscache.SharedIndexInformer{tw.nodes, tw.csiNodes} {
 		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: nodeChanged, DeleteFunc: func(o any) { enqueueAll() },
-			UpdateFunc: func(old, o any) {
-				if equality.Semantic.DeepEqual(kept(old), kept(o)) {
-					return
-				}
-				// The VMs it stood for before and stands for now; every VMI
-				// when either is unknown.
-				was, now := tw.vmOfNode(old), tw.vmOfNode(o)
-				if was == nil || now == nil {
-					enqueueAll()
-					return
-				}
-				for _, vm := range []*snapshot.InfraVM{was, now} {
-					ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: vm.Namespace, Name: vm.Name}}}
-				}
-			},
+			AddFunc: te.nodeAdded, UpdateFunc: te.nodeUpdated, DeleteFunc: func(any) { te.all() },
 		})
 		if err != nil {
 			return err
 		}
 	}
 	_, err = tw.drivers.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { enqueueAll() }, DeleteFunc: func(any) { enqueueAll() },
+		AddFunc: func(any) { te.all() }, DeleteFunc: func(any) { te.all() },
 	})
 	return err
+}
+
+// tenantEvents turns changes in a tenant's caches into generic events for
+// the infra VMIs they may concern.
+type tenantEvents struct {
+	tw    *tenantWatch
+	infra client.Reader
+	ch    chan<- event.GenericEvent
+}
+
+// send wakes the VMIs with these keys.
+func (te tenantEvents) send(keys []metav1.ObjectMeta) {
+	for _, key := range keys {
+		te.ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
+	}
+}
+
+// node wakes the VMIs tenant node node can stand for (vmisOf).
+func (te tenantEvents) node(node string) {
+	if node == "" {
+		return
+	}
+	te.send(te.tw.vmisOf(te.infra, node))
+}
+
+// all wakes every VMI the tenant applies to. Before the caches have synced
+// every VMI's tenant evidence is unknown anyway; the initial adds must not
+// each fan out to every VMI.
+func (te tenantEvents) all() {
+	if !te.tw.synced() {
+		return
+	}
+	te.send(te.tw.allVMIs(te.infra, ""))
+}
+
+// vaChanged: a VolumeAttachment changed on its node.
+func (te tenantEvents) vaChanged(o any) {
+	if va, ok := unwrapTombstone(o).(*storagev1.VolumeAttachment); ok {
+		te.node(va.Spec.NodeName)
+	}
+}
+
+// pvChanged: a PV appearing or changing can complete an attachment's
+// evidence, or make a volume one of the tenant's.
+func (te tenantEvents) pvChanged(o any) {
+	pv, ok := unwrapTombstone(o).(*corev1.PersistentVolume)
+	if !ok {
+		return
+	}
+	if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == te.tw.driver() && te.tw.synced() {
+		te.send(te.tw.allVMIs(te.infra, pv.Spec.CSI.VolumeHandle))
+	}
+	for _, obj := range te.tw.vas.GetStore().List() {
+		va := obj.(*storagev1.VolumeAttachment)
+		if n := va.Spec.Source.PersistentVolumeName; n != nil && *n == pv.Name {
+			te.node(va.Spec.NodeName)
+		}
+	}
+}
+
+// nodeAdded: a Node (or its CSINode) appeared; its VM's VMI, and every VMI
+// when it cannot be resolved.
+func (te tenantEvents) nodeAdded(o any) {
+	switch n := unwrapTombstone(o).(type) {
+	case *corev1.Node:
+		te.node(n.Name)
+	case *storagev1.CSINode:
+		te.node(n.Name)
+	}
+}
+
+// nodeUpdated: a Node (or its CSINode) changed what ties it to an infra VM
+// or the kubelet's volumes (heartbeats change nothing kept). It wakes the
+// VMs it stood for before and stands for now; every VMI when either is
+// unknown.
+func (te tenantEvents) nodeUpdated(old, o any) {
+	if equality.Semantic.DeepEqual(te.tw.keptOfNode(old), te.tw.keptOfNode(o)) {
+		return
+	}
+	was, now := te.tw.vmOfNode(old), te.tw.vmOfNode(o)
+	if was == nil || now == nil {
+		te.all()
+		return
+	}
+	for _, vm := range []*snapshot.InfraVM{was, now} {
+		te.send([]metav1.ObjectMeta{{Namespace: vm.Namespace, Name: vm.Name}})
+	}
+}
+
+// keptOfNode is what of a Node or CSINode the evidence reads.
+func (tw *tenantWatch) keptOfNode(o any) any {
+	switch n := unwrapTombstone(o).(type) {
+	case *corev1.Node:
+		return snapshot.NewTenantNode(n, nil, tw.driver())
+	case *storagev1.CSINode:
+		return n.Spec
+	}
+	return nil
+}
+
+// unwrapTombstone returns the object a delete event's tombstone holds.
+func unwrapTombstone(obj any) any {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
 }
 
 // vmisOf returns the keys of the VMIs a tenant node can stand for: the VMI

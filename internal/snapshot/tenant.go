@@ -93,6 +93,8 @@ func (ix *Index) indexTenants(tenants []Tenant) {
 	}
 }
 
+// newTenantIndex indexes one tenant's evidence; an unreachable tenant's
+// index holds none.
 func newTenantIndex(t *Tenant) *TenantIndex {
 	ti := &TenantIndex{
 		Name:          t.Name,
@@ -110,8 +112,18 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 	if !t.Reachable {
 		return ti
 	}
-	mapped := make(map[string]InfraVM, len(t.Nodes))
-	listed := make(map[string]bool, len(t.Nodes))
+	mapped, listed := ti.indexNodes(t)
+	pvs := ti.indexPVs(t)
+	ti.indexAttachments(t, mapped, listed, &pvs)
+	return ti
+}
+
+// indexNodes resolves every tenant node to an infra VM (or says why it
+// cannot) and records the handles its kubelet uses. It returns the VM of
+// each resolved node and the names of all listed nodes.
+func (ti *TenantIndex) indexNodes(t *Tenant) (mapped map[string]InfraVM, listed map[string]bool) {
+	mapped = make(map[string]InfraVM, len(t.Nodes))
+	listed = make(map[string]bool, len(t.Nodes))
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		listed[n.Name] = true
@@ -132,6 +144,12 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 			ti.inUse[n.Name][h] = true
 		}
 	}
+	return mapped, listed
+}
+
+// indexPVs records the volume handles of the tenant's PVs of its driver and
+// returns the handle of every PV by name.
+func (ti *TenantIndex) indexPVs(t *Tenant) pvHandles {
 	// PV names are unique on a server; should a snapshot hold several PVs
 	// of one name, an attachment of that name counts for each handle.
 	pvs := pvHandles{first: make(map[string]string, len(t.PVs))}
@@ -146,6 +164,14 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 		}
 		pvs.add(pv.Name, h)
 	}
+	return pvs
+}
+
+// indexAttachments files the tenant's VolumeAttachments of its driver by
+// volume handle (or as unresolved on their node). An attachment on an
+// unlisted node, or published to another node ID than its node resolves
+// to, makes that node unknown.
+func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, listed map[string]bool, pvs *pvHandles) {
 	ti.byHandle = make(map[string][]TenantAttachment, len(t.VolumeAttachments))
 	// One-entry lists are windows into buf rather than separate allocations.
 	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
@@ -159,17 +185,8 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 			// attachment may be on any.
 			ti.unknownNodes = append(ti.unknownNodes, fmt.Sprintf("VolumeAttachment %s is on node %q, which the tenant does not list", va.Name, va.Spec.NodeName))
 		}
-		// The external-attacher records the CSI node ID it published to;
-		// it must be the VM the node resolves to.
-		if id := va.Annotations[VANodeIDAnnotation]; id != "" {
-			if vm, ok := mapped[va.Spec.NodeName]; ok && id != vm.String() {
-				ti.unknownNodes = append(ti.unknownNodes, fmt.Sprintf("tenant node %s resolves to %s, but VolumeAttachment %s was attached to node ID %s",
-					va.Spec.NodeName, vm, va.Name, id))
-				ti.byVM[vm] = slices.DeleteFunc(ti.byVM[vm], func(r TenantNodeRef) bool { return r.Name == va.Spec.NodeName })
-				delete(mapped, va.Spec.NodeName)
-			}
-		}
-		eachAttachment(va, &pvs, func(a TenantAttachment) {
+		ti.checkNodeID(va, mapped)
+		eachAttachment(va, pvs, func(a TenantAttachment) {
 			if a.Handle == "" {
 				ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
 				return
@@ -183,7 +200,22 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 			ti.byHandle[k] = buf[len(buf)-1 : len(buf) : len(buf)]
 		})
 	}
-	return ti
+}
+
+// checkNodeID compares the CSI node ID the external-attacher recorded on va
+// with the VM va's node resolves to; when they differ, the node is unknown
+// and no longer maps to that VM.
+func (ti *TenantIndex) checkNodeID(va *storagev1.VolumeAttachment, mapped map[string]InfraVM) {
+	id := va.Annotations[VANodeIDAnnotation]
+	if id == "" {
+		return
+	}
+	if vm, ok := mapped[va.Spec.NodeName]; ok && id != vm.String() {
+		ti.unknownNodes = append(ti.unknownNodes, fmt.Sprintf("tenant node %s resolves to %s, but VolumeAttachment %s was attached to node ID %s",
+			va.Spec.NodeName, vm, va.Name, id))
+		ti.byVM[vm] = slices.DeleteFunc(ti.byVM[vm], func(r TenantNodeRef) bool { return r.Name == va.Spec.NodeName })
+		delete(mapped, va.Spec.NodeName)
+	}
 }
 
 // pvHandles maps PV names to CSI volume handles ("" when not CSI).

@@ -249,48 +249,90 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, binDir, url string, peerP
 	})
 }
 
+// startAPIServer writes the apiserver's certificates, starts it on port
+// against etcdURL, writes the admin kubeconfig and waits until /readyz says
+// ok.
 func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL string, port int, extra []string) error {
-	pki := filepath.Join(cp.Dir, "pki")
-	var err error
-	if cp.servCA, err = newCA("tether-local-serving-ca"); err != nil {
+	pki, err := cp.writeAPIServerPKI()
+	if err != nil {
 		return err
 	}
-	if cp.clientCA, err = newCA("tether-local-client-ca"); err != nil {
+	cp.URL = "https://127.0.0.1:" + strconv.Itoa(port)
+	p, err := cp.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), append(apiServerArgs(etcdURL, port, pki), extra...))
+	if err != nil {
 		return err
+	}
+	cs, err := cp.writeAdminConfig(pki.admin)
+	if err != nil {
+		return err
+	}
+	return p.waitFor(ctx, func(ctx context.Context) bool {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		return err == nil && strings.TrimSpace(string(body)) == "ok"
+	})
+}
+
+// apiServerPKI is what the apiserver's flags name: the certificate and key
+// files by name ("apiserver.crt", "client-ca.crt", ...), the service-account
+// key pair, and the admin client certificate.
+type apiServerPKI struct {
+	files        map[string]string
+	saPub, saKey string
+	admin        *keyPair
+}
+
+// writeAPIServerPKI creates the serving, client and front-proxy CAs (keeping
+// the first two in cp), issues the apiserver's serving certificate, the admin
+// and front-proxy client certificates, and writes them all under cp.Dir/pki
+// with the service-account signing keys.
+func (cp *ControlPlane) writeAPIServerPKI() (apiServerPKI, error) {
+	dir := filepath.Join(cp.Dir, "pki")
+	var pki apiServerPKI
+	var err error
+	if cp.servCA, err = newCA("tether-local-serving-ca"); err != nil {
+		return pki, err
+	}
+	if cp.clientCA, err = newCA("tether-local-client-ca"); err != nil {
+		return pki, err
 	}
 	proxyCA, err := newCA("tether-local-front-proxy-ca")
 	if err != nil {
-		return err
+		return pki, err
 	}
 	serving, err := cp.servCA.issue("kube-apiserver", nil,
 		[]string{"127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		x509.ExtKeyUsageServerAuth)
 	if err != nil {
-		return err
+		return pki, err
 	}
-	admin, err := cp.clientCA.issue("tether-admin", []string{"system:masters"}, nil, x509.ExtKeyUsageClientAuth)
-	if err != nil {
-		return err
+	if pki.admin, err = cp.clientCA.issue("tether-admin", []string{"system:masters"}, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return pki, err
 	}
 	proxyClient, err := proxyCA.issue("front-proxy-client", nil, nil, x509.ExtKeyUsageClientAuth)
 	if err != nil {
-		return err
+		return pki, err
 	}
-	files := map[string]string{}
+	pki.files = map[string]string{}
 	for name, kp := range map[string]*keyPair{"serving-ca": cp.servCA, "client-ca": cp.clientCA, "front-proxy-ca": proxyCA,
-		"apiserver": serving, "admin": admin, "front-proxy-client": proxyClient} {
-		crt, key, err := kp.write(pki, name)
+		"apiserver": serving, "admin": pki.admin, "front-proxy-client": proxyClient} {
+		crt, key, err := kp.write(dir, name)
 		if err != nil {
-			return err
+			return pki, err
 		}
-		files[name+".crt"], files[name+".key"] = crt, key
+		pki.files[name+".crt"], pki.files[name+".key"] = crt, key
 	}
-	saPub, saKey, err := writeServiceAccountKeys(pki)
-	if err != nil {
-		return err
-	}
-	cp.URL = "https://127.0.0.1:" + strconv.Itoa(port)
-	args := []string{
+	pki.saPub, pki.saKey, err = writeServiceAccountKeys(dir)
+	return pki, err
+}
+
+// apiServerArgs are kube-apiserver's flags: loopback only, client
+// certificates and RBAC, service-account signing, and the front-proxy flags
+// that aggregated APIs need.
+func apiServerArgs(etcdURL string, port int, pki apiServerPKI) []string {
+	files := pki.files
+	return []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -300,8 +342,8 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 		"--client-ca-file=" + files["client-ca.crt"],
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + saPub,
-		"--service-account-signing-key-file=" + saKey,
+		"--service-account-key-file=" + pki.saPub,
+		"--service-account-signing-key-file=" + pki.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		// No kubelet and no token controller here: pods must not wait for
@@ -318,10 +360,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 		"--profiling=false",
 		"--v=0",
 	}
-	p, err := cp.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), append(args, extra...))
-	if err != nil {
-		return err
-	}
+}
+
+// writeAdminConfig sets cp.Config to the admin client configuration, writes
+// it as cp.Dir/kubeconfig and returns a clientset for it.
+func (cp *ControlPlane) writeAdminConfig(admin *keyPair) (*kubernetes.Clientset, error) {
 	cp.Config = &rest.Config{
 		Host:            cp.URL,
 		TLSClientConfig: rest.TLSClientConfig{CAData: cp.servCA.CertPEM, CertData: admin.CertPEM, KeyData: admin.KeyPEM},
@@ -330,18 +373,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 	}
 	cp.Kubeconfig = filepath.Join(cp.Dir, "kubeconfig")
 	if err := writeKubeconfig(cp.Kubeconfig, cp.Config); err != nil {
-		return err
+		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cp.Config)
-	if err != nil {
-		return err
-	}
-	return p.waitFor(ctx, func(ctx context.Context) bool {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		return err == nil && strings.TrimSpace(string(body)) == "ok"
-	})
+	return kubernetes.NewForConfig(cp.Config)
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context, binDir string, controllers []string) error {

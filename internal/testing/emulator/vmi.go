@@ -36,8 +36,40 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 	if err != nil {
 		return false, 0, err
 	}
-	var active *corev1.Pod
-	var old []*corev1.Pod
+	active, old := splitLaunchers(vmi, node, launchers)
+	mig := migrating(vmi)
+	wrote := false
+	if active == nil {
+		if mig {
+			return false, 0, nil
+		}
+		if active, err = e.createLauncher(ctx, id, vmi, node); err != nil {
+			return false, 0, err
+		}
+		wrote = true
+	}
+	if !mig && len(old) > 0 {
+		// A finished migration leaves the source pods behind.
+		if err := e.deleteSourcePods(ctx, id, old, attach); err != nil {
+			return false, 0, err
+		}
+		wrote = true
+	}
+	settled, err := e.settleRunning(ctx, id, vmi, node, active)
+	if err != nil {
+		return false, 0, err
+	}
+	wrote = wrote || settled
+	if mig {
+		return wrote, 0, nil // hot-plug work waits for the migration to end
+	}
+	hot, err := e.syncHotplug(ctx, vmi, active, attach)
+	return wrote || hot, 0, err
+}
+
+// splitLaunchers picks, of the VMI's live launcher pods, the first one on
+// node as the active one; the others are old (a migration's source).
+func splitLaunchers(vmi *virtv1.VirtualMachineInstance, node string, launchers []corev1.Pod) (active *corev1.Pod, old []*corev1.Pod) {
 	for i := range launchers {
 		p := &launchers[i]
 		switch {
@@ -48,39 +80,46 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 			old = append(old, p)
 		}
 	}
-	mig := migrating(vmi)
-	wrote := false
-	if active == nil {
-		if mig {
-			return false, 0, nil
-		}
-		e.log.Info("creating launcher pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
-		active = launcherPod(vmi, node, hotpluggedByStatus(vmi))
-		if err := e.client.Create(ctx, active); err != nil {
-			return false, 0, err
-		}
-		e.ctrl.expect.expect(id, active.Name, podExists)
-		wrote = true
+	return active, old
+}
+
+// createLauncher creates the VMI's launcher pod on node and expects to see
+// it in the pod cache.
+func (e *Emulator) createLauncher(ctx context.Context, id types.NamespacedName, vmi *virtv1.VirtualMachineInstance, node string) (*corev1.Pod, error) {
+	e.log.Info("creating launcher pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
+	pod := launcherPod(vmi, node, hotpluggedByStatus(vmi))
+	if err := e.client.Create(ctx, pod); err != nil {
+		return nil, err
 	}
-	if !mig && len(old) > 0 {
-		// A finished migration leaves the source pods behind.
-		for _, l := range old {
-			for i := range attach {
-				if metav1.IsControlledBy(&attach[i], l) && attach[i].DeletionTimestamp == nil {
-					if err := e.deletePod(ctx, id, &attach[i]); err != nil {
-						return false, 0, err
-					}
+	e.ctrl.expect.expect(id, pod.Name, podExists)
+	return pod, nil
+}
+
+// deleteSourcePods deletes old launcher pods with their live attachment pods.
+func (e *Emulator) deleteSourcePods(ctx context.Context, id types.NamespacedName, old []*corev1.Pod, attach []corev1.Pod) error {
+	for _, l := range old {
+		for i := range attach {
+			if metav1.IsControlledBy(&attach[i], l) && attach[i].DeletionTimestamp == nil {
+				if err := e.deletePod(ctx, id, &attach[i]); err != nil {
+					return err
 				}
 			}
-			if err := e.deletePod(ctx, id, l); err != nil {
-				return false, 0, err
-			}
 		}
-		wrote = true
+		if err := e.deletePod(ctx, id, l); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// settleRunning marks the active launcher pod Running, labels the VMI with
+// its node and writes the Running status, each only when needed; it reports
+// whether it wrote.
+func (e *Emulator) settleRunning(ctx context.Context, id types.NamespacedName, vmi *virtv1.VirtualMachineInstance, node string, active *corev1.Pod) (bool, error) {
+	wrote := false
 	if !running(active) {
 		if err := e.markRunning(ctx, id, active); err != nil {
-			return false, 0, err
+			return false, err
 		}
 		wrote = true
 	}
@@ -90,7 +129,7 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 		}
 		vmi.Labels[virtv1.NodeNameLabel] = node
 		if err := e.client.Update(ctx, vmi); err != nil {
-			return false, 0, err
+			return false, err
 		}
 		wrote = true
 	}
@@ -98,15 +137,11 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 		e.log.Info("VMI running", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
 		vmi.Status = *st
 		if err := e.client.Status().Update(ctx, vmi); err != nil {
-			return false, 0, err
+			return false, err
 		}
 		wrote = true
 	}
-	if mig {
-		return wrote, 0, nil // hot-plug work waits for the migration to end
-	}
-	hot, err := e.syncHotplug(ctx, vmi, active, attach)
-	return wrote || hot, 0, err
+	return wrote, nil
 }
 
 // cacheWait is how soon a VMI is looked at again while the pod cache lags.
