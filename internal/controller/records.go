@@ -102,7 +102,7 @@ func recordName(f check.Finding) string {
 // sync creates or updates one record, acts through apply when the decision
 // says so, and returns when to look again.
 func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
-	log := rs.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
+	log := rs.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), check.Qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
 	rec, wait, err := rs.current(ctx, log, f, rec, now)
 	if err != nil || wait > 0 {
 		return wait, err
@@ -458,11 +458,4 @@ func (rs *records) event(ctx context.Context, f check.Finding, reason, typ, msg 
 	if rs.Recorder != nil {
 		rs.Recorder.Event(ctx, f, reason, typ, msg)
 	}
-}
-
-func qualified(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
 }

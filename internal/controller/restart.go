@@ -60,70 +60,6 @@ type RestartReconciler struct {
 	seen map[types.UID]map[string]time.Time
 }
 
-// StartingUp reports whether vm is about to start or failing to start: it
-// wants to run, and vmi (its VMI, nil when there is none) does not run and
-// is not going away. A finished VMI counts as "about to start" only when the
-// run strategy starts it again.
-func StartingUp(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) bool {
-	if vm.DeletionTimestamp != nil || !wantsToRun(vm) {
-		return false
-	}
-	if vmi == nil {
-		return true
-	}
-	if vmi.DeletionTimestamp != nil {
-		return false // stopping or restarting: decide once it is gone
-	}
-	switch vmi.Status.Phase {
-	case kubevirtv1.VmPhaseUnset, kubevirtv1.Pending, kubevirtv1.Scheduling:
-		return true
-	case kubevirtv1.Failed:
-		return restartsFinished(vm, true)
-	case kubevirtv1.Succeeded:
-		return restartsFinished(vm, false)
-	}
-	return false // Scheduled, Running, Unknown
-}
-
-// wantsToRun: a pending Start request, spec.running true, or a run
-// strategy that runs the VM (Always, RerunOnFailure, Once).
-func wantsToRun(vm *kubevirtv1.VirtualMachine) bool {
-	for _, r := range vm.Status.StateChangeRequests {
-		if r.Action == kubevirtv1.StartRequest {
-			return true
-		}
-	}
-	if vm.Spec.Running != nil {
-		return *vm.Spec.Running
-	}
-	if vm.Spec.RunStrategy == nil {
-		return false
-	}
-	switch *vm.Spec.RunStrategy {
-	case kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce:
-		return true
-	}
-	return false
-}
-
-// restartsFinished: KubeVirt starts a new VMI after a finished one for
-// Always (and spec.running: true), and after a failed one for RerunOnFailure.
-func restartsFinished(vm *kubevirtv1.VirtualMachine, failed bool) bool {
-	if vm.Spec.Running != nil {
-		return *vm.Spec.Running
-	}
-	if vm.Spec.RunStrategy == nil {
-		return false
-	}
-	switch *vm.Spec.RunStrategy {
-	case kubevirtv1.RunStrategyAlways:
-		return true
-	case kubevirtv1.RunStrategyRerunOnFailure:
-		return failed
-	}
-	return false
-}
-
 // Reconcile handles one VM, named by req.
 func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var vm kubevirtv1.VirtualMachine
@@ -138,7 +74,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	}
-	if !StartingUp(&vm, vmi) {
+	if !check.StartingUp(&vm, vmi) {
 		r.forget(vm.UID)
 		return ctrl.Result{}, nil
 	}
@@ -293,7 +229,7 @@ func (r *RestartReconciler) liveStartingUp(ctx context.Context, cached *kubevirt
 	case !apierrors.IsNotFound(err):
 		return false, err
 	}
-	return vm.UID == cached.UID && StartingUp(&vm, vmi), nil
+	return vm.UID == cached.UID && check.StartingUp(&vm, vmi), nil
 }
 
 // snapshotFor builds the decision input for one VM from the caches with
