@@ -12,8 +12,8 @@ func TestNew_fillsTheNewFormAndFits(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := New(Spec{
 		Namespace: "ns", NameSuffix: "tether-abc",
-		Object:  corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: strings.Repeat("p", 300)},
-		Reason:  "R", Type: corev1.EventTypeWarning, Message: strings.Repeat("m", 2000), Component: "replica-1",
+		Object: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: strings.Repeat("p", 300)},
+		Reason: "R", Type: corev1.EventTypeWarning, Message: strings.Repeat("m", 2000), Component: "replica-1",
 	}, now)
 	if !Valid(ev.Name) || !strings.HasSuffix(ev.Name, ".tether-abc") {
 		t.Fatalf("name %q is not a valid Event name ending in the suffix", ev.Name)
