@@ -111,6 +111,12 @@ func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f ch
 		if rec, err = rs.create(ctx, subj, f); err != nil {
 			return 0, err
 		}
+		// The server stamped the creation after this pass read its clock,
+		// possibly in the next second: no stored time may predate it, or
+		// the next reader clamps it (trusted) and the first sight moves.
+		if created := rec.CreationTimestamp.Time; now.Before(created) {
+			now = created
+		}
 		reason, typ, msg := subj.announce(f)
 		rs.event(ctx, f, reason, typ, msg)
 		log.Info("finding observed", "severity", f.Severity, "action", f.Action.Type, "safe", f.Action.Safe, "blockedBy", f.Action.BlockedBy)

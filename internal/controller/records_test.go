@@ -1,10 +1,17 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 func TestCoolingDown(t *testing.T) {
@@ -30,5 +37,42 @@ func TestCoolingDown(t *testing.T) {
 				t.Fatalf("got %s, want %s", got, c.want)
 			}
 		})
+	}
+}
+
+// A pass that began just before a second boundary creates its record just
+// after it: the stored times must not predate the record's creation, or the
+// next process clamps them to it (trusted) and the first sight moves.
+func TestSync_newRecordTimesNotBeforeItsCreation(t *testing.T) {
+	f := safeFinding()
+	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	created := metav1.NewTime(t0) // the server's time, whole seconds
+	c := fakeClient(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if err := c.Create(ctx, obj, opts...); err != nil {
+			return err
+		}
+		obj.SetCreationTimestamp(created)
+		return nil
+	}})
+	cfg := graceConfig(10*time.Minute, check.OrphanHotplugVolume)
+	rs := testRecords(t, c, cfg)
+	pass := t0.Add(-20 * time.Millisecond) // the pass's clock, read before the create
+	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
+	apply := func(context.Context, check.Finding) act.Result { t.Fatal("acted"); return act.Result{} }
+	if _, err := rs.sync(context.Background(), apply, vmiSubject(vmi), f, nil, pass); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.Finding
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: recordName(f)}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.CreationTimestamp = created
+	for name, ts := range map[string]*metav1.Time{"firstObserved": got.Status.FirstObserved, "safeSince": got.Status.SafeSince, "lastObserved": got.Status.LastObserved} {
+		if ts == nil || ts.Before(&created) {
+			t.Errorf("%s %v is before the record's creation %v", name, ts, created)
+		}
+	}
+	if first := firstObserved(&got, t0.Add(time.Minute)); !first.Equal(got.Status.FirstObserved.Time) {
+		t.Errorf("the next pass reads the first sight as %v, stored %v", first, got.Status.FirstObserved)
 	}
 }
