@@ -13,6 +13,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -305,4 +306,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// durationType is the type of every duration of the file.
+var durationType = reflect.TypeFor[metav1.Duration]()
+
+// fieldName is the name of a struct field in the file, "" for a field the
+// file cannot set.
+func fieldName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch {
+	case !f.IsExported() || name == "-":
+		return ""
+	case name == "":
+		return f.Name
+	}
+	return name
+}
+
+// join adds a field name or map key to a YAML path.
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }

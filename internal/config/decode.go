@@ -39,7 +39,8 @@ func Parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
 	}
-	if err := checkDurations(js); err != nil {
+	raw := plain(js)
+	if err := checkDurations(raw); err != nil {
 		return nil, err
 	}
 	c := Default()
@@ -54,9 +55,7 @@ func Parse(data []byte) (*Config, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	if err := defaultGracePeriods(js, &c); err != nil {
-		return nil, err
-	}
+	defaultGracePeriods(raw, &c)
 	if c.APIVersion == "" {
 		c.APIVersion = APIVersion
 	}
@@ -67,6 +66,34 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// plain is the file decoded as plain maps and lists; nil when it is not a
+// mapping (the typed decode reports that).
+func plain(js []byte) map[string]any {
+	var raw map[string]any
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(js, &raw) != nil {
+		return nil
+	}
+	return raw
+}
+
+// defaultGracePeriods gives DefaultGracePeriod to every check that the file
+// lists without a gracePeriod field; an explicit 0s is kept. raw is the file
+// as plain (already decoded for checkDurations). It runs after the typed
+// decode, because the decoder starts each map value from zero: the default
+// cannot be put in place before.
+func defaultGracePeriods(raw map[string]any, c *Config) {
+	checks, _ := raw["checks"].(map[string]any)
+	for name, v := range checks {
+		fields, _ := v.(map[string]any)
+		if _, written := fields["gracePeriod"]; written {
+			continue
+		}
+		cc := c.Checks[name]
+		cc.GracePeriod = metav1.Duration{Duration: DefaultGracePeriod}
+		c.Checks[name] = cc
+	}
 }
 
 // decodeError rewords the decoder's type errors to lead with the field path
@@ -155,17 +182,12 @@ func yamlType(t reflect.Type) string {
 }
 
 // checkDurations reports duration fields whose value does not parse, with
-// their path; the decoder's own error would not name the field.
-func checkDurations(js []byte) error {
-	var raw map[string]any
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &raw); err != nil {
-		return nil // not an object: the typed decode reports it
-	}
+// their path; the decoder's own error would not name the field. raw is
+// the file as plain; every duration field of Config is checked (see
+// eachRawDuration).
+func checkDurations(raw map[string]any) error {
 	var errs []error
-	at := func(path string, v any, ok bool) {
-		if !ok || v == nil {
-			return
-		}
+	eachRawDuration(reflect.TypeFor[Config](), raw, "", func(path string, v any) {
 		s, isString := v.(string)
 		if !isString {
 			errs = append(errs, fmt.Errorf("%s: %v is not a duration: write it as a string with a unit, e.g. \"90s\" or \"10m\"", path, v))
@@ -174,56 +196,41 @@ func checkDurations(js []byte) error {
 		if _, err := time.ParseDuration(s); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %q is not a duration: write it with a unit, e.g. \"90s\" or \"10m\"", path, s))
 		}
-	}
-	field := func(parent any, name string) (any, bool) {
-		m, ok := parent.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		v, ok := m[name]
-		return v, ok
-	}
-	v, ok := field(raw, "actionTimeout")
-	at("actionTimeout", v, ok)
-	br, _ := field(raw, "blastRadius")
-	v, ok = field(br, "interval")
-	at("blastRadius.interval", v, ok)
-	bo, _ := field(raw, "backoff")
-	v, ok = field(bo, "base")
-	at("backoff.base", v, ok)
-	v, ok = field(bo, "max")
-	at("backoff.max", v, ok)
-	st, _ := field(raw, "storage")
-	for _, name := range []string{"staleAttachmentGrace", "multiAttachGrace", "blockedDeletionGrace", "fenceGoneNodesAfter"} {
-		v, ok = field(st, name)
-		at("storage."+name, v, ok)
-	}
-	if checks, ok := raw["checks"].(map[string]any); ok {
-		for _, name := range sortedKeys(checks) {
-			v, ok := field(checks[name], "gracePeriod")
-			at("checks."+name+".gracePeriod", v, ok)
-		}
-	}
+	})
 	return errors.Join(errs...)
 }
 
-// defaultGracePeriods gives every listed check without a gracePeriod field
-// the default one. (The decoder starts each map value from zero, so the
-// default cannot be put in place before decoding.)
-func defaultGracePeriods(js []byte, c *Config) error {
-	var raw struct {
-		Checks map[string]map[string]any `json:"checks"`
+// eachRawDuration calls fn with the YAML path and the value of every
+// duration that raw sets (null counts as not set). raw is (part of) the file
+// decoded as plain maps and lists, and t the Go type it would decode into:
+// a field of type metav1.Duration or *metav1.Duration is a duration, and
+// the walk goes through structs, map values (in key order) and list items.
+func eachRawDuration(t reflect.Type, raw any, path string, fn func(path string, v any)) {
+	if raw == nil {
+		return
 	}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &raw); err != nil {
-		return fmt.Errorf("checks: %w", err)
-	}
-	for name, fields := range raw.Checks {
-		if _, set := fields["gracePeriod"]; set {
-			continue
+	switch {
+	case t == durationType:
+		fn(path, raw)
+	case t.Kind() == reflect.Pointer:
+		eachRawDuration(t.Elem(), raw, path, fn)
+	case t.Kind() == reflect.Struct:
+		m, _ := raw.(map[string]any)
+		for f := range t.Fields() {
+			name := fieldName(f)
+			if v, ok := m[name]; ok && name != "" {
+				eachRawDuration(f.Type, v, join(path, name), fn)
+			}
 		}
-		cc := c.Checks[name]
-		cc.GracePeriod = metav1.Duration{Duration: DefaultGracePeriod}
-		c.Checks[name] = cc
+	case t.Kind() == reflect.Map:
+		m, _ := raw.(map[string]any)
+		for _, k := range sortedKeys(m) {
+			eachRawDuration(t.Elem(), m[k], join(path, k), fn)
+		}
+	case t.Kind() == reflect.Slice:
+		l, _ := raw.([]any)
+		for i, v := range l {
+			eachRawDuration(t.Elem(), v, fmt.Sprintf("%s[%d]", path, i), fn)
+		}
 	}
-	return nil
 }

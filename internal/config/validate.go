@@ -3,64 +3,58 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-dev/tether/internal/check"
 )
 
+// positiveDurations are the durations that must be above zero. Every other
+// duration must not be negative.
+var positiveDurations = []string{"blastRadius.interval", "backoff.base", "backoff.max", "actionTimeout"}
+
 // Validate reports every problem at once, each naming its field and the fix.
 func (c *Config) Validate() error {
 	var errs []error
-	add := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
 	if c.APIVersion != "" && c.APIVersion != APIVersion {
-		add("apiVersion", "%q is not supported: use %q", c.APIVersion, APIVersion)
+		errs = append(errs, fmt.Errorf("apiVersion: %q is not supported: use %q", c.APIVersion, APIVersion))
 	}
 	if c.Kind != "" && c.Kind != Kind {
-		add("kind", "%q is not supported: use %q", c.Kind, Kind)
+		errs = append(errs, fmt.Errorf("kind: %q is not supported: use %q", c.Kind, Kind))
 	}
+	errs = append(errs, c.validateChecks()...)
+	errs = append(errs, c.validateDurations()...)
+	errs = append(errs, c.validateStorage()...)
+	errs = append(errs, c.Scope.validate()...)
+	errs = append(errs, validateTenants(c.Tenants, c.Scope.Namespaces)...)
+	if c.TenantAuthoritative && len(c.Tenants) == 0 {
+		errs = append(errs, errors.New("tenantAuthoritative: has no effect without tenants: add a tenant under tenants or set it to false"))
+	}
+	if c.BlastRadius.MaxActions < 1 {
+		errs = append(errs, fmt.Errorf("blastRadius.maxActions: must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions))
+	}
+	if b, m := c.Backoff.Base.Duration, c.Backoff.Max.Duration; b > 0 && m > 0 && b > m {
+		errs = append(errs, fmt.Errorf("backoff: base %s is longer than max %s: make base at most max", b, m))
+	}
+	return errors.Join(errs...)
+}
+
+// validateChecks: every listed check exists, and only the controller's
+// checks are enabled, and none that scope.selector cannot limit.
+func (c *Config) validateChecks() []error {
+	var errs []error
 	for _, name := range sortedKeys(c.Checks) {
 		if _, err := check.Lookup(name); err != nil {
-			add("checks."+name, "%v", err)
+			errs = append(errs, fmt.Errorf("checks.%s: %w", name, err))
 		} else if c.Checks[name].Enabled && !slices.Contains(controllerChecks, name) {
-			add("checks."+name+".enabled", "the controller runs only %s; %s runs in `tether audit` and `tether fix` only: remove it or set enabled: false",
-				strings.Join(controllerChecks, ", "), name)
-		}
-		if g := c.Checks[name].GracePeriod.Duration; g < 0 {
-			add("checks."+name+".gracePeriod", "must not be negative, got %s", g)
-		}
-	}
-	if d := c.DanglingOnRestart.Settle.Duration; d < 0 {
-		add("danglingOnRestart.settle", "must not be negative, got %s", d)
-	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{
-		{"storage.staleAttachmentGrace", c.Storage.StaleAttachmentGrace.Duration},
-		{"storage.multiAttachGrace", c.Storage.MultiAttachGrace.Duration},
-		{"storage.blockedDeletionGrace", c.Storage.BlockedDeletionGrace.Duration},
-		{"storage.fenceGoneNodesAfter", c.Storage.FenceGoneNodesAfter.Duration},
-	} {
-		if d.v < 0 {
-			add(d.field, "must not be negative, got %s", d.v)
-		}
-	}
-	if d := c.Storage.FenceGoneNodesAfter.Duration; d > 0 && d < check.MinFenceGoneNodesAfter {
-		add("storage.fenceGoneNodesAfter", "%s is too short: a live machine whose Node object was deleted re-registers within seconds to a minute; use at least %s (6m or more is advised, like the attach/detach controller's own wait), or 0 to turn the rule off", d, check.MinFenceGoneNodesAfter)
-	}
-	if !c.Enabled(check.StaleVolumeAttachment) {
-		if c.Storage.ForceDetach {
-			add("storage.forceDetach", "has no effect without checks.StaleVolumeAttachment.enabled: true: enable that check or remove it")
-		}
-		if c.Storage.FenceGoneNodesAfter.Duration > 0 {
-			add("storage.fenceGoneNodesAfter", "has no effect without checks.StaleVolumeAttachment.enabled: true: enable that check or set it to 0s")
+			errs = append(errs, fmt.Errorf("checks.%s.enabled: the controller runs only %s; %s runs in `tether audit` and `tether fix` only: remove it or set enabled: false",
+				name, strings.Join(controllerChecks, ", "), name))
 		}
 	}
 	if c.Scope.Selector != "" {
@@ -68,26 +62,76 @@ func (c *Config) Validate() error {
 			if c.Enabled(name) {
 				// VolumeAttachments, PVs and claims carry no VMI labels:
 				// with a selector the check would silently see nothing.
-				add("checks."+name+".enabled", "%s cannot be limited by scope.selector (a label selector on VMIs): set enabled: false, or scope it with scope.namespaces instead", name)
+				errs = append(errs, fmt.Errorf("checks.%s.enabled: %s cannot be limited by scope.selector (a label selector on VMIs): set enabled: false, or scope it with scope.namespaces instead", name, name))
 			}
 		}
 	}
-	errs = append(errs, c.Scope.validate()...)
-	errs = append(errs, validateTenants(c.Tenants, c.Scope.Namespaces)...)
-	if c.TenantAuthoritative && len(c.Tenants) == 0 {
-		add("tenantAuthoritative", "has no effect without tenants: add a tenant under tenants or set it to false")
+	return errs
+}
+
+// validateDurations checks every duration of c (found by eachDuration, so
+// that none is left out): the positiveDurations above zero, the others not
+// negative.
+func (c *Config) validateDurations() []error {
+	var errs []error
+	eachDuration(reflect.ValueOf(*c), "", func(path string, d time.Duration) {
+		switch {
+		case slices.Contains(positiveDurations, path):
+			positive(&errs, path, d)
+		case d < 0:
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", path, d))
+		}
+	})
+	return errs
+}
+
+// validateStorage checks the fencing rule and the opt-ins that need
+// StaleVolumeAttachment.
+func (c *Config) validateStorage() []error {
+	var errs []error
+	if d := c.Storage.FenceGoneNodesAfter.Duration; d > 0 && d < check.MinFenceGoneNodesAfter {
+		errs = append(errs, fmt.Errorf("storage.fenceGoneNodesAfter: %s is too short: a live machine whose Node object was deleted re-registers within seconds to a minute; use at least %s (6m or more is advised, like the attach/detach controller's own wait), or 0 to turn the rule off", d, check.MinFenceGoneNodesAfter))
 	}
-	if c.BlastRadius.MaxActions < 1 {
-		add("blastRadius.maxActions", "must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions)
+	if !c.Enabled(check.StaleVolumeAttachment) {
+		if c.Storage.ForceDetach {
+			errs = append(errs, errors.New("storage.forceDetach: has no effect without checks.StaleVolumeAttachment.enabled: true: enable that check or remove it"))
+		}
+		if c.Storage.FenceGoneNodesAfter.Duration > 0 {
+			errs = append(errs, errors.New("storage.fenceGoneNodesAfter: has no effect without checks.StaleVolumeAttachment.enabled: true: enable that check or set it to 0s"))
+		}
 	}
-	positive(&errs, "blastRadius.interval", c.BlastRadius.Interval.Duration)
-	positive(&errs, "backoff.base", c.Backoff.Base.Duration)
-	positive(&errs, "backoff.max", c.Backoff.Max.Duration)
-	if b, m := c.Backoff.Base.Duration, c.Backoff.Max.Duration; b > 0 && m > 0 && b > m {
-		add("backoff", "base %s is longer than max %s: make base at most max", b, m)
+	return errs
+}
+
+// eachDuration calls fn with the YAML path and the value of every duration
+// in v (a Config or part of one): every metav1.Duration field, and every
+// *metav1.Duration field that is set, through structs, map values (in key
+// order) and list items.
+func eachDuration(v reflect.Value, path string, fn func(path string, d time.Duration)) {
+	switch {
+	case v.Type() == durationType:
+		fn(path, v.Interface().(metav1.Duration).Duration)
+	case v.Kind() == reflect.Pointer:
+		if !v.IsNil() {
+			eachDuration(v.Elem(), path, fn)
+		}
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			if name := fieldName(v.Type().Field(i)); name != "" {
+				eachDuration(v.Field(i), join(path, name), fn)
+			}
+		}
+	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			eachDuration(v.MapIndex(k), join(path, k.String()), fn)
+		}
+	case v.Kind() == reflect.Slice:
+		for i := range v.Len() {
+			eachDuration(v.Index(i), fmt.Sprintf("%s[%d]", path, i), fn)
+		}
 	}
-	positive(&errs, "actionTimeout", c.ActionTimeout.Duration)
-	return errors.Join(errs...)
 }
 
 func positive(errs *[]error, field string, d time.Duration) {
