@@ -242,12 +242,10 @@ func (c *Config) VMSelector() (labels.Selector, error) {
 }
 
 // Policy builds the checks' policy: the enabled checks (in check.Names
-// order), the scope and the opt-ins. It validates the configuration first,
-// and returns ErrNoChecks when no check is enabled.
+// order), the scope and the opt-ins. It returns ErrNoChecks when no check is
+// enabled. c must be valid: from Parse or Load, or built in code and
+// checked with Validate; Policy does not validate it again.
 func (c *Config) Policy() (check.Policy, error) {
-	if err := c.Validate(); err != nil {
-		return check.Policy{}, err
-	}
 	p := check.DefaultPolicy()
 	for _, name := range check.Names() {
 		if c.Enabled(name) {
@@ -263,20 +261,18 @@ func (c *Config) Policy() (check.Policy, error) {
 // DanglingPolicy is the policy of the "on restart" mode: only
 // DanglingVolumeReference, named (which makes its removal of a hot-plugged
 // reference eligible), with the configuration's scope and opt-ins. It does
-// not depend on checks.
+// not depend on checks. Like Policy, it expects a valid c.
 func (c *Config) DanglingPolicy() (check.Policy, error) {
-	if err := c.Validate(); err != nil {
-		return check.Policy{}, err
-	}
 	p := check.DefaultPolicy()
 	p.Checks = []string{check.DanglingVolumeReference}
 	return c.withScope(p)
 }
 
-// withScope adds the scope and the opt-ins to p and validates it.
+// withScope adds the scope and the opt-ins to p and checks the result with
+// check.Policy.Validate (the check package's own rules for a policy).
 func (c *Config) withScope(p check.Policy) (check.Policy, error) {
 	sel, err := labels.Parse(c.Scope.Selector)
-	if err != nil { // unreachable after Validate; kept for safety
+	if err != nil { // a valid c always parses
 		return check.Policy{}, fmt.Errorf("scope.selector: %w", err)
 	}
 	p.Scope = check.Scope{

@@ -366,12 +366,26 @@ func TestPolicy(t *testing.T) {
 			t.Fatalf("err = %v, want ErrNoChecks", err)
 		}
 	})
-	t.Run("invalid config -> validation error", func(t *testing.T) {
+	t.Run("unparsable selector -> error naming scope.selector", func(t *testing.T) {
 		c := Default()
 		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
 		c.Scope.Selector = "a=(b"
 		if _, err := c.Policy(); err == nil || !strings.Contains(err.Error(), "scope.selector") {
 			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("config that Validate refuses -> policy all the same (validation is Parse's, once)", func(t *testing.T) {
+		c := Default()
+		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
+		c.BlastRadius.MaxActions = 0
+		if c.Validate() == nil {
+			t.Fatal("maxActions 0 validates")
+		}
+		if _, err := c.Policy(); err != nil {
+			t.Fatalf("Policy validated the config again: %v", err)
+		}
+		if _, err := c.DanglingPolicy(); err != nil {
+			t.Fatalf("DanglingPolicy validated the config again: %v", err)
 		}
 	})
 	t.Run("enabled checks, scope and opt-ins -> policy", func(t *testing.T) {

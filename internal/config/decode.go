@@ -33,7 +33,8 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes YAML (or JSON) strictly over the defaults and validates the
-// result. Unknown and duplicate fields are errors that name the field.
+// result: a Config from Parse is valid, and nothing derived from it checks
+// it again. Unknown and duplicate fields are errors that name the field.
 func Parse(data []byte) (*Config, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 var positiveDurations = []string{"blastRadius.interval", "backoff.base", "backoff.max", "actionTimeout"}
 
 // Validate reports every problem at once, each naming its field and the fix.
+// Parse runs it on every file; a Config built in code (Default and edits)
+// must be checked with it before use.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.APIVersion != "" && c.APIVersion != APIVersion {

@@ -96,6 +96,7 @@ func New(o Options) (manager.Manager, error) {
 	if o.Config == nil {
 		return nil, errors.New("controller: no configuration")
 	}
+	// The one validation of a Config built in code; Policy does not repeat it.
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
 	}
