@@ -33,12 +33,16 @@ const (
 
 // Defaults (contract: documented in docs/controller.md).
 const (
-	DefaultGracePeriod         = 10 * time.Minute
-	DefaultActionTimeout       = 2 * time.Minute
-	DefaultMaxActions          = 5
-	DefaultBlastRadiusInterval = 10 * time.Minute
-	DefaultBackoffBase         = 5 * time.Second
-	DefaultBackoffMax          = 5 * time.Minute
+	// DefaultGracePeriod is a check's gracePeriod ("act after") when the
+	// file does not set one.
+	DefaultGracePeriod   = 10 * time.Minute
+	DefaultActionTimeout = 2 * time.Minute
+	// DefaultControllerMaxActions is blastRadius.maxActions: actions of the
+	// controller per DefaultBlastRadiusInterval, across all checks.
+	DefaultControllerMaxActions = 5
+	DefaultBlastRadiusInterval  = 10 * time.Minute
+	DefaultBackoffBase          = 5 * time.Second
+	DefaultBackoffMax           = 5 * time.Minute
 )
 
 // controllerChecks are the checks the controller runs. OrphanHotplugVolume
@@ -123,15 +127,25 @@ const DefaultDanglingSettle = 30 * time.Second
 
 // StorageConfig is check.StoragePolicy in file form: when the storage
 // checks report, and the two opt-ins about fencing and forcing.
+//
+// Its *Grace fields say when a check first reports ("report after"); a
+// check's gracePeriod says when the controller acts on what is reported
+// ("act after"). For StaleVolumeAttachment they add up: with the defaults,
+// a VolumeAttachment no pod needs is reported after 5m and acted on 10m
+// later at the earliest, 15m in all (one whose node or PV is gone is
+// reported at once).
 type StorageConfig struct {
-	// StaleAttachmentGrace: a VolumeAttachment no pod needs is reported
-	// after this long (default 5m).
+	// StaleAttachmentGrace (report after): a VolumeAttachment no pod needs
+	// is reported as StaleVolumeAttachment only after this long. Zero means
+	// check.DefaultStaleAttachmentGrace (5m).
 	StaleAttachmentGrace metav1.Duration `json:"staleAttachmentGrace"`
-	// MultiAttachGrace: a pod waiting for a volume held elsewhere is
-	// reported after this long (default 1m).
+	// MultiAttachGrace (report after): a pod waiting for a volume held
+	// elsewhere is reported as MultiAttachConflict only once it is this
+	// old. Zero means check.DefaultMultiAttachGrace (1m).
 	MultiAttachGrace metav1.Duration `json:"multiAttachGrace"`
-	// BlockedDeletionGrace: an object stuck terminating is reported after
-	// this long (default 1m).
+	// BlockedDeletionGrace (report after): an object stuck terminating is
+	// reported as BlockedDeletion only after this long. Zero means
+	// check.DefaultBlockedDeletionGrace (1m).
 	BlockedDeletionGrace metav1.Duration `json:"blockedDeletionGrace"`
 	// FenceGoneNodesAfter, when set, turns on the rule "a Node object that
 	// the controller has seen missing for longer than this is fenced"
@@ -154,8 +168,11 @@ type ProtectionConfig struct {
 type CheckConfig struct {
 	// Enabled runs the check (opt-in).
 	Enabled bool `json:"enabled"`
-	// GracePeriod is how long a finding must persist, counted from its
-	// first observation, before its action is taken. Zero is allowed.
+	// GracePeriod (act after): the controller takes a reported finding's
+	// action only once it has been safe this long without interruption
+	// (from the Finding's status.safeSince), on top of any "report after"
+	// time (see StorageConfig). DefaultGracePeriod when the file leaves it
+	// out; an explicit 0s is kept.
 	GracePeriod metav1.Duration `json:"gracePeriod"`
 }
 
@@ -202,14 +219,15 @@ type BackoffConfig struct {
 }
 
 // Default returns the defaults: no check enabled (each one is opt-in, with
-// a 10m grace period once enabled), everything in scope, no opt-ins, at
-// most 5 actions per 10m, backoff from 5s to 5m, 2m per action.
+// a 10m gracePeriod once enabled), everything in scope, the storage checks'
+// own "report after" defaults, no opt-ins, at most 5 actions per 10m,
+// backoff from 5s to 5m, 2m per action.
 func Default() Config {
 	return Config{
 		APIVersion:    APIVersion,
 		Kind:          Kind,
 		Checks:        map[string]CheckConfig{},
-		BlastRadius:   BlastRadiusConfig{MaxActions: DefaultMaxActions, Interval: metav1.Duration{Duration: DefaultBlastRadiusInterval}},
+		BlastRadius:   BlastRadiusConfig{MaxActions: DefaultControllerMaxActions, Interval: metav1.Duration{Duration: DefaultBlastRadiusInterval}},
 		Backoff:       BackoffConfig{Base: metav1.Duration{Duration: DefaultBackoffBase}, Max: metav1.Duration{Duration: DefaultBackoffMax}},
 		ActionTimeout: metav1.Duration{Duration: DefaultActionTimeout},
 		DanglingOnRestart: DanglingOnRestartConfig{
@@ -223,8 +241,8 @@ func (c *Config) Enabled(name string) bool {
 	return c.Checks[name].Enabled
 }
 
-// Grace is the check's grace period; DefaultGracePeriod for a check that is
-// not listed.
+// Grace is the check's gracePeriod ("act after"); DefaultGracePeriod for a
+// check that is not listed.
 func (c *Config) Grace(name string) time.Duration {
 	if cc, ok := c.Checks[name]; ok {
 		return cc.GracePeriod.Duration

@@ -562,3 +562,18 @@ func TestStoragePolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleAttachmentDefaultsAddUp: the docs (docs/controller.md, "Report
+// after, act after") say that with the defaults a stale VolumeAttachment is
+// reported after 5m and acted on 10m later, 15m in all.
+func TestStaleAttachmentDefaultsAddUp(t *testing.T) {
+	c := Default()
+	reportAfter := c.Storage.StaleAttachmentGrace.Duration
+	if reportAfter == 0 {
+		reportAfter = check.DefaultStaleAttachmentGrace
+	}
+	actAfter := c.Grace(check.StaleVolumeAttachment)
+	if reportAfter != 5*time.Minute || actAfter != 10*time.Minute {
+		t.Errorf("report after %s, act after %s: the docs say 5m and 10m, 15m in all", reportAfter, actAfter)
+	}
+}
