@@ -366,12 +366,26 @@ func TestPolicy(t *testing.T) {
 			t.Fatalf("err = %v, want ErrNoChecks", err)
 		}
 	})
-	t.Run("invalid config -> validation error", func(t *testing.T) {
+	t.Run("unparsable selector -> error naming scope.selector", func(t *testing.T) {
 		c := Default()
 		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
 		c.Scope.Selector = "a=(b"
 		if _, err := c.Policy(); err == nil || !strings.Contains(err.Error(), "scope.selector") {
 			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("config that Validate refuses -> policy all the same (validation is Parse's, once)", func(t *testing.T) {
+		c := Default()
+		c.Checks["OrphanHotplugVolume"] = CheckConfig{Enabled: true}
+		c.BlastRadius.MaxActions = 0
+		if c.Validate() == nil {
+			t.Fatal("maxActions 0 validates")
+		}
+		if _, err := c.Policy(); err != nil {
+			t.Fatalf("Policy validated the config again: %v", err)
+		}
+		if _, err := c.DanglingPolicy(); err != nil {
+			t.Fatalf("DanglingPolicy validated the config again: %v", err)
 		}
 	})
 	t.Run("enabled checks, scope and opt-ins -> policy", func(t *testing.T) {
@@ -546,5 +560,20 @@ func TestStoragePolicy(t *testing.T) {
 		if !slices.Contains(ControllerChecks(), name) {
 			t.Errorf("storage check %s is not a controller check", name)
 		}
+	}
+}
+
+// TestStaleAttachmentDefaultsAddUp: the docs (docs/controller.md, "Report
+// after, act after") say that with the defaults a stale VolumeAttachment is
+// reported after 5m and acted on 10m later, 15m in all.
+func TestStaleAttachmentDefaultsAddUp(t *testing.T) {
+	c := Default()
+	reportAfter := c.Storage.StaleAttachmentGrace.Duration
+	if reportAfter == 0 {
+		reportAfter = check.DefaultStaleAttachmentGrace
+	}
+	actAfter := c.Grace(check.StaleVolumeAttachment)
+	if reportAfter != 5*time.Minute || actAfter != 10*time.Minute {
+		t.Errorf("report after %s, act after %s: the docs say 5m and 10m, 15m in all", reportAfter, actAfter)
 	}
 }

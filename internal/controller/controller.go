@@ -140,6 +140,7 @@ func complete(o Options) (Options, check.Policy, bool, error) {
 	if o.Config == nil {
 		return o, check.Policy{}, false, errors.New("controller: no configuration")
 	}
+	// The one validation of a Config built in code; Policy does not repeat it.
 	if err := o.Config.Validate(); err != nil {
 		return o, check.Policy{}, false, err
 	}
