@@ -12,8 +12,8 @@ import (
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
-// DefaultMaxActions bounds one `tether fix --apply` run unless --max says otherwise.
-const DefaultMaxActions = 10
+// DefaultFixMaxActions bounds one `tether fix --apply` run unless --max says otherwise.
+const DefaultFixMaxActions = 10
 
 // planItem is one finding with what fix did or would do about it.
 type planItem struct {
@@ -42,7 +42,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 	o.scope.register(cmd.Flags())
 	cmd.Flags().StringVar(&o.only, "check", "", "fix the findings of this check only")
 	cmd.Flags().BoolVar(&o.apply, "apply", false, "carry out the plan (default: print it and change nothing)")
-	cmd.Flags().IntVar(&o.maxActions, "max", DefaultMaxActions, "at most this many actions in this run (0: none)")
+	cmd.Flags().IntVar(&o.maxActions, "max", DefaultFixMaxActions, "at most this many actions in this run (0: none)")
 	cmd.Flags().BoolVar(&o.deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
 	cmd.Flags().StringVar(&o.object, "object", "", "only findings about this object, NAMESPACE/NAME")
 	return cmd
