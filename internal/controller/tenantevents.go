@@ -1,0 +1,154 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// watchInto sends a generic event for every VMI that a tenant change may
+// concern: the VMI of the VM the change's node resolves to, or, when the
+// node cannot be resolved or the change concerns the whole tenant (its CSI
+// driver), every VMI the tenant applies to.
+func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEvent) error {
+	te := tenantEvents{tw: tw, infra: infra, ch: ch}
+	_, err := tw.vas.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    te.vaChanged,
+		UpdateFunc: func(_, o any) { te.vaChanged(o) },
+		DeleteFunc: te.vaChanged,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = tw.pvs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: te.pvChanged, UpdateFunc: func(_, o any) { te.pvChanged(o) }, DeleteFunc: te.pvChanged,
+	})
+	if err != nil {
+		return err
+	}
+	for _, inf := range []toolscache.SharedIndexInformer{tw.nodes, tw.csiNodes} {
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: te.nodeAdded, UpdateFunc: te.nodeUpdated, DeleteFunc: func(any) { te.all() },
+		})
+		if err != nil {
+			return err
+		}
+	}
+	_, err = tw.drivers.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { te.all() }, DeleteFunc: func(any) { te.all() },
+	})
+	return err
+}
+
+// tenantEvents turns changes in a tenant's caches into generic events for
+// the infra VMIs they may concern.
+type tenantEvents struct {
+	tw    *tenantWatch
+	infra client.Reader
+	ch    chan<- event.GenericEvent
+}
+
+// send wakes the VMIs with these keys.
+func (te tenantEvents) send(keys []metav1.ObjectMeta) {
+	for _, key := range keys {
+		te.ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
+	}
+}
+
+// node wakes the VMIs tenant node node can stand for (vmisOf).
+func (te tenantEvents) node(node string) {
+	if node == "" {
+		return
+	}
+	te.send(te.tw.vmisOf(te.infra, node))
+}
+
+// all wakes every VMI the tenant applies to. Before the caches have synced
+// every VMI's tenant evidence is unknown anyway; the initial adds must not
+// each fan out to every VMI.
+func (te tenantEvents) all() {
+	if !te.tw.synced() {
+		return
+	}
+	te.send(te.tw.allVMIs(te.infra, ""))
+}
+
+// vaChanged: a VolumeAttachment changed on its node.
+func (te tenantEvents) vaChanged(o any) {
+	if va, ok := unwrapTombstone(o).(*storagev1.VolumeAttachment); ok {
+		te.node(va.Spec.NodeName)
+	}
+}
+
+// pvChanged: a PV appearing or changing can complete an attachment's
+// evidence, or make a volume one of the tenant's.
+func (te tenantEvents) pvChanged(o any) {
+	pv, ok := unwrapTombstone(o).(*corev1.PersistentVolume)
+	if !ok {
+		return
+	}
+	if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == te.tw.driver() && te.tw.synced() {
+		te.send(te.tw.allVMIs(te.infra, pv.Spec.CSI.VolumeHandle))
+	}
+	for _, obj := range te.tw.vas.GetStore().List() {
+		va := obj.(*storagev1.VolumeAttachment)
+		if n := va.Spec.Source.PersistentVolumeName; n != nil && *n == pv.Name {
+			te.node(va.Spec.NodeName)
+		}
+	}
+}
+
+// nodeAdded: a Node (or its CSINode) appeared; its VM's VMI, and every VMI
+// when it cannot be resolved.
+func (te tenantEvents) nodeAdded(o any) {
+	switch n := unwrapTombstone(o).(type) {
+	case *corev1.Node:
+		te.node(n.Name)
+	case *storagev1.CSINode:
+		te.node(n.Name)
+	}
+}
+
+// nodeUpdated: a Node (or its CSINode) changed what ties it to an infra VM
+// or the kubelet's volumes (heartbeats change nothing kept). It wakes the
+// VMs it stood for before and stands for now; every VMI when either is
+// unknown.
+func (te tenantEvents) nodeUpdated(old, o any) {
+	if equality.Semantic.DeepEqual(te.tw.keptOfNode(old), te.tw.keptOfNode(o)) {
+		return
+	}
+	was, now := te.tw.vmOfNode(old), te.tw.vmOfNode(o)
+	if was == nil || now == nil {
+		te.all()
+		return
+	}
+	for _, vm := range []*snapshot.InfraVM{was, now} {
+		te.send([]metav1.ObjectMeta{{Namespace: vm.Namespace, Name: vm.Name}})
+	}
+}
+
+// keptOfNode is what of a Node or CSINode the evidence reads.
+func (tw *tenantWatch) keptOfNode(o any) any {
+	switch n := unwrapTombstone(o).(type) {
+	case *corev1.Node:
+		return snapshot.NewTenantNode(n, nil, tw.driver())
+	case *storagev1.CSINode:
+		return n.Spec
+	}
+	return nil
+}
+
+// unwrapTombstone returns the object a delete event's tombstone holds.
+func unwrapTombstone(obj any) any {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
