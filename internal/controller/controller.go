@@ -24,19 +24,16 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
@@ -390,51 +387,8 @@ func requireFindingCRD(m meta.RESTMapper) error {
 	return nil
 }
 
-// setup registers the watches. Handlers only map events to VMI keys.
-func (r *HotplugReconciler) setup(mgr manager.Manager) error {
-	// Resyncs carry no change: skip them.
-	changed := predicate.ResourceVersionChangedPredicate{}
-	tenantEvents := make(chan event.GenericEvent, 1024)
-	for _, tw := range r.Tenants {
-		if err := tw.watchInto(mgr.GetClient(), tenantEvents); err != nil {
-			return err
-		}
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("hotplug").
-		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed)).
-		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed)).
-		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMIs), builder.WithPredicates(changed)).
-		// Only a record deleted or changed in spec by someone else wakes the
-		// subject; the controller's own status writes do not.
-		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
-		// Tenant VolumeAttachment changes wake the VMI named after their node.
-		WatchesRawSource(source.Channel(tenantEvents, &handler.EnqueueRequestForObject{})).
-		Complete(r)
-}
-
 func sameName(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-}
-
-func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
-	f, ok := o.(*v1alpha1.Finding)
-	if !ok || f.Spec.Subject.Name == "" || f.Spec.Subject.Kind != "VirtualMachineInstance" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: f.Spec.Subject.Name}}}
-}
-
-func (r *HotplugReconciler) allVMIs(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list kubevirtv1.VirtualMachineInstanceList
-	if err := r.Cache.List(ctx, &list); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
 }
 
 func recordTampered() predicate.Funcs {

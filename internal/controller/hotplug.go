@@ -7,7 +7,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
@@ -122,4 +128,50 @@ func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) subject {
 	return subject{namespace: vmi.Namespace, owner: metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
 	}}
+}
+
+// setup registers the watches. Handlers only map events to VMI keys.
+func (r *HotplugReconciler) setup(mgr manager.Manager) error {
+	// Resyncs carry no change: skip them.
+	changed := predicate.ResourceVersionChangedPredicate{}
+	woken := newWakeQueue()
+	for _, tw := range r.Tenants {
+		if err := tw.watchInto(mgr.GetClient(), woken); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(woken); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("hotplug").
+		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMIs), builder.WithPredicates(changed)).
+		// Only a record deleted or changed in spec by someone else wakes the
+		// subject; the controller's own status writes do not.
+		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
+		// Tenant VolumeAttachment changes wake the VMI named after their node.
+		WatchesRawSource(source.Channel(woken.out, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
+	f, ok := o.(*v1alpha1.Finding)
+	if !ok || f.Spec.Subject.Name == "" || f.Spec.Subject.Kind != "VirtualMachineInstance" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: f.Namespace, Name: f.Spec.Subject.Name}}}
+}
+
+func (r *HotplugReconciler) allVMIs(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list kubevirtv1.VirtualMachineInstanceList
+	if err := r.Cache.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }

@@ -6,9 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/tether-dev/tether/internal/snapshot"
 )
@@ -17,8 +15,8 @@ import (
 // concern: the VMI of the VM the change's node resolves to, or, when the
 // node cannot be resolved or the change concerns the whole tenant (its CSI
 // driver), every VMI the tenant applies to.
-func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEvent) error {
-	te := tenantEvents{tw: tw, infra: infra, ch: ch}
+func (tw *tenantWatch) watchInto(infra client.Reader, q *wakeQueue) error {
+	te := tenantEvents{tw: tw, infra: infra, q: q}
 	_, err := tw.vas.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    te.vaChanged,
 		UpdateFunc: func(_, o any) { te.vaChanged(o) },
@@ -52,14 +50,12 @@ func (tw *tenantWatch) watchInto(infra client.Reader, ch chan<- event.GenericEve
 type tenantEvents struct {
 	tw    *tenantWatch
 	infra client.Reader
-	ch    chan<- event.GenericEvent
+	q     *wakeQueue
 }
 
-// send wakes the VMIs with these keys.
+// send wakes the VMIs with these keys (never blocking: see wakeQueue).
 func (te tenantEvents) send(keys []metav1.ObjectMeta) {
-	for _, key := range keys {
-		te.ch <- event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: key}}
-	}
+	te.q.add(keys)
 }
 
 // node wakes the VMIs tenant node node can stand for (vmisOf).

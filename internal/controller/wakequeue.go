@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+// wakeQueue holds the VMIs that tenant changes woke, each once, until the
+// leader's hot-plug controller takes them. The tenant watches run on every
+// replica, the controller only on the leader: a handler therefore never
+// waits for a reader, and what a standby holds is bounded by the number of
+// distinct VMIs, however many tenant events arrive.
+type wakeQueue struct {
+	mu      sync.Mutex
+	pending map[types.NamespacedName]struct{}
+	// wake holds one token while something is pending.
+	wake chan struct{}
+	// out is the hot-plug controller's channel source.
+	out chan event.GenericEvent
+}
+
+func newWakeQueue() *wakeQueue {
+	return &wakeQueue{
+		pending: map[types.NamespacedName]struct{}{},
+		wake:    make(chan struct{}, 1),
+		out:     make(chan event.GenericEvent, 1024),
+	}
+}
+
+// add notes the VMIs with these keys as woken; it never blocks.
+func (q *wakeQueue) add(keys []metav1.ObjectMeta) {
+	if len(keys) == 0 {
+		return
+	}
+	q.mu.Lock()
+	for _, k := range keys {
+		q.pending[types.NamespacedName{Namespace: k.Namespace, Name: k.Name}] = struct{}{}
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default: // a token is already there
+	}
+}
+
+// take returns and forgets what is pending.
+func (q *wakeQueue) take() []types.NamespacedName {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(q.pending))
+	for k := range q.pending {
+		out = append(out, k)
+	}
+	clear(q.pending)
+	return out
+}
+
+// size is how many VMIs are pending.
+func (q *wakeQueue) size() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// Start forwards the woken VMIs to the controller until ctx ends. It is a
+// manager runnable that needs leader election: it runs only where the
+// controller that drains out runs.
+func (q *wakeQueue) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-q.wake:
+		}
+		for _, k := range q.take() {
+			ev := event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}
+			select {
+			case q.out <- ev:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
