@@ -35,6 +35,8 @@ func newFix() *cobra.Command {
 		Long: `Without --apply, prints the plan and changes nothing. With --apply, carries out
 at most --max safe actions, each only after a live re-read, a re-run of the check on
 the fresh objects and a server-side dry run; every action is recorded as an Event.
+With --plan FILE (a plan saved with -o json), acts only on the reviewed plan's findings
+that still match the cluster, and reports every other one as changed-since-plan.
 Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runOptions(cmd, o) },
@@ -45,6 +47,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 	cmd.Flags().IntVar(&o.maxActions, "max", DefaultFixMaxActions, "at most this many actions in this run (0: none)")
 	cmd.Flags().BoolVar(&o.deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
 	cmd.Flags().StringVar(&o.object, "object", "", "only findings about this object, NAMESPACE/NAME")
+	cmd.Flags().StringVar(&o.planFile, "plan", "", "with --apply: act only on this reviewed plan (written by `tether fix -o json`)")
 	return cmd
 }
 
@@ -56,8 +59,11 @@ type fixOptions struct {
 	apply      bool
 	maxActions int
 	deletePods bool
+	planFile   string // --plan
 	object     string
 
+	// reviewed holds the --plan file's planned findings by id (Validate).
+	reviewed map[string]check.Finding
 	// Set by Complete.
 	resolved       *options
 	stdout, stderr io.Writer
@@ -73,6 +79,16 @@ func (o *fixOptions) Validate() error {
 	}
 	if o.maxActions < 0 {
 		return fmt.Errorf("--max must be 0 or more, got %d", o.maxActions)
+	}
+	if o.planFile != "" && !o.apply {
+		return fmt.Errorf("--plan %s: a reviewed plan is applied with --apply; without --apply, fix only prints a plan", o.planFile)
+	}
+	if o.planFile != "" {
+		reviewed, err := readPlan(o.planFile)
+		if err != nil {
+			return err
+		}
+		o.reviewed = reviewed
 	}
 	return nil
 }
@@ -99,9 +115,15 @@ func (o *fixOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	items := plan(filterObject(findings, o.object), o.maxActions)
+	findings = filterObject(findings, o.object)
 	if !o.apply {
-		return printPlan(o.stdout, o.resolved.output, items, false)
+		return printPlan(o.stdout, o.resolved.output, plan(findings, o.maxActions), false)
+	}
+	items, changed := plan(findings, o.maxActions), 0
+	if o.reviewed != nil {
+		items, changed = planReviewed(findings, o.reviewed, o.maxActions)
+	} else {
+		fmt.Fprintln(o.stderr, "note: --apply without --plan acts on a plan made now from live state; to apply exactly a reviewed plan, save it with `tether fix -o json > plan.json` and pass --plan plan.json")
 	}
 	failed, err := o.applyPlan(ctx, snap, items)
 	if err != nil {
@@ -110,7 +132,7 @@ func (o *fixOptions) Run(ctx context.Context) error {
 	if err := printPlan(o.stdout, o.resolved.output, items, true); err != nil {
 		return err
 	}
-	if failed > 0 {
+	if failed+changed > 0 {
 		return exitError{ExitFindings}
 	}
 	return nil

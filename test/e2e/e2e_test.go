@@ -368,3 +368,55 @@ func TestAudit_namespacedUser_warnsAboutStorageView(t *testing.T) {
 		t.Fatalf("JSON report lacks warnings:\n%s", r.stdout)
 	}
 }
+
+// fix --apply --plan acts only on the reviewed plan's findings that still
+// match the cluster: a plan whose finding names another object (as if the
+// VMI had been replaced since the review) changes nothing and reports
+// changed-since-plan; the plan as reviewed is applied.
+func TestFix_applyReviewedPlan(t *testing.T) {
+	env := testenv.Get(t)
+	ns, tenantKC := seed(t, env)
+	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns}
+	r := tether(t, env, "tether", append([]string{"fix", "-o", "json"}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, `"planned": true`) {
+		t.Fatalf("fix -o json: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	dir := t.TempDir()
+	reviewed := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(reviewed, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Items []struct {
+			Finding struct {
+				Object struct{ UID string } `json:"object"`
+			} `json:"finding"`
+			Planned bool `json:"planned"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || len(p.Items) == 0 {
+		t.Fatalf("plan: %v\n%s", err, r.stdout)
+	}
+	stale := filepath.Join(dir, "stale.json")
+	other := strings.ReplaceAll(r.stdout, p.Items[0].Finding.Object.UID, "00000000-0000-0000-0000-000000000000")
+	if err := os.WriteFile(stale, []byte(other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", stale}, scope...)...)
+	if r.code != 1 || !strings.Contains(r.stdout, "changed-since-plan") || strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("fix --apply --plan (stale): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.stdout, "pvc-orphan") {
+		t.Fatal("a plan that no longer matched changed the cluster")
+	}
+
+	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", reviewed}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Applied") || strings.Contains(r.stderr, "without --plan") {
+		t.Fatalf("fix --apply --plan (reviewed): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", filepath.Join(dir, "missing.json")}, scope...)...)
+	if r.code != 2 || !strings.Contains(r.stderr, "tether fix -o json") {
+		t.Fatalf("fix --apply --plan (missing file): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
