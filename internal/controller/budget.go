@@ -88,3 +88,12 @@ func (b *budget) isTripped() bool {
 	defer b.mu.Unlock()
 	return b.tripped
 }
+
+// trip stops acting, as an exceeded limit does (a trip recorded by an
+// earlier process).
+func (b *budget) trip() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tripped = true
+	metrics.BlastRadiusTripped.Set(1)
+}

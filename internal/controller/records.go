@@ -46,6 +46,11 @@ type records struct {
 	// Seeded: the Finding records exist to seed the budget from (false when
 	// only the "on restart" mode runs and the CRD may be absent).
 	Seeded bool
+	// Breaker keeps a trip of the budget durable; nil keeps it in memory.
+	Breaker *breaker
+	// breakerRead: the durable trip was read (guarded by breakerMu).
+	breakerMu   sync.Mutex
+	breakerRead bool
 	// watching is when this process began deciding (nil: every stored time
 	// predates the process).
 	watching *watchClock
@@ -210,12 +215,49 @@ func (rs *records) backoff() func(int32) time.Duration {
 }
 
 // take seeds the budget window if it was not yet, and reserves one action
-// at now; false means the blast-radius limit is reached.
+// at now; false means the blast-radius limit is reached. A trip is
+// recorded durably (Breaker), and a trip an earlier process recorded stops
+// this one too.
 func (rs *records) take(ctx context.Context, now time.Time) (bool, error) {
 	if err := rs.seedBudget(ctx, now); err != nil {
 		return false, err
 	}
-	return rs.Budget.take(now), nil
+	if err := rs.readBreaker(ctx); err != nil {
+		return false, err
+	}
+	if rs.Budget.take(now) {
+		return true, nil
+	}
+	if rs.Breaker != nil {
+		if err := rs.Breaker.trip(ctx, rs.blastRadiusMessage(), now); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// readBreaker trips the budget, once, if the durable breaker says an
+// earlier process tripped it. Until it can be read, nothing acts.
+func (rs *records) readBreaker(ctx context.Context) error {
+	if rs.Breaker == nil {
+		return nil
+	}
+	rs.breakerMu.Lock()
+	defer rs.breakerMu.Unlock()
+	if rs.breakerRead {
+		return nil
+	}
+	tripped, why, err := rs.Breaker.tripped(ctx)
+	if err != nil {
+		return err
+	}
+	if tripped {
+		rs.Budget.trip()
+		rs.Log.Info("blast-radius limit tripped by an earlier process; not acting until an operator deletes the Lease and restarts the controller",
+			"lease", rs.Breaker.Namespace+"/"+BreakerLease, "reason", why)
+	}
+	rs.breakerRead = true
+	return nil
 }
 
 // coolingDown returns how long a finished record whose action changed
@@ -271,7 +313,8 @@ func (rs *records) seedBudget(ctx context.Context, now time.Time) error {
 }
 
 // recentActions returns the times of the actions that changed something
-// (outcome Applied or Pending) within interval before now.
+// (outcome Applied or Pending), or may have (claimed Acting, outcome not
+// recorded), within interval before now.
 func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) []time.Time {
 	var out []time.Time
 	for _, rec := range recs {
@@ -279,7 +322,7 @@ func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duratio
 		if la == nil || now.Sub(la.Time) >= interval {
 			continue
 		}
-		if rec.Status.Reason == string(act.Applied) || rec.Status.Reason == string(act.Pending) {
+		if rec.Status.Reason == string(act.Applied) || rec.Status.Reason == string(act.Pending) || rec.Status.Phase == v1alpha1.PhaseActing {
 			out = append(out, la.Time)
 		}
 	}
@@ -313,6 +356,9 @@ func changedNothing(res act.Result) bool {
 
 // act records Acting, runs the action and stores the outcome.
 func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (time.Duration, error) {
+	// The claim carries the attempt's time: should the process die during
+	// the action, the record still counts in the next budget window.
+	st.LastAttempt = mt(taken)
 	if err := rs.writeStatus(ctx, rec, st); err != nil {
 		rs.Budget.refund(taken) // nothing was done
 		return 0, err           // conflict or error: requeue and decide again

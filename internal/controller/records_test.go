@@ -76,3 +76,41 @@ func TestSync_newRecordTimesNotBeforeItsCreation(t *testing.T) {
 		t.Errorf("the next pass reads the first sight as %v, stored %v", first, got.Status.FirstObserved)
 	}
 }
+
+// An action whose process died after its claim left the record Acting with
+// no outcome: it may have changed something, so it counts in the window
+// the next process seeds.
+func TestRecentActions_countsAClaimWithoutOutcome(t *testing.T) {
+	claimed := v1alpha1.Finding{Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseActing, LastAttempt: mt(t0.Add(-time.Minute))}}
+	if got := recentActions([]v1alpha1.Finding{claimed}, t0, 10*time.Minute); len(got) != 1 || !got[0].Equal(t0.Add(-time.Minute)) {
+		t.Fatalf("an unfinished claim is not counted: %v", got)
+	}
+}
+
+// The Acting claim is written, with the attempt's time, before the action
+// runs: a process that dies during the action leaves a record that counts.
+func TestSync_claimCarriesTheAttemptTime(t *testing.T) {
+	f := safeFinding()
+	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	c := fakeClient(interceptor.Funcs{})
+	rs := testRecords(t, c, graceConfig(0, check.OrphanHotplugVolume))
+	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
+	ran := false
+	apply := func(ctx context.Context, f check.Finding) act.Result {
+		ran = true
+		var claim v1alpha1.Finding
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: recordName(f)}, &claim); err != nil {
+			t.Fatal(err)
+		}
+		if claim.Status.Phase != v1alpha1.PhaseActing || claim.Status.LastAttempt == nil || !claim.Status.LastAttempt.Time.Equal(t0) {
+			t.Fatalf("during the action the record shows phase %s, lastAttempt %v: want the claim with the attempt's time", claim.Status.Phase, claim.Status.LastAttempt)
+		}
+		return act.Result{Outcome: act.Applied}
+	}
+	if _, err := rs.sync(context.Background(), apply, vmiSubject(vmi), f, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("the action did not run")
+	}
+}
