@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
-// budget is the blast-radius limit: at most max actions in any window of
+// budget is the blast-radius limit (records.take reserves from it, seeds
+// it from the Finding records and keeps its trip durable): at most max actions in any window of
 // length interval, cluster-wide. When an action would exceed it, the budget
 // trips and refuses every further action until the process restarts: a storm
 // of orphans means something else is wrong, and an operator should look.
@@ -96,4 +101,82 @@ func (b *budget) trip() {
 	defer b.mu.Unlock()
 	b.tripped = true
 	metrics.BlastRadiusTripped.Set(1)
+}
+
+// take seeds the budget window if it was not yet, and reserves one action
+// at now; false means the blast-radius limit is reached. A trip is
+// recorded durably (Breaker), and a trip an earlier process recorded stops
+// this one too.
+func (rs *records) take(ctx context.Context, now time.Time) (bool, error) {
+	if err := rs.seedBudget(ctx, now); err != nil {
+		return false, err
+	}
+	if err := rs.readBreaker(ctx); err != nil {
+		return false, err
+	}
+	if rs.Budget.take(now) {
+		return true, nil
+	}
+	if rs.Breaker != nil {
+		if err := rs.Breaker.trip(ctx, rs.blastRadiusMessage(), now); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// readBreaker trips the budget, once, if the durable breaker says an
+// earlier process tripped it. Until it can be read, nothing acts.
+func (rs *records) readBreaker(ctx context.Context) error {
+	if rs.Breaker == nil {
+		return nil
+	}
+	rs.breakerMu.Lock()
+	defer rs.breakerMu.Unlock()
+	if rs.breakerRead {
+		return nil
+	}
+	tripped, why, err := rs.Breaker.tripped(ctx)
+	if err != nil {
+		return err
+	}
+	if tripped {
+		rs.Budget.trip()
+		rs.Log.Info("blast-radius limit tripped by an earlier process; not acting until an operator deletes the Lease and restarts the controller",
+			"lease", rs.Breaker.Namespace+"/"+BreakerLease, "reason", why)
+	}
+	rs.breakerRead = true
+	return nil
+}
+
+// seedBudget fills the blast-radius window, once, from the actions that the
+// Finding records show within it, so that a restart or a change of leader
+// does not reset the window.
+func (rs *records) seedBudget(ctx context.Context, now time.Time) error {
+	if !rs.Seeded || rs.Budget.isSeeded() {
+		return nil
+	}
+	var list v1alpha1.FindingList
+	if err := rs.Cache.List(ctx, &list); err != nil {
+		return fmt.Errorf("reading the Finding records for the action budget: %w", err)
+	}
+	rs.Budget.seed(recentActions(list.Items, now, rs.Budget.interval))
+	return nil
+}
+
+// recentActions returns the times of the actions that changed something
+// (outcome Applied or Pending), or may have (claimed Acting, outcome not
+// recorded), within interval before now.
+func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) []time.Time {
+	var out []time.Time
+	for _, rec := range recs {
+		la := rec.Status.LastAttempt
+		if la == nil || now.Sub(la.Time) >= interval {
+			continue
+		}
+		if rec.Status.Reason == string(act.Applied) || rec.Status.Reason == string(act.Pending) || rec.Status.Phase == v1alpha1.PhaseActing {
+			out = append(out, la.Time)
+		}
+	}
+	return out
 }
