@@ -11,8 +11,8 @@ import (
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
-// budget is the blast-radius limit (records.take reserves from it, seeds
-// it from the Finding records and keeps its trip durable): at most max actions in any window of
+// budget is the blast-radius limit (records.take reserves from it and
+// seeds it from the Finding records): at most max actions in any window of
 // length interval, cluster-wide. When an action would exceed it, the budget
 // trips and refuses every further action until the process restarts: a storm
 // of orphans means something else is wrong, and an operator should look.
@@ -94,59 +94,13 @@ func (b *budget) isTripped() bool {
 	return b.tripped
 }
 
-// trip stops acting, as an exceeded limit does (a trip recorded by an
-// earlier process).
-func (b *budget) trip() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tripped = true
-	metrics.BlastRadiusTripped.Set(1)
-}
-
 // take seeds the budget window if it was not yet, and reserves one action
-// at now; false means the blast-radius limit is reached. A trip is
-// recorded durably (Breaker), and a trip an earlier process recorded stops
-// this one too.
+// at now; false means the blast-radius limit is reached.
 func (rs *records) take(ctx context.Context, now time.Time) (bool, error) {
 	if err := rs.seedBudget(ctx, now); err != nil {
 		return false, err
 	}
-	if err := rs.readBreaker(ctx); err != nil {
-		return false, err
-	}
-	if rs.Budget.take(now) {
-		return true, nil
-	}
-	if rs.Breaker != nil {
-		if err := rs.Breaker.trip(ctx, rs.blastRadiusMessage(), now); err != nil {
-			return false, err
-		}
-	}
-	return false, nil
-}
-
-// readBreaker trips the budget, once, if the durable breaker says an
-// earlier process tripped it. Until it can be read, nothing acts.
-func (rs *records) readBreaker(ctx context.Context) error {
-	if rs.Breaker == nil {
-		return nil
-	}
-	rs.breakerMu.Lock()
-	defer rs.breakerMu.Unlock()
-	if rs.breakerRead {
-		return nil
-	}
-	tripped, why, err := rs.Breaker.tripped(ctx)
-	if err != nil {
-		return err
-	}
-	if tripped {
-		rs.Budget.trip()
-		rs.Log.Info("blast-radius limit tripped by an earlier process; not acting until an operator deletes the Lease and restarts the controller",
-			"lease", rs.Breaker.Namespace+"/"+BreakerLease, "reason", why)
-	}
-	rs.breakerRead = true
-	return nil
+	return rs.Budget.take(now), nil
 }
 
 // seedBudget fills the blast-radius window, once, from the actions that the

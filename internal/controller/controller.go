@@ -257,7 +257,6 @@ func newRecords(mgr manager.Manager, o Options, checks bool) (*records, error) {
 		Now:      o.Now,
 		Log:      o.Log.WithName("records"),
 		Seeded:   checks,
-		Breaker:  &breaker{Live: live, Namespace: o.Namespace, Identity: o.Identity},
 		watching: &watchClock{},
 	}, nil
 }

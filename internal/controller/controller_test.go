@@ -164,42 +164,6 @@ func TestController_dryRun_neverActs(t *testing.T) {
 
 // With a limit of one action, the second orphan is not touched: acting
 // stops, the finding says why, and an Event is raised.
-// A tripped blast-radius limit survives a restart after its window has
-// passed: the Lease the controller recorded it in stops the new process,
-// until an operator deletes it and restarts the controller.
-func TestController_blastRadius_tripSurvivesRestart(t *testing.T) {
-	w := newWorld(t)
-	w.orphan("vm-t", "pvc-t1")
-	w.orphan("vm-t", "pvc-t2")
-	w.orphan("vm-t", "pvc-t3")
-	cfg := w.cfg(0)
-	cfg.BlastRadius.MaxActions = 1
-	cfg.BlastRadius.Interval.Duration = 2 * time.Second
-	stop := w.start(cfg)
-	counts := func() (applied, blocked int) { return w.outcomes("vm-t", "pvc-t1", "pvc-t2", "pvc-t3") }
-	testenv.Eventually(t, 30*time.Second, "one applied, two blocked by the limit", func() (bool, error) {
-		a, b := counts()
-		return a == 1 && b == 2, nil
-	})
-	if !w.breakerTripped() {
-		t.Fatal("the trip was not recorded durably")
-	}
-	stop()
-	time.Sleep(3 * time.Second) // the window has passed: a fresh budget would act
-	stop = w.start(cfg)
-	time.Sleep(5 * time.Second)
-	if a, _ := counts(); a != 1 {
-		t.Fatalf("%d actions after a restart: the trip did not survive it", a)
-	}
-	stop()
-	w.clearBreaker() // the operator's reset
-	w.start(cfg)
-	testenv.Eventually(t, 30*time.Second, "acting again after the reset", func() (bool, error) {
-		a, _ := counts()
-		return a >= 2, nil
-	})
-}
-
 func TestController_blastRadius_stopsAndReports(t *testing.T) {
 	w := newWorld(t)
 	w.orphan("vm-b", "pvc-b1")

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -56,31 +54,7 @@ func newWorld(t *testing.T) *world {
 	if err := env.Emulator.SetFeatureGates(w.ctx, "HotplugVolumes"); err != nil {
 		t.Fatal(err)
 	}
-	// The blast-radius trip is durable and shared by every controller of
-	// the environment: each test starts and ends without one.
-	w.clearBreaker()
-	t.Cleanup(w.clearBreaker)
 	return w
-}
-
-// clearBreaker deletes the durable blast-radius trip, as an operator does.
-func (w *world) clearBreaker() {
-	w.t.Helper()
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: controller.DefaultNamespace, Name: controller.BreakerLease}}
-	if err := w.c.Delete(w.ctx, l); err != nil && !apierrors.IsNotFound(err) {
-		w.t.Fatal(err)
-	}
-}
-
-// breakerTripped reports whether the durable trip exists.
-func (w *world) breakerTripped() bool {
-	w.t.Helper()
-	var l coordinationv1.Lease
-	err := w.c.Get(w.ctx, client.ObjectKey{Namespace: controller.DefaultNamespace, Name: controller.BreakerLease}, &l)
-	if err != nil && !apierrors.IsNotFound(err) {
-		w.t.Fatal(err)
-	}
-	return err == nil
 }
 
 // cfg is a controller configuration scoped to this world's namespace with

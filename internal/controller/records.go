@@ -46,11 +46,6 @@ type records struct {
 	// Seeded: the Finding records exist to seed the budget from (false when
 	// only the "on restart" mode runs and the CRD may be absent).
 	Seeded bool
-	// Breaker keeps a trip of the budget durable; nil keeps it in memory.
-	Breaker *breaker
-	// breakerRead: the durable trip was read (guarded by breakerMu).
-	breakerMu   sync.Mutex
-	breakerRead bool
 	// watching is when this process began deciding (nil: every stored time
 	// predates the process).
 	watching *watchClock
