@@ -296,15 +296,6 @@ func tenantsFor(s *snapshot.Snapshot, ns string) []snapshot.Tenant {
 	return out
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func findVMI(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachineInstance {
 	for i := range s.VMIs {
 		if s.VMIs[i].Namespace == ns && s.VMIs[i].Name == name {
