@@ -46,6 +46,9 @@ const (
 	LabelCheck      = "tether.dev/check"
 	LabelSubjectUID = "tether.dev/subject-uid"
 	LabelFindingID  = "tether.dev/finding"
+	// LabelScope names the scope of the controller that filed the record
+	// (a hash of scope.namespaces, selector and volumePrefix).
+	LabelScope = "tether.dev/scope"
 )
 
 // Finding is the durable record of one finding about one subject.
@@ -113,6 +116,10 @@ type FindingStatus struct {
 	Attempts int32 `json:"attempts,omitempty"`
 	// LastAttempt is when the action was last tried.
 	LastAttempt *metav1.Time `json:"lastAttempt,omitempty"`
+	// Claim names the process attempt that claimed the action (Acting):
+	// identity, time and a random part. Every claim is a new value, so two
+	// processes can never both store one claim on the same record.
+	Claim string `json:"claim,omitempty"`
 	// ResolvedAt is when the finding was resolved.
 	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
 	// NodeGoneSince is the durable record of since when the controller has

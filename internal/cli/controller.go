@@ -34,12 +34,14 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 			return o.Run(cmd.Context())
 		},
 	}
+	cmd.AddCommand(newResetBreaker())
 	fs := cmd.Flags()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.kubeContext, "context", "", "the kubeconfig context to use")
 	fs.StringVar(&o.configPath, "config", "", "the controller configuration file (default: built-in defaults, every check off)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "record findings, never act (overrides the config file)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (Lease "+controller.LeaderElectionID+")")
+	fs.BoolVar(&o.allowSecond, "allow-second-controller", false, "act although another controller holds the leader Lease (without it, a process started without --leader-elect joins the election instead)")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: $POD_NAMESPACE, else tether-system)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
@@ -50,7 +52,7 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 // completed, what it runs with.
 type controllerOptions struct {
 	kubeconfig, kubeContext, configPath string
-	dryRun, leaderElect                 bool
+	dryRun, leaderElect, allowSecond    bool
 	leaderNS, metricsAddr, probeAddr    string
 
 	// Set by Complete.
@@ -81,7 +83,7 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 		leaderNS = "tether-system"
 	}
 	o.run = controller.Options{
-		RestConfig: rc, Config: cfg, LeaderElect: o.leaderElect, LeaderElectionNamespace: leaderNS,
+		RestConfig: rc, Config: cfg, LeaderElect: o.leaderElect, LeaderElectionNamespace: leaderNS, AllowSecond: o.allowSecond,
 		// Records of cluster-scoped subjects go to the pod's own
 		// namespace (default tether-system).
 		Namespace:   os.Getenv("POD_NAMESPACE"),

@@ -8,129 +8,218 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
-// budget is the blast-radius limit (records.take reserves from it and
-// seeds it from the Finding records): at most max actions in any window of
+// budget is the blast-radius limit: at most max actions in any window of
 // length interval, cluster-wide. When an action would exceed it, the budget
-// trips and refuses every further action until the process restarts: a storm
-// of orphans means something else is wrong, and an operator should look.
+// trips and refuses every further action until an operator resets it: a
+// storm of orphans means something else is wrong, and an operator should
+// look. The trip is durable (breaker.go): it survives restarts and changes
+// of leader, and only `tether controller reset-breaker` clears it.
 //
-// The window survives a restart or a change of leader: before the first
-// take, the reconciler seeds it with the actions its Finding records show.
+// The window is counted from the Finding records on every take, so it
+// holds every action whatever made it and whichever process: this one, an
+// earlier one, the "on restart" mode or `tether fix --apply` (which records
+// its actions in the controller's namespace). What this process reserved
+// and its cache does not show yet is held in pending.
 type budget struct {
 	mu       sync.Mutex
 	max      int
 	interval time.Duration
-	taken    []time.Time
-	tripped  bool
-	seeded   bool
+	// pending are this process's reservations by record key, until the
+	// cache shows the record's claim (or they are refunded).
+	pending map[string]time.Time
+	// tripped: acting has stopped in this process.
+	tripped bool
+	// durable: the cache showed the breaker record tripped (written by
+	// this process or another); from then on only the record clears it.
+	durable bool
+	// written: this process wrote its trip to the breaker record, as
+	// tripped at writtenAt.
+	written   bool
+	writtenAt time.Time
 }
 
 func newBudget(max int, interval time.Duration) *budget {
-	return &budget{max: max, interval: interval}
+	return &budget{max: max, interval: interval, pending: map[string]time.Time{}}
 }
 
-// take reserves one action at now; false means the limit is reached.
-func (b *budget) take(now time.Time) bool {
+// window is what the records show of the recent actions: the time of the
+// last action of each record, by record key, and the breaker's state.
+type window struct {
+	actions map[string]time.Time
+	breaker breakerState
+}
+
+// take reserves one action for the record key at now, given what the
+// records show; false means the limit is reached (now or earlier).
+func (b *budget) take(now time.Time, key string, w window) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if w.breaker.tripped {
+		b.trip()
+		b.durable = true
+		return false
+	}
 	if b.tripped {
-		return false
-	}
-	keep := b.taken[:0]
-	for _, t := range b.taken {
-		if now.Sub(t) < b.interval {
-			keep = append(keep, t)
+		// Not recorded yet (the caller writes the record), or recorded and
+		// not yet in the cache: the trip stands until an operator clears
+		// the record that shows it.
+		ownTripReset := b.written && w.breaker.trippedAt.Equal(b.writtenAt.Truncate(time.Second)) && !w.breaker.resetAt.IsZero()
+		if !b.durable && !ownTripReset {
+			return false
 		}
+		// The record that showed the trip was reset (or deleted) by an
+		// operator: acting resumes, counting from the reset.
+		b.tripped, b.durable, b.written = false, false, false
+		metrics.BlastRadiusTripped.Set(0)
 	}
-	b.taken = keep
-	if len(b.taken) >= b.max {
-		b.tripped = true
-		metrics.BlastRadiusTripped.Set(1)
+	if b.count(now, w) >= b.max {
+		b.trip()
 		return false
 	}
-	b.taken = append(b.taken, now)
+	b.pending[key] = now
 	return true
 }
 
-// seed adds the times of earlier actions to the window; only the first
-// call counts.
-func (b *budget) seed(actions []time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seeded {
-		return
+// count is the number of actions in the window before now: the recorded
+// ones since the last reset, and the reservations the records do not show
+// yet.
+func (b *budget) count(now time.Time, w window) int {
+	in := func(t time.Time) bool {
+		return now.Sub(t) < b.interval && !t.Before(w.breaker.resetAt)
 	}
-	b.seeded = true
-	b.taken = append(b.taken, actions...)
-}
-
-// isSeeded reports whether seed was called.
-func (b *budget) isSeeded() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.seeded
-}
-
-// refund gives back the action reserved at t, for an attempt that changed
-// nothing (refused on the live re-check). It never clears a trip.
-func (b *budget) refund(t time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := len(b.taken) - 1; i >= 0; i-- {
-		if b.taken[i].Equal(t) {
-			b.taken = append(b.taken[:i], b.taken[i+1:]...)
-			return
+	n := 0
+	for _, t := range w.actions {
+		if in(t) {
+			n++
 		}
 	}
+	for key, t := range b.pending {
+		switch rec, ok := w.actions[key]; {
+		case now.Sub(t) >= b.interval:
+			delete(b.pending, key)
+		case ok && !rec.Before(t.Truncate(time.Second)):
+			// The record shows this claim (stored to the second).
+			delete(b.pending, key)
+		case in(t):
+			n++
+		}
+	}
+	return n
 }
 
-// isTripped reports whether acting has stopped.
+func (b *budget) trip() {
+	b.tripped = true
+	metrics.BlastRadiusTripped.Set(1)
+}
+
+// unrecorded reports whether the process has tripped and has neither seen
+// nor written the breaker record that shows it.
+func (b *budget) unrecorded() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tripped && !b.durable && !b.written
+}
+
+// recorded notes that this process wrote its trip to the breaker record as
+// tripped at at (the trip becomes durable once the cache shows it).
+func (b *budget) recorded(at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.written, b.writtenAt = b.tripped, at
+}
+
+// refund gives back the reservation for key made at t, for an attempt that
+// changed nothing (refused on the live re-check, or forbidden). It never
+// clears a trip.
+func (b *budget) refund(key string, t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if got, ok := b.pending[key]; ok && got.Equal(t) {
+		delete(b.pending, key)
+	}
+}
+
+// isTripped reports whether acting has stopped in this process.
 func (b *budget) isTripped() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.tripped
 }
 
-// take seeds the budget window if it was not yet, and reserves one action
-// at now; false means the blast-radius limit is reached.
-func (rs *records) take(ctx context.Context, now time.Time) (bool, error) {
-	if err := rs.seedBudget(ctx, now); err != nil {
-		return false, err
-	}
-	return rs.Budget.take(now), nil
-}
-
-// seedBudget fills the blast-radius window, once, from the actions that the
-// Finding records show within it, so that a restart or a change of leader
-// does not reset the window.
-func (rs *records) seedBudget(ctx context.Context, now time.Time) error {
-	if !rs.Seeded || rs.Budget.isSeeded() {
-		return nil
-	}
-	var list v1alpha1.FindingList
-	if err := rs.Cache.List(ctx, &list); err != nil {
-		return fmt.Errorf("reading the Finding records for the action budget: %w", err)
-	}
-	rs.Budget.seed(recentActions(list.Items, now, rs.Budget.interval))
-	return nil
-}
-
-// recentActions returns the times of the actions that changed something
-// (outcome Applied or Pending), or may have (claimed Acting, outcome not
-// recorded), within interval before now.
-func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) []time.Time {
-	var out []time.Time
+// recentActions returns, by record key, the time of each record's last
+// action that changed something (outcome Applied or Pending) or may have
+// (claimed Acting, outcome not recorded), within interval before now.
+func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) map[string]time.Time {
+	out := map[string]time.Time{}
 	for _, rec := range recs {
 		la := rec.Status.LastAttempt
-		if la == nil || now.Sub(la.Time) >= interval {
+		if la == nil || now.Sub(la.Time) >= interval || rec.Spec.Check == findingrecord.BreakerCheck {
 			continue
 		}
-		if rec.Status.Reason == string(act.Applied) || rec.Status.Reason == string(act.Pending) || rec.Status.Phase == v1alpha1.PhaseActing {
-			out = append(out, la.Time)
+		if actedOn(&rec) || rec.Status.Phase == v1alpha1.PhaseActing {
+			out[recordKey(&rec)] = la.Time
 		}
 	}
 	return out
 }
+
+// take reserves one action for the record rec at now, counting every
+// action the Finding records in the cache show; false means the
+// blast-radius limit is reached, now or earlier (durably: see breaker).
+func (rs *records) take(ctx context.Context, now time.Time, rec *v1alpha1.Finding) (bool, error) {
+	w, err := rs.window(ctx, now)
+	if err != nil {
+		return false, err
+	}
+	if rs.Budget.take(now, recordKey(rec), w) {
+		return true, nil
+	}
+	if rs.Budget.unrecorded() {
+		if err := findingrecord.TripBreaker(ctx, rs.Live, rs.Namespace, now, rs.blastRadiusMessage()); err != nil {
+			// The trip holds in this process; the next action tries again.
+			rs.Log.Error(err, "blast-radius trip not recorded; acting stays stopped in this process")
+		} else {
+			rs.Budget.recorded(now)
+			rs.Log.Info("blast-radius limit reached; acting stopped until an operator resets it",
+				"breaker", rs.Namespace+"/"+findingrecord.BreakerName, "maxActions", rs.Config.BlastRadius.MaxActions)
+		}
+	}
+	return false, nil
+}
+
+// window reads what the records show: the recent actions and the breaker.
+func (rs *records) window(ctx context.Context, now time.Time) (window, error) {
+	br, err := findingrecord.Breaker(ctx, rs.Cache, rs.Namespace)
+	if err != nil {
+		return window{}, err
+	}
+	var list v1alpha1.FindingList
+	if err := rs.Cache.List(ctx, &list); err != nil {
+		return window{}, fmt.Errorf("reading the Finding records for the action budget: %w", err)
+	}
+	return window{actions: recentActions(list.Items, now, rs.Budget.interval), breaker: breakerState{tripped: br.Tripped, trippedAt: br.TrippedAt, resetAt: br.ResetAt}}, nil
+}
+
+// breakerState is what the budget needs of the breaker record.
+type breakerState struct {
+	tripped   bool
+	trippedAt time.Time
+	resetAt   time.Time
+}
+
+// actedOn reports whether the record's last action changed something or
+// may have: Applied, Pending, or resolved after a claim whose outcome was
+// never stored.
+func actedOn(rec *v1alpha1.Finding) bool {
+	switch rec.Status.Reason {
+	case string(act.Applied), string(act.Pending), ReasonResolvedAfterAction:
+		return true
+	}
+	return false
+}
+
+func recordKey(rec *v1alpha1.Finding) string { return rec.Namespace + "/" + rec.Name }

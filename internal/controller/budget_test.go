@@ -3,25 +3,37 @@ package controller
 import (
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/findingrecord"
 )
+
+// none is a window whose records show no action and no trip.
+var none = window{}
 
 func TestBudget_tripsAndStaysTripped(t *testing.T) {
 	b := newBudget(2, time.Minute)
-	if !b.take(t0) || !b.take(t0.Add(time.Second)) {
+	if !b.take(t0, "a", none) || !b.take(t0.Add(time.Second), "b", none) {
 		t.Fatal("the first two actions must pass")
 	}
-	if b.take(t0.Add(2 * time.Second)) {
+	if b.take(t0.Add(2*time.Second), "c", none) {
 		t.Fatal("the third within the window must be refused")
 	}
-	if b.take(t0.Add(time.Hour)) || !b.isTripped() {
+	if b.take(t0.Add(time.Hour), "d", none) || !b.isTripped() {
 		t.Fatal("once tripped, acting stays stopped")
+	}
+	if !b.unrecorded() {
+		t.Fatal("a trip not yet in the breaker record must be written")
 	}
 }
 
 func TestBudget_windowSlides(t *testing.T) {
 	b := newBudget(2, time.Minute)
 	for i := 0; i < 10; i++ {
-		if !b.take(t0.Add(time.Duration(i) * 31 * time.Second)) {
+		if !b.take(t0.Add(time.Duration(i)*31*time.Second), string(rune('a'+i)), none) {
 			t.Fatalf("action %d refused though at most 2 fall in any minute", i)
 		}
 	}
@@ -29,30 +41,130 @@ func TestBudget_windowSlides(t *testing.T) {
 
 func TestBudget_refundGivesTheActionBack(t *testing.T) {
 	b := newBudget(1, time.Minute)
-	if !b.take(t0) {
+	if !b.take(t0, "a", none) {
 		t.Fatal("the first action must pass")
 	}
-	b.refund(t0)
-	if !b.take(t0.Add(time.Second)) {
+	b.refund("a", t0)
+	if !b.take(t0.Add(time.Second), "b", none) {
 		t.Fatal("a refunded action still counts")
 	}
-	b.refund(t0.Add(time.Hour)) // nothing reserved then: no effect
-	if b.take(t0.Add(2*time.Second)) || !b.isTripped() {
+	b.refund("b", t0.Add(time.Hour)) // nothing reserved then: no effect
+	if b.take(t0.Add(2*time.Second), "c", none) || !b.isTripped() {
 		t.Fatal("the limit no longer holds after a refund of nothing")
 	}
 }
 
-func TestBudget_seededWindowSurvivesRestart(t *testing.T) {
-	b := newBudget(2, time.Minute)
-	b.seed([]time.Time{t0.Add(-30 * time.Second), t0.Add(-2 * time.Minute)})
-	b.seed([]time.Time{t0, t0}) // only the first seed counts
-	if !b.isSeeded() {
-		t.Fatal("not seeded")
+// The records' actions count whichever process made them, and an own
+// reservation the record already shows is not counted twice.
+func TestBudget_countsRecordedActionsOnce(t *testing.T) {
+	b := newBudget(3, time.Minute)
+	if !b.take(t0, "ns/a", none) {
+		t.Fatal("first action refused")
 	}
-	if !b.take(t0) {
-		t.Fatal("one action left in the window")
+	w := window{actions: map[string]time.Time{
+		"ns/a":     t0.Truncate(time.Second),  // this process's own claim, now in the cache
+		"ns/other": t0.Add(-30 * time.Second), // an earlier process, or fix --apply
+		"ns/old":   t0.Add(-2 * time.Minute),  // out of the window
+	}}
+	if !b.take(t0.Add(time.Second), "ns/b", w) {
+		t.Fatal("2 actions in the window, limit 3: must pass")
 	}
-	if b.take(t0.Add(time.Second)) {
-		t.Fatal("the action before the restart was not counted")
+	if b.take(t0.Add(2*time.Second), "ns/c", w) {
+		t.Fatal("a, other and b make 3: the fourth must be refused")
+	}
+}
+
+// A trip shown by the breaker record stops this process too, and only a
+// reset of that record starts it again, with the actions before the reset
+// no longer counted.
+func TestBudget_durableTripHeldUntilReset(t *testing.T) {
+	b := newBudget(2, time.Hour)
+	recent := map[string]time.Time{"ns/x": t0.Add(-time.Minute), "ns/y": t0.Add(-time.Minute)}
+	tripped := window{actions: recent, breaker: breakerState{tripped: true}}
+	if b.take(t0, "ns/a", tripped) || !b.isTripped() {
+		t.Fatal("a tripped breaker record must stop a fresh process")
+	}
+	if b.unrecorded() {
+		t.Fatal("the trip is in the record already: nothing to write")
+	}
+	if b.take(t0.Add(time.Second), "ns/a", window{actions: recent, breaker: breakerState{tripped: true}}) {
+		t.Fatal("still tripped")
+	}
+	reset := window{actions: recent, breaker: breakerState{resetAt: t0.Add(2 * time.Second)}}
+	if !b.take(t0.Add(3*time.Second), "ns/a", reset) {
+		t.Fatal("after the reset the actions before it must not count")
+	}
+	if b.isTripped() {
+		t.Fatal("the reset did not clear the trip")
+	}
+}
+
+// An operator may reset the trip this process wrote before its cache ever
+// showed it tripped: the reset of that trip (same trip time) clears it.
+func TestBudget_resetOfOwnTripSeenOnlyAsReset(t *testing.T) {
+	b := newBudget(1, time.Hour)
+	b.take(t0, "ns/a", none)
+	if b.take(t0.Add(time.Second), "ns/b", none) {
+		t.Fatal("over the limit")
+	}
+	b.recorded(t0.Add(time.Second))
+	reset := window{breaker: breakerState{trippedAt: t0.Add(time.Second), resetAt: t0.Add(5 * time.Second)}}
+	if !b.take(t0.Add(6*time.Second), "ns/c", reset) {
+		t.Fatal("the reset of this process's own trip did not clear it")
+	}
+}
+
+// A trip of this process that the cache does not show yet (just written,
+// or the write failed) is never read as a reset.
+func TestBudget_ownTripNotClearedByALaggingCache(t *testing.T) {
+	b := newBudget(1, time.Hour)
+	b.take(t0, "ns/a", none)
+	if b.take(t0.Add(time.Second), "ns/b", none) {
+		t.Fatal("over the limit")
+	}
+	b.recorded(t0.Add(time.Second))
+	if b.take(t0.Add(2*time.Second), "ns/c", window{}) {
+		t.Fatal("a cache that does not show the trip yet cleared it")
+	}
+	if b.take(t0.Add(2*time.Second), "ns/c", window{breaker: breakerState{trippedAt: t0.Add(-time.Hour), resetAt: t0.Add(-time.Minute)}}) {
+		t.Fatal("the reset of an earlier trip cleared this one")
+	}
+	if b.take(t0.Add(3*time.Second), "ns/c", window{breaker: breakerState{tripped: true}}) {
+		t.Fatal("tripped")
+	}
+	// An operator's reset before this trip (an old resolvedAt) is no
+	// reset of it: the record shows Blocked once this trip is written.
+	if !b.take(t0.Add(4*time.Second), "ns/c", window{breaker: breakerState{resetAt: t0.Add(4 * time.Second)}}) {
+		t.Fatal("the record's reset must clear a trip the cache had shown")
+	}
+}
+
+func TestRecentActions_countsAppliedPendingAndClaims(t *testing.T) {
+	at := func(ago time.Duration) *metav1.Time { m := metav1.NewTime(t0.Add(-ago)); return &m }
+	rec := func(name string, phase v1alpha1.Phase, reason string, last *metav1.Time) v1alpha1.Finding {
+		f := v1alpha1.Finding{Spec: v1alpha1.FindingSpec{Check: "OrphanHotplugVolume"}}
+		f.Namespace, f.Name = "ns", name
+		f.Status.Phase, f.Status.Reason, f.Status.LastAttempt = phase, reason, last
+		return f
+	}
+	breaker := rec(findingrecord.BreakerName, v1alpha1.PhaseBlocked, findingrecord.BreakerTripped, at(time.Second))
+	breaker.Spec.Check = findingrecord.BreakerCheck
+	got := recentActions([]v1alpha1.Finding{
+		rec("applied", v1alpha1.PhaseResolved, string(act.Applied), at(time.Minute)),
+		rec("pending", v1alpha1.PhaseActing, string(act.Pending), at(time.Minute)),
+		rec("claimed", v1alpha1.PhaseActing, "", at(time.Minute)),
+		rec("refused", v1alpha1.PhaseBlocked, string(act.Refused), at(time.Minute)),
+		rec("old", v1alpha1.PhaseResolved, string(act.Applied), at(2*time.Hour)),
+		rec("never", v1alpha1.PhaseWaiting, "", nil),
+		breaker,
+	}, t0, time.Hour)
+	want := []string{"ns/applied", "ns/claimed", "ns/pending"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for _, k := range want {
+		if _, ok := got[k]; !ok {
+			t.Fatalf("got %v, want %v", got, want)
+		}
 	}
 }

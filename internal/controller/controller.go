@@ -77,6 +77,19 @@ type Options struct {
 	Log                logr.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// AllowSecond lets a process without leader election act although
+	// another process holds the leader Lease (holder.go).
+	AllowSecond bool
+	// Faults, when set, are called at the points of an action where a
+	// process may die (fault-injection tests stop the manager there).
+	Faults *Faults
+}
+
+// Faults are test hooks at the points of an action where a real process
+// may be killed: right after the Acting claim is stored, and right after
+// the action returned, before its outcome is stored.
+type Faults struct {
+	AfterClaim, AfterAction func(check.Finding)
 }
 
 // Run builds the manager and runs until ctx ends.
@@ -95,6 +108,7 @@ func New(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	ctrllog.SetLogger(o.Log)
+	o = oneAtATime(o)
 	mgr, err := newManager(o)
 	if err != nil {
 		return nil, err
@@ -108,12 +122,18 @@ func New(o Options) (manager.Manager, error) {
 			return nil, err
 		}
 	}
-	if checks {
+	if o.LeaderElect {
+		lease := o.LeaderElectionNamespace + "/" + o.LeaderElectionID
+		if err := mgr.Add(standbyReport{mgr: mgr, log: o.Log.WithName("election"), lease: lease, every: time.Minute}); err != nil {
+			return nil, err
+		}
+	}
+	if checks || o.Config.DanglingOnRestart.Enabled {
 		if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
 			return nil, err
 		}
 	}
-	rs, err := newRecords(mgr, o, checks)
+	rs, err := newRecords(mgr, o)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +148,28 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// oneAtATime turns leader election on for a process started without it
+// while another process holds the leader Lease, unless AllowSecond.
+func oneAtATime(o Options) Options {
+	if o.LeaderElect || o.AllowSecond {
+		return o
+	}
+	ns := o.LeaderElectionNamespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	holder := otherHolder(ctx, o.RestConfig, ns, o.LeaderElectionID, o.Now(), o.Log)
+	if holder == "" {
+		return o
+	}
+	o.Log.Info("another tether controller holds the leader Lease: joining the election instead of acting alongside it (--allow-second-controller acts anyway)",
+		"lease", ns+"/"+o.LeaderElectionID, "holder", holder)
+	o.LeaderElect, o.LeaderElectionNamespace = true, ns
+	return o
 }
 
 // complete validates the configuration and fills the options' defaults. It
@@ -240,25 +282,29 @@ func cacheOptions(o Options) cache.Options {
 
 // newRecords builds the record keeper every reconciler shares, with the one
 // blast-radius budget of the process. Records are written through a live
-// client under the controller's field manager. With no check enabled there
-// are no records to seed the budget from.
-func newRecords(mgr manager.Manager, o Options, checks bool) (*records, error) {
+// client under the controller's field manager.
+func newRecords(mgr manager.Manager, o Options) (*records, error) {
 	c, err := clients.New(o.RestConfig)
 	if err != nil {
 		return nil, err
 	}
 	live := client.WithFieldOwner(c, v1alpha1.FieldManager)
-	return &records{
-		Cache:    mgr.GetClient(),
-		Live:     live,
-		Config:   o.Config,
-		Budget:   newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
-		Recorder: &act.Recorder{Client: live, Component: o.Identity},
-		Now:      o.Now,
-		Log:      o.Log.WithName("records"),
-		Seeded:   checks,
-		watching: &watchClock{},
-	}, nil
+	rs := &records{
+		Cache:     mgr.GetClient(),
+		Live:      live,
+		Config:    o.Config,
+		Budget:    newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
+		Recorder:  &act.Recorder{Client: live, Component: o.Identity},
+		Now:       o.Now,
+		Log:       o.Log.WithName("records"),
+		Namespace: o.Namespace,
+		Identity:  o.Identity,
+		watching:  &watchClock{},
+	}
+	if o.Faults != nil {
+		rs.afterClaim, rs.afterAction = o.Faults.AfterClaim, o.Faults.AfterAction
+	}
+	return rs, nil
 }
 
 // newExecutor builds a live-checking executor for policy, writing under the

@@ -207,11 +207,7 @@ func TestController_leaderElection_exactlyOneActs(t *testing.T) {
 	w.orphan("vm-l", "pvc-l1")
 	w.orphan("vm-l", "pvc-l2")
 	for _, id := range []string{"replica-a", "replica-b"} {
-		w.start(w.cfg(time.Second), func(o *controller.Options) {
-			o.LeaderElect, o.LeaderElectionNamespace, o.LeaderElectionID = true, "tether-system", "tether-test-"+w.ns
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-			o.Identity = id
-		})
+		w.start(w.cfg(time.Second), elected("tether-test-"+w.ns, id))
 	}
 	w.waitFinding("vm-l", "pvc-l1", v1alpha1.PhaseResolved, string(act.Applied))
 	w.waitFinding("vm-l", "pvc-l2", v1alpha1.PhaseResolved, string(act.Applied))

@@ -72,7 +72,9 @@ func (w *world) cfg(grace time.Duration) *config.Config {
 // start runs a controller until the returned stop is called (or the test ends).
 func (w *world) start(cfg *config.Config, mod ...func(*controller.Options)) (stop func()) {
 	w.t.Helper()
-	o := controller.Options{RestConfig: saConfig(w.env), Config: cfg, Log: testr.New(w.t), SkipNameValidation: true}
+	// The controller's namespace is the test's: its breaker record is the
+	// test's own.
+	o := controller.Options{RestConfig: saConfig(w.env), Config: cfg, Namespace: w.ns, Log: testr.New(w.t), SkipNameValidation: true}
 	for _, m := range mod {
 		m(&o)
 	}
@@ -169,4 +171,14 @@ func (w *world) outcomes(vm string, volumes ...string) (applied, blocked int) {
 		}
 	}
 	return
+}
+
+// elected makes a started controller one of the replicas electing a leader
+// with the Lease lease in tether-system, with short test durations.
+func elected(lease, id string) func(*controller.Options) {
+	return func(o *controller.Options) {
+		o.LeaderElect, o.LeaderElectionNamespace, o.LeaderElectionID = true, "tether-system", lease
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+		o.Identity = id
+	}
 }

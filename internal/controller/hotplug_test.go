@@ -34,7 +34,7 @@ func reconciler(t *testing.T, c client.Client, cfg *config.Config, p check.Polic
 func testRecords(t *testing.T, c client.Client, cfg *config.Config) *records {
 	t.Helper()
 	return &records{
-		Cache: c, Live: c, Config: cfg, Seeded: true,
+		Cache: c, Live: c, Config: cfg, Namespace: "tether-system", Identity: "test",
 		Budget: newBudget(cfg.BlastRadius.MaxActions, cfg.BlastRadius.Interval.Duration),
 		Now:    func() time.Time { return t0 }, Log: logr.Discard(),
 		watching: &watchClock{since: watchingAllAlong},
@@ -204,29 +204,8 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	if stored.Status.Reason != string(act.Refused) || stored.Status.SafeSince != nil || stored.Status.ActAfter != nil {
 		t.Fatalf("status %+v: want Refused with the grace clock cleared", stored.Status)
 	}
-	if !r.Records.Budget.take(t0.Add(time.Second)) {
+	if !r.Records.Budget.take(t0.Add(time.Second), "ns/other", window{}) {
 		t.Fatal("the refused attempt consumed the only action of the budget")
-	}
-}
-
-// The budget's window is seeded from the records' last attempts: Applied and
-// Pending ones within the interval count, the rest not.
-func TestRecentActions(t *testing.T) {
-	rec := func(reason string, last time.Time) v1alpha1.Finding {
-		return v1alpha1.Finding{Status: v1alpha1.FindingStatus{Reason: reason, LastAttempt: mt(last)}}
-	}
-	recs := []v1alpha1.Finding{
-		rec(string(act.Applied), t0.Add(-time.Minute)),
-		rec(string(act.Pending), t0.Add(-9*time.Minute)),
-		rec(string(act.Applied), t0.Add(-10*time.Minute)), // outside the window
-		rec(string(act.Refused), t0.Add(-time.Minute)),
-		rec(string(act.Failed), t0.Add(-time.Minute)),
-		rec("ConditionGone", t0.Add(-time.Minute)),
-		{Status: v1alpha1.FindingStatus{Reason: string(act.Applied)}}, // never attempted
-	}
-	got := recentActions(recs, t0, 10*time.Minute)
-	if len(got) != 2 || !got[0].Equal(t0.Add(-time.Minute)) || !got[1].Equal(t0.Add(-9*time.Minute)) {
-		t.Fatalf("got %v", got)
 	}
 }
 

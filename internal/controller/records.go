@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
@@ -43,12 +44,18 @@ type records struct {
 	Recorder *act.Recorder
 	Now      func() time.Time
 	Log      logr.Logger
-	// Seeded: the Finding records exist to seed the budget from (false when
-	// only the "on restart" mode runs and the CRD may be absent).
-	Seeded bool
+	// Namespace is the controller's namespace: it holds the breaker record
+	// (findingrecord.Breaker) that every process recording there honours.
+	Namespace string
+	// Identity names this process in its Acting claims.
+	Identity string
 	// watching is when this process began deciding (nil: every stored time
 	// predates the process).
 	watching *watchClock
+	// afterClaim and afterAction, when set, run right after the Acting
+	// claim is stored and right after the action returns (fault-injection
+	// tests stop the process there).
+	afterClaim, afterAction func(check.Finding)
 }
 
 // applyFunc carries out one finding's action through package act, which
@@ -134,7 +141,7 @@ func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f ch
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
 	}
 	if st.Act {
-		ok, err := rs.take(ctx, now)
+		ok, err := rs.take(ctx, now, rec)
 		if err != nil {
 			return 0, err
 		}
@@ -145,7 +152,8 @@ func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f ch
 	if !st.Act {
 		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
 	}
-	return rs.act(ctx, log, apply, f, rec, st.Status, now)
+	_, requeue, err := rs.act(ctx, log, apply, f, rec, st.Status, now)
+	return requeue, err
 }
 
 // current returns the record that stands for this run of the condition:
@@ -194,6 +202,8 @@ func (rs *records) overBudget(ctx context.Context, log logr.Logger, f check.Find
 	st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonBlastRadius
 	st.Status.Message = rs.blastRadiusMessage()
 	st.Act = false
+	// Look again now and then: an operator's reset lets it act.
+	st.RequeueAfter = breakerRecheck
 	if rec.Status.Reason != ReasonBlastRadius {
 		metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
 		rs.event(ctx, f, EventBlastRadius, corev1.EventTypeWarning, st.Status.Message)
@@ -202,7 +212,7 @@ func (rs *records) overBudget(ctx context.Context, log logr.Logger, f check.Find
 }
 
 func (rs *records) blastRadiusMessage() string {
-	return fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then restart the controller", rs.Config.BlastRadius.MaxActions, rs.Config.BlastRadius.Interval.Duration)
+	return fmt.Sprintf("acting stopped: more than %d actions within %s; investigate, then run `tether controller reset-breaker -n %s`", rs.Config.BlastRadius.MaxActions, rs.Config.BlastRadius.Interval.Duration, rs.Namespace)
 }
 
 func (rs *records) backoff() func(int32) time.Duration {
@@ -214,7 +224,7 @@ func (rs *records) backoff() func(int32) time.Duration {
 // or 0.
 func (rs *records) coolingDown(rec *v1alpha1.Finding, now time.Time) time.Duration {
 	la := rec.Status.LastAttempt
-	if la == nil || rs.Budget == nil || (rec.Status.Reason != string(act.Applied) && rec.Status.Reason != string(act.Pending)) {
+	if la == nil || rs.Budget == nil || !actedOn(rec) {
 		return 0
 	}
 	if left := la.Add(rs.Budget.interval).Sub(now); left > 0 {
@@ -250,7 +260,7 @@ func (rs *records) retire(ctx context.Context, rec *v1alpha1.Finding) error {
 // the action timeout, and counts it. An action that changed nothing (the
 // live re-check refused, the VMI migrates, RBAC forbade it) gives its
 // budget back.
-func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, taken time.Time) act.Result {
+func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, taken time.Time) act.Result {
 	actx, cancel := context.WithTimeout(ctx, rs.Config.ActionTimeout.Duration)
 	started := time.Now()
 	res := apply(actx, f)
@@ -259,7 +269,7 @@ func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFu
 	log.Info("action finished", "action", f.Action.Type, "result", res.Outcome, "message", res.Message,
 		"took", time.Since(started).Round(time.Millisecond).String())
 	if changedNothing(res) {
-		rs.Budget.refund(taken)
+		rs.Budget.refund(recordKey(rec), taken)
 	}
 	return res
 }
@@ -271,23 +281,34 @@ func changedNothing(res act.Result) bool {
 	return res.Outcome == act.Refused || res.Outcome == act.Migrating || apierrors.IsForbidden(res.Err)
 }
 
-// act records Acting, runs the action and stores the outcome.
-func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (time.Duration, error) {
+// act records Acting, runs the action and stores the outcome; it returns
+// the action's result (zero when the claim was not stored and nothing ran).
+func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (act.Result, time.Duration, error) {
 	// The claim carries the attempt's time: should the process die during
-	// the action, the record still counts in the next budget window.
+	// the action, the record still counts in the next budget window. It
+	// also carries a claim id of its own, so it is always a real write
+	// against the resourceVersion this pass read: of two processes that
+	// decided from the same record, one gets a conflict and does not act.
 	st.LastAttempt = mt(taken)
-	if err := rs.writeStatus(ctx, rec, st); err != nil {
-		rs.Budget.refund(taken) // nothing was done
-		return 0, err           // conflict or error: requeue and decide again
+	st.Claim = rs.claimID(taken)
+	if err := rs.claim(ctx, rec, st); err != nil {
+		rs.Budget.refund(recordKey(rec), taken) // nothing was done
+		return act.Result{}, 0, err             // conflict or error: requeue and decide again
+	}
+	if rs.afterClaim != nil {
+		rs.afterClaim(f)
 	}
 	if st.ActAfter != nil {
 		late := rs.Now().Sub(st.ActAfter.Time)
 		metrics.GraceToActionSeconds.Observe(late.Seconds())
 		log.Info("acting", "action", f.Action.Type, "afterGrace", late.String())
 	}
-	res := rs.runAction(ctx, log, apply, f, taken)
+	res := rs.runAction(ctx, log, apply, f, rec, taken)
+	if rs.afterAction != nil {
+		rs.afterAction(f)
+	}
 	st, requeue := rs.outcome(st, res)
-	return requeue, rs.writeStatus(ctx, rec, st)
+	return res, requeue, rs.writeStatus(ctx, rec, st)
 }
 
 // outcome is the record's status after an action, and when to look again.
@@ -320,14 +341,22 @@ func (rs *records) outcome(st v1alpha1.FindingStatus, res act.Result) (v1alpha1.
 	return st, rs.backoff()(st.Attempts)
 }
 
+// breakerRecheck is how often a finding held by the blast-radius limit is
+// looked at again (after a reset, acting resumes within it).
+const breakerRecheck = 15 * time.Second
+
 // pendingRequeue is when to look again after an action that was accepted
 // but has not taken effect yet.
 const pendingRequeue = 10 * time.Second
 
-// resolveGone resolves every open record whose finding is not current.
+// resolveGone resolves every open record of this controller's scope whose
+// finding is not current (see scopeID).
 func (rs *records) resolveGone(ctx context.Context, current map[string]check.Finding, recs map[string]*v1alpha1.Finding, now time.Time) error {
 	var errs []error
 	for id, rec := range recs {
+		if ofOtherScope(rec, rs.scope()) {
+			continue
+		}
 		if _, open := current[id]; !open && rec.Status.Phase != v1alpha1.PhaseResolved {
 			errs = append(errs, rs.resolve(ctx, rec, now, "the condition no longer holds"))
 		}
@@ -337,7 +366,15 @@ func (rs *records) resolveGone(ctx context.Context, current map[string]check.Fin
 
 func (rs *records) resolve(ctx context.Context, rec *v1alpha1.Finding, now time.Time, why string) error {
 	st := *rec.Status.DeepCopy()
-	st.Phase, st.Reason, st.Message, st.ResolvedAt = v1alpha1.PhaseResolved, "ConditionGone", why, mt(now)
+	reason := "ConditionGone"
+	if rec.Status.Phase == v1alpha1.PhaseActing && rec.Status.LastAttempt != nil {
+		// An action was claimed and its outcome never stored (the process
+		// stopped), or it was pending: it may be what resolved the
+		// condition, and it keeps counting in the blast-radius window.
+		reason = ReasonResolvedAfterAction
+		why += " after an action whose outcome was not recorded"
+	}
+	st.Phase, st.Reason, st.Message, st.ResolvedAt = v1alpha1.PhaseResolved, reason, why, mt(now)
 	return rs.writeStatus(ctx, rec, st)
 }
 
@@ -348,6 +385,7 @@ func (rs *records) create(ctx context.Context, subj subject, f check.Finding) (*
 			Name:      recordName(f),
 			Labels: map[string]string{
 				v1alpha1.LabelCheck: f.Check, v1alpha1.LabelSubjectUID: string(subj.owner.UID), v1alpha1.LabelFindingID: f.ID,
+				v1alpha1.LabelScope: rs.scope(),
 			},
 			OwnerReferences: []metav1.OwnerReference{subj.owner},
 		},
@@ -403,6 +441,33 @@ func equalLabels(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// scope is this controller's scope id ("" when it has no configuration,
+// in unit tests).
+func (rs *records) scope() string {
+	if rs.Config == nil {
+		return ""
+	}
+	return scopeID(rs.Config.Scope)
+}
+
+// claim writes the Acting claim: always a write (never skipped as equal),
+// with the record's resourceVersion as precondition.
+func (rs *records) claim(ctx context.Context, rec *v1alpha1.Finding, st v1alpha1.FindingStatus) error {
+	upd := rec.DeepCopy()
+	upd.Status = st
+	if err := rs.Live.Status().Update(ctx, upd); err != nil {
+		return err
+	}
+	*rec = *upd
+	return nil
+}
+
+// claimID names one attempt of this process: its identity, the attempt's
+// time and a random part.
+func (rs *records) claimID(at time.Time) string {
+	return fmt.Sprintf("%s/%d/%s", rs.Identity, at.UnixNano(), rand.String(6))
 }
 
 // writeStatus stores st when it differs from what is stored (compared as

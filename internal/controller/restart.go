@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/metrics"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
@@ -38,8 +38,9 @@ import (
 type RestartReconciler struct {
 	// Cache is the informer-backed client.
 	Cache client.Client
-	// Records holds the blast-radius budget shared with the checks'
-	// reconcilers and runs the actions; this mode keeps no records.
+	// Records keeps this mode's Finding records (restartrecords.go), holds
+	// the blast-radius budget shared with the checks' reconcilers and runs
+	// the actions.
 	Records *records
 	// Executor acts with live reads; its policy names DanglingVolumeReference.
 	Executor *act.Executor
@@ -76,7 +77,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if !check.StartingUp(&vm, vmi) {
 		r.forget(vm.UID)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.resolveVM(ctx, &vm, nil)
 	}
 	snap, err := r.snapshotFor(ctx, &vm)
 	if err != nil {
@@ -85,8 +86,15 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var requeue time.Duration
 	findings := r.findingsOf(snap, &vm, vmi)
 	r.settling(vm.UID, findings)
+	recs, err := r.vmRecords(ctx, &vm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Records.resolveGone(ctx, byID(findings), recs, r.Now()); err != nil {
+		return ctrl.Result{}, err
+	}
 	for _, f := range findings {
-		after, err := r.handle(ctx, &vm, f)
+		after, err := r.handle(ctx, &vm, f, recs[f.ID])
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -112,10 +120,16 @@ func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.Virt
 	return out
 }
 
-// handle decides about one finding of a starting VM and returns when to
-// look again.
-func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding) (time.Duration, error) {
+// handle decides about one finding of a starting VM, keeping its record,
+// and returns when to look again.
+func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
 	log := r.Log.WithValues("finding", f.ID, "vm", vm.Namespace+"/"+vm.Name, "volume", f.Volume)
+	now := r.Now()
+	rec, st, wait, err := r.record(ctx, log, vm, f, rec, now)
+	if err != nil || wait > 0 {
+		return wait, err
+	}
+	rs := r.Records
 	switch {
 	case !f.Action.Safe:
 		if r.tell(vm.UID, f.Volume, string(f.Action.BlockedBy)) {
@@ -123,50 +137,48 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 			r.event(ctx, vm, f, EventDanglingBlocksStart, corev1.EventTypeWarning,
 				fmt.Sprintf("VM is starting, but %s; tether does not remove it (%s). %s (finding %s)", f.Message, f.Action.BlockedBy, f.Action.Remedy, f.ID))
 		}
-		return 0, nil
+		return 0, rs.writeStatus(ctx, rec, st.Status)
 	case r.Config.DryRun:
 		if r.tell(vm.UID, f.Volume, "DryRun") {
 			log.Info("dry run: would remove the dangling reference as the VM starts", "action", f.Action.Type)
 			r.event(ctx, vm, f, EventDanglingWouldRemove, corev1.EventTypeNormal,
 				fmt.Sprintf("dry run: would remove hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
 		}
-		return 0, nil
+		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
 	}
-	now := r.Now()
-	// Seen twice, at least Settle apart: a claim missing for a moment is
-	// left alone.
-	if wait := r.settle(vm.UID, f.Volume, now); wait > 0 {
+	// Seen twice, at least Settle apart (in this process, and on the
+	// record): a claim missing for a moment is left alone.
+	if wait := r.settle(vm.UID, f.Volume, now); wait > 0 || !st.Act {
 		log.Info("dangling reference seen; waiting for it to settle", "settle", r.Config.DanglingOnRestart.Settle.Duration.String())
-		return wait, nil
+		if st.Act {
+			st.Status.Phase = v1alpha1.PhaseWaiting
+		}
+		return max(wait, st.RequeueAfter), rs.writeStatus(ctx, rec, st.Status)
 	}
 	// The cache said the VM is starting: confirm it live before acting.
 	if starting, err := r.liveStartingUp(ctx, vm); err != nil || !starting {
 		return 0, err
 	}
-	ok, err := r.Records.take(ctx, now)
+	ok, err := rs.take(ctx, now, rec)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		if r.tell(vm.UID, f.Volume, ReasonBlastRadius) {
-			metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
-			log.Info("blast-radius limit reached; not acting", "maxActions", r.Config.BlastRadius.MaxActions)
-			r.event(ctx, vm, f, EventBlastRadius, corev1.EventTypeWarning, r.Records.blastRadiusMessage())
-		}
-		return 0, nil
+		rs.overBudget(ctx, log, f, rec, &st)
+		return 0, rs.writeStatus(ctx, rec, st.Status)
 	}
 	log.Info("removing the dangling reference as the VM starts", "action", f.Action.Type)
-	res := r.Records.runAction(ctx, log, r.apply, f, now)
+	res, requeue, err := rs.act(ctx, log, r.apply, f, rec, st.Status, now)
 	switch {
+	case err != nil:
+		return 0, err
 	case res.Outcome == act.Applied:
 		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
 			fmt.Sprintf("removed hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
 		return 0, nil
-	case res.Outcome == act.Pending:
-		return pendingRequeue, nil
-	case res.Outcome == act.Refused, res.Outcome == act.Migrating:
-		// Nothing changed; the executor recorded why. Look again later.
-		return r.Config.Backoff.Base.Duration, nil
+	case res.Outcome == act.Pending, res.Outcome == act.Refused, res.Outcome == act.Migrating:
+		// Nothing more to do now; the executor recorded why. Look again.
+		return requeue, nil
 	}
 	// Failed: the workqueue backs off.
 	return 0, fmt.Errorf("removing volume %q of VM %s/%s: %s", f.Volume, vm.Namespace, vm.Name, res.Message)

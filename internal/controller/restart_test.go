@@ -10,7 +10,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/testing/emulator"
@@ -163,6 +165,12 @@ func TestController_onRestart_stoppedThenStarted_removesDanglingHotplug(t *testi
 		t.Errorf("the Event does not say why: %q", ev.Message)
 	}
 	w.waitEvent("vm-s", act.ReasonDanglingRemoved)
+	// Like the other modes, it keeps a Finding record: its action is
+	// claimed there, counted, and visible with kubectl.
+	rec := w.waitFinding("vm-s", "data", v1alpha1.PhaseResolved, string(act.Applied))
+	if rec.Spec.Check != check.DanglingVolumeReference || rec.Status.LastAttempt == nil || rec.Status.Claim == "" {
+		t.Errorf("the record does not show the action: %+v", rec)
+	}
 
 	// The emulator's virt-controller takes over and the VM runs.
 	w.updateVM("vm-s", paused(false))

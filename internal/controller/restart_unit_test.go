@@ -68,7 +68,7 @@ func TestRestartSettle_presentAbsentPresentRestarts(t *testing.T) {
 	c := fakeClient(interceptor.Funcs{}, vm, root)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
-		Executor: &act.Executor{Client: c}, Records: &records{Live: c, Config: &cfg, Budget: newBudget(0, time.Hour)}} // acting is never allowed here
+		Executor: &act.Executor{Client: c}, Records: &records{Cache: c, Live: c, Config: &cfg, Budget: newBudget(0, time.Hour), Log: logr.Discard()}} // acting is never allowed here
 	reconcile := func() time.Duration {
 		t.Helper()
 		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)})
@@ -165,14 +165,14 @@ func TestRestart_forbiddenActionRefundsTheBudget(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := newBudget(1, time.Hour)
 	r := &RestartReconciler{Cache: cache, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
-		Executor: &act.Executor{Client: live}, Records: &records{Live: live, Config: &cfg, Budget: b, Now: func() time.Time { return now }, Log: logr.Discard()}}
+		Executor: &act.Executor{Client: live}, Records: &records{Cache: live, Live: live, Config: &cfg, Budget: b, Now: func() time.Time { return now }, Log: logr.Discard()}}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)}); err == nil {
 		t.Fatal("a forbidden action reported no error")
 	}
 	if forbidden == 0 {
 		t.Fatal("the live re-read never reached the claim: the test did not exercise a forbidden action")
 	}
-	if !b.take(now) {
+	if !b.take(now, "ns/other", window{}) {
 		t.Fatal("the forbidden action kept its budget: the one action of the window is gone")
 	}
 }

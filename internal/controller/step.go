@@ -23,6 +23,10 @@ const (
 	ReasonBackoff = "Backoff"
 	// ReasonForbidden: the last attempt was refused by RBAC; nothing changed.
 	ReasonForbidden = "Forbidden"
+	// ReasonResolvedAfterAction: the condition went after an action was
+	// claimed whose outcome was never stored (its process stopped); the
+	// action counts in the blast-radius window as if it had applied.
+	ReasonResolvedAfterAction = "ResolvedAfterAction"
 )
 
 // stepInput is what decides a finding record's next state.
