@@ -47,6 +47,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 	cmd.Flags().IntVar(&o.maxActions, "max", DefaultFixMaxActions, "at most this many actions in this run (0: none)")
 	cmd.Flags().BoolVar(&o.deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
 	cmd.Flags().StringVar(&o.object, "object", "", "only findings about this object, NAMESPACE/NAME")
+	cmd.Flags().BoolVar(&o.ignoreBreaker, "ignore-breaker", false, "act although the controller's blast-radius breaker (in --controller-namespace) is tripped")
 	cmd.Flags().StringVar(&o.planFile, "plan", "", "with --apply: act only on this reviewed plan (written by `tether fix -o json`)")
 	return cmd
 }
@@ -61,6 +62,10 @@ type fixOptions struct {
 	deletePods bool
 	planFile   string // --plan
 	object     string
+	// ignoreBreaker: act although the controller's breaker is tripped.
+	ignoreBreaker bool
+	// warnedCount: the failure to record an action was reported once.
+	warnedCount bool
 
 	// reviewed holds the --plan file's planned findings by id (Validate).
 	reviewed map[string]check.Finding
@@ -125,6 +130,9 @@ func (o *fixOptions) Run(ctx context.Context) error {
 	} else {
 		fmt.Fprintln(o.stderr, "note: --apply without --plan acts on a plan made now from live state; to apply exactly a reviewed plan, save it with `tether fix -o json > plan.json` and pass --plan plan.json")
 	}
+	if err := o.breakerAllows(ctx); err != nil {
+		return err
+	}
 	failed, err := o.applyPlan(ctx, snap, items)
 	if err != nil {
 		return err
@@ -156,6 +164,9 @@ func (o *fixOptions) applyPlan(ctx context.Context, snap *snapshot.Snapshot, ite
 		items[i].Result = &r
 		if r.Outcome != act.Applied {
 			failed++
+		}
+		if r.Outcome == act.Applied || r.Outcome == act.Pending {
+			o.count(ctx, items[i].Finding, r)
 		}
 	}
 	return failed, nil

@@ -20,7 +20,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -418,5 +420,49 @@ func TestFix_applyReviewedPlan(t *testing.T) {
 	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", filepath.Join(dir, "missing.json")}, scope...)...)
 	if r.code != 2 || !strings.Contains(r.stderr, "tether fix -o json") {
 		t.Fatalf("fix --apply --plan (missing file): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// fix --apply shares the controller's blast-radius limit where it shares its
+// namespace: while the breaker is tripped it changes nothing and says how to
+// reset it; `tether controller reset-breaker` resets it; fix then acts and
+// records its action there, where the controller counts it.
+func TestFix_honoursTheControllersBreaker(t *testing.T) {
+	env := testenv.Get(t)
+	env.InstallController(t)
+	ns, tenantKC := seed(t, env)
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := findingrecord.TripBreaker(ctx, c, ns, time.Now(), "more than 5 actions within 10m0s"); err != nil {
+		t.Fatal(err)
+	}
+	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns, "--controller-namespace", ns}
+	r := tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
+	if r.code != 2 || !strings.Contains(r.stderr, "tether controller reset-breaker -n "+ns) || strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("fix --apply with a tripped breaker: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.stdout, "pvc-orphan") {
+		t.Fatal("fix acted although the breaker was tripped")
+	}
+	r = tether(t, env, "tether", "controller", "reset-breaker", "-n", ns)
+	if r.code != 0 || !strings.Contains(r.stdout, "reset") {
+		t.Fatalf("reset-breaker: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := tether(t, env, "tether", "controller", "reset-breaker", "-n", ns); r.code != 0 || !strings.Contains(r.stdout, "not tripped") {
+		t.Fatalf("reset-breaker again: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("fix --apply after the reset: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var recs v1alpha1.FindingList
+	if err := c.List(ctx, &recs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCheck: findingrecord.FixCheck}); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs.Items) != 1 || recs.Items[0].Status.Reason != "Applied" || recs.Items[0].Status.LastAttempt == nil {
+		t.Fatalf("want one record of fix's action for the controller's window, got %+v", recs.Items)
 	}
 }
