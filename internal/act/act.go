@@ -73,6 +73,9 @@ type Executor struct {
 	PollInterval time.Duration
 	// Recorder records Events; nil records none.
 	Recorder *Recorder
+	// AfterDryRun, when set, runs between the accepted dry run and the
+	// write (fault-injection tests stop the process there).
+	AfterDryRun func(check.Finding)
 }
 
 // Evidence is what the caller's pass knows that a live read cannot see
@@ -177,6 +180,9 @@ func (e *Executor) guarded(ctx context.Context, f check.Finding, a action) Resul
 	}
 	if refusal := w.do(ctx, true); refusal != nil {
 		return *refusal
+	}
+	if e.AfterDryRun != nil {
+		e.AfterDryRun(f)
 	}
 	if w.fingerprint != nil {
 		last, refusal := e.recheck(ctx, f, a)

@@ -86,10 +86,11 @@ type Options struct {
 }
 
 // Faults are test hooks at the points of an action where a real process
-// may be killed: right after the Acting claim is stored, and right after
-// the action returned, before its outcome is stored.
+// may be killed: right after the Acting claim is stored, between the
+// server's dry run and the write, and right after the action returned,
+// before its outcome is stored.
 type Faults struct {
-	AfterClaim, AfterAction func(check.Finding)
+	AfterClaim, AfterDryRun, AfterAction func(check.Finding)
 }
 
 // Run builds the manager and runs until ctx ends.
@@ -317,6 +318,9 @@ func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Exec
 	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
 	ex.WaitTimeout = o.Config.ActionTimeout.Duration
 	ex.Recorder.Component = o.Identity
+	if o.Faults != nil {
+		ex.AfterDryRun = o.Faults.AfterDryRun
+	}
 	return ex, nil
 }
 
