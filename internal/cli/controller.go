@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -41,7 +42,9 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.BoolVar(&o.dryRun, "dry-run", false, "record findings, never act (overrides the config file)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (Lease "+controller.LeaderElectionID+")")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: $POD_NAMESPACE, else tether-system)")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint, e.g. :8443 (0 disables)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, only to bearer tokens the API server authenticates and allows GET /metrics (ClusterRole tether-metrics-reader); false serves plain HTTP to anyone")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
 	return cmd
 }
@@ -50,8 +53,9 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 // completed, what it runs with.
 type controllerOptions struct {
 	kubeconfig, kubeContext, configPath string
-	dryRun, leaderElect                 bool
+	dryRun, leaderElect, metricsSecure  bool
 	leaderNS, metricsAddr, probeAddr    string
+	metricsCertDir                      string
 
 	// Set by Complete.
 	run    controller.Options
@@ -86,6 +90,10 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 		// namespace (default tether-system).
 		Namespace:   os.Getenv("POD_NAMESPACE"),
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr,
+		MetricsInsecure: !o.metricsSecure, MetricsCertDir: o.metricsCertDir,
+	}
+	if o.metricsCertDir != "" && !o.metricsSecure {
+		return errors.New("--metrics-cert-dir is for HTTPS: drop it, or drop --metrics-secure=false")
 	}
 	o.stderr = cmd.ErrOrStderr()
 	return nil

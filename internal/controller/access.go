@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+)
+
+// Where the missing permissions of each feature come from.
+const (
+	fixBase       = "apply config/rbac (kubectl apply -k config/rbac), or for a controller limited to scope.namespaces the output of `tether manifests rbac` with one --namespace per scoped namespace"
+	fixStorage    = "the storage checks read cluster-wide (Nodes, VolumeAttachments, PVs, every pod on a node): apply config/rbac (kubectl apply -k config/rbac); namespaced RBAC cannot grant them"
+	fixProtection = "apply the opt-in config/rbac/protection (kubectl apply -k config/rbac/protection), or for a controller limited to scope.namespaces add --protection to `tether manifests rbac`"
+)
+
+// grant is one permission: a verb on a resource, in every scoped namespace
+// (cluster-wide when no scope is set) unless clusterWide, or in namespace
+// in when it is set.
+type grant struct {
+	verb, group, resource string
+	clusterWide           bool
+	in                    string
+}
+
+func (g grant) String() string {
+	r := g.resource
+	if g.group != "" {
+		r += "." + g.group
+	}
+	return g.verb + " " + r
+}
+
+// need is what one feature of the configuration needs, and how to grant it.
+type need struct {
+	feature string
+	fix     string
+	grants  []grant
+}
+
+func reads(group string, resources ...string) []grant {
+	var out []grant
+	for _, r := range resources {
+		for _, v := range []string{"get", "list", "watch"} {
+			out = append(out, grant{verb: v, group: group, resource: r})
+		}
+	}
+	return out
+}
+
+func clusterWide(gs []grant) []grant {
+	for i := range gs {
+		gs[i].clusterWide = true
+	}
+	return gs
+}
+
+// needs lists what the configuration's features read and write (the
+// informers' list and watch, the live re-reads and the writes). ownNS is
+// the controller's namespace (records of cluster-scoped subjects). The
+// storage-remediation writes are not here: without them those actions fail
+// and say so, the rest runs.
+func needs(cfg *config.Config, checks bool, ownNS string) []need {
+	kubevirt := clusterWide(reads("kubevirt.io", "kubevirts"))
+	var out []need
+	if checks || cfg.DanglingOnRestart.Enabled {
+		g := slices.Concat(reads("tether.dev", "findings"),
+			[]grant{{verb: "create", group: "tether.dev", resource: "findings"}, {verb: "delete", group: "tether.dev", resource: "findings"},
+				{verb: "update", group: "tether.dev", resource: "findings/status"},
+				{verb: "create", resource: "events"}})
+		if len(cfg.Scope.Namespaces) > 0 {
+			g = append(g, grant{verb: "list", group: "tether.dev", resource: "findings", in: ownNS}, grant{verb: "watch", group: "tether.dev", resource: "findings", in: ownNS})
+		}
+		out = append(out, need{feature: "records (Finding objects, Events)", fix: fixBase, grants: g})
+	}
+	if cfg.Enabled(check.OrphanHotplugVolume) {
+		g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), kubevirt,
+			[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
+				{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
+		out = append(out, need{feature: check.OrphanHotplugVolume, fix: fixBase, grants: g})
+	}
+	if slices.ContainsFunc(config.StorageChecks(), cfg.Enabled) {
+		g := slices.Concat(clusterWide(reads("", "nodes", "persistentvolumes")), clusterWide(reads("storage.k8s.io", "volumeattachments")),
+			clusterWide([]grant{{verb: "list", group: "storage.k8s.io", resource: "csidrivers"}, {verb: "list", resource: "pods"}, {verb: "get", resource: "persistentvolumeclaims"}}),
+			reads("", "persistentvolumeclaims", "pods"), reads("cdi.kubevirt.io", "datavolumes"),
+			[]grant{{verb: "create", resource: "events", in: metav1.NamespaceDefault}})
+		out = append(out, need{feature: "storage checks", fix: fixStorage, grants: g})
+	}
+	if cfg.DanglingOnRestart.Enabled {
+		g := slices.Concat(reads("kubevirt.io", "virtualmachines", "virtualmachineinstances"), kubevirt,
+			reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"),
+			[]grant{{verb: "list", resource: "pods"}, {verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
+		out = append(out, need{feature: "danglingOnRestart", fix: fixBase, grants: g})
+	}
+	if cfg.Protection.Enabled {
+		g := slices.Concat(reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"), reads("apps", "controllerrevisions"),
+			reads("kubevirt.io", "virtualmachines"),
+			[]grant{{verb: "patch", resource: "persistentvolumeclaims"}, {verb: "patch", group: "cdi.kubevirt.io", resource: "datavolumes"},
+				{verb: "patch", group: "apps", resource: "controllerrevisions"}, {verb: "create", resource: "events"},
+				// Its own namespace, for each scoped one (a namespaced Role
+				// can grant that), else every namespace.
+				{verb: "get", resource: "namespaces"}})
+		out = append(out, need{feature: "protection", fix: fixProtection, grants: g})
+	}
+	return out
+}
+
+// namespacesOf returns where g is asked: "" for cluster-wide.
+func namespacesOf(g grant, scope []string) []string {
+	switch {
+	case g.in != "":
+		return []string{g.in}
+	case g.clusterWide || len(scope) == 0:
+		return []string{""}
+	}
+	return scope
+}
+
+// denial is one grant that the API server refused.
+type denial struct {
+	need      *need
+	grant     grant
+	namespace string
+}
+
+// askFunc answers whether the caller may do g in namespace ns.
+type askFunc func(ctx context.Context, g grant, ns string) (bool, error)
+
+// missing asks about every grant of every need and returns those refused.
+func missing(ctx context.Context, ns []need, scope []string, ask askFunc) ([]denial, error) {
+	var out []denial
+	for i := range ns {
+		n := &ns[i]
+		for _, g := range n.grants {
+			for _, where := range namespacesOf(g, scope) {
+				ok, err := ask(ctx, g, where)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					out = append(out, denial{need: n, grant: g, namespace: where})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// accessError says which permissions are missing, by feature, and how to
+// grant them.
+func accessError(ds []denial) error {
+	var b strings.Builder
+	b.WriteString("controller: this identity lacks permissions that the configuration needs:")
+	var last *need
+	for _, d := range ds {
+		if d.need != last {
+			last = d.need
+			fmt.Fprintf(&b, "\n  %s (fix: %s):", d.need.feature, d.need.fix)
+		}
+		where := "in all namespaces"
+		if d.namespace != "" {
+			where = "in namespace " + d.namespace
+		}
+		fmt.Fprintf(&b, "\n    - %s %s", d.grant, where)
+	}
+	return fmt.Errorf("%s", b.String())
+}
+
+// checkAccess asks the API server (SelfSubjectAccessReview, which every
+// authenticated identity may create) whether this identity holds what the
+// configuration needs, and fails with the list and the fix if not: a
+// missing grant would otherwise show up later as informers that never
+// sync, or as protection that silently protects nothing.
+func checkAccess(ctx context.Context, rc *rest.Config, cfg *config.Config, checks bool, ownNS string) error {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ask := func(ctx context.Context, g grant, ns string) (bool, error) {
+		res, sub, _ := strings.Cut(g.resource, "/")
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Namespace: ns},
+		}}
+		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("controller: checking RBAC (SelfSubjectAccessReview for %s): %w", g, err)
+		}
+		return got.Status.Allowed, nil
+	}
+	ds, err := missing(ctx, needs(cfg, checks, ownNS), cfg.Scope.Namespaces, ask)
+	if err != nil {
+		return err
+	}
+	if len(ds) > 0 {
+		return accessError(ds)
+	}
+	return nil
+}
