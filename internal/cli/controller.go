@@ -65,6 +65,10 @@ type controllerOptions struct {
 // Complete reads the configuration file and the kubeconfig, and picks the
 // namespace of the leader-election Lease.
 func (o *controllerOptions) Complete(cmd *cobra.Command) error {
+	// Flags alone first, before any file or the cluster is read.
+	if o.metricsCertDir != "" && !o.metricsSecure {
+		return errors.New("--metrics-cert-dir is for HTTPS: drop it, or drop --metrics-secure=false")
+	}
 	cfg, err := config.Load(o.configPath)
 	if err != nil {
 		return err
@@ -92,9 +96,7 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr,
 		MetricsInsecure: !o.metricsSecure, MetricsCertDir: o.metricsCertDir,
 	}
-	if o.metricsCertDir != "" && !o.metricsSecure {
-		return errors.New("--metrics-cert-dir is for HTTPS: drop it, or drop --metrics-secure=false")
-	}
+
 	o.stderr = cmd.ErrOrStderr()
 	return nil
 }
