@@ -134,6 +134,7 @@ func TestNamespacedRBAC(t *testing.T) {
 	cfg.Scope.Namespaces = []string{a, b}
 	cfg.Protection.Enabled = true
 	cfg.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true}}
+	cfg.DanglingOnRestart.Enabled = true
 	asCfg := rest.CopyConfig(env.Config)
 	asCfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	start := func(c config.Config) error {
