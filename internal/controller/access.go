@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
@@ -179,12 +179,19 @@ func accessError(ds []denial) error {
 // configuration needs, and fails with the list and the fix if not: a
 // missing grant would otherwise show up later as informers that never
 // sync, or as protection that silently protects nothing.
-func checkAccess(ctx context.Context, rc *rest.Config, cfg *config.Config, checks bool, ownNS string) error {
-	cs, err := kubernetes.NewForConfig(rc)
+func checkAccess(ctx context.Context, o Options, checks bool) error {
+	cs, err := kubernetes.NewForConfig(o.RestConfig)
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
+	// Several features need the same grant: ask once.
+	asked := map[string]bool{}
 	ask := func(ctx context.Context, g grant, ns string) (bool, error) {
+		key := g.String() + " " + ns
+		if allowed, ok := asked[key]; ok {
+			return allowed, nil
+		}
 		res, sub, _ := strings.Cut(g.resource, "/")
 		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Namespace: ns},
@@ -193,12 +200,14 @@ func checkAccess(ctx context.Context, rc *rest.Config, cfg *config.Config, check
 		if err != nil {
 			return false, fmt.Errorf("controller: checking RBAC (SelfSubjectAccessReview for %s): %w", g, err)
 		}
+		asked[key] = got.Status.Allowed
 		return got.Status.Allowed, nil
 	}
-	ds, err := missing(ctx, needs(cfg, checks, ownNS), cfg.Scope.Namespaces, ask)
+	ds, err := missing(ctx, needs(o.Config, checks, o.Namespace), o.Config.Scope.Namespaces, ask)
 	if err != nil {
 		return err
 	}
+	o.Log.Info("RBAC checked", "questions", len(asked), "missing", len(ds), "took", time.Since(t0).Round(time.Millisecond).String())
 	if len(ds) > 0 {
 		return accessError(ds)
 	}

@@ -106,7 +106,7 @@ func New(o Options) (manager.Manager, error) {
 	ctrllog.SetLogger(o.Log)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := checkAccess(ctx, o.RestConfig, o.Config, checks, o.Namespace); err != nil {
+	if err := checkAccess(ctx, o, checks); err != nil {
 		return nil, err
 	}
 	mgr, err := newManager(o)
