@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -11,15 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/config"
 )
 
 // Where the missing permissions of each feature come from.
 const (
-	fixBase       = "apply config/rbac (kubectl apply -k config/rbac), or for a controller limited to scope.namespaces the output of `tether manifests rbac` with one --namespace per scoped namespace"
-	fixStorage    = "the storage checks read cluster-wide (Nodes, VolumeAttachments, PVs, every pod on a node): apply config/rbac (kubectl apply -k config/rbac); namespaced RBAC cannot grant them"
-	fixProtection = "apply the opt-in config/rbac/protection (kubectl apply -k config/rbac/protection), or for a controller limited to scope.namespaces add --protection to `tether manifests rbac`"
+	fixBase        = "apply config/rbac (kubectl apply -k config/rbac), or for a controller limited to scope.namespaces the output of `tether manifests rbac` with one --namespace per scoped namespace"
+	fixStorage     = "the storage checks read cluster-wide (Nodes, VolumeAttachments, PVs, every pod on a node): apply config/rbac (kubectl apply -k config/rbac); namespaced RBAC cannot grant them"
+	fixRemediation = "StaleVolumeAttachment actions will be refused until you apply the opt-in config/rbac/storage-remediation (kubectl apply -k config/rbac/storage-remediation)"
+	fixProtection  = "apply the opt-in config/rbac/protection (kubectl apply -k config/rbac/protection), or for a controller limited to scope.namespaces add --protection to `tether manifests rbac`"
 )
 
 // grant is one permission: a verb on a resource, in every scoped namespace
@@ -40,77 +38,13 @@ func (g grant) String() string {
 }
 
 // need is what one feature of the configuration needs, and how to grant it.
+// An optional need is only logged when missing: the feature then fails
+// its actions and says so, and the rest runs.
 type need struct {
-	feature string
-	fix     string
-	grants  []grant
-}
-
-func reads(group string, resources ...string) []grant {
-	var out []grant
-	for _, r := range resources {
-		for _, v := range []string{"get", "list", "watch"} {
-			out = append(out, grant{verb: v, group: group, resource: r})
-		}
-	}
-	return out
-}
-
-func clusterWide(gs []grant) []grant {
-	for i := range gs {
-		gs[i].clusterWide = true
-	}
-	return gs
-}
-
-// needs lists what the configuration's features read and write (the
-// informers' list and watch, the live re-reads and the writes). ownNS is
-// the controller's namespace (records of cluster-scoped subjects). The
-// storage-remediation writes are not here: without them those actions fail
-// and say so, the rest runs.
-func needs(cfg *config.Config, checks bool, ownNS string) []need {
-	kubevirt := clusterWide(reads("kubevirt.io", "kubevirts"))
-	var out []need
-	if checks || cfg.DanglingOnRestart.Enabled {
-		g := slices.Concat(reads("tether.dev", "findings"),
-			[]grant{{verb: "create", group: "tether.dev", resource: "findings"}, {verb: "delete", group: "tether.dev", resource: "findings"},
-				{verb: "update", group: "tether.dev", resource: "findings/status"},
-				{verb: "create", resource: "events"}})
-		if len(cfg.Scope.Namespaces) > 0 {
-			g = append(g, grant{verb: "list", group: "tether.dev", resource: "findings", in: ownNS}, grant{verb: "watch", group: "tether.dev", resource: "findings", in: ownNS})
-		}
-		out = append(out, need{feature: "records (Finding objects, Events)", fix: fixBase, grants: g})
-	}
-	if cfg.Enabled(check.OrphanHotplugVolume) {
-		g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), kubevirt,
-			[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
-				{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
-		out = append(out, need{feature: check.OrphanHotplugVolume, fix: fixBase, grants: g})
-	}
-	if slices.ContainsFunc(config.StorageChecks(), cfg.Enabled) {
-		g := slices.Concat(clusterWide(reads("", "nodes", "persistentvolumes")), clusterWide(reads("storage.k8s.io", "volumeattachments")),
-			clusterWide([]grant{{verb: "list", group: "storage.k8s.io", resource: "csidrivers"}, {verb: "list", resource: "pods"}, {verb: "get", resource: "persistentvolumeclaims"}}),
-			reads("", "persistentvolumeclaims", "pods"), reads("cdi.kubevirt.io", "datavolumes"),
-			[]grant{{verb: "create", resource: "events", in: metav1.NamespaceDefault}})
-		out = append(out, need{feature: "storage checks", fix: fixStorage, grants: g})
-	}
-	if cfg.DanglingOnRestart.Enabled {
-		g := slices.Concat(reads("kubevirt.io", "virtualmachines", "virtualmachineinstances"), kubevirt,
-			reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"),
-			[]grant{{verb: "list", resource: "pods"}, {verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
-		out = append(out, need{feature: "danglingOnRestart", fix: fixBase, grants: g})
-	}
-	if cfg.Protection.Enabled {
-		g := slices.Concat(reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"), reads("apps", "controllerrevisions"),
-			reads("kubevirt.io", "virtualmachines"),
-			[]grant{{verb: "patch", resource: "persistentvolumeclaims"}, {verb: "patch", group: "cdi.kubevirt.io", resource: "datavolumes"},
-				{verb: "patch", group: "apps", resource: "controllerrevisions"}, {verb: "create", resource: "events"},
-				// Its own namespace, for each scoped one (a namespaced Role
-				// can grant that), else every namespace.
-				{verb: "get", resource: "namespaces"}})
-		out = append(out, need{feature: "protection", fix: fixProtection, grants: g})
-	}
-	return out
+	feature  string
+	fix      string
+	grants   []grant
+	optional bool
 }
 
 // namespacesOf returns where g is asked: "" for cluster-wide.
@@ -152,6 +86,19 @@ func missing(ctx context.Context, ns []need, scope []string, ask askFunc) ([]den
 		}
 	}
 	return out, nil
+}
+
+// splitOptional separates the denials that stop the start from those of
+// optional needs.
+func splitOptional(ds []denial) (required, optional []denial) {
+	for _, d := range ds {
+		if d.need.optional {
+			optional = append(optional, d)
+		} else {
+			required = append(required, d)
+		}
+	}
+	return required, optional
 }
 
 // accessError says which permissions are missing, by feature, and how to
@@ -207,9 +154,13 @@ func checkAccess(ctx context.Context, o Options, checks bool) error {
 	if err != nil {
 		return err
 	}
-	o.Log.Info("RBAC checked", "questions", len(asked), "missing", len(ds), "took", time.Since(t0).Round(time.Millisecond).String())
-	if len(ds) > 0 {
-		return accessError(ds)
+	required, optional := splitOptional(ds)
+	for _, d := range optional {
+		o.Log.Info("RBAC lacks an opt-in grant", "feature", d.need.feature, "missing", d.grant.String(), "fix", d.need.fix)
+	}
+	o.Log.Info("RBAC checked", "questions", len(asked), "missing", len(required), "took", time.Since(t0).Round(time.Millisecond).String())
+	if len(required) > 0 {
+		return accessError(required)
 	}
 	return nil
 }

@@ -69,10 +69,11 @@ func TestAccess(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ds, err := missing(context.Background(), needs(tc.cfg, tc.checks, "tether-system"), tc.cfg.Scope.Namespaces, tc.ask)
+			all, err := missing(context.Background(), needs(tc.cfg, tc.checks, "tether-system"), tc.cfg.Scope.Namespaces, tc.ask)
 			if err != nil {
 				t.Fatal(err)
 			}
+			ds, _ := splitOptional(all)
 			if len(tc.want) == 0 {
 				if len(ds) > 0 {
 					t.Fatalf("want no denial, got %v", accessError(ds))
@@ -86,6 +87,44 @@ func TestAccess(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+// The storage remediations' writes are opt-in: missing, they are logged,
+// not a reason to refuse to start; asked only when they can be used.
+func TestAccess_storageRemediationIsOptional(t *testing.T) {
+	cfg := func(dryRun, force bool) *config.Config {
+		c := config.Default()
+		c.Checks = map[string]config.CheckConfig{check.StaleVolumeAttachment: {Enabled: true}}
+		c.DryRun, c.Storage.ForceDetach = dryRun, force
+		return &c
+	}
+	deny := allowAllBut("delete pods", "delete volumeattachments.storage.k8s.io", "patch volumeattachments.storage.k8s.io")
+	cases := []struct {
+		name     string
+		cfg      *config.Config
+		optional int
+	}{
+		{"acting, no remediation role -> delete pods logged", cfg(false, false), 1},
+		{"acting with forceDetach, no remediation role -> the VolumeAttachment writes logged too", cfg(false, true), 3},
+		{"dry run -> not asked", cfg(true, true), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			all, err := missing(context.Background(), needs(tc.cfg, true, "tether-system"), nil, deny)
+			if err != nil {
+				t.Fatal(err)
+			}
+			required, optional := splitOptional(all)
+			if len(required) > 0 || len(optional) != tc.optional {
+				t.Errorf("required %d, optional %d; want 0 and %d", len(required), len(optional), tc.optional)
+			}
+			for _, d := range optional {
+				if !strings.Contains(d.need.fix, "config/rbac/storage-remediation") {
+					t.Errorf("fix %q does not name config/rbac/storage-remediation", d.need.fix)
 				}
 			}
 		})
