@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -81,4 +84,58 @@ func TestController_protectionWithoutItsRBAC_refusesToStart(t *testing.T) {
 		_, err := controller.New(o)
 		return err == nil, err
 	})
+}
+
+// Without a storage check, the controller's pod cache holds only hot-plug
+// attachment pods (RBAC cannot narrow pods by label; the cache does); with
+// one, every pod in scope.
+func TestController_podCacheHoldsOnlyAttachmentPods(t *testing.T) {
+	w := newWorld(t)
+	for name, labels := range map[string]map[string]string{"attach": {"kubevirt.io": "hotplug-disk"}, "app": {"app": "web"}} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns, Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/c"}}},
+		}
+		if _, err := w.env.Client.CoreV1().Pods(w.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  func() *config.Config
+		want []string
+	}{
+		{"hot-plug only -> attachment pods", func() *config.Config { return w.cfg(time.Hour) }, []string{"attach"}},
+		{"a storage check -> every pod", func() *config.Config {
+			c := w.cfg(time.Hour)
+			c.Checks[check.BlockedDeletion] = config.CheckConfig{Enabled: true}
+			return c
+		}, []string{"app", "attach"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mgr, err := controller.New(controller.Options{RestConfig: saConfig(w.env), Config: tc.cfg(), Log: testr.New(t), SkipNameValidation: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = mgr.Start(ctx) }()
+			defer func() { cancel(); <-done }()
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				t.Fatal("caches did not sync")
+			}
+			var pods corev1.PodList
+			if err := mgr.GetClient().List(ctx, &pods, client.InNamespace(w.ns)); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range pods.Items {
+				got = append(got, p.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("the pod cache holds %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
