@@ -160,7 +160,7 @@ func TestNamespacedRBAC(t *testing.T) {
 
 	storage := cfg
 	storage.Checks = map[string]config.CheckConfig{check.StaleVolumeAttachment: {Enabled: true}}
-	if err := start(storage); err == nil || !strings.Contains(err.Error(), "storage checks") || !strings.Contains(err.Error(), "list nodes in all namespaces") {
+	if err := start(storage); err == nil || !strings.Contains(err.Error(), "storage checks") || !strings.Contains(err.Error(), "list nodes cluster-wide") {
 		t.Fatalf("storage checks on namespaced RBAC: want an error saying they read cluster-wide, got %v", err)
 	}
 

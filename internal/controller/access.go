@@ -15,6 +15,7 @@ import (
 const (
 	fixBase        = "apply config/rbac (kubectl apply -k config/rbac), or for a controller limited to scope.namespaces the output of `tether manifests rbac` with one --namespace per scoped namespace"
 	fixStorage     = "the storage checks read cluster-wide (Nodes, VolumeAttachments, PVs, every pod on a node): apply config/rbac (kubectl apply -k config/rbac); namespaced RBAC cannot grant them"
+	fixMetrics     = "the HTTPS metrics endpoint asks the API server about each scraper: apply config/rbac/common (kubectl apply -k config/rbac/common), or serve plain HTTP with --metrics-secure=false"
 	fixRemediation = "StaleVolumeAttachment actions will be refused until you apply the opt-in config/rbac/storage-remediation (kubectl apply -k config/rbac/storage-remediation)"
 	fixProtection  = "apply the opt-in config/rbac/protection (kubectl apply -k config/rbac/protection), or for a controller limited to scope.namespaces add --protection to `tether manifests rbac`"
 )
@@ -111,7 +112,7 @@ func accessError(ds []denial) error {
 			last = d.need
 			fmt.Fprintf(&b, "\n  %s (fix: %s):", d.need.feature, d.need.fix)
 		}
-		where := "in all namespaces"
+		where := "cluster-wide"
 		if d.namespace != "" {
 			where = "in namespace " + d.namespace
 		}
@@ -149,7 +150,11 @@ func checkAccess(ctx context.Context, o Options, checks bool) error {
 		asked[key] = got.Status.Allowed
 		return got.Status.Allowed, nil
 	}
-	ds, err := missing(ctx, needs(o.Config, checks, o.Namespace), o.Config.Scope.Namespaces, ask)
+	all := needs(o.Config, checks, o.Namespace)
+	if o.MetricsAddr != "0" && !o.MetricsInsecure {
+		all = append(all, metricsNeed())
+	}
+	ds, err := missing(ctx, all, o.Config.Scope.Namespaces, ask)
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,14 @@ func protectionNeed(cfg *config.Config, _ bool, _ string) *need {
 	return &need{feature: "protection", fix: fixProtection, grants: g}
 }
 
+// metricsNeed is what the HTTPS metrics endpoint asks the API server.
+func metricsNeed() need {
+	return need{feature: "metrics", fix: fixMetrics, grants: []grant{
+		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", clusterWide: true},
+		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", clusterWide: true},
+	}}
+}
+
 func reads(group string, resources ...string) []grant {
 	var out []grant
 	for _, r := range resources {

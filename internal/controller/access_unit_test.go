@@ -53,8 +53,8 @@ func TestAccess(t *testing.T) {
 			allowAllBut("patch persistentvolumeclaims", "patch datavolumes.cdi.kubevirt.io", "list controllerrevisions.apps"),
 			[]string{"protection (fix: apply the opt-in config/rbac/protection", "patch persistentvolumeclaims in namespace a",
 				"patch persistentvolumeclaims in namespace b", "patch datavolumes.cdi.kubevirt.io in namespace a", "list controllerrevisions.apps in namespace b"}},
-		{"protection unscoped without patch -> asks in all namespaces", protection(), false, allowAllBut("patch controllerrevisions.apps"),
-			[]string{"patch controllerrevisions.apps in all namespaces"}},
+		{"protection unscoped without patch -> asks cluster-wide", protection(), false, allowAllBut("patch controllerrevisions.apps"),
+			[]string{"patch controllerrevisions.apps cluster-wide"}},
 		{"protection off, patch refused -> starts", hotplug("a"), true, allowAllBut("patch persistentvolumeclaims", "get namespaces"), nil},
 		{"hot-plug check without VMI reads -> names config/rbac", hotplug("a"), true, allowAllBut("watch virtualmachineinstances.kubevirt.io"),
 			[]string{"OrphanHotplugVolume (fix: apply config/rbac", "watch virtualmachineinstances.kubevirt.io in namespace a"}},
@@ -65,7 +65,7 @@ func TestAccess(t *testing.T) {
 		}, nil},
 		{"storage checks with namespaced RBAC -> says they need cluster-wide reads", storage("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
 			return ns != "", nil
-		}, []string{"storage checks (fix: the storage checks read cluster-wide", "list nodes in all namespaces", "list pods in all namespaces"}},
+		}, []string{"storage checks (fix: the storage checks read cluster-wide", "list nodes cluster-wide", "list pods cluster-wide"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,5 +128,18 @@ func TestAccess_storageRemediationIsOptional(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAccess_metrics(t *testing.T) {
+	ds, err := missing(context.Background(), []need{metricsNeed()}, []string{"a"}, allowAllBut("create tokenreviews.authentication.k8s.io"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := accessError(ds).Error()
+	for _, want := range []string{"create tokenreviews.authentication.k8s.io cluster-wide", "config/rbac/common", "--metrics-secure=false"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
 	}
 }
