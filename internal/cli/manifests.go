@@ -2,15 +2,21 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tether-dev/tether/config/rbac"
 
 	"github.com/tether-dev/tether/internal/protect"
 )
 
-// newManifests is `tether manifests`, with its one subcommand `protection`:
-// the admission policy that refuses to delete protected objects.
+// newManifests is `tether manifests`: `protection`, the admission policy that
+// refuses to delete protected objects, and `rbac`, the namespaced RBAC of
+// the controller.
 func newManifests() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manifests",
@@ -38,6 +44,56 @@ through; --allow adds more user names. Apply with: tether manifests protection |
 		},
 	}
 	prot.Flags().StringArrayVar(&allow, "allow", nil, "also let this user through, e.g. system:serviceaccount:kube-system:namespace-controller (repeatable)")
-	cmd.AddCommand(prot)
+	cmd.AddCommand(prot, newManifestsRBAC())
 	return cmd
+}
+
+// newManifestsRBAC is `tether manifests rbac`: kustomize cannot repeat a
+// Role per namespace, so the namespaced variant of config/rbac is printed.
+func newManifestsRBAC() *cobra.Command {
+	var o rbac.Options
+	cmd := &cobra.Command{
+		Use:   "rbac",
+		Short: "Print Roles per namespace for a controller limited to scope.namespaces",
+		Long: `Prints the RBAC of ` + "`tether controller`" + ` for a configuration whose scope.namespaces
+names the --namespace flags: a Role and RoleBinding in each namespace instead of the
+cluster-wide ClusterRole of config/rbac, a Role in the controller's namespace for its
+records, and a small ClusterRole for what a Role cannot grant (reading the KubeVirt CR).
+--protection adds the finalizer patches of config/rbac/protection in those namespaces.
+The storage checks read cluster-wide and need config/rbac instead. Use it with
+config/rbac/common (ServiceAccount, leader election, metrics), as config/namespaced does:
+
+  tether manifests rbac --namespace tenant-a --namespace tenant-b | kubectl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			objs, err := rbac.Namespaced(o)
+			if err != nil {
+				return err
+			}
+			return printObjects(cmd.OutOrStdout(), objs)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringArrayVar(&o.Namespaces, "namespace", nil, "a namespace of scope.namespaces (repeatable, at least one)")
+	fs.StringVar(&o.ControllerNamespace, "controller-namespace", "tether-system", "the namespace the controller runs in (its ServiceAccount and records)")
+	fs.BoolVar(&o.Protection, "protection", false, "also grant protection's finalizer patches (protection.enabled: true)")
+	return cmd
+}
+
+// printObjects writes objs as a YAML stream, without the empty fields a
+// typed object carries (creationTimestamp: null).
+func printObjects(w io.Writer, objs []runtime.Object) error {
+	for _, obj := range objs {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+		data, err := yaml.Marshal(u)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "---\n%s", data)
+	}
+	return nil
 }

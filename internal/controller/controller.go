@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -64,6 +65,14 @@ type Options struct {
 	// MetricsAddr and ProbeAddr: "0" disables.
 	MetricsAddr string
 	ProbeAddr   string
+	// MetricsInsecure serves metrics over plain HTTP to anyone. By default
+	// they are served over HTTPS, and only to requests whose bearer token
+	// the API server authenticates (TokenReview) and allows GET on the
+	// path (SubjectAccessReview): ClusterRole tether-metrics-reader.
+	MetricsInsecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint;
+	// empty (or no such files) serves a self-signed certificate.
+	MetricsCertDir string
 	// LeaderElectionID overrides the Lease name (tests run several sets).
 	LeaderElectionID string
 	// Identity names this replica in its Events (reportingInstance).
@@ -109,6 +118,11 @@ func New(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	ctrllog.SetLogger(o.Log)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := checkAccess(ctx, o, checks); err != nil {
+		return nil, err
+	}
 	o = oneAtATime(o)
 	mgr, err := newManager(o)
 	if err != nil {
@@ -222,7 +236,7 @@ func newManager(o Options) (manager.Manager, error) {
 		// times count only when the controller wrote its status
 		// (v1alpha1.Finding.StatusWrittenBy).
 		Client:                        client.Options{FieldOwner: v1alpha1.FieldManager},
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectionID,
@@ -244,6 +258,20 @@ func newManager(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// metricsOptions serves metrics over HTTPS with authentication and
+// authorization through the API server, unless o.MetricsInsecure.
+func metricsOptions(o Options) metricsserver.Options {
+	if o.MetricsInsecure {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		CertDir:        o.MetricsCertDir,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+	}
 }
 
 // cacheOptions says what the informers hold: everything the checks read,

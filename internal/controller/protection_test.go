@@ -15,11 +15,12 @@ import (
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
-// `tether controller` with only protection enabled, as the config/rbac
-// ServiceAccount: a stopped VM's PVC gets the finalizer, its deletion is
+// `tether controller` with only protection enabled, as the ServiceAccount
+// of config/rbac plus config/rbac/protection: a stopped VM's PVC gets the finalizer, its deletion is
 // postponed, and deleting the VM releases it.
 func TestController_protectionOnly_holdsStoppedVMDisk(t *testing.T) {
 	w := newWorld(t)
+	w.env.InstallController(t, "rbac/protection")
 	cfg := config.Default()
 	cfg.Scope.Namespaces = []string{w.ns}
 	cfg.Protection.Enabled = true

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+)
+
+// needs lists what the configuration's features read and write (the
+// informers' list and watch, the live re-reads and the writes), one need per
+// enabled feature. ownNS is the controller's namespace (records of
+// cluster-scoped subjects). The storage-remediation writes are optional:
+// without them those actions fail and say so, the rest runs.
+func needs(cfg *config.Config, checks bool, ownNS string) []need {
+	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
+	var out []need
+	for _, f := range features {
+		if n := f(cfg, checks, ownNS); n != nil {
+			out = append(out, *n)
+		}
+	}
+	return out
+}
+
+func recordsNeed(cfg *config.Config, checks bool, ownNS string) *need {
+	if !checks && !cfg.DanglingOnRestart.Enabled {
+		return nil
+	}
+	g := slices.Concat(reads("tether.dev", "findings"),
+		[]grant{{verb: "create", group: "tether.dev", resource: "findings"}, {verb: "delete", group: "tether.dev", resource: "findings"},
+			{verb: "update", group: "tether.dev", resource: "findings/status"}, {verb: "create", resource: "events"}})
+	if len(cfg.Scope.Namespaces) > 0 {
+		// The records' informer watches the controller's namespace too.
+		g = append(g, grant{verb: "list", group: "tether.dev", resource: "findings", in: ownNS}, grant{verb: "watch", group: "tether.dev", resource: "findings", in: ownNS})
+	}
+	return &need{feature: "records (Finding objects, Events)", fix: fixBase, grants: g}
+}
+
+func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
+	if !cfg.Enabled(check.OrphanHotplugVolume) {
+		return nil
+	}
+	g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), clusterWide(reads("kubevirt.io", "kubevirts")),
+		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
+			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
+	return &need{feature: check.OrphanHotplugVolume, fix: fixBase, grants: g}
+}
+
+func storageNeed(cfg *config.Config, _ bool, _ string) *need {
+	if !slices.ContainsFunc(config.StorageChecks(), cfg.Enabled) {
+		return nil
+	}
+	g := slices.Concat(clusterWide(reads("", "nodes", "persistentvolumes")), clusterWide(reads("storage.k8s.io", "volumeattachments")),
+		// The live re-check lists the pods on a node in every namespace
+		// and reads the claim of a PV wherever it is.
+		clusterWide([]grant{{verb: "list", group: "storage.k8s.io", resource: "csidrivers"}, {verb: "list", resource: "pods"}, {verb: "get", resource: "persistentvolumeclaims"}}),
+		reads("", "persistentvolumeclaims", "pods"), reads("cdi.kubevirt.io", "datavolumes"),
+		// Events on cluster-scoped subjects.
+		[]grant{{verb: "create", resource: "events", in: metav1.NamespaceDefault}})
+	return &need{feature: "storage checks", fix: fixStorage, grants: g}
+}
+
+func remediationNeed(cfg *config.Config, _ bool, _ string) *need {
+	if !cfg.Enabled(check.StaleVolumeAttachment) || cfg.DryRun {
+		return nil
+	}
+	g := clusterWide([]grant{{verb: "delete", resource: "pods"}})
+	if cfg.Storage.ForceDetach {
+		g = append(g, clusterWide([]grant{{verb: "delete", group: "storage.k8s.io", resource: "volumeattachments"},
+			{verb: "patch", group: "storage.k8s.io", resource: "volumeattachments"}})...)
+	}
+	return &need{feature: "storage remediation", fix: fixRemediation, grants: g, optional: true}
+}
+
+func restartNeed(cfg *config.Config, _ bool, _ string) *need {
+	if !cfg.DanglingOnRestart.Enabled {
+		return nil
+	}
+	g := slices.Concat(reads("kubevirt.io", "virtualmachines", "virtualmachineinstances"), clusterWide(reads("kubevirt.io", "kubevirts")),
+		reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"),
+		[]grant{{verb: "list", resource: "pods"}, {verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
+	return &need{feature: "danglingOnRestart", fix: fixBase, grants: g}
+}
+
+func protectionNeed(cfg *config.Config, _ bool, _ string) *need {
+	if !cfg.Protection.Enabled {
+		return nil
+	}
+	g := slices.Concat(reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"), reads("apps", "controllerrevisions"),
+		reads("kubevirt.io", "virtualmachines"),
+		[]grant{{verb: "patch", resource: "persistentvolumeclaims"}, {verb: "patch", group: "cdi.kubevirt.io", resource: "datavolumes"},
+			{verb: "patch", group: "apps", resource: "controllerrevisions"}, {verb: "create", resource: "events"},
+			// Its own namespace, for each scoped one (a namespaced Role
+			// can grant that), else every namespace.
+			{verb: "get", resource: "namespaces"}})
+	return &need{feature: "protection", fix: fixProtection, grants: g}
+}
+
+// metricsNeed is what the HTTPS metrics endpoint asks the API server.
+func metricsNeed() need {
+	return need{feature: "metrics", fix: fixMetrics, grants: []grant{
+		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", clusterWide: true},
+		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", clusterWide: true},
+	}}
+}
+
+func reads(group string, resources ...string) []grant {
+	var out []grant
+	for _, r := range resources {
+		for _, v := range []string{"get", "list", "watch"} {
+			out = append(out, grant{verb: v, group: group, resource: r})
+		}
+	}
+	return out
+}
+
+func clusterWide(gs []grant) []grant {
+	for i := range gs {
+		gs[i].clusterWide = true
+	}
+	return gs
+}

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/config"
+)
+
+// allowAllBut answers like an authorizer that refuses only the verbs named
+// "verb resource" in deny (in any namespace).
+func allowAllBut(deny ...string) askFunc {
+	return func(_ context.Context, g grant, _ string) (bool, error) {
+		for _, d := range deny {
+			if g.String() == d {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+}
+
+func TestAccess(t *testing.T) {
+	protection := func(scope ...string) *config.Config {
+		c := config.Default()
+		c.Protection.Enabled = true
+		c.Scope.Namespaces = scope
+		return &c
+	}
+	hotplug := func(scope ...string) *config.Config {
+		c := config.Default()
+		c.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true}}
+		c.Scope.Namespaces = scope
+		return &c
+	}
+	storage := func(scope ...string) *config.Config {
+		c := config.Default()
+		c.Checks = map[string]config.CheckConfig{check.StaleVolumeAttachment: {Enabled: true}}
+		c.Scope.Namespaces = scope
+		return &c
+	}
+	cases := []struct {
+		name   string
+		cfg    *config.Config
+		checks bool
+		ask    askFunc
+		want   []string // substrings of the error; none: no error
+	}{
+		{"protection, all granted -> starts", protection("a"), false, allowAllBut(), nil},
+		{"protection without its overlay -> names config/rbac/protection and each namespace", protection("a", "b"), false,
+			allowAllBut("patch persistentvolumeclaims", "patch datavolumes.cdi.kubevirt.io", "list controllerrevisions.apps"),
+			[]string{"protection (fix: apply the opt-in config/rbac/protection", "patch persistentvolumeclaims in namespace a",
+				"patch persistentvolumeclaims in namespace b", "patch datavolumes.cdi.kubevirt.io in namespace a", "list controllerrevisions.apps in namespace b"}},
+		{"protection unscoped without patch -> asks cluster-wide", protection(), false, allowAllBut("patch controllerrevisions.apps"),
+			[]string{"patch controllerrevisions.apps cluster-wide"}},
+		{"protection off, patch refused -> starts", hotplug("a"), true, allowAllBut("patch persistentvolumeclaims", "get namespaces"), nil},
+		{"hot-plug check without VMI reads -> names config/rbac", hotplug("a"), true, allowAllBut("watch virtualmachineinstances.kubevirt.io"),
+			[]string{"OrphanHotplugVolume (fix: apply config/rbac", "watch virtualmachineinstances.kubevirt.io in namespace a"}},
+		{"scoped records without the controller's namespace -> names it", hotplug("a"), true, allowAllBut("list findings.tether.dev"),
+			[]string{"list findings.tether.dev in namespace a", "list findings.tether.dev in namespace tether-system"}},
+		{"hot-plug, scoped, no cluster-wide pods -> starts", hotplug("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
+			return !(g.resource == "pods" && ns == ""), nil
+		}, nil},
+		{"storage checks with namespaced RBAC -> says they need cluster-wide reads", storage("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
+			return ns != "", nil
+		}, []string{"storage checks (fix: the storage checks read cluster-wide", "list nodes cluster-wide", "list pods cluster-wide"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			all, err := missing(context.Background(), needs(tc.cfg, tc.checks, "tether-system"), tc.cfg.Scope.Namespaces, tc.ask)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, _ := splitOptional(all)
+			if len(tc.want) == 0 {
+				if len(ds) > 0 {
+					t.Fatalf("want no denial, got %v", accessError(ds))
+				}
+				return
+			}
+			if len(ds) == 0 {
+				t.Fatal("want denials, got none")
+			}
+			msg := accessError(ds).Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+// The storage remediations' writes are opt-in: missing, they are logged,
+// not a reason to refuse to start; asked only when they can be used.
+func TestAccess_storageRemediationIsOptional(t *testing.T) {
+	cfg := func(dryRun, force bool) *config.Config {
+		c := config.Default()
+		c.Checks = map[string]config.CheckConfig{check.StaleVolumeAttachment: {Enabled: true}}
+		c.DryRun, c.Storage.ForceDetach = dryRun, force
+		return &c
+	}
+	deny := allowAllBut("delete pods", "delete volumeattachments.storage.k8s.io", "patch volumeattachments.storage.k8s.io")
+	cases := []struct {
+		name     string
+		cfg      *config.Config
+		optional int
+	}{
+		{"acting, no remediation role -> delete pods logged", cfg(false, false), 1},
+		{"acting with forceDetach, no remediation role -> the VolumeAttachment writes logged too", cfg(false, true), 3},
+		{"dry run -> not asked", cfg(true, true), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			all, err := missing(context.Background(), needs(tc.cfg, true, "tether-system"), nil, deny)
+			if err != nil {
+				t.Fatal(err)
+			}
+			required, optional := splitOptional(all)
+			if len(required) > 0 || len(optional) != tc.optional {
+				t.Errorf("required %d, optional %d; want 0 and %d", len(required), len(optional), tc.optional)
+			}
+			for _, d := range optional {
+				if !strings.Contains(d.need.fix, "config/rbac/storage-remediation") {
+					t.Errorf("fix %q does not name config/rbac/storage-remediation", d.need.fix)
+				}
+			}
+		})
+	}
+}
+
+func TestAccess_metrics(t *testing.T) {
+	ds, err := missing(context.Background(), []need{metricsNeed()}, []string{"a"}, allowAllBut("create tokenreviews.authentication.k8s.io"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := accessError(ds).Error()
+	for _, want := range []string{"create tokenreviews.authentication.k8s.io cluster-wide", "config/rbac/common", "--metrics-secure=false"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+}
