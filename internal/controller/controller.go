@@ -108,6 +108,9 @@ func New(o Options) (manager.Manager, error) {
 			return nil, err
 		}
 	}
+	if err := protect.AddSweeper(mgr, protect.SweepOptions{Coverage: protect.Coverage{Enabled: o.Config.Protection.Enabled, Namespaces: o.Config.Scope.Namespaces}, Identity: o.Identity, Log: o.Log}); err != nil {
+		return nil, err
+	}
 	if checks {
 		if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
 			return nil, err
