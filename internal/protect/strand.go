@@ -121,9 +121,10 @@ func NewSweeper(c client.Client, live client.Reader, m meta.RESTMapper, o SweepO
 // Start sweeps once, then re-checks what stays stranded until ctx ends.
 func (s *Sweeper) Start(ctx context.Context) error {
 	s.Sweep(ctx)
-	recheck := time.NewTicker(s.Recheck)
+	recheckEvery, pollEvery := s.intervals()
+	recheck := time.NewTimer(recheckEvery)
 	defer recheck.Stop()
-	poll := time.NewTicker(s.NamespacePoll)
+	poll := time.NewTimer(pollEvery)
 	defer poll.Stop()
 	for {
 		select {
@@ -131,10 +132,29 @@ func (s *Sweeper) Start(ctx context.Context) error {
 			return nil
 		case <-recheck.C:
 			s.settleKnown(ctx, func(string) bool { return true })
+			recheckEvery, _ = s.intervals()
+			recheck.Reset(recheckEvery)
 		case <-poll.C:
 			s.settleKnown(ctx, s.terminating(ctx))
+			_, pollEvery = s.intervals()
+			poll.Reset(pollEvery)
 		}
 	}
+}
+
+// intervals are Recheck and NamespacePoll, stretched with the number of
+// stranded objects and of their namespaces so that neither costs more than
+// a few requests a second (a re-check reads an object and lists its
+// namespace's VMs twice; a poll reads one namespace).
+func (s *Sweeper) intervals() (recheck, poll time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nss := map[string]bool{}
+	for r := range s.known {
+		nss[r.Namespace] = true
+	}
+	return max(s.Recheck, time.Duration(len(s.known))*time.Second),
+		max(s.NamespacePoll, time.Duration(len(nss))*200*time.Millisecond)
 }
 
 // Sweep lists every object of the protected kinds live, page by page,

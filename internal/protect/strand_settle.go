@@ -63,7 +63,7 @@ func StrandedMessage(st Stranded, c Coverage) string {
 	var kept string
 	switch st.Reason {
 	case StrandedInUse:
-		kept = "it is kept because VirtualMachine(s) " + strings.Join(st.Users, ", ") + " use it"
+		kept = "it is kept because VirtualMachine(s) " + someNames(st.Users, 5) + " use it"
 	case StrandedNoPatchRight:
 		_, resource := resourceOf(st.Ref.Kind)
 		kept = "tether may not patch " + resource + " in " + ns + " to release it"
@@ -73,6 +73,15 @@ func StrandedMessage(st Stranded, c Coverage) string {
 	return fmt.Sprintf("%s keeps finalizer %s, which tether no longer maintains (%s); %s; "+
 		"to keep it protected, %s; to release every tether finalizer of the namespace: %s",
 		st.Ref, Finalizer, why, kept, again, ReleaseCommand(ns))
+}
+
+// someNames joins the first n names and counts the rest, so that the
+// message, and the command at its end, fit in an Event.
+func someNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // pass is one round of settling; it remembers the access reviews.
@@ -207,15 +216,12 @@ func (s *Sweeper) warn(out []Stranded) {
 }
 
 // recordStranded writes one Warning Event per object and message. Best
-// effort: an Event that cannot be written changes nothing.
+// effort: an Event that cannot be written is tried again at the next
+// publish, and changes nothing else.
 func (s *Sweeper) recordStranded(ctx context.Context, st Stranded) {
 	msg := StrandedMessage(st, s.Coverage)
 	s.mu.Lock()
-	if s.reported == nil {
-		s.reported = map[types.UID]string{}
-	}
 	seen := s.reported[st.uid] == msg
-	s.reported[st.uid] = msg
 	s.mu.Unlock()
 	if seen || st.uid == "" {
 		return
@@ -232,5 +238,12 @@ func (s *Sweeper) recordStranded(ctx context.Context, st Stranded) {
 	}, time.Now())
 	if err := s.Client.Create(ctx, ev); err != nil {
 		s.Log.Error(err, "recording Event", "object", st.Ref.String())
+		return
 	}
+	s.mu.Lock()
+	if s.reported == nil {
+		s.reported = map[types.UID]string{}
+	}
+	s.reported[st.uid] = msg
+	s.mu.Unlock()
 }

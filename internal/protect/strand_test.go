@@ -109,11 +109,16 @@ func (w *strandWorld) gone(ns, name string) {
 	})
 }
 
+// delete deletes o and waits until it is gone.
 func (w *strandWorld) delete(o client.Object) {
 	w.t.Helper()
 	if err := w.c.Delete(w.ctx, o); err != nil {
 		w.t.Fatalf("deleting %s: %v", o.GetName(), err)
 	}
+	testenv.Eventually(w.t, wait, o.GetName()+" gone", func() (bool, error) {
+		err := w.c.Get(w.ctx, client.ObjectKeyFromObject(o), o)
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 func vmNamed(ns, name string) client.Object { return fixture.VM(name, fixture.InNamespace(ns)) }
@@ -188,7 +193,9 @@ func TestStranded_scopeNarrowed(t *testing.T) {
 	stop()
 
 	w.delete(vmNamed(b, "gone"))
-	w.delete(claimNamed(b, "free"))
+	if err := w.c.Delete(w.ctx, claimNamed(b, "free")); err != nil {
+		t.Fatal(err)
+	}
 	w.run(protecting(a))
 	w.gone(b, "free")
 	msg := w.strandedEvent(b, "held", "VirtualMachine(s) keeper", "namespace "+b+" is outside scope.namespaces", protect.ReleaseCommand(b))
