@@ -77,7 +77,10 @@ type Sweeper struct {
 
 	// recs release through the reconcilers' own path, one per kind: live
 	// reads, writes through Client.
-	recs     map[Kind]*Reconciler
+	recs map[Kind]*Reconciler
+	// relist: the last sweep could not list some kind; the next re-check
+	// sweeps again. Only the sweeping goroutine uses it.
+	relist   bool
 	mu       sync.Mutex
 	known    map[Ref]Stranded
 	reported map[types.UID]string
@@ -131,7 +134,11 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-recheck.C:
-			s.settleKnown(ctx, func(string) bool { return true })
+			if s.relist {
+				s.Sweep(ctx)
+			} else {
+				s.settleKnown(ctx, func(string) bool { return true })
+			}
 			recheckEvery, _ = s.intervals()
 			recheck.Reset(recheckEvery)
 		case <-poll.C:
@@ -162,13 +169,14 @@ func (s *Sweeper) intervals() (recheck, poll time.Duration) {
 // those that stay stranded.
 func (s *Sweeper) Sweep(ctx context.Context) []Stranded {
 	var refs []Ref
+	s.relist = false
 	for _, k := range Kinds {
 		if !installed(s.Mapper, k) {
 			continue
 		}
 		found, err := s.listMarked(ctx, k)
 		if err != nil {
-			s.listFailed(k, err)
+			s.relist = s.relist || s.listFailed(k, err)
 			continue
 		}
 		refs = append(refs, found...)
@@ -176,6 +184,9 @@ func (s *Sweeper) Sweep(ctx context.Context) []Stranded {
 	p := &pass{Sweeper: s, patch: map[string]bool{}}
 	known := map[Ref]Stranded{}
 	for _, ref := range refs {
+		if ctx.Err() != nil {
+			break
+		}
 		if st, ok := p.settle(ctx, ref); ok {
 			known[ref] = st
 		}
@@ -205,18 +216,20 @@ func (s *Sweeper) listMarked(ctx context.Context, k Kind) ([]Ref, error) {
 }
 
 // listFailed logs why the objects of kind k could not be looked at; a
-// refused LIST names the missing right.
-func (s *Sweeper) listFailed(k Kind, err error) {
+// refused LIST names the missing right. It reports whether trying again
+// later may help (not for a refusal or an API that is not served).
+func (s *Sweeper) listFailed(k Kind, err error) bool {
 	group, resource := resourceOf(k)
 	switch {
 	case meta.IsNoMatchError(err):
-		return
+		return false
 	case apierrors.IsForbidden(err):
 		s.Log.Info("WARNING: cannot look for stranded finalizers of this kind: the controller may not list it in all namespaces",
 			"kind", string(k), "missing", "list "+resource+" (apiGroup \""+group+"\") cluster-wide", "error", err.Error())
-	default:
-		s.Log.Error(err, "listing objects to find stranded finalizers", "kind", string(k))
+		return false
 	}
+	s.Log.Error(err, "listing objects to find stranded finalizers; trying again at the next re-check", "kind", string(k))
+	return true
 }
 
 // settleKnown settles again the known stranded objects whose namespace

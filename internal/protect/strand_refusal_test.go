@@ -5,9 +5,12 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/protect"
@@ -113,4 +116,30 @@ func (w *world) grant(user string, rules []rbacv1.PolicyRule) {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { _ = rb.ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{}) })
+}
+
+// TestSweep_everyKind: with protection off, unused DataVolumes and
+// ControllerRevisions that carry the finalizer are released like PVCs;
+// the sweep reads page by page (a page of one object here).
+func TestSweep_everyKind(t *testing.T) {
+	w := newWorld(t)
+	w.markedPVC("claim")
+	dv := fixture.DataVolume("data")
+	dv.Finalizers = []string{protect.Finalizer}
+	w.create(dv)
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "vm-u1.small-1", Finalizers: []string{protect.Finalizer}},
+		Data: runtime.RawExtension{Raw: []byte("{}")}}
+	w.create(cr)
+	got := strandedIn(sweeper(t, w.env.Config, protect.SweepOptions{PageSize: 1}).Sweep(w.ctx), w.ns)
+	if len(got) != 0 {
+		t.Fatalf("still stranded: %+v", got)
+	}
+	for _, o := range []client.Object{fixture.PVC("claim"), fixture.DataVolume("data"), &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: cr.Name}}} {
+		if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: o.GetName()}, o); err != nil {
+			t.Fatal(err)
+		}
+		if protect.HasFinalizer(o) {
+			t.Errorf("%T %s keeps the finalizer: %v", o, o.GetName(), o.GetFinalizers())
+		}
+	}
 }
