@@ -99,6 +99,10 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Finalizers left outside what protection now covers (protect.Sweeper).
+	if err := protect.AddSweeper(mgr, protect.SweepOptions{Coverage: protect.Coverage{Enabled: o.Config.Protection.Enabled, Namespaces: o.Config.Scope.Namespaces}, Identity: o.Identity, Log: o.Log}); err != nil {
+		return nil, err
+	}
 	if o.Config.Protection.Enabled {
 		sel, err := o.Config.VMSelector()
 		if err != nil {
@@ -107,9 +111,6 @@ func New(o Options) (manager.Manager, error) {
 		if err := protect.Setup(mgr, protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log}); err != nil {
 			return nil, err
 		}
-	}
-	if err := protect.AddSweeper(mgr, protect.SweepOptions{Coverage: protect.Coverage{Enabled: o.Config.Protection.Enabled, Namespaces: o.Config.Scope.Namespaces}, Identity: o.Identity, Log: o.Log}); err != nil {
-		return nil, err
 	}
 	if checks {
 		if err := requireFindingCRD(mgr.GetRESTMapper()); err != nil {
