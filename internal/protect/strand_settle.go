@@ -99,8 +99,12 @@ func (p *pass) settle(ctx context.Context, ref Ref) (Stranded, bool) {
 	if !p.mayPatch(ctx, ref) {
 		st.Reason = StrandedNoPatchRight
 	} else if err := r.releaseIfUnused(ctx, ref); err != nil {
-		p.Log.Error(err, "releasing a stranded finalizer", "object", ref.String())
-		st.Reason = StrandedReleaseFailed
+		// A guarded patch is refused when the object changed since the
+		// live read: once more, from a fresh read.
+		if err = r.releaseIfUnused(ctx, ref); err != nil {
+			p.Log.Error(err, "releasing a stranded finalizer", "object", ref.String())
+			st.Reason = StrandedReleaseFailed
+		}
 	}
 	obj := newObject(ref.Kind)
 	if err := p.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
