@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,8 +50,24 @@ func newStrandWorld(t *testing.T) *strandWorld {
 func (w *strandWorld) run(cfg *config.Config) (stop func()) {
 	w.t.Helper()
 	return testenv.RunController(w.t, controller.Options{
-		RestConfig: w.env.AsController(), Config: cfg, Log: testr.New(w.t), SkipNameValidation: true,
+		RestConfig: w.env.AsController(), Config: cfg, Log: testLog(w.t), SkipNameValidation: true,
 	})
+}
+
+// testLog logs to t until the test's cleanups have run: an informer
+// goroutine of a stopped manager may still log after its test ended, which
+// testing turns into a panic.
+func testLog(t *testing.T) logr.Logger {
+	var mu sync.Mutex
+	done := false
+	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			t.Log(prefix, args)
+		}
+	}, funcr.Options{})
 }
 
 // protecting is a configuration with protection on in namespaces ns.
