@@ -28,8 +28,9 @@ func newManifests() *cobra.Command {
 		Short: "Print a ValidatingAdmissionPolicy refusing DELETE of objects labelled " + protect.DeleteProtectionLabel + "=true",
 		Long: `Prints a ValidatingAdmissionPolicy and its binding that refuse the deletion of
 PVCs, DataVolumes and ControllerRevisions labelled ` + protect.DeleteProtectionLabel + `=true, with a
-message saying how to release the protection. The garbage collector is always let
-through; --allow adds more user names. Apply with: tether manifests protection | kubectl apply -f -`,
+message saying how to release the protection. The garbage collector and the namespace
+controller are always let through (a namespace being deleted can go); --allow adds more
+user names. Apply with: tether manifests protection | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, b := protect.Policy(protect.PolicyOptions{Allow: allow})
@@ -43,7 +44,7 @@ through; --allow adds more user names. Apply with: tether manifests protection |
 			return nil
 		},
 	}
-	prot.Flags().StringArrayVar(&allow, "allow", nil, "also let this user through, e.g. system:serviceaccount:kube-system:namespace-controller (repeatable)")
+	prot.Flags().StringArrayVar(&allow, "allow", nil, "also let this user through, e.g. system:kube-controller-manager when it runs without --use-service-account-credentials (repeatable)")
 	cmd.AddCommand(prot, newManifestsRBAC())
 	return cmd
 }

@@ -22,8 +22,10 @@ func newProtect() *cobra.Command {
 		Short: "Add the " + protect.Finalizer + " finalizer to what VMs use (dry run unless --apply)",
 		Long: `Reads the VMs and their PVCs, DataVolumes and ControllerRevisions once and adds the
 ` + protect.Finalizer + ` finalizer where a VM (running or stopped) uses an object that lacks it
-— for clusters adopting tether. --release instead removes every tether finalizer in scope
-(the uninstall path: run it after stopping the controller, or a namespace deletion waits).
+— for clusters adopting tether. --release instead removes every tether finalizer in scope,
+in use or not: the uninstall path (run it after stopping the controller, or a namespace
+deletion waits), and the command the controller prints for finalizers it no longer
+maintains (protection turned off, or a namespace that left its scope).
 Without --apply, prints what it would change and changes nothing.
 Exit code: 0 done or planned, 1 some change failed, 2 error.`,
 		Args: cobra.NoArgs,

@@ -128,6 +128,10 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Finalizers left outside what protection now covers (protect.Sweeper).
+	if err := protect.AddSweeper(mgr, protect.SweepOptions{Coverage: protect.Coverage{Enabled: o.Config.Protection.Enabled, Namespaces: o.Config.Scope.Namespaces}, Identity: o.Identity, Log: o.Log}); err != nil {
+		return nil, err
+	}
 	if o.Config.Protection.Enabled {
 		sel, err := o.Config.VMSelector()
 		if err != nil {

@@ -27,8 +27,11 @@ import (
 )
 
 // The real garbage collector, namespace controller and PVC protection
-// controller run beside the API server.
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{ControllerManager: true}) }
+// controller run beside the API server, each under its own ServiceAccount
+// as in a kubeadm cluster (the admission policy's allow list names them).
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{ControllerManager: true, ServiceAccountCredentials: true})
+}
 
 const wait = 60 * time.Second
 

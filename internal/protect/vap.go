@@ -2,6 +2,7 @@ package protect
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -18,18 +19,27 @@ const (
 	// GarbageCollector is the identity of the garbage collector, always let
 	// through: what an owner's deletion removes must go.
 	GarbageCollector = "system:serviceaccount:kube-system:generic-garbage-collector"
+	// NamespaceController is the identity of the namespace controller,
+	// always let through: a namespace being deleted must be able to go.
+	// Both identities are those of a kube-controller-manager that runs
+	// with --use-service-account-credentials (kubeadm's default).
+	NamespaceController = "system:serviceaccount:kube-system:namespace-controller"
 )
+
+// DefaultAllowed are the user names the policy always lets through.
+var DefaultAllowed = []string{GarbageCollector, NamespaceController}
 
 // PolicyOptions shape the admission policy.
 type PolicyOptions struct {
 	// Allow are further user names let through, e.g.
-	// system:serviceaccount:kube-system:namespace-controller.
+	// system:kube-controller-manager where the controller manager runs
+	// without service-account credentials.
 	Allow []string
 }
 
 // Policy returns the ValidatingAdmissionPolicy and its binding.
 func Policy(o PolicyOptions) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
-	allowed := append([]string{GarbageCollector}, o.Allow...)
+	allowed := append(slices.Clone(DefaultAllowed), o.Allow...)
 	quoted := make([]string, len(allowed))
 	for i, a := range allowed {
 		quoted[i] = fmt.Sprintf("%q", a)

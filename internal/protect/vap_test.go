@@ -20,16 +20,7 @@ import (
 func TestAdmissionPolicy(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	p, b := protect.Policy(protect.PolicyOptions{})
-	adm := w.env.Client.AdmissionregistrationV1()
-	if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicies().Delete(ctx, p.Name, metav1.DeleteOptions{}) })
-	if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}) })
+	installPolicy(t, w, protect.PolicyOptions{})
 
 	w.create(fixture.PVC("guarded", fixture.Labels(protect.DeleteProtectionLabel, "true")))
 	w.create(fixture.PVC("plain"))
@@ -69,4 +60,20 @@ func TestAdmissionPolicy(t *testing.T) {
 		err := pvcs.Delete(ctx, "guarded", metav1.DeleteOptions{})
 		return err == nil || apierrors.IsNotFound(err), err
 	})
+}
+
+// installPolicy creates the admission policy and its binding until the test
+// ends.
+func installPolicy(t *testing.T, w *world, o protect.PolicyOptions) {
+	t.Helper()
+	p, b := protect.Policy(o)
+	adm := w.env.Client.AdmissionregistrationV1()
+	if _, err := adm.ValidatingAdmissionPolicies().Create(w.ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicies().Delete(w.ctx, p.Name, metav1.DeleteOptions{}) })
+	if _, err := adm.ValidatingAdmissionPolicyBindings().Create(w.ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicyBindings().Delete(w.ctx, b.Name, metav1.DeleteOptions{}) })
 }

@@ -57,6 +57,13 @@ type Options struct {
 	// (DefaultControllers when empty).
 	ControllerManager bool
 	Controllers       []string
+	// ServiceAccountCredentials runs each controller of the controller
+	// manager under its own ServiceAccount in kube-system
+	// (--use-service-account-credentials, as kubeadm does), so that the API
+	// server sees the real identities, e.g.
+	// system:serviceaccount:kube-system:namespace-controller. Otherwise all
+	// of them act as the controller manager's admin user.
+	ServiceAccountCredentials bool
 	// StartTimeout bounds the whole start-up; default 90s.
 	StartTimeout time.Duration
 	// ExtraAPIServerArgs are appended to the apiserver's flags ("--flag=value").
@@ -126,7 +133,7 @@ func Start(ctx context.Context, o Options) (cp *ControlPlane, err error) {
 		if len(controllers) == 0 {
 			controllers = DefaultControllers
 		}
-		if err := cp.startControllerManager(ctx, binDir, controllers); err != nil {
+		if err := cp.startControllerManager(ctx, binDir, controllers, o.ServiceAccountCredentials); err != nil {
 			return cp, err
 		}
 	}
@@ -378,7 +385,7 @@ func (cp *ControlPlane) writeAdminConfig(admin *keyPair) (*kubernetes.Clientset,
 	return kubernetes.NewForConfig(cp.Config)
 }
 
-func (cp *ControlPlane) startControllerManager(ctx context.Context, binDir string, controllers []string) error {
+func (cp *ControlPlane) startControllerManager(ctx context.Context, binDir string, controllers []string, saCredentials bool) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -391,7 +398,7 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, binDir strin
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--leader-elect=false",
-		"--use-service-account-credentials=false",
+		"--use-service-account-credentials=" + strconv.FormatBool(saCredentials),
 		"--controllers=" + strings.Join(controllers, ","),
 		"--root-ca-file=" + filepath.Join(cp.Dir, "pki", "serving-ca.crt"),
 		"--concurrent-gc-syncs=5",

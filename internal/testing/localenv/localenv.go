@@ -25,6 +25,9 @@ type Options struct {
 	Dir string
 	// ControllerManager starts kube-controller-manager in the infra cluster.
 	ControllerManager bool
+	// ServiceAccountCredentials runs the controller manager's controllers
+	// under their own ServiceAccounts (see controlplane.Options).
+	ServiceAccountCredentials bool
 	// Tenants names tenant control planes to start beside the infra cluster.
 	Tenants []string
 	// MigrationDuration is how long an emulated migration runs.
@@ -68,6 +71,7 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 	}
 	env.Infra, err = controlplane.Start(ctx, controlplane.Options{
 		Dir: sub("infra"), ControllerManager: o.ControllerManager, StartTimeout: o.StartTimeout,
+		ServiceAccountCredentials: o.ServiceAccountCredentials,
 	})
 	if err != nil {
 		return env, fmt.Errorf("infra control plane: %w", err)
