@@ -38,7 +38,8 @@ type strandWorld struct {
 
 func newStrandWorld(t *testing.T) *strandWorld {
 	env := testenv.Get(t)
-	env.InstallController(t)
+	// Releasing needs protection's patch rights (the opt-in overlay).
+	env.InstallController(t, "rbac/protection")
 	c, err := clients.New(env.Config)
 	if err != nil {
 		t.Fatal(err)
