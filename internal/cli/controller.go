@@ -43,6 +43,8 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: $POD_NAMESPACE, else tether-system)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
+	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0", "address (host:port, e.g. :9443) of the protection admission webhook, which refuses VM writes that reference a PVC or DataVolume being deleted (0 disables; needs protection.enabled; see docs/protection.md)")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key, reloaded when they change (default: $TMPDIR/k8s-webhook-server/serving-certs)")
 	return cmd
 }
 
@@ -52,6 +54,7 @@ type controllerOptions struct {
 	kubeconfig, kubeContext, configPath string
 	dryRun, leaderElect                 bool
 	leaderNS, metricsAddr, probeAddr    string
+	webhookAddr, webhookCertDir         string
 
 	// Set by Complete.
 	run    controller.Options
@@ -86,6 +89,7 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 		// namespace (default tether-system).
 		Namespace:   os.Getenv("POD_NAMESPACE"),
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr,
+		WebhookAddr: o.webhookAddr, WebhookCertDir: o.webhookCertDir,
 	}
 	o.stderr = cmd.ErrOrStderr()
 	return nil

@@ -13,6 +13,7 @@ package protect
 import (
 	"slices"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,8 +169,9 @@ const (
 	None Decision = "None"
 	// Add the finalizer: a VM holds the object and it lacks it.
 	Add Decision = "Add"
-	// Release: remove the finalizer. From a cache, this only makes the
-	// object a candidate: a live read must confirm there is no user.
+	// Release: remove the finalizer of an object being deleted. From a
+	// cache, this only makes the object a candidate: a live read must
+	// confirm there is no user.
 	Release Decision = "Release"
 	// Postpone: the object is being deleted while a VM still holds it; the
 	// finalizer stays and the deletion waits (an Event says who holds it).
@@ -183,7 +185,12 @@ const (
 //   - held and not carrying the finalizer: add it, unless the object is
 //     already being deleted (no finalizer can be added then);
 //   - held, carrying it and being deleted: postpone;
-//   - not held and carrying it: release (after a live confirmation).
+//   - not held, carrying it and being deleted: release (after the release
+//     delay and a live confirmation);
+//   - not held, carrying it and not being deleted: keep it until the
+//     deletion is requested. Releasing it earlier opens a window no live
+//     read closes: a VM created just after the final LIST, and a deletion
+//     that arrives before the finalizer is added back, lose the object.
 func Decide(obj metav1.Object, users []string, namespaceTerminating bool) Decision {
 	has := HasFinalizer(obj)
 	deleting := obj.GetDeletionTimestamp() != nil
@@ -201,7 +208,7 @@ func Decide(obj metav1.Object, users []string, namespaceTerminating bool) Decisi
 			return Postpone
 		}
 		return None
-	case has:
+	case has && deleting:
 		return Release
 	}
 	return None
@@ -210,6 +217,24 @@ func Decide(obj metav1.Object, users []string, namespaceTerminating bool) Decisi
 // NeedToAddFinalizer is Decide's add rule alone.
 func NeedToAddFinalizer(obj metav1.Object, users []string) bool {
 	return Decide(obj, users, false) == Add
+}
+
+// deletionTimestampGranularity: a deletionTimestamp is stored in whole
+// seconds, so the deletion happened up to this long after it reads.
+const deletionTimestampGranularity = time.Second
+
+// ReleaseWait is how long the release of obj must still wait at now: an
+// object being deleted is released only once delay has passed since its
+// deletion (deletionTimestamp, rounded up to the next second). delay must
+// cover the admission webhook's timeout and the clock skew between the API
+// server and the controller (docs/protection.md, "the release window").
+// Zero for an object not being deleted.
+func ReleaseWait(obj metav1.Object, now time.Time, delay time.Duration) time.Duration {
+	dt := obj.GetDeletionTimestamp()
+	if dt == nil || delay <= 0 {
+		return 0
+	}
+	return max(0, dt.Add(deletionTimestampGranularity+delay).Sub(now))
 }
 
 // IsReleaseCandidate is Decide's release rule alone, for a namespace that is

@@ -102,7 +102,10 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "referenced only by a stopped VM -> add", obj: pvc(), vms: []kubevirtv1.VirtualMachine{usesClaim("vm"), other}, want: protect.Add, users: []string{"vm"}},
 		{name: "referenced and protected -> none", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, want: protect.None, users: []string{"vm"}},
-		{name: "VM deleted -> release", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{other}, want: protect.Release},
+		// Kept until the deletion: a release now could miss a VM stored
+		// after the live LIST, and a deletion before the finalizer is
+		// added back would go through (docs/protection.md).
+		{name: "VM deleted, object not being deleted -> keep the finalizer", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{other}, want: protect.None},
 		{name: "reference moved to another VM -> still protected", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{*fixture.VM("vm"), usesClaim("vm2")}, want: protect.None, users: []string{"vm2"}},
 		{name: "deletion requested while in use -> postpone", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{usesClaim("vm"), usesClaim("vm2")}, want: protect.Postpone, users: []string{"vm", "vm2"}},
 		{name: "deletion requested, no user -> release", obj: pvc(withFinalizer, deleting), want: protect.Release},
