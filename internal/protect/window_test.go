@@ -1,0 +1,188 @@
+package protect_test
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/retry"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+)
+
+// testReleaseDelay is the release delay of the window tests: above the
+// test webhook's 2s timeout and the deletionTimestamp's one second.
+const testReleaseDelay = 3 * time.Second
+
+// settleHold: a claim still held this long after the bursts stays held.
+const settleHold = testReleaseDelay + 5*time.Second
+
+// createJitter spreads the burst's create over the release of the claim.
+const createJitter = 200 * time.Millisecond
+
+// holdFinalizer keeps a test object terminating for as long as a test needs.
+const holdFinalizer = "example.com/hold"
+
+// startWindow runs the reconcilers with the release delay and the admission
+// webhook, registered with the API server on 127.0.0.1 for the test's
+// namespace only, and waits until the API server calls it.
+func (w *world) startWindow() {
+	w.t.Helper()
+	dir := w.t.TempDir()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	port := freePort(w.t)
+	w.startWith(protect.Options{ReleaseDelay: testReleaseDelay}, webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}))
+
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + protect.WebhookPath
+	cfg := protect.WebhookConfiguration(admissionv1.WebhookClientConfig{URL: &url, CABundle: certPEM})
+	cfg.Name = w.ns + "." + protect.WebhookName
+	cfg.Webhooks[0].TimeoutSeconds = ptr[int32](2)
+	cfg.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": w.ns}}
+	if _, err := w.env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(w.ctx, cfg, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() {
+		_ = w.env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(w.ctx, cfg.Name, metav1.DeleteOptions{})
+	})
+	w.webhookLive()
+}
+
+// webhookLive waits until a dry-run create of a VM that references a
+// terminating claim is refused.
+func (w *world) webhookLive() {
+	w.t.Helper()
+	w.terminating(fixture.PVC("probe"))
+	w.eventually("the webhook answers", func() (bool, error) {
+		vm := usingVM("probe", "probe")
+		vm.Namespace = w.ns
+		err := w.c.Create(w.ctx, vm, client.DryRunAll)
+		return err != nil && refusedForWindow(err), err
+	})
+	w.release("probe")
+}
+
+// terminating creates o with holdFinalizer and deletes it: it stays
+// terminating until release.
+func (w *world) terminating(o client.Object) {
+	w.t.Helper()
+	o.SetFinalizers([]string{holdFinalizer})
+	w.create(o)
+	if err := w.c.Delete(w.ctx, o); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// release removes holdFinalizer from the PVC name.
+func (w *world) release(name string) {
+	w.t.Helper()
+	w.releaseObject(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}})
+}
+
+// releaseObject removes holdFinalizer (the first) from o, named by its
+// namespace and name.
+func (w *world) releaseObject(o client.Object) {
+	w.t.Helper()
+	patch := `[{"op":"test","path":"/metadata/finalizers/0","value":"` + holdFinalizer + `"},{"op":"remove","path":"/metadata/finalizers/0"}]`
+	if err := w.c.Patch(w.ctx, o, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+		w.t.Errorf("releasing %s: %v", o.GetName(), err)
+	}
+}
+
+func isRefusal(msg string) bool { return strings.Contains(msg, protect.RefusalAdvice) }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestWebhookRefusesNewReferences: on the real API server, a VM create or
+// update that adds a reference to a claim or DataVolume being deleted is
+// refused with a message naming it; updates that keep an existing
+// reference, and status updates, go through.
+func TestWebhookRefusesNewReferences(t *testing.T) {
+	w := newWorld(t)
+	w.startWindow()
+	w.terminating(fixture.PVC("going"))
+	t.Cleanup(func() { w.release("going") })
+
+	vm := usingVM("new", "going")
+	vm.Namespace = w.ns
+	err := w.c.Create(w.ctx, vm)
+	if err == nil || !refusedForWindow(err) || !strings.Contains(err.Error(), "PersistentVolumeClaim "+w.ns+"/going") {
+		t.Fatalf("create of a VM referencing a terminating claim: want the refusal naming it, got %v", err)
+	}
+
+	w.create(fixture.PVC("kept"))
+	w.create(usingVM("a", "kept"))
+	err = w.updateVM("a", false, func(a *kubevirtv1.VirtualMachine) {
+		a.Spec.Template.Spec.Volumes = append(a.Spec.Template.Spec.Volumes, usingVM("x", "going").Spec.Template.Spec.Volumes...)
+	})
+	if err == nil || !refusedForWindow(err) {
+		t.Fatalf("update adding a reference to a terminating claim: want the refusal, got %v", err)
+	}
+
+	// a already references kept: its deletion is postponed, and updates
+	// of a that keep the reference go through, spec and status alike.
+	w.protected("kept")
+	w.deletePVC("kept")
+	if err := w.updateVM("a", false, func(a *kubevirtv1.VirtualMachine) { a.Labels = map[string]string{"touched": "yes"} }); err != nil {
+		t.Fatalf("update keeping an existing reference was refused: %v", err)
+	}
+	if err := w.updateVM("a", true, func(a *kubevirtv1.VirtualMachine) { a.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusStopped }); err != nil {
+		t.Fatalf("status update was refused: %v", err)
+	}
+
+	w.terminating(fixture.DataVolume("tpl"))
+	t.Cleanup(func() { w.releaseObject(fixture.DataVolume("tpl", fixture.InNamespace(w.ns))) })
+	withTemplate := fixture.VM("templated")
+	withTemplate.Namespace = w.ns
+	withTemplate.Spec.DataVolumeTemplates = []kubevirtv1.DataVolumeTemplateSpec{{ObjectMeta: metav1.ObjectMeta{Name: "tpl"}, Spec: fixture.DataVolume("tpl").Spec}}
+	if err := w.c.Create(w.ctx, withTemplate); err == nil || !refusedForWindow(err) || !strings.Contains(err.Error(), "DataVolume "+w.ns+"/tpl") {
+		t.Fatalf("create with a dataVolumeTemplate named like a terminating DataVolume: want the refusal, got %v", err)
+	}
+}
+
+// updateVM reads the VM name, changes it and writes it (its status
+// subresource when status is set), again on conflicts.
+func (w *world) updateVM(name string, status bool, change func(*kubevirtv1.VirtualMachine)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var vm kubevirtv1.VirtualMachine
+		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &vm); err != nil {
+			return err
+		}
+		change(&vm)
+		if status {
+			return w.c.Status().Update(w.ctx, &vm)
+		}
+		return w.c.Update(w.ctx, &vm)
+	})
+}
