@@ -186,3 +186,27 @@ func (w *world) updateVM(name string, status bool, change func(*kubevirtv1.Virtu
 		return w.c.Update(w.ctx, &vm)
 	})
 }
+
+// TestReleaseWaitsForTheDelay: an unused protected claim whose deletion is
+// requested keeps the finalizer until the release delay has passed since
+// its deletionTimestamp, then goes.
+func TestReleaseWaitsForTheDelay(t *testing.T) {
+	w := newWorld(t)
+	w.start(protect.Options{ReleaseDelay: testReleaseDelay})
+	w.create(fixture.PVC("claim"))
+	w.create(usingVM("vm", "claim"))
+	w.protected("claim")
+	w.deleteVM("vm")
+	w.survivesUnused("claim", time.Second)
+	w.deletePVC("claim")
+	p, err := w.pvc("claim")
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("claim not terminating: %v", err)
+	}
+	releaseAt := p.DeletionTimestamp.Add(time.Second + testReleaseDelay)
+	w.survivesUnused("claim", time.Until(releaseAt)-500*time.Millisecond)
+	w.gone("claim")
+	if late := time.Since(releaseAt); late > 5*time.Second {
+		t.Errorf("released %s after the delay ran out", late)
+	}
+}
