@@ -72,10 +72,22 @@ func TestReleaseWindowBurst(t *testing.T) {
 	}
 	deleted := w.watchDeletions()
 	t0 := time.Now()
+	var wg sync.WaitGroup
 	for i, r := range rounds {
-		w.burst(i, r)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.burst(i, r)
+		}()
+		time.Sleep(burstStagger)
 	}
+	wg.Wait()
 	t.Logf("%d bursts issued in %s", len(rounds), time.Since(t0).Round(time.Millisecond))
+	for _, r := range rounds {
+		if err := r.unexpected(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	counts := w.settle(rounds, deleted, 30*time.Second)
 	t.Logf("rounds=%d held=%d refused=%d late-creates=%d losses=%d unsettled=%d",
@@ -85,17 +97,27 @@ func TestReleaseWindowBurst(t *testing.T) {
 	}
 }
 
-// burstDelays are the three ways a round spreads its writes: the maximum
-// random delay before the create, the old VM's deletion and the claim's
-// deletion.
-var burstDelays = [][3]time.Duration{
+// burstStagger separates the starts of two rounds; rounds overlap.
+const burstStagger = 50 * time.Millisecond
+
+// span is a random delay between min and max.
+type span struct{ min, max time.Duration }
+
+func (s span) sleep() { time.Sleep(s.min + rand.N(s.max-s.min+1)) }
+
+// burstDelays are the ways a round spreads its writes: the delays before
+// the create, the old VM's deletion and the claim's deletion.
+var burstDelays = [][3]span{
 	// near: all three within 5ms, in any order.
-	{5 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond},
-	// create late: it lands before, during or after the release.
-	{createJitter, 3 * time.Millisecond, 3 * time.Millisecond},
+	{{0, 5 * time.Millisecond}, {0, 5 * time.Millisecond}, {0, 5 * time.Millisecond}},
+	// create late: it lands while the claim is terminating, or after.
+	{{0, createJitter}, {0, 3 * time.Millisecond}, {0, 3 * time.Millisecond}},
 	// old VM first: the claim's last user goes before the claim's
 	// deletion and the create arrive.
-	{60 * time.Millisecond, time.Microsecond, 60 * time.Millisecond},
+	{{0, 60 * time.Millisecond}, {0, 0}, {0, 60 * time.Millisecond}},
+	// create at the release: it lands around the end of the release
+	// delay, when the final live LIST runs.
+	{{testReleaseDelay, testReleaseDelay + 3*time.Second}, {0, 3 * time.Millisecond}, {0, 3 * time.Millisecond}},
 }
 
 // burst issues the three writes of r at once, each after a random delay
@@ -103,36 +125,41 @@ var burstDelays = [][3]time.Duration{
 func (w *world) burst(i int, r *round) {
 	var wg sync.WaitGroup
 	delays := burstDelays[i%len(burstDelays)]
-	jitter := func(max time.Duration) { time.Sleep(rand.N(max)) }
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		jitter(delays[0])
+		delays[0].sleep()
 		vm := usingVM(r.newVM, r.claim)
 		vm.Namespace = w.ns
 		if r.createErr = w.c.Create(w.ctx, vm); r.createErr == nil {
-			r.created = revision(w.t, vm)
+			r.created, r.createErr = revision(vm)
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		jitter(delays[1])
+		delays[1].sleep()
 		r.deleteErrs[0] = w.c.Delete(w.ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: r.old}})
 	}()
 	go func() {
 		defer wg.Done()
-		jitter(delays[2])
+		delays[2].sleep()
 		r.deleteErrs[1] = w.c.Delete(w.ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: r.claim}})
 	}()
 	wg.Wait()
+}
+
+// unexpected is the first error of r's writes other than the webhook's
+// refusal.
+func (r *round) unexpected() error {
 	for _, err := range r.deleteErrs {
 		if err != nil {
-			w.t.Fatalf("round %s: delete: %v", r.claim, err)
+			return fmt.Errorf("round %s: delete: %w", r.claim, err)
 		}
 	}
 	if r.createErr != nil && !refusedForWindow(r.createErr) {
-		w.t.Fatalf("round %s: creating %s failed for another reason: %v", r.claim, r.newVM, r.createErr)
+		return fmt.Errorf("round %s: creating %s failed for another reason: %w", r.claim, r.newVM, r.createErr)
 	}
+	return nil
 }
 
 // refusedForWindow reports whether err is the admission refusal of a VM
@@ -246,8 +273,12 @@ func (w *world) watchDeletions() *deletions {
 	go func() {
 		for ev := range wi.ResultChan() {
 			if p, ok := ev.Object.(*corev1.PersistentVolumeClaim); ok && ev.Type == watch.Deleted {
+				rv, err := revision(p)
+				if err != nil {
+					w.t.Error(err)
+				}
 				d.mu.Lock()
-				d.rv[p.Name] = revision(w.t, p)
+				d.rv[p.Name] = rv
 				d.mu.Unlock()
 			}
 		}
@@ -255,10 +286,10 @@ func (w *world) watchDeletions() *deletions {
 	return d
 }
 
-func revision(t *testing.T, o metav1.Object) int64 {
+func revision(o metav1.Object) (int64, error) {
 	rv, err := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
 	if err != nil {
-		t.Errorf("resourceVersion %q of %s is not a number", o.GetResourceVersion(), o.GetName())
+		return 0, fmt.Errorf("resourceVersion %q of %s is not a number", o.GetResourceVersion(), o.GetName())
 	}
-	return rv
+	return rv, nil
 }

@@ -49,6 +49,10 @@ type Options struct {
 	// object carrying the finalizer and before the live LIST confirms it.
 	// Tests use it to create a user the informers have not seen yet.
 	BeforeLiveCheck func(ctx context.Context, ref Ref)
+	// BeforeRelease, when set, runs after the live LIST found no user and
+	// before the finalizer is removed. Tests use it to create a user the
+	// LIST could not see.
+	BeforeRelease func(ctx context.Context, ref Ref)
 	// ReleaseDelay holds the release of an object being deleted until this
 	// long after its deletionTimestamp (ReleaseWait): a VM write the
 	// admission webhook let through just before the deletion is stored by
@@ -180,6 +184,9 @@ func (r *Reconciler) releaseLive(ctx context.Context, ref Ref, obj client.Object
 	}
 	switch Decide(obj, users, false) {
 	case Release:
+		if r.BeforeRelease != nil {
+			r.BeforeRelease(ctx, ref)
+		}
 		r.Log.Info("releasing: no VM uses it", "object", ref.String())
 		return removeFinalizer(ctx, r.Cache, obj)
 	case Postpone:

@@ -1,11 +1,13 @@
 package protect_test
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +44,12 @@ const holdFinalizer = "example.com/hold"
 // namespace only, and waits until the API server calls it.
 func (w *world) startWindow() {
 	w.t.Helper()
+	w.startWindowWith(protect.Options{})
+}
+
+// startWindowWith is startWindow with further options.
+func (w *world) startWindowWith(o protect.Options) {
+	w.t.Helper()
 	dir := w.t.TempDir()
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	if err != nil {
@@ -53,7 +61,8 @@ func (w *world) startWindow() {
 		}
 	}
 	port := freePort(w.t)
-	w.startWith(protect.Options{ReleaseDelay: testReleaseDelay}, webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}))
+	o.ReleaseDelay = testReleaseDelay
+	w.startWith(o, webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}))
 
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + protect.WebhookPath
 	cfg := protect.WebhookConfiguration(admissionv1.WebhookClientConfig{URL: &url, CABundle: certPEM})
@@ -209,4 +218,37 @@ func TestReleaseWaitsForTheDelay(t *testing.T) {
 	if late := time.Since(releaseAt); late > 5*time.Second {
 		t.Errorf("released %s after the delay ran out", late)
 	}
+}
+
+// TestWebhookClosesTheWindowAfterTheLiveList: a VM that starts referencing
+// the claim after the release's final live LIST (which therefore cannot
+// see it) is refused by the webhook: the claim goes and no VM references
+// it.
+func TestWebhookClosesTheWindowAfterTheLiveList(t *testing.T) {
+	w := newWorld(t)
+	var once sync.Once
+	injected := make(chan error, 1)
+	w.startWindowWith(protect.Options{BeforeRelease: func(ctx context.Context, ref protect.Ref) {
+		if ref.Kind == protect.KindPVC && ref.Name == "claim" {
+			once.Do(func() {
+				vm := usingVM("late", "claim")
+				vm.Namespace = w.ns
+				injected <- w.c.Create(ctx, vm)
+			})
+		}
+	}})
+	w.create(fixture.PVC("claim"))
+	w.create(usingVM("first", "claim"))
+	w.protected("claim")
+	w.deleteVM("first")
+	w.deletePVC("claim")
+	select {
+	case err := <-injected:
+		if !refusedForWindow(err) {
+			t.Fatalf("a VM created after the final live LIST: want the webhook's refusal, got %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the reconciler never reached the release")
+	}
+	w.gone("claim")
 }
