@@ -2,21 +2,15 @@ package protect_test
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +18,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/protect"
 	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // testReleaseDelay is the release delay of the window tests: above the
@@ -50,31 +45,10 @@ func (w *world) startWindow() {
 // startWindowWith is startWindow with further options.
 func (w *world) startWindowWith(o protect.Options) {
 	w.t.Helper()
-	dir := w.t.TempDir()
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			w.t.Fatal(err)
-		}
-	}
-	port := freePort(w.t)
+	wh := testenv.NewWebhook(w.t)
 	o.ReleaseDelay = testReleaseDelay
-	w.startWith(o, webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}))
-
-	url := "https://127.0.0.1:" + strconv.Itoa(port) + protect.WebhookPath
-	cfg := protect.WebhookConfiguration(admissionv1.WebhookClientConfig{URL: &url, CABundle: certPEM})
-	cfg.Name = w.ns + "." + protect.WebhookName
-	cfg.Webhooks[0].TimeoutSeconds = ptr[int32](2)
-	cfg.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": w.ns}}
-	if _, err := w.env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(w.ctx, cfg, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() {
-		_ = w.env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(w.ctx, cfg.Name, metav1.DeleteOptions{})
-	})
+	w.startWith(o, webhook.NewServer(webhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir}))
+	wh.Register(w.t, w.env, w.ns)
 	w.webhookLive()
 }
 
@@ -120,18 +94,6 @@ func (w *world) releaseObject(o client.Object) {
 }
 
 func isRefusal(msg string) bool { return strings.Contains(msg, protect.RefusalAdvice) }
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // TestWebhookRefusesNewReferences: on the real API server, a VM create or
 // update that adds a reference to a claim or DataVolume being deleted is
