@@ -82,39 +82,6 @@ func usingVMUnit(name string, claims ...string) *kubevirtv1.VirtualMachine {
 	return fixture.VM(name, opts...)
 }
 
-// TestReleaseWait: "state -> outcome".
-func TestReleaseWait(t *testing.T) {
-	at := fixture.Epoch()
-	obj := func(deleted bool) metav1.Object {
-		p := fixture.PVC("claim")
-		if deleted {
-			p.DeletionTimestamp = &metav1.Time{Time: at}
-		}
-		return p
-	}
-	cases := []struct {
-		name    string
-		deleted bool
-		now     time.Time
-		delay   time.Duration
-		want    time.Duration
-	}{
-		{name: "not being deleted -> no wait", now: at, delay: 10 * time.Second, want: 0},
-		{name: "no delay -> no wait", deleted: true, now: at, want: 0},
-		{name: "just deleted -> delay plus the timestamp's second", deleted: true, now: at, delay: 10 * time.Second, want: 11 * time.Second},
-		{name: "half-way -> the rest", deleted: true, now: at.Add(6 * time.Second), delay: 10 * time.Second, want: 5 * time.Second},
-		{name: "past the delay -> no wait", deleted: true, now: at.Add(12 * time.Second), delay: 10 * time.Second, want: 0},
-		{name: "controller clock behind -> longer wait", deleted: true, now: at.Add(-2 * time.Second), delay: 10 * time.Second, want: 13 * time.Second},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := protect.ReleaseWait(obj(c.deleted), c.now, c.delay); got != c.want {
-				t.Errorf("ReleaseWait = %s, want %s", got, c.want)
-			}
-		})
-	}
-}
-
 // FuzzAdmit feeds arbitrary objects through ParseVMWrite and Admit. It checks
 // the invariants that do not depend on the decision's details: no panic; a
 // refusal names only objects being deleted that the new VM references and

@@ -54,7 +54,7 @@ type Options struct {
 	// LIST could not see.
 	BeforeRelease func(ctx context.Context, ref Ref)
 	// ReleaseDelay holds the release of an object being deleted until this
-	// long after its deletionTimestamp (ReleaseWait): a VM write the
+	// long after its deletionTimestamp (ReleaseTiming): a VM write the
 	// admission webhook let through just before the deletion is stored by
 	// then, and the final live LIST sees it. Zero releases at once.
 	ReleaseDelay time.Duration
@@ -147,29 +147,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case Postpone:
 		return ctrl.Result{}, r.postpone(ctx, ref, obj, users)
 	case Release:
-		if wait := ReleaseWait(obj, r.now(), r.ReleaseDelay); wait > 0 {
+		// Only an object being deleted is released, once the release
+		// delay has passed: the final live LIST starts after that.
+		release, wait := ReleaseTiming(obj, r.now(), r.ReleaseDelay)
+		if !release {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		return r.releaseIfUnused(ctx, ref)
+		return ctrl.Result{}, r.releaseIfUnused(ctx, ref)
 	}
 	return ctrl.Result{}, nil
 }
 
 // releaseIfUnused re-reads the object and its possible users live and
-// removes the finalizer only if still no VM holds it, and only once the
-// final live LIST starts after the release delay.
-func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) (ctrl.Result, error) {
-	obj := newObject(r.Kind)
-	if err := r.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if wait := ReleaseWait(obj, r.now(), r.ReleaseDelay); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
+// removes the finalizer only if still no VM holds it.
+func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) error {
 	if r.BeforeLiveCheck != nil {
 		r.BeforeLiveCheck(ctx, ref)
 	}
-	return ctrl.Result{}, r.releaseLive(ctx, ref, obj)
+	obj := newObject(r.Kind)
+	if err := r.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return r.releaseLive(ctx, ref, obj)
 }
 
 // releaseLive lists the VMs of the namespace live and acts on what Decide
