@@ -48,6 +48,8 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, only to bearer tokens the API server authenticates and allows GET /metrics (ClusterRole tether-metrics-reader); false serves plain HTTP to anyone")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
+	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0", "address (host:port, e.g. :9443) of the protection admission webhook, which refuses VM writes that reference a PVC or DataVolume being deleted (0 disables; needs protection.enabled; see docs/protection.md)")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key, reloaded when they change (default: $TMPDIR/k8s-webhook-server/serving-certs)")
 	return cmd
 }
 
@@ -59,6 +61,7 @@ type controllerOptions struct {
 	metricsSecure                       bool
 	leaderNS, metricsAddr, probeAddr    string
 	metricsCertDir                      string
+	webhookAddr, webhookCertDir         string
 
 	// Set by Complete.
 	run    controller.Options
@@ -98,6 +101,7 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 		Namespace:   os.Getenv("POD_NAMESPACE"),
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr,
 		MetricsInsecure: !o.metricsSecure, MetricsCertDir: o.metricsCertDir,
+		WebhookAddr: o.webhookAddr, WebhookCertDir: o.webhookCertDir,
 	}
 
 	o.stderr = cmd.ErrOrStderr()

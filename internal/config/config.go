@@ -162,7 +162,19 @@ type ProtectionConfig struct {
 	// dependents of the VMs in scope.namespaces whose labels match
 	// scope.selector.
 	Enabled bool `json:"enabled"`
+	// ReleaseDelay holds the release of a protected object being deleted
+	// until this long after its deletion, so that the final live LIST of
+	// VMs starts after every VM write admitted before the deletion has been
+	// stored. It must exceed the longest timeoutSeconds of the validating
+	// webhooks that see VM writes (at most 30s) plus the clock skew between
+	// the API server and the controller (docs/protection.md). Default 35s;
+	// 0s releases at once.
+	ReleaseDelay metav1.Duration `json:"releaseDelay"`
 }
+
+// DefaultReleaseDelay is the default protection.releaseDelay: the longest
+// timeout a validating webhook may have (30s) and 5s for skew.
+const DefaultReleaseDelay = 35 * time.Second
 
 // CheckConfig configures one check.
 type CheckConfig struct {
@@ -230,6 +242,7 @@ func Default() Config {
 		BlastRadius:   BlastRadiusConfig{MaxActions: DefaultControllerMaxActions, Interval: metav1.Duration{Duration: DefaultBlastRadiusInterval}},
 		Backoff:       BackoffConfig{Base: metav1.Duration{Duration: DefaultBackoffBase}, Max: metav1.Duration{Duration: DefaultBackoffMax}},
 		ActionTimeout: metav1.Duration{Duration: DefaultActionTimeout},
+		Protection:    ProtectionConfig{ReleaseDelay: metav1.Duration{Duration: DefaultReleaseDelay}},
 		DanglingOnRestart: DanglingOnRestartConfig{
 			Settle: metav1.Duration{Duration: DefaultDanglingSettle},
 		},

@@ -33,6 +33,7 @@ func TestDefault(t *testing.T) {
 		BlastRadius:       BlastRadiusConfig{MaxActions: 5, Interval: dur(10 * time.Minute)},
 		Backoff:           BackoffConfig{Base: dur(5 * time.Second), Max: dur(5 * time.Minute)},
 		ActionTimeout:     dur(2 * time.Minute),
+		Protection:        ProtectionConfig{ReleaseDelay: dur(35 * time.Second)},
 		DanglingOnRestart: DanglingOnRestartConfig{Settle: dur(30 * time.Second)},
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -81,6 +81,12 @@ type Options struct {
 	// records of cluster-scoped subjects that no claim ties to a namespace
 	// (default tether-system).
 	Namespace string
+	// WebhookAddr is the address of the protection admission webhook
+	// (host:port); "" or "0" disables it. It needs protection enabled.
+	WebhookAddr string
+	// WebhookCertDir holds the webhook's tls.crt and tls.key (reloaded
+	// when they change); empty means controller-runtime's default.
+	WebhookCertDir string
 	// SkipNameValidation allows several controllers in one process (tests).
 	SkipNameValidation bool
 	Log                logr.Logger
@@ -137,8 +143,12 @@ func New(o Options) (manager.Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := protect.Setup(mgr, protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log}); err != nil {
+		po := protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log, ReleaseDelay: o.Config.Protection.ReleaseDelay.Duration, Now: o.Now}
+		if err := protect.Setup(mgr, po); err != nil {
 			return nil, err
+		}
+		if webhookEnabled(o) {
+			protect.SetupWebhook(mgr, protect.WebhookOptions{Namespaces: o.Config.Scope.Namespaces, Log: o.Log})
 		}
 	}
 	if o.LeaderElect {
@@ -210,6 +220,9 @@ func complete(o Options) (Options, check.Policy, bool, error) {
 	if err != nil {
 		return o, check.Policy{}, false, err
 	}
+	if webhookEnabled(o) && !o.Config.Protection.Enabled {
+		return o, check.Policy{}, false, errors.New("controller: the admission webhook (--webhook-bind-address) is part of protection: set protection.enabled: true in the configuration, or disable it with --webhook-bind-address=0")
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -233,9 +246,14 @@ func complete(o Options) (Options, check.Policy, bool, error) {
 
 // newManager builds the manager, its caches and its health checks.
 func newManager(o Options) (manager.Manager, error) {
+	hooks, err := webhookServer(o)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
-		Scheme: clients.Scheme,
-		Cache:  cacheOptions(o),
+		Scheme:        clients.Scheme,
+		WebhookServer: hooks,
+		Cache:         cacheOptions(o),
 		// Every write names the controller's field manager: a record's
 		// times count only when the controller wrote its status
 		// (v1alpha1.Finding.StatusWrittenBy).
@@ -260,6 +278,13 @@ func newManager(o Options) (manager.Manager, error) {
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
+	}
+	if hooks != nil {
+		// Not ready until the webhook serves: the Service sends reviews
+		// only to ready replicas.
+		if err := mgr.AddReadyzCheck("webhook", hooks.StartedChecker()); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

@@ -24,6 +24,7 @@ func TestController_protectionOnly_holdsStoppedVMDisk(t *testing.T) {
 	cfg := config.Default()
 	cfg.Scope.Namespaces = []string{w.ns}
 	cfg.Protection.Enabled = true
+	cfg.Protection.ReleaseDelay.Duration = 2 * time.Second
 	w.start(&cfg)
 
 	pvc := fixture.PVC("disk", fixture.InNamespace(w.ns))

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/protect"
@@ -56,13 +57,20 @@ func newWorld(t *testing.T) *world {
 // until the returned function is called or the test ends.
 func (w *world) start(o protect.Options) (stop func()) {
 	w.t.Helper()
+	return w.startWith(o, nil)
+}
+
+// startWith is start with the admission webhook served by hooks, when set.
+func (w *world) startWith(o protect.Options, hooks webhook.Server) (stop func()) {
+	w.t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(w.env.Config, ctrl.Options{
-		Scheme:     clients.Scheme,
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: &skip},
-		Logger:     testr.New(w.t),
+		Scheme:        clients.Scheme,
+		Cache:         cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
+		Metrics:       metricsserver.Options{BindAddress: "0"},
+		Controller:    ctrlconfig.Controller{SkipNameValidation: &skip},
+		Logger:        testr.New(w.t),
+		WebhookServer: hooks,
 	})
 	if err != nil {
 		w.t.Fatal(err)
@@ -70,6 +78,9 @@ func (w *world) start(o protect.Options) (stop func()) {
 	o.Log = testr.New(w.t)
 	if err := protect.Setup(mgr, o); err != nil {
 		w.t.Fatal(err)
+	}
+	if hooks != nil {
+		protect.SetupWebhook(mgr, protect.WebhookOptions{Namespaces: []string{w.ns}, ReadTimeout: time.Second, Log: o.Log})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -259,7 +270,8 @@ func TestMissingReferenceNoChurn(t *testing.T) {
 }
 
 // TestReferenceMoved: the reference moves from one VM to another; the PVC
-// stays protected throughout, and is released when no VM references it.
+// stays protected throughout. Once no VM references it, the finalizer stays
+// until the PVC's deletion, which then completes.
 func TestReferenceMoved(t *testing.T) {
 	w := newWorld(t)
 	w.start(protect.Options{})
@@ -270,17 +282,16 @@ func TestReferenceMoved(t *testing.T) {
 	w.deleteVM("a")
 	w.survivesUnused("claim", 2*time.Second)
 	w.deleteVM("b")
-	w.eventually("finalizer released", func() (bool, error) {
-		p, err := w.pvc("claim")
-		return err == nil && !protect.HasFinalizer(p), err
-	})
+	w.survivesUnused("claim", 2*time.Second)
+	w.deletePVC("claim")
+	w.gone("claim")
 }
 
 func (w *world) survivesUnused(name string, d time.Duration) {
 	w.t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if p, err := w.pvc(name); err != nil || !protect.HasFinalizer(p) {
-			w.t.Fatalf("%s lost its protection while VM b references it (%v)", name, err)
+			w.t.Fatalf("%s lost its protection before its deletion (%v)", name, err)
 		}
 	}
 }

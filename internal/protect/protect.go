@@ -13,6 +13,7 @@ package protect
 import (
 	"slices"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,8 +169,10 @@ const (
 	None Decision = "None"
 	// Add the finalizer: a VM holds the object and it lacks it.
 	Add Decision = "Add"
-	// Release: remove the finalizer. From a cache, this only makes the
-	// object a candidate: a live read must confirm there is no user.
+	// Release: remove the finalizer. This only makes the object a
+	// candidate: the reconciler waits for its deletion and the release
+	// delay (ReleaseTiming), and a live read must confirm there is no
+	// user.
 	Release Decision = "Release"
 	// Postpone: the object is being deleted while a VM still holds it; the
 	// finalizer stays and the deletion waits (an Event says who holds it).
@@ -183,7 +186,9 @@ const (
 //   - held and not carrying the finalizer: add it, unless the object is
 //     already being deleted (no finalizer can be added then);
 //   - held, carrying it and being deleted: postpone;
-//   - not held and carrying it: release (after a live confirmation).
+//   - not held and carrying it: a release candidate. The reconciler
+//     releases it only once its deletion is requested and the release
+//     delay has passed (ReleaseTiming), after a live confirmation.
 func Decide(obj metav1.Object, users []string, namespaceTerminating bool) Decision {
 	has := HasFinalizer(obj)
 	deleting := obj.GetDeletionTimestamp() != nil
@@ -210,6 +215,35 @@ func Decide(obj metav1.Object, users []string, namespaceTerminating bool) Decisi
 // NeedToAddFinalizer is Decide's add rule alone.
 func NeedToAddFinalizer(obj metav1.Object, users []string) bool {
 	return Decide(obj, users, false) == Add
+}
+
+// deletionTimestampGranularity: a deletionTimestamp is stored in whole
+// seconds, so the deletion happened up to this long after it reads.
+const deletionTimestampGranularity = time.Second
+
+// ReleaseTiming says whether the reconciler may release obj, a release
+// candidate, at now, and otherwise how long to wait before looking again
+// (zero: until it changes).
+//
+//   - Not being deleted: keep the finalizer until the deletion is
+//     requested, however long no VM uses the object (like Kubernetes' own
+//     pvc-protection). Releasing it earlier opens a window no live read
+//     closes: a VM created just after the final LIST, and a deletion that
+//     arrives before the finalizer is added back, lose the object.
+//   - Being deleted: release once delay has passed since the deletion
+//     (deletionTimestamp, which is stored in whole seconds, plus one
+//     second). delay must cover the admission webhook's timeout and the
+//     clock skew between the API server and the controller
+//     (docs/protection.md, "the release window").
+func ReleaseTiming(obj metav1.Object, now time.Time, delay time.Duration) (release bool, wait time.Duration) {
+	dt := obj.GetDeletionTimestamp()
+	if dt == nil {
+		return false, 0
+	}
+	if wait = dt.Add(deletionTimestampGranularity + delay).Sub(now); delay > 0 && wait > 0 {
+		return false, wait
+	}
+	return true, 0
 }
 
 // IsReleaseCandidate is Decide's release rule alone, for a namespace that is

@@ -102,7 +102,8 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "referenced only by a stopped VM -> add", obj: pvc(), vms: []kubevirtv1.VirtualMachine{usesClaim("vm"), other}, want: protect.Add, users: []string{"vm"}},
 		{name: "referenced and protected -> none", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{usesClaim("vm")}, want: protect.None, users: []string{"vm"}},
-		{name: "VM deleted -> release", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{other}, want: protect.Release},
+		// A candidate only: ReleaseTiming keeps it until the deletion.
+		{name: "VM deleted -> release candidate", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{other}, want: protect.Release},
 		{name: "reference moved to another VM -> still protected", obj: pvc(withFinalizer), vms: []kubevirtv1.VirtualMachine{*fixture.VM("vm"), usesClaim("vm2")}, want: protect.None, users: []string{"vm2"}},
 		{name: "deletion requested while in use -> postpone", obj: pvc(withFinalizer, deleting), vms: []kubevirtv1.VirtualMachine{usesClaim("vm"), usesClaim("vm2")}, want: protect.Postpone, users: []string{"vm", "vm2"}},
 		{name: "deletion requested, no user -> release", obj: pvc(withFinalizer, deleting), want: protect.Release},
@@ -179,5 +180,42 @@ func TestPatchesCarryTest(t *testing.T) {
 	p.Finalizers = nil
 	if _, err := protect.RemovePatch(p); err == nil {
 		t.Error("RemovePatch without the finalizer: no error")
+	}
+}
+
+// TestReleaseTiming: "state -> outcome".
+func TestReleaseTiming(t *testing.T) {
+	at := fixture.Epoch()
+	obj := func(deleted bool) metav1.Object {
+		p := fixture.PVC("claim")
+		withFinalizer(p)
+		if deleted {
+			p.DeletionTimestamp = &metav1.Time{Time: at}
+		}
+		return p
+	}
+	cases := []struct {
+		name    string
+		deleted bool
+		now     time.Time
+		delay   time.Duration
+		release bool
+		wait    time.Duration
+	}{
+		{name: "not being deleted -> keep, until it changes", now: at.Add(time.Hour), delay: 10 * time.Second},
+		{name: "not being deleted, no delay -> keep", now: at},
+		{name: "being deleted, no delay -> release", deleted: true, now: at, release: true},
+		{name: "just deleted -> wait the delay plus the timestamp's second", deleted: true, now: at, delay: 10 * time.Second, wait: 11 * time.Second},
+		{name: "half-way -> wait the rest", deleted: true, now: at.Add(6 * time.Second), delay: 10 * time.Second, wait: 5 * time.Second},
+		{name: "delay passed -> release", deleted: true, now: at.Add(11 * time.Second), delay: 10 * time.Second, release: true},
+		{name: "controller clock behind -> longer wait", deleted: true, now: at.Add(-2 * time.Second), delay: 10 * time.Second, wait: 13 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			release, wait := protect.ReleaseTiming(obj(c.deleted), c.now, c.delay)
+			if release != c.release || wait != c.wait {
+				t.Errorf("ReleaseTiming = %v, %s; want %v, %s", release, wait, c.release, c.wait)
+			}
+		})
 	}
 }

@@ -49,6 +49,17 @@ type Options struct {
 	// object carrying the finalizer and before the live LIST confirms it.
 	// Tests use it to create a user the informers have not seen yet.
 	BeforeLiveCheck func(ctx context.Context, ref Ref)
+	// BeforeRelease, when set, runs after the live LIST found no user and
+	// before the finalizer is removed. Tests use it to create a user the
+	// LIST could not see.
+	BeforeRelease func(ctx context.Context, ref Ref)
+	// ReleaseDelay holds the release of an object being deleted until this
+	// long after its deletionTimestamp (ReleaseTiming): a VM write the
+	// admission webhook let through just before the deletion is stored by
+	// then, and the final live LIST sees it. Zero releases at once.
+	ReleaseDelay time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // Reconciler keeps the finalizer of one kind of object in step with the VMs
@@ -73,6 +84,9 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if o.Identity == "" {
 		o.Identity = "tether-controller"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	for _, k := range Kinds {
 		if !installed(mgr.GetRESTMapper(), k) {
@@ -133,6 +147,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case Postpone:
 		return ctrl.Result{}, r.postpone(ctx, ref, obj, users)
 	case Release:
+		// Only an object being deleted is released, once the release
+		// delay has passed: the final live LIST starts after that.
+		release, wait := ReleaseTiming(obj, r.now(), r.ReleaseDelay)
+		if !release {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		return ctrl.Result{}, r.releaseIfUnused(ctx, ref)
 	}
 	return ctrl.Result{}, nil
@@ -148,6 +168,12 @@ func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) error {
 	if err := r.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	return r.releaseLive(ctx, ref, obj)
+}
+
+// releaseLive lists the VMs of the namespace live and acts on what Decide
+// makes of obj with them.
+func (r *Reconciler) releaseLive(ctx context.Context, ref Ref, obj client.Object) error {
 	// The live check counts every VM of the namespace, in scope or not: the
 	// selector limits what tether starts protecting, never what keeps an
 	// object protected.
@@ -157,6 +183,9 @@ func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) error {
 	}
 	switch Decide(obj, users, false) {
 	case Release:
+		if r.BeforeRelease != nil {
+			r.BeforeRelease(ctx, ref)
+		}
 		r.Log.Info("releasing: no VM uses it", "object", ref.String())
 		return removeFinalizer(ctx, r.Cache, obj)
 	case Postpone:
@@ -195,6 +224,13 @@ func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref Ref, o
 		return nil, fmt.Errorf("listing VMs in %s: %w", ref.Namespace, err)
 	}
 	return Users(ref, obj, vms.Items), nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
 }
 
 func (r *Reconciler) namespaceTerminating(ctx context.Context, ns string) (bool, error) {
