@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
@@ -51,6 +53,11 @@ func (o *fixOptions) count(ctx context.Context, f check.Finding, r act.Result) {
 			Check: f.Check, ID: f.ID, Volume: f.Volume, Message: r.Message, At: time.Now(),
 			Subject: v1alpha1.SubjectRef{Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID},
 		})
+	}
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		// No Finding CRD, or no controller namespace: no controller
+		// counts there, nothing to share.
+		return
 	}
 	if err != nil && !o.warnedCount {
 		o.warnedCount = true
