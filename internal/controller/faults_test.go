@@ -69,6 +69,9 @@ func (w *world) diesAt(max int, vm, volume string, hook func(f *controller.Fault
 	w.orphan(vm, volume)
 	cfg := w.cfg(0)
 	cfg.BlastRadius.MaxActions = max
+	// The next process leaves a claim without outcome alone for this
+	// long (it may still be running elsewhere).
+	cfg.ActionTimeout.Duration = 3 * time.Second
 	k := w.startKillable(cfg, func(kill func()) *controller.Faults { f := &controller.Faults{}; hook(f, kill); return f })
 	w.waitDead(k)
 	rec := w.finding(vm, volume)

@@ -141,6 +141,14 @@ func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f ch
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
 	}
 	if st.Act {
+		if wait := claimInFlight(rec, now, rs.Config.ActionTimeout.Duration); wait > 0 {
+			// Another attempt claimed this record and has not stored its
+			// outcome, and may still be running: never a second one
+			// alongside it. Once the action timeout has passed, the claim
+			// counts as dead (it stays counted in the window).
+			log.Info("the action is claimed by another attempt; waiting", "claim", rec.Status.Claim, "wait", wait.String())
+			return wait, nil
+		}
 		ok, err := rs.take(ctx, now, rec)
 		if err != nil {
 			return 0, err
@@ -339,6 +347,20 @@ func (rs *records) outcome(st v1alpha1.FindingStatus, res act.Result) (v1alpha1.
 		st.Reason = ReasonForbidden
 	}
 	return st, rs.backoff()(st.Attempts)
+}
+
+// claimInFlight returns how long an Acting claim without an outcome may
+// still be running (its attempt began less than the action timeout ago),
+// or 0.
+func claimInFlight(rec *v1alpha1.Finding, now time.Time, timeout time.Duration) time.Duration {
+	if rec == nil || rec.Status.Phase != v1alpha1.PhaseActing || rec.Status.Reason != "" || rec.Status.LastAttempt == nil {
+		return 0
+	}
+	// A second of margin: the stored time is cut to the second.
+	if left := rec.Status.LastAttempt.Add(timeout + time.Second).Sub(now); left > 0 {
+		return left
+	}
+	return 0
 }
 
 // breakerRecheck is how often a finding held by the blast-radius limit is

@@ -115,3 +115,50 @@ func TestSync_claimCarriesTheAttemptTime(t *testing.T) {
 		t.Fatal("the action did not run")
 	}
 }
+
+// Two processes that decide from the same record never both act: one whose
+// cache already shows the other's fresh claim (Acting, no outcome) waits,
+// and one whose cache is behind gets a conflict on its own claim.
+func TestSync_neverActsAlongsideAnotherClaim(t *testing.T) {
+	f := safeFinding()
+	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
+	waiting := ours(&v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
+		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
+		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseWaiting, FirstObserved: mt(t0.Add(-time.Hour)), SafeSince: mt(t0.Add(-time.Hour))},
+	})
+	c := fakeClient(interceptor.Funcs{}, waiting)
+	cfg := graceConfig(time.Minute, check.OrphanHotplugVolume)
+	read := func() *v1alpha1.Finding {
+		var r v1alpha1.Finding
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(waiting), &r); err != nil {
+			t.Fatal(err)
+		}
+		return ours(&r)
+	}
+	seenByA, seenByB := read(), read() // both caches at the same resourceVersion
+	ran := 0
+	apply := func(context.Context, check.Finding) act.Result { ran++; return act.Result{Outcome: act.Applied} }
+	block := make(chan struct{})
+	// A claims and, while its action runs, B decides.
+	a := testRecords(t, c, cfg)
+	a.afterClaim = func(check.Finding) {
+		b := testRecords(t, c, cfg)
+		if _, err := b.sync(context.Background(), apply, vmiSubject(vmi), f, seenByB, t0); err == nil {
+			t.Error("B claimed over A's claim from a stale cache")
+		}
+		claimed := read()
+		if wait, err := b.sync(context.Background(), apply, vmiSubject(vmi), f, claimed, t0.Add(time.Second)); err != nil || wait <= 0 {
+			t.Errorf("B, seeing A's fresh claim, must wait: wait %s, error %v", wait, err)
+		}
+		close(block)
+	}
+	if _, err := a.sync(context.Background(), apply, vmiSubject(vmi), f, seenByA, t0); err != nil {
+		t.Fatal(err)
+	}
+	<-block
+	if ran != 1 {
+		t.Fatalf("the action ran %d times, want once", ran)
+	}
+}

@@ -155,6 +155,9 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 		}
 		return max(wait, st.RequeueAfter), rs.writeStatus(ctx, rec, st.Status)
 	}
+	if wait := claimInFlight(rec, now, r.Config.ActionTimeout.Duration); wait > 0 {
+		return wait, nil // another attempt may still be running
+	}
 	// The cache said the VM is starting: confirm it live before acting.
 	if starting, err := r.liveStartingUp(ctx, vm); err != nil || !starting {
 		return 0, err
