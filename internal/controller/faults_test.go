@@ -159,14 +159,18 @@ func TestFaults_killedAfterAction_noDoubleActionAndCounted(t *testing.T) {
 }
 
 // Two replicas; the leader acts once and trips (limit one). Stopping it
-// hands over to the standby, which keeps the trip: no further action until
-// an operator resets the breaker, then exactly one more.
+// hands over to the standby, which keeps the trip after the action has left
+// the window: no further action until an operator resets the breaker, then
+// exactly one more.
 func TestFaults_leaderStoppedAfterTrip_standbyKeepsTheTrip(t *testing.T) {
 	w := newWorld(t)
 	w.orphan("vm-f", "pvc-f1")
 	w.orphan("vm-f", "pvc-f2")
 	cfg := w.cfg(0)
 	cfg.BlastRadius.MaxActions = 1
+	// A short window: the action that tripped it leaves the window during
+	// the test, so only the durable trip can hold the new leader.
+	cfg.BlastRadius.Interval.Duration = 4 * time.Second
 	lease := "tether-test-" + w.ns
 	stops := map[string]func(){}
 	for _, id := range []string{"replica-a", "replica-b"} {
@@ -194,6 +198,10 @@ func TestFaults_leaderStoppedAfterTrip_standbyKeepsTheTrip(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity
 	}
+	// Stop the leader only once the action has left the window: a new
+	// leader's fresh count then finds nothing, and only the durable trip
+	// holds it.
+	time.Sleep(cfg.BlastRadius.Interval.Duration + time.Second)
 	was := holder()
 	stopped := time.Now()
 	stops[evs[0].ReportingInstance]()
@@ -202,7 +210,7 @@ func TestFaults_leaderStoppedAfterTrip_standbyKeepsTheTrip(t *testing.T) {
 		return h != "" && h != was, nil
 	})
 	t.Logf("take-over after the leader stopped: %s", time.Since(stopped).Round(100*time.Millisecond))
-	time.Sleep(3 * time.Second)
+	time.Sleep(5 * time.Second)
 	if n := len(w.events(act.ReasonOrphanDetached)); n != 1 || !lists(w.vmi("vm-f"), held) {
 		t.Fatalf("the new leader acted past the trip (%d detaches)", n)
 	}
