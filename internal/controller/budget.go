@@ -50,7 +50,7 @@ func newBudget(max int, interval time.Duration) *budget {
 // last action of each record, by record key, and the breaker's state.
 type window struct {
 	actions map[string]time.Time
-	breaker breakerState
+	breaker findingrecord.BreakerState
 }
 
 // take reserves one action for the record key at now, given what the
@@ -58,7 +58,7 @@ type window struct {
 func (b *budget) take(now time.Time, key string, w window) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if w.breaker.tripped {
+	if w.breaker.Tripped {
 		b.trip()
 		b.durable = true
 		return false
@@ -67,7 +67,7 @@ func (b *budget) take(now time.Time, key string, w window) bool {
 		// Not recorded yet (the caller writes the record), or recorded and
 		// not yet in the cache: the trip stands until an operator clears
 		// the record that shows it.
-		ownTripReset := b.written && w.breaker.trippedAt.Equal(b.writtenAt.Truncate(time.Second)) && !w.breaker.resetAt.IsZero()
+		ownTripReset := b.written && w.breaker.TrippedAt.Equal(b.writtenAt.Truncate(time.Second)) && !w.breaker.ResetAt.IsZero()
 		if !b.durable && !ownTripReset {
 			return false
 		}
@@ -89,7 +89,7 @@ func (b *budget) take(now time.Time, key string, w window) bool {
 // yet.
 func (b *budget) count(now time.Time, w window) int {
 	in := func(t time.Time) bool {
-		return now.Sub(t) < b.interval && !t.Before(w.breaker.resetAt)
+		return now.Sub(t) < b.interval && !t.Before(w.breaker.ResetAt)
 	}
 	n := 0
 	for _, t := range w.actions {
@@ -201,14 +201,7 @@ func (rs *records) window(ctx context.Context, now time.Time) (window, error) {
 	if err := rs.Cache.List(ctx, &list); err != nil {
 		return window{}, fmt.Errorf("reading the Finding records for the action budget: %w", err)
 	}
-	return window{actions: recentActions(list.Items, now, rs.Budget.interval), breaker: breakerState{tripped: br.Tripped, trippedAt: br.TrippedAt, resetAt: br.ResetAt}}, nil
-}
-
-// breakerState is what the budget needs of the breaker record.
-type breakerState struct {
-	tripped   bool
-	trippedAt time.Time
-	resetAt   time.Time
+	return window{actions: recentActions(list.Items, now, rs.Budget.interval), breaker: br}, nil
 }
 
 // actedOn reports whether the record's last action changed something or

@@ -80,17 +80,17 @@ func TestBudget_countsRecordedActionsOnce(t *testing.T) {
 func TestBudget_durableTripHeldUntilReset(t *testing.T) {
 	b := newBudget(2, time.Hour)
 	recent := map[string]time.Time{"ns/x": t0.Add(-time.Minute), "ns/y": t0.Add(-time.Minute)}
-	tripped := window{actions: recent, breaker: breakerState{tripped: true}}
+	tripped := window{actions: recent, breaker: findingrecord.BreakerState{Tripped: true}}
 	if b.take(t0, "ns/a", tripped) || !b.isTripped() {
 		t.Fatal("a tripped breaker record must stop a fresh process")
 	}
 	if b.unrecorded() {
 		t.Fatal("the trip is in the record already: nothing to write")
 	}
-	if b.take(t0.Add(time.Second), "ns/a", window{actions: recent, breaker: breakerState{tripped: true}}) {
+	if b.take(t0.Add(time.Second), "ns/a", window{actions: recent, breaker: findingrecord.BreakerState{Tripped: true}}) {
 		t.Fatal("still tripped")
 	}
-	reset := window{actions: recent, breaker: breakerState{resetAt: t0.Add(2 * time.Second)}}
+	reset := window{actions: recent, breaker: findingrecord.BreakerState{ResetAt: t0.Add(2 * time.Second)}}
 	if !b.take(t0.Add(3*time.Second), "ns/a", reset) {
 		t.Fatal("after the reset the actions before it must not count")
 	}
@@ -108,7 +108,7 @@ func TestBudget_resetOfOwnTripSeenOnlyAsReset(t *testing.T) {
 		t.Fatal("over the limit")
 	}
 	b.recorded(t0.Add(time.Second))
-	reset := window{breaker: breakerState{trippedAt: t0.Add(time.Second), resetAt: t0.Add(5 * time.Second)}}
+	reset := window{breaker: findingrecord.BreakerState{TrippedAt: t0.Add(time.Second), ResetAt: t0.Add(5 * time.Second)}}
 	if !b.take(t0.Add(6*time.Second), "ns/c", reset) {
 		t.Fatal("the reset of this process's own trip did not clear it")
 	}
@@ -126,15 +126,15 @@ func TestBudget_ownTripNotClearedByALaggingCache(t *testing.T) {
 	if b.take(t0.Add(2*time.Second), "ns/c", window{}) {
 		t.Fatal("a cache that does not show the trip yet cleared it")
 	}
-	if b.take(t0.Add(2*time.Second), "ns/c", window{breaker: breakerState{trippedAt: t0.Add(-time.Hour), resetAt: t0.Add(-time.Minute)}}) {
+	if b.take(t0.Add(2*time.Second), "ns/c", window{breaker: findingrecord.BreakerState{TrippedAt: t0.Add(-time.Hour), ResetAt: t0.Add(-time.Minute)}}) {
 		t.Fatal("the reset of an earlier trip cleared this one")
 	}
-	if b.take(t0.Add(3*time.Second), "ns/c", window{breaker: breakerState{tripped: true}}) {
+	if b.take(t0.Add(3*time.Second), "ns/c", window{breaker: findingrecord.BreakerState{Tripped: true}}) {
 		t.Fatal("tripped")
 	}
 	// An operator's reset before this trip (an old resolvedAt) is no
 	// reset of it: the record shows Blocked once this trip is written.
-	if !b.take(t0.Add(4*time.Second), "ns/c", window{breaker: breakerState{resetAt: t0.Add(4 * time.Second)}}) {
+	if !b.take(t0.Add(4*time.Second), "ns/c", window{breaker: findingrecord.BreakerState{ResetAt: t0.Add(4 * time.Second)}}) {
 		t.Fatal("the record's reset must clear a trip the cache had shown")
 	}
 }
