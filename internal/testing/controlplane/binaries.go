@@ -119,18 +119,28 @@ func fileSHA256(path string) (string, error) {
 // buildScript finds hack/controlplane.sh by walking up from the working
 // directory to the module root (tests run inside package directories).
 func buildScript() (string, error) {
+	p, err := FindScript("controlplane.sh")
+	if err != nil {
+		return "", fmt.Errorf("control-plane binaries not found: set %s to a directory with %s, or run from a tether checkout after `make controlplane`", EnvBinDir, strings.Join(binaryNames, ", "))
+	}
+	return p, nil
+}
+
+// FindScript finds hack/<name> by walking up from the working directory
+// to the checkout's root.
+func FindScript(name string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		candidate := filepath.Join(dir, "hack", "controlplane.sh")
+		candidate := filepath.Join(dir, "hack", name)
 		if _, err := os.Stat(candidate); err == nil {
 			return candidate, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("control-plane binaries not found: set %s to a directory with %s, or run from a tether checkout after `make controlplane`", EnvBinDir, strings.Join(binaryNames, ", "))
+			return "", fmt.Errorf("hack/%s not found above %s", name, dir)
 		}
 		dir = parent
 	}

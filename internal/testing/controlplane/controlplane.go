@@ -66,6 +66,11 @@ type Options struct {
 	ServiceAccountCredentials bool
 	// StartTimeout bounds the whole start-up; default 90s.
 	StartTimeout time.Duration
+	// ServiceAccountAdmission turns the apiserver's ServiceAccount admission
+	// plugin on, as on every real cluster: pods get their service account's
+	// token volume, and a pod of a namespace without that service account is
+	// refused. It needs the controller manager's serviceaccount controller.
+	ServiceAccountAdmission bool
 	// ExtraAPIServerArgs are appended to the apiserver's flags ("--flag=value").
 	ExtraAPIServerArgs []string
 }
@@ -125,7 +130,7 @@ func Start(ctx context.Context, o Options) (cp *ControlPlane, err error) {
 	if err := cp.startEtcd(ctx, binDir, etcdURL, peerPort); err != nil {
 		return cp, err
 	}
-	if err := cp.startAPIServer(ctx, binDir, etcdURL, apiPort, o.ExtraAPIServerArgs); err != nil {
+	if err := cp.startAPIServer(ctx, binDir, etcdURL, apiPort, o.ServiceAccountAdmission, o.ExtraAPIServerArgs); err != nil {
 		return cp, err
 	}
 	if o.ControllerManager {
@@ -259,13 +264,13 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, binDir, url string, peerP
 // startAPIServer writes the apiserver's certificates, starts it on port
 // against etcdURL, writes the admin kubeconfig and waits until /readyz says
 // ok.
-func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL string, port int, extra []string) error {
+func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL string, port int, saAdmission bool, extra []string) error {
 	pki, err := cp.writeAPIServerPKI()
 	if err != nil {
 		return err
 	}
 	cp.URL = "https://127.0.0.1:" + strconv.Itoa(port)
-	p, err := cp.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), append(apiServerArgs(etcdURL, port, pki), extra...))
+	p, err := cp.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), append(apiServerArgs(etcdURL, port, pki, saAdmission), extra...))
 	if err != nil {
 		return err
 	}
@@ -337,9 +342,9 @@ func (cp *ControlPlane) writeAPIServerPKI() (apiServerPKI, error) {
 // apiServerArgs are kube-apiserver's flags: loopback only, client
 // certificates and RBAC, service-account signing, and the front-proxy flags
 // that aggregated APIs need.
-func apiServerArgs(etcdURL string, port int, pki apiServerPKI) []string {
+func apiServerArgs(etcdURL string, port int, pki apiServerPKI, saAdmission bool) []string {
 	files := pki.files
-	return []string{
+	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -353,9 +358,6 @@ func apiServerArgs(etcdURL string, port int, pki apiServerPKI) []string {
 		"--service-account-signing-key-file=" + pki.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
-		// No kubelet and no token controller here: pods must not wait for
-		// service-account tokens to be mounted.
-		"--disable-admission-plugins=ServiceAccount",
 		"--proxy-client-cert-file=" + files["front-proxy-client.crt"],
 		"--proxy-client-key-file=" + files["front-proxy-client.key"],
 		"--requestheader-client-ca-file=" + files["front-proxy-ca.crt"],
@@ -367,6 +369,12 @@ func apiServerArgs(etcdURL string, port int, pki apiServerPKI) []string {
 		"--profiling=false",
 		"--v=0",
 	}
+	if !saAdmission {
+		// Without a kubelet, pods need no token volume, and without the
+		// serviceaccount controller a new namespace has no "default" account.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	return args
 }
 
 // writeAdminConfig sets cp.Config to the admin client configuration, writes

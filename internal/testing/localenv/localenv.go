@@ -17,6 +17,7 @@ import (
 	"github.com/tether-dev/tether/internal/testing/controlplane"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 	"github.com/tether-dev/tether/internal/testing/fakeattacher"
+	"github.com/tether-dev/tether/internal/testing/realkubevirt"
 )
 
 // Options configure Start.
@@ -39,17 +40,42 @@ type Options struct {
 	// true); with ControllerManager, the real attach/detach controller then
 	// attaches volumes of pods bound to Nodes it manages.
 	Attacher bool
+	// KubeVirt chooses the world's KubeVirt: KubeVirtEmulator (the default)
+	// or KubeVirtReal (virt-api and virt-controller built from KubeVirt's
+	// module, see package realkubevirt).
+	KubeVirt string
+	// FeatureGates are listed in real KubeVirt's CR (KubeVirtReal only).
+	FeatureGates []string
+	// Nodes are real KubeVirt's kwok Nodes (KubeVirtReal only; default node-1, node-2).
+	Nodes []string
+}
+
+// The KubeVirt a world runs.
+const (
+	KubeVirtEmulator = "emulator"
+	KubeVirtReal     = "real"
+)
+
+// KubeVirtFromEnv is $TETHER_KUBEVIRT ("real" or "emulator"), default emulator.
+func KubeVirtFromEnv() string {
+	if v := os.Getenv("TETHER_KUBEVIRT"); v != "" {
+		return v
+	}
+	return KubeVirtEmulator
 }
 
 // Env is a running local world.
 type Env struct {
 	Infra    *controlplane.ControlPlane
 	Emulator *emulator.Emulator
-	Tenants  map[string]*controlplane.ControlPlane
+	// Real is real KubeVirt, when Options.KubeVirt is KubeVirtReal.
+	Real    *realkubevirt.KubeVirt
+	Tenants map[string]*controlplane.ControlPlane
 	// Attacher is the CSI attacher emulator, when Options.Attacher is set.
 	Attacher *fakeattacher.Attacher
 
-	cancel context.CancelFunc
+	cancel  context.CancelFunc
+	tmpDirs []string
 }
 
 // Start brings the world up. On error, everything started is stopped.
@@ -69,10 +95,21 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		_ = os.MkdirAll(d, 0o700)
 		return d
 	}
-	env.Infra, err = controlplane.Start(ctx, controlplane.Options{
+	real := o.KubeVirt == KubeVirtReal
+	if o.KubeVirt != "" && !real && o.KubeVirt != KubeVirtEmulator {
+		return env, fmt.Errorf("unknown KubeVirt %q: use %q or %q", o.KubeVirt, KubeVirtEmulator, KubeVirtReal)
+	}
+	infra := controlplane.Options{
 		Dir: sub("infra"), ControllerManager: o.ControllerManager, StartTimeout: o.StartTimeout,
 		ServiceAccountCredentials: o.ServiceAccountCredentials,
-	})
+	}
+	if real {
+		// Real KubeVirt needs what a real cluster has: service-account
+		// tokens in pods, the garbage collector, and claims that get bound.
+		infra.ControllerManager, infra.ServiceAccountAdmission = true, true
+		infra.Controllers = append(append([]string(nil), controlplane.DefaultControllers...), "persistentvolume-binder-controller")
+	}
+	env.Infra, err = controlplane.Start(ctx, infra)
 	if err != nil {
 		return env, fmt.Errorf("infra control plane: %w", err)
 	}
@@ -87,11 +124,31 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 	// start-up context.
 	runCtx, cancel := context.WithCancel(context.Background())
 	env.cancel = cancel
-	env.Emulator, err = emulator.Start(runCtx, emulator.Options{
-		Config: env.Infra.Config, MigrationDuration: o.MigrationDuration,
-	})
-	if err != nil {
-		return env, fmt.Errorf("kubevirt emulator: %w", err)
+	if real {
+		dir := sub("kubevirt")
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "tether-kubevirt-"); err != nil {
+				return env, err
+			}
+			env.tmpDirs = append(env.tmpDirs, dir)
+		}
+		nodes := o.Nodes
+		if len(nodes) == 0 {
+			nodes = []string{"node-1", "node-2"}
+		}
+		env.Real, err = realkubevirt.Start(ctx, realkubevirt.Options{
+			Config: env.Infra.Config, Dir: dir, FeatureGates: o.FeatureGates, Nodes: nodes,
+		})
+		if err != nil {
+			return env, fmt.Errorf("real kubevirt: %w", err)
+		}
+	} else {
+		env.Emulator, err = emulator.Start(runCtx, emulator.Options{
+			Config: env.Infra.Config, MigrationDuration: o.MigrationDuration,
+		})
+		if err != nil {
+			return env, fmt.Errorf("kubevirt emulator: %w", err)
+		}
 	}
 	if o.Attacher {
 		env.Attacher, err = fakeattacher.Start(ctx, fakeattacher.Options{Config: env.Infra.Config})
@@ -118,6 +175,10 @@ func (e *Env) Stop() {
 		e.Emulator.Stop()
 		e.Emulator = nil
 	}
+	if e.Real != nil {
+		e.Real.Stop()
+		e.Real = nil
+	}
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -126,4 +187,7 @@ func (e *Env) Stop() {
 		delete(e.Tenants, name)
 	}
 	e.Infra.Stop()
+	for _, d := range e.tmpDirs {
+		_ = os.RemoveAll(d)
+	}
 }

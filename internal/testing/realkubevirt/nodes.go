@@ -1,0 +1,163 @@
+package realkubevirt
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/tether-dev/tether/internal/testing/controlplane"
+)
+
+// kwokAnnotation marks the Nodes kwok manages (and only those).
+const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// startNodes starts kwok, creates the Nodes it manages (labelled
+// schedulable for KubeVirt, as virt-handler labels its node) and starts the
+// binder. It returns once every Node is Ready.
+func (k *KubeVirt) startNodes(ctx, runCtx context.Context) error {
+	kc := filepath.Join(k.o.Dir, "pki", "admin.kubeconfig")
+	if err := controlplane.WriteKubeconfig(kc, k.o.Config); err != nil {
+		return err
+	}
+	p, err := k.run("kwok",
+		"--kubeconfig="+kc,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
+		"--cidr=10.244.0.1/16",
+		"--node-ip=127.0.0.1",
+		"--server-address=",
+	)
+	if err != nil {
+		return err
+	}
+	for _, name := range k.o.Nodes {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+				"type": "kwok",
+				// What virt-handler's node labeller sets on a healthy amd64 host;
+				// virt-controller selects nodes for launcher pods by these.
+				"kubevirt.io/schedulable": "true", "machine-type.node.kubevirt.io/q35": "true",
+			},
+			Annotations: map[string]string{kwokAnnotation: "fake"},
+		}}
+		if _, err := k.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating node %s: %w", name, err)
+		}
+	}
+	if err := p.WaitFor(ctx, k.nodesReady); err != nil {
+		return err
+	}
+	k.loop(runCtx, k.bindLoop)
+	k.loop(runCtx, k.provisionLoop)
+	return nil
+}
+
+func (k *KubeVirt) nodesReady(ctx context.Context) bool {
+	for _, name := range k.o.Nodes {
+		n, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || !nodeReady(n) {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// bindLoop is a minimal scheduler: every 100 ms it binds pods that wait for
+// the default scheduler to the first kwok Node that their node selector and
+// required hostname affinity allow. It ignores resources and taints, which
+// no test here exercises.
+func (k *KubeVirt) bindLoop(ctx context.Context) { every(ctx, 100*time.Millisecond, k.bindPass) }
+
+func (k *KubeVirt) bindPass(ctx context.Context) {
+	pods, err := k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
+	if err != nil {
+		return
+	}
+	nodes, err := k.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		return
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.DeletionTimestamp != nil || (pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName) {
+			continue
+		}
+		if node := placeFor(pod, nodes.Items); node != "" {
+			b := &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+			}
+			_ = k.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
+		}
+	}
+}
+
+// placeFor picks the first node whose labels satisfy the pod's nodeSelector
+// and every required node-affinity term it can read (In/NotIn/Exists on
+// node labels; terms are ORed, expressions ANDed, as the scheduler does).
+func placeFor(pod *corev1.Pod, nodes []corev1.Node) string {
+	for _, n := range nodes {
+		set := labels.Set(n.Labels)
+		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(set) {
+			continue
+		}
+		if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			if !anyTermMatches(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms, set) {
+				continue
+			}
+		}
+		return n.Name
+	}
+	return ""
+}
+
+func anyTermMatches(terms []corev1.NodeSelectorTerm, set labels.Set) bool {
+	for _, t := range terms {
+		ok := true
+		for _, e := range t.MatchExpressions {
+			v, has := set[e.Key]
+			switch e.Operator {
+			case corev1.NodeSelectorOpIn:
+				ok = ok && has && contains(e.Values, v)
+			case corev1.NodeSelectorOpNotIn:
+				ok = ok && !(has && contains(e.Values, v))
+			case corev1.NodeSelectorOpExists:
+				ok = ok && has
+			case corev1.NodeSelectorOpDoesNotExist:
+				ok = ok && !has
+			default:
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

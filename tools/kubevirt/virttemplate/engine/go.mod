@@ -1,0 +1,3 @@
+module kubevirt.io/virt-template-engine
+
+go 1.24.0
