@@ -183,8 +183,10 @@ func (f *scopeFlags) severity() (check.Severity, error) {
 		return check.SeverityInfo, nil
 	case "warning":
 		return check.SeverityWarning, nil
+	case "critical":
+		return check.SeverityCritical, nil
 	}
-	return "", fmt.Errorf("--min-severity %q is not supported: use info or warning", f.minSeverity)
+	return "", fmt.Errorf("--min-severity %q is not supported: use info, warning or critical", f.minSeverity)
 }
 
 // policy is the check policy the flags ask for, scoped to namespace ns
