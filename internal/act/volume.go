@@ -111,30 +111,6 @@ func (e *Executor) specLists(ctx context.Context, kind kubevirt.Kind, ns, name, 
 	return err == nil && snapshot.VMIVolume(&vmi, volume) != nil, err
 }
 
-// volumeGone waits until the VMI's status no longer lists the volume.
-func (e *Executor) volumeGone(f check.Finding, kind kubevirt.Kind) func(context.Context) Result {
-	return func(ctx context.Context) Result {
-		gone := func(ctx context.Context) bool {
-			var vmi kubevirtv1.VirtualMachineInstance
-			err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vmi)
-			return apierrors.IsNotFound(err) || (err == nil && !listsVolume(&vmi, f.Volume))
-		}
-		return e.waitFor(ctx, gone, fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), f.Volume),
-			func(timeout time.Duration) string {
-				return fmt.Sprintf("%s removevolume %q accepted, but the VMI still lists the volume after %s", kindWord(kind), f.Volume, timeout)
-			})
-	}
-}
-
-func listsVolume(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
-	for _, vs := range vmi.Status.VolumeStatus {
-		if vs.Name == volume {
-			return true
-		}
-	}
-	return false
-}
-
 func kindWord(k kubevirt.Kind) string {
 	if k == kubevirt.VM {
 		return "VM-level"
