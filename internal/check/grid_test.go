@@ -164,6 +164,7 @@ func expectVolume(c combo) *outcome {
 	add(vmiRoute && owned && (c.gate == "declarative" || c.gate == "both off"), HotplugGateDisabled)
 	add(vmiRoute && !owned && c.gate == "both off", HotplugGateDisabled)
 	add(vmiRoute && owned && c.gate == "gate unknown", HotplugGateUnknown)
+	add(o.action == VMRemoveVolume && c.gate == "both off", HotplugGateDisabled)
 	if len(holds) == 0 {
 		o.safe = true
 	} else {

@@ -116,6 +116,10 @@ func apiHolds(h *holds, in Input, sub *subject, action ActionType) {
 		if !snapshot.Hotpluggable(snapshot.VMVolume(vm, name)) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VM %s/%s spec volume %q is not marked hotpluggable", vm.Namespace, vm.Name, name))
 		}
+		// pkg/virt-api/rest/volumes.go:63-65,138-141: neither gate, 400.
+		if g := in.Snapshot.FeatureGates.Hotplug(); g.Known && !g.HotplugVolumes && !g.Declarative {
+			h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+g.Basis)
+		}
 	case VMIRemoveVolume:
 		if vol := snapshot.VMIVolume(vmi, name); vol != nil && !snapshot.Hotpluggable(vol) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VMI %s/%s spec volume %q is not marked hotpluggable", vmi.Namespace, vmi.Name, name))

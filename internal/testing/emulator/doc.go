@@ -30,7 +30,8 @@
 // # Volume subresources (pkg/virt-api/rest/volumes.go, KubeVirt v1.9.0)
 //
 // Feature gates are read from the KubeVirt object (default kubevirt/kubevirt)
-// on every request, with KubeVirt's precedence: listed in
+// on every request; as in KubeVirt, its configuration counts only once its
+// status.phase is set (the emulator sets Deployed). Precedence: listed in
 // developerConfiguration.featureGates wins, then disabledFeatureGates, then
 // the gate's default. DeclarativeHotplugVolumes is Beta (on unless disabled);
 // HotplugVolumes is deprecated (off unless listed).
