@@ -90,7 +90,7 @@ type FindingStatus struct {
 	// Reason is the block reason (Blocked), or the last outcome.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Severity is "warning" or "info".
+	// Severity is "critical", "warning" or "info".
 	Severity string `json:"severity,omitempty"`
 	// FirstObserved is when the condition was first seen in its current
 	// run (a record of first sight). It never precedes the object's

@@ -7,13 +7,14 @@
 // recorded as an Event on the subject.
 //
 // This package must never act on a finding whose action is not marked safe,
-// never act from cached state, and never force anything: a 409 (migration)
-// is reported and left for a later try.
+// never act from cached state, and never force anything. virt-api's
+// answers are read by what they mean (answer.go): a 409 is a validation
+// conflict, never taken for a migration; a migration is read from the VMI
+// before acting, and a migrating VMI is held.
 package act
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -41,9 +42,13 @@ const (
 	// Refused: the action was not safe (blocked, or the live re-check
 	// disagreed with the plan); nothing was changed.
 	Refused Outcome = "Refused"
-	// Migrating: the server answered 409 because the VMI migrates; retry later.
+	// Migrating: the VMI migrates (read from its status.migrationState
+	// before acting, or answered by the VM route); nothing was changed;
+	// retry after the migration ended.
 	Migrating Outcome = "Migrating"
-	// Failed: the server refused or errored; nothing is known to have changed.
+	// Failed: the server refused or errored (a webhook denial, an
+	// authorization failure, a server error, a volume virt-handler does not
+	// unmount); nothing is known to have changed, or the change is stuck.
 	Failed Outcome = "Failed"
 )
 
@@ -52,7 +57,10 @@ type Result struct {
 	FindingID string
 	Outcome   Outcome
 	Message   string
-	Err       error `json:"-"`
+	// Cause says which reason of the Outcome applied ("" when Applied
+	// without anything to note).
+	Cause Cause `json:",omitempty"`
+	Err   error `json:"-"`
 }
 
 // Executor applies actions against a live cluster.
@@ -170,6 +178,38 @@ type write struct {
 // write: the removevolume subresource takes no UID or resourceVersion
 // precondition, so this is as close as tether can hold them.
 func (e *Executor) guarded(ctx context.Context, f check.Finding, a action) Result {
+	var r Result
+	for try := 1; ; try++ {
+		r = e.guardedOnce(ctx, f, a)
+		if r.Cause != Race || try == raceAttempts || !e.pause(ctx) {
+			break
+		}
+	}
+	if r.Cause == Race {
+		r.Message = fmt.Sprintf("%s; gave up after %d tries, each from a fresh live re-read and re-check", r.Message, raceAttempts)
+	}
+	return r
+}
+
+// raceAttempts bounds the tries of an action whose write lost a race
+// (virt-api's JSON patch failed its test: the VM or VMI changed in
+// between). Each try starts again from a live re-read and re-check.
+const raceAttempts = 3
+
+// pause waits one poll interval before another try; false when ctx ended.
+func (e *Executor) pause(ctx context.Context) bool {
+	t := time.NewTimer(e.pollInterval())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// guardedOnce is one try of the protocol described at guarded.
+func (e *Executor) guardedOnce(ctx context.Context, f check.Finding, a action) Result {
 	first, refusal := e.recheck(ctx, f, a)
 	if refusal != nil {
 		return *refusal
@@ -179,7 +219,7 @@ func (e *Executor) guarded(ctx context.Context, f check.Finding, a action) Resul
 		return *refusal
 	}
 	if refusal := w.do(ctx, true); refusal != nil {
-		return *refusal
+		return reached(ctx, w, *refusal)
 	}
 	if e.AfterDryRun != nil {
 		e.AfterDryRun(f)
@@ -194,9 +234,22 @@ func (e *Executor) guarded(ctx context.Context, f check.Finding, a action) Resul
 		}
 	}
 	if refusal := w.do(ctx, false); refusal != nil {
-		return *refusal
+		return reached(ctx, w, *refusal)
 	}
 	return w.done(ctx)
+}
+
+// reached turns a write's answer that the goal was already reached (a
+// removevolume answered "does not exist", confirmed by a live re-read) into
+// the wait for convergence; any other refusal stays as it is.
+func reached(ctx context.Context, w *write, r Result) Result {
+	if r.Cause != AlreadyGone {
+		return r
+	}
+	res := w.done(ctx)
+	res.Cause = AlreadyGone
+	res.Message = r.Message + "; " + res.Message
+	return res
 }
 
 // recheck reads the subject live and re-runs the check. It returns the
@@ -212,6 +265,9 @@ func (e *Executor) recheck(ctx context.Context, f check.Finding, a action) (*sna
 			if why := a.explain(s); why != "" {
 				reason = why
 			}
+		}
+		if ok && fresh.Action.BlockedBy == check.VMIMigrating {
+			return nil, &Result{Outcome: Migrating, Cause: MigrationInProgress, Message: "live re-check: " + reason + "; retry after the migration ended"}
 		}
 		return nil, &Result{Outcome: Refused, Message: "live re-check: " + reason}
 	}
@@ -258,13 +314,7 @@ func refused(dryRun bool, step string, err error) *Result {
 // timeout: Applied with the message done, else Pending with late(timeout),
 // or Pending when ctx ends first.
 func (e *Executor) waitFor(ctx context.Context, converged func(context.Context) bool, done string, late func(time.Duration) string) Result {
-	timeout, interval := e.WaitTimeout, e.PollInterval
-	if timeout <= 0 {
-		timeout = 60 * time.Second
-	}
-	if interval <= 0 {
-		interval = 250 * time.Millisecond
-	}
+	timeout, interval := e.waitTimeout(), e.pollInterval()
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		return converged(ctx), nil
 	})
@@ -303,12 +353,24 @@ func resourceVersions(s *snapshot.Snapshot) string {
 func serverRefusal(step string, err error) Result {
 	switch {
 	case apierrors.IsConflict(err):
-		return Result{Outcome: Migrating, Message: step + " answered 409 Conflict (the VMI is migrating or changing); retry after it settles", Err: err}
-	case apierrors.IsForbidden(err):
-		return Result{Outcome: Failed, Message: step + " forbidden: tether's account may not do this, and nothing was changed; grant the permission (for the storage remediations: `kubectl apply -k config/rbac/storage-remediation`), or run in dry run: " + err.Error(), Err: err}
-	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return Result{Outcome: Failed, Message: step + " timed out; nothing is known to have changed", Err: err}
-	default:
-		return Result{Outcome: Failed, Message: step + " refused: " + err.Error(), Err: err}
+		return Result{Outcome: Refused, Cause: Conflict, Message: step + " answered 409 Conflict: the object changed since the live re-read (its precondition failed), and nothing was changed; the next pass decides again", Err: err}
+	case apierrors.IsNotFound(err):
+		return Result{Outcome: Refused, Cause: SubjectGone, Message: step + " answered 404 Not Found: the object is already gone", Err: err}
 	}
+	a := classifyAnswer(err)
+	return Result{Outcome: a.outcome, Cause: a.cause, Message: step + ": " + a.hint + ": " + err.Error(), Err: err}
+}
+
+func (e *Executor) waitTimeout() time.Duration {
+	if e.WaitTimeout > 0 {
+		return e.WaitTimeout
+	}
+	return 60 * time.Second
+}
+
+func (e *Executor) pollInterval() time.Duration {
+	if e.PollInterval > 0 {
+		return e.PollInterval
+	}
+	return 250 * time.Millisecond
 }

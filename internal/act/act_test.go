@@ -1,6 +1,7 @@
 package act_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/testing/emulator"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -108,7 +108,8 @@ func TestApply_gateOffAtApply_refused(t *testing.T) {
 	s.refusedUntouched(r, check.HotplugGateDisabled, "node-d", "pvc-d")
 }
 
-// A migration that starts after planning: the re-check holds the action.
+// A migration that starts after planning: the re-check reads it from the
+// VMI before acting and holds the action as Migrating.
 func TestApply_migrationStartsAfterPlan_refused(t *testing.T) {
 	s := newScene(t)
 	s.runningVM("node-e")
@@ -120,29 +121,11 @@ func TestApply_migrationStartsAfterPlan_refused(t *testing.T) {
 	})
 	s.waitVMI("node-e", "migration started", check.IsMigrating)
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	s.refusedUntouched(r, check.VMIMigrating, "node-e", "pvc-e")
-}
-
-// The server answers 409 (as virt-api does for a migrating VMI): reported as
-// Migrating, never forced; a 500 is Failed. Nothing changes either way.
-func TestApply_serverRefuses_reportedNotForced(t *testing.T) {
-	s := newScene(t)
-	s.runningVM("node-f")
-	s.hotplug(kubevirt.VMI, "node-f", "pvc-f")
-	f := s.plan(policy(), s.tenant(), "node-f", "pvc-f")
-	ex := s.executor(policy(), s.tenant())
-	for _, c := range []struct {
-		status int
-		want   act.Outcome
-	}{{409, act.Migrating}, {500, act.Failed}} {
-		s.env.Emulator.InjectFaults(emulator.Fault{Status: c.status, Namespace: s.ns, Name: "node-f"})
-		r := ex.Apply(s.ctx, f, act.Evidence{})
-		if r.Outcome != c.want {
-			t.Errorf("server %d: want %s, got %s: %s", c.status, c.want, r.Outcome, r.Message)
-		}
-		if !hasHotplug(s.vmi("node-f"), "pvc-f") {
-			t.Fatalf("server %d: the volume was touched", c.status)
-		}
+	if r.Outcome != act.Migrating || r.Cause != act.MigrationInProgress || !strings.Contains(r.Message, string(check.VMIMigrating)) {
+		t.Fatalf("want Migrating by %s, got %s/%s: %s", check.VMIMigrating, r.Outcome, r.Cause, r.Message)
+	}
+	if !hasHotplug(s.vmi("node-e"), "pvc-e") {
+		t.Fatal("the volume was touched")
 	}
 }
 

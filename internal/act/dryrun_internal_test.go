@@ -116,10 +116,10 @@ func FuzzParseKubeVirtVersion(f *testing.F) {
 			}
 			return
 		}
-		if v.major < 0 || v.minor < 0 || v.patch < 0 {
+		if v.Major < 0 || v.Minor < 0 || v.Patch < 0 {
 			t.Fatalf("%q: negative part in %s", s, v)
 		}
-		if (problem == "") != v.atLeast(dryRunSince) {
+		if (problem == "") != v.AtLeast(dryRunSince) {
 			t.Fatalf("%q (%s): decision %q disagrees with atLeast", s, v, problem)
 		}
 		// What String prints parses back to the same version.

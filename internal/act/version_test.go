@@ -78,10 +78,7 @@ func TestApply_orphanOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T) {
 // The same for a safe dangling reference of a stopped VM: the VM spec keeps it.
 func TestApply_danglingOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T) {
 	s := newScene(t)
-	s.create(fixture.PVC("root"), fixture.PVC("pvc-gone"),
-		fixture.VM("vm-v", fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("pvc-gone", fixture.PVC("pvc-gone"), fixture.Hotpluggable())))
-	s.deletePVC("pvc-gone", true)
-	f := s.danglingPlan(danglingPolicy(), "VirtualMachine", "vm-v", "pvc-gone")
+	f := s.stoppedVMDanglingPlan("vm-v")
 	if !f.Action.Safe || f.Action.Type != check.VMRemoveVolume {
 		t.Fatalf("want a safe VMRemoveVolume, got %+v\nevidence: %q", f.Action, f.Evidence)
 	}
@@ -94,8 +91,9 @@ func TestApply_danglingOnKubeVirtWithoutDryRun_refusedBeforeDryRun(t *testing.T)
 	})
 }
 
-// A KubeVirt object that reports no version: whether dryRun is honoured is
-// unknown, so nothing is done.
+// A KubeVirt object that reports no version: which gates are in effect is
+// unknown, so the VMI-level call on a VM-owned VMI is held by the live
+// re-check; nothing is done.
 func TestApply_kubeVirtVersionUnknown_refused(t *testing.T) {
 	s := newScene(t)
 	s.runningVM("node-u")
@@ -103,6 +101,30 @@ func TestApply_kubeVirtVersionUnknown_refused(t *testing.T) {
 	f := s.plan(policy(), s.tenant(), "node-u", "pvc-u")
 	s.kubeVirt("", false)
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	refusedForVersion(t, r, "unknown")
+	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.HotplugGateUnknown)) {
+		t.Fatalf("want Refused by %s, got %s: %s", check.HotplugGateUnknown, r.Outcome, r.Message)
+	}
 	s.untouched(500*time.Millisecond, "VMI status", func() bool { return hasHotplug(s.vmi("node-u"), "pvc-u") })
+}
+
+// The VM-level call, whose gates need no version, is refused before its dry
+// run when the version is unknown: whether dryRun is honoured is unknown.
+func TestApply_kubeVirtVersionUnknown_vmLevelRefusedBeforeDryRun(t *testing.T) {
+	s := newScene(t)
+	f := s.stoppedVMDanglingPlan("vm-u")
+	s.kubeVirt("", false)
+	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
+	refusedForVersion(t, r, "unknown")
+	s.untouched(500*time.Millisecond, "VM spec", func() bool { return specLists(s.getVM("vm-u"), "pvc-gone") })
+}
+
+// stoppedVMDanglingPlan creates a stopped VM with a boot disk and a
+// hot-plugged claim "pvc-gone", deletes the claim, and plans its
+// DanglingVolumeReference finding.
+func (s *scene) stoppedVMDanglingPlan(vm string) check.Finding {
+	s.t.Helper()
+	s.create(fixture.PVC("root"), fixture.PVC("pvc-gone"),
+		fixture.VM(vm, fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("pvc-gone", fixture.PVC("pvc-gone"), fixture.Hotpluggable())))
+	s.deletePVC("pvc-gone", true)
+	return s.danglingPlan(danglingPolicy(), "VirtualMachine", vm, "pvc-gone")
 }

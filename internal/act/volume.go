@@ -60,7 +60,10 @@ func (e *Executor) removeVolumeWrite(s *snapshot.Snapshot, kind kubevirt.Kind, n
 			opts.DryRun, step = kubevirt.DryRunAll, "dry run"
 		}
 		if err := kubevirt.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
-			r := serverRefusal(step, err)
+			r := volumeRefusal(step, err)
+			if r.Cause == AlreadyGone {
+				r = e.confirmGone(ctx, kind, ns, name, volume, r)
+			}
 			return &r
 		}
 		return nil
@@ -68,28 +71,44 @@ func (e *Executor) removeVolumeWrite(s *snapshot.Snapshot, kind kubevirt.Kind, n
 	return &write{do: do, fingerprint: fingerprint, done: done}, nil
 }
 
-// volumeGone waits until the VMI's status no longer lists the volume.
-func (e *Executor) volumeGone(f check.Finding, kind kubevirt.Kind) func(context.Context) Result {
-	return func(ctx context.Context) Result {
-		gone := func(ctx context.Context) bool {
-			var vmi kubevirtv1.VirtualMachineInstance
-			err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vmi)
-			return apierrors.IsNotFound(err) || (err == nil && !listsVolume(&vmi, f.Volume))
-		}
-		return e.waitFor(ctx, gone, fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), f.Volume),
-			func(timeout time.Duration) string {
-				return fmt.Sprintf("%s removevolume %q accepted, but the VMI still lists the volume after %s", kindWord(kind), f.Volume, timeout)
-			})
+// confirmGone re-reads the addressed VM or VMI live after removevolume
+// answered "does not exist": when its spec no longer lists the volume, the
+// goal is reached (AlreadyGone); otherwise the answer disagrees with the
+// live state and the action is refused as a conflict.
+func (e *Executor) confirmGone(ctx context.Context, kind kubevirt.Kind, ns, name, volume string, r Result) Result {
+	listed, err := e.specLists(ctx, kind, ns, name, volume)
+	switch {
+	case err != nil:
+		r.Outcome, r.Cause = Failed, ServerError
+		r.Message += "; the live re-read to confirm it failed: " + err.Error()
+	case listed:
+		r.Outcome, r.Cause = Refused, Conflict
+		r.Message += fmt.Sprintf("; but a live re-read of %s %s/%s still lists %q: nothing was changed, the next pass decides again", kind, ns, name, volume)
+	default:
+		r.Message += fmt.Sprintf("; a live re-read confirms %s %s/%s no longer lists %q: already removed", kind, ns, name, volume)
 	}
+	return r
 }
 
-func listsVolume(vmi *kubevirtv1.VirtualMachineInstance, volume string) bool {
-	for _, vs := range vmi.Status.VolumeStatus {
-		if vs.Name == volume {
-			return true
+// specLists reads kind ns/name live and reports whether its spec (the VM
+// template, or the VMI spec) lists the volume by name. A missing object
+// lists nothing.
+func (e *Executor) specLists(ctx context.Context, kind kubevirt.Kind, ns, name, volume string) (bool, error) {
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	if kind == kubevirt.VM {
+		var vm kubevirtv1.VirtualMachine
+		err := e.Client.Get(ctx, key, &vm)
+		if apierrors.IsNotFound(err) {
+			return false, nil
 		}
+		return err == nil && snapshot.VMVolume(&vm, volume) != nil, err
 	}
-	return false
+	var vmi kubevirtv1.VirtualMachineInstance
+	err := e.Client.Get(ctx, key, &vmi)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil && snapshot.VMIVolume(&vmi, volume) != nil, err
 }
 
 func kindWord(k kubevirt.Kind) string {

@@ -11,10 +11,6 @@ import (
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
-// declarativeHotplugGate is KubeVirt's Beta gate (on unless disabled) under
-// which the VM-level volume API works without HotplugVolumes.
-const declarativeHotplugGate = "DeclarativeHotplugVolumes"
-
 func (r *danglingRun) build(ref *reference) Finding {
 	var obj ObjectRef
 	if ref.onVM {
@@ -28,9 +24,13 @@ func (r *danglingRun) build(ref *reference) Finding {
 	ev = append(ev, ref.st.facts...)
 	ev = append(ev, ref.podFacts...)
 	ev = append(ev, h.facts...)
-	sev := SeverityWarning
+	sev, msg := SeverityWarning, describeDangling(ref, obj)
 	if !ref.st.state.reported() {
 		sev = SeverityInfo
+	}
+	if frozen := r.freezesHotplug(ref); frozen != "" {
+		sev, msg = SeverityCritical, msg+"; "+frozen
+		ev = append(ev, frozen)
 	}
 	f := Finding{
 		Check:     DanglingVolumeReference,
@@ -38,12 +38,39 @@ func (r *danglingRun) build(ref *reference) Finding {
 		Object:    obj,
 		Volume:    ref.volume,
 		Severity:  sev,
-		Message:   describeDangling(ref, obj),
+		Message:   msg,
 		Evidence:  ev,
 		Action:    Action{Type: action, Safe: h.first == "", BlockedBy: h.first, Remedy: danglingRemedy(ref, action, h.first)},
 	}
 	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f
+}
+
+// freezesHotplug says, when it does, that the reference stops all hot-plug
+// work of its VMI: virt-controller looks up the PVC of every hot-plug
+// volume of the VMI spec, and a missing one is a sync error returned
+// before any attachment pod of that VMI is created or cleaned up
+// (pkg/virt-controller/watch/vmi/volume-hotplug.go:192-195,
+// pkg/storage/types/pvc.go:223-251, KubeVirt v1.9.0). "" otherwise.
+func (r *danglingRun) freezesHotplug(ref *reference) string {
+	vmi := ref.vmi
+	if vmi == nil || vmi.DeletionTimestamp != nil || !launched(vmi) || !ref.st.state.dangling() {
+		return ""
+	}
+	vol := snapshot.VMIVolume(vmi, ref.volume)
+	hot := vol != nil && (snapshot.Hotpluggable(vol) || (ref.status != nil && ref.status.HotplugVolume != nil))
+	if !hot || r.in.Index.PVC(ref.ns, ref.src.name) != nil {
+		return ""
+	}
+	return fmt.Sprintf("virt-controller finds no PVC %s/%s for hot-plug volume %q of VMI %s/%s, and stops every hot-plug attach and detach of that VMI until the reference goes or the PVC is back",
+		ref.ns, ref.src.name, ref.volume, ref.ns, vmi.Name)
+}
+
+// launched: virt-controller handles hot-plug volumes of a VMI whose
+// launcher pod runs (watch/vmi/lifecycle.go:207-241): phase Scheduled or
+// Running.
+func launched(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return vmi.Status.Phase == kubevirtv1.Scheduled || vmi.Status.Phase == kubevirtv1.Running
 }
 
 func describeDangling(ref *reference, obj ObjectRef) string {
@@ -218,14 +245,15 @@ func (r *danglingRun) inUse(ref *reference) []string {
 // OrphanHotplugVolume); the VM-level call needs HotplugVolumes or the
 // DeclarativeHotplugVolumes gate, which is on unless disabled.
 func (r *danglingRun) gateHolds(h *holds, ref *reference, action ActionType) {
-	gates := r.in.Snapshot.FeatureGates
+	gates := r.in.Snapshot.FeatureGates.Hotplug()
 	switch action {
 	case VMIRemoveVolume:
 		sub := &subject{vmi: ref.vmi, status: &kubevirtv1.VolumeStatus{Name: ref.volume}, vmiFacts: vmiFacts{own: ref.own}}
 		apiHolds(h, r.in, sub, action)
 	case VMRemoveVolume:
-		if gates.Known && gates.State(snapshot.HotplugVolumesGate) != snapshot.GateEnabled && slices.Contains(gates.Disabled, declarativeHotplugGate) {
-			h.add(HotplugGateDisabled, "KubeVirt feature gates HotplugVolumes and DeclarativeHotplugVolumes are both off: the volume API refuses every call")
+		// pkg/virt-api/rest/volumes.go:63-65,75-78: neither gate, 400.
+		if gates.Known && !gates.HotplugVolumes && !gates.Declarative {
+			h.add(HotplugGateDisabled, "KubeVirt feature gates HotplugVolumes and DeclarativeHotplugVolumes are both off, so the volume API refuses every call: "+gates.Basis)
 		}
 	}
 }

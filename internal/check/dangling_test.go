@@ -69,7 +69,7 @@ func stoppedVM(opts ...f.Option) []any {
 }
 
 func snapshotGates(enabled, disabled []string) snapshot.FeatureGates {
-	return snapshot.FeatureGates{Known: true, Enabled: enabled, Disabled: disabled}
+	return gatesWith(enabled, disabled)
 }
 
 func hotPVC(claim string) f.Option { return f.WithVolume("v1", f.PVC(claim), f.Hotpluggable()) }
@@ -130,7 +130,7 @@ func TestDanglingVMStopped(t *testing.T) {
 		{name: "removal already pending -> blocked RemovalPending", items: stoppedVM(hotPVC("c1"), f.PendingRemove("v1")), want: blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
 		{name: "addition pending -> blocked AdditionPending", items: stoppedVM(hotPVC("c1"), f.PendingAdd("v1", f.PVC("c1"))), want: blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
 		{name: "both hot-plug gates off -> blocked HotplugGateDisabled",
-			items: []any{f.VM("a", hotPVC("c1")), snapshotGates(nil, []string{declarativeHotplugGate})}, want: blocked(SeverityWarning, VMRemoveVolume, HotplugGateDisabled)},
+			items: []any{f.VM("a", hotPVC("c1")), snapshotGates(nil, []string{snapshot.DeclarativeHotplugVolumesGate})}, want: blocked(SeverityWarning, VMRemoveVolume, HotplugGateDisabled)},
 		{name: "gates unknown -> safe (the dry run decides)", items: []any{f.VM("a", hotPVC("c1")), f.GatesUnknown()}, want: safe(VMRemoveVolume)},
 		{name: "namespace out of scope -> no finding", items: stoppedVM(hotPVC("c1")), policy: func(p *Policy) { p.Scope.Namespaces = []string{"other"} }, want: noFinding()},
 		{name: "volume prefix out of scope -> no finding", items: stoppedVM(hotPVC("c1")), policy: func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, want: noFinding()},
@@ -150,15 +150,15 @@ func TestDanglingVMRunning(t *testing.T) {
 			want: blocked(SeverityWarning, None, DeletionPostponed, "PVC default/c1 still exists", "kubernetes.io/pvc-protection")},
 		{name: "pvc being deleted, vmi provably unused -> blocked DeletionPostponed", items: []any{vm, unused, f.PVC("c1", f.Terminating(now), f.Finalizers("tether.dev/in-use")), gates},
 			want: blocked(SeverityWarning, None, DeletionPostponed)},
-		{name: "pvc missing, vmi status Ready with its pod -> blocked VMRunning", items: []any{vm, attached, podA, gates},
-			want: blocked(SeverityWarning, VMRemoveVolume, VMRunning)},
-		{name: "pvc missing, vmi status pending without pod, no pod mounts it -> safe VMRemoveVolume (provably unused)", items: []any{vm, unused, gates},
-			want: safe(VMRemoveVolume)},
-		{name: "pvc missing, status pending, a pod still mounts the claim -> blocked VMRunning", items: []any{vm, unused, f.AttachmentPod("hp-volume-old", f.Claims("c1")), gates},
-			want: blocked(SeverityWarning, VMRemoveVolume, VMRunning, "hp-volume-old")},
-		{name: "pvc missing, unused, vmi migrating -> blocked VMIMigrating",
+		{name: "pvc missing, vmi status Ready with its pod (hot-plug claim missing: critical) -> blocked VMRunning", items: []any{vm, attached, podA, gates},
+			want: blocked(SeverityCritical, VMRemoveVolume, VMRunning)},
+		{name: "pvc missing, vmi status pending without pod, no pod mounts it (hot-plug claim missing: critical) -> safe VMRemoveVolume (provably unused)", items: []any{vm, unused, gates},
+			want: criticalSafe(VMRemoveVolume)},
+		{name: "pvc missing, status pending, a pod still mounts the claim (hot-plug claim missing: critical) -> blocked VMRunning", items: []any{vm, unused, f.AttachmentPod("hp-volume-old", f.Claims("c1")), gates},
+			want: blocked(SeverityCritical, VMRemoveVolume, VMRunning, "hp-volume-old")},
+		{name: "pvc missing, unused, vmi migrating (hot-plug claim missing: critical) -> blocked VMIMigrating",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.Claim("c1"), f.AttachPod(""), f.VolumePhase(kubevirtv1.VolumePending)), f.Migrating()), gates},
-			want:  blocked(SeverityWarning, VMRemoveVolume, VMIMigrating)},
+			want:  blocked(SeverityCritical, VMRemoveVolume, VMIMigrating)},
 		{name: "pvc missing, unused, vmi terminating -> blocked VMITerminating",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.Claim("c1"), f.AttachPod(""), f.VolumePhase(kubevirtv1.VolumePending)), f.Terminating(now)), gates},
 			want:  blocked(SeverityWarning, VMRemoveVolume, VMITerminating)},
@@ -177,25 +177,25 @@ func TestDanglingVMI(t *testing.T) {
 	}
 	gates := hotplugGate()
 	runDanglingCases(t, []danglingCase{
-		{name: "vmi-only hot-plug, pvc missing, unused -> safe VMIRemoveVolume", items: []any{vm, vmiOnly(), gates}, kind: kindVMI, want: safe(VMIRemoveVolume)},
-		{name: "vmi-only hot-plug, not requested -> blocked NotRequested", items: []any{vm, vmiOnly(), gates}, kind: kindVMI, policy: notRequested,
-			want: blocked(SeverityWarning, VMIRemoveVolume, NotRequested)},
-		{name: "vmi-only hot-plug, HotplugVolumes gate off -> blocked HotplugGateDisabled", items: []any{vm, vmiOnly(), f.Gates()}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
-		{name: "vmi-only hot-plug, gates unknown -> blocked HotplugGateUnknown", items: []any{vm, vmiOnly(), f.GatesUnknown()}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, HotplugGateUnknown)},
-		{name: "vmi-only hot-plug, pvc missing, status Ready with pod -> blocked VolumeInUse",
+		{name: "vmi-only hot-plug, pvc missing, unused (hot-plug claim missing: critical) -> safe VMIRemoveVolume", items: []any{vm, vmiOnly(), gates}, kind: kindVMI, want: criticalSafe(VMIRemoveVolume)},
+		{name: "vmi-only hot-plug, not requested (hot-plug claim missing: critical) -> blocked NotRequested", items: []any{vm, vmiOnly(), gates}, kind: kindVMI, policy: notRequested,
+			want: blocked(SeverityCritical, VMIRemoveVolume, NotRequested)},
+		{name: "vmi-only hot-plug, HotplugVolumes gate off (hot-plug claim missing: critical) -> blocked HotplugGateDisabled", items: []any{vm, vmiOnly(), f.Gates()}, kind: kindVMI,
+			want: blocked(SeverityCritical, VMIRemoveVolume, HotplugGateDisabled)},
+		{name: "vmi-only hot-plug, gates unknown (hot-plug claim missing: critical) -> blocked HotplugGateUnknown", items: []any{vm, vmiOnly(), f.GatesUnknown()}, kind: kindVMI,
+			want: blocked(SeverityCritical, VMIRemoveVolume, HotplugGateUnknown)},
+		{name: "vmi-only hot-plug, pvc missing, status Ready with pod (hot-plug claim missing: critical) -> blocked VolumeInUse",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.AttachmentPod("hp-volume-a", f.Claims("v1")), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, VolumeInUse, `status shows volume "v1" attached`)},
+			want: blocked(SeverityCritical, VMIRemoveVolume, VolumeInUse, `status shows volume "v1" attached`)},
 		{name: "vmi-only hot-plug, vmi not running -> blocked VMINotRunning", items: []any{vm, vmiOnly(f.Phase(kubevirtv1.Scheduling)), gates}, kind: kindVMI,
 			want: blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
-		{name: "vmi-only hot-plug, vmi migrating -> blocked VMIMigrating", items: []any{vm, vmiOnly(f.Migrating()), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating)},
+		{name: "vmi-only hot-plug, vmi migrating (hot-plug claim missing: critical) -> blocked VMIMigrating", items: []any{vm, vmiOnly(f.Migrating()), gates}, kind: kindVMI,
+			want: blocked(SeverityCritical, VMIRemoveVolume, VMIMigrating)},
 		{name: "vmi-only hot-plug, vmi terminating -> blocked VMITerminating", items: []any{vm, vmiOnly(f.Terminating(now)), gates}, kind: kindVMI,
 			want: blocked(SeverityWarning, VMIRemoveVolume, VMITerminating)},
-		{name: "vmi-only hot-plug, detaching -> blocked DetachInProgress",
+		{name: "vmi-only hot-plug, detaching (hot-plug claim missing: critical) -> blocked DetachInProgress",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.AttachPod(""), f.VolumePhase(kubevirtv1.HotplugVolumeDetaching))), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
+			want: blocked(SeverityCritical, VMIRemoveVolume, DetachInProgress)},
 		{name: "status-only entry, claim missing -> report only, DetachInProgress",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.StatusOnly())), gates}, kind: kindVMI,
 			want: blocked(SeverityWarning, None, DetachInProgress, "no longer lists")},
@@ -208,11 +208,11 @@ func TestDanglingVMI(t *testing.T) {
 		{name: "standalone vmi, boot disk pvc missing -> report only, VolumeNotHotpluggable",
 			items: []any{f.VMI("a", f.WithVolume("v1", f.PVC("c1"))), gates}, kind: kindVMI,
 			want: blocked(SeverityWarning, None, VolumeNotHotpluggable, "not hotpluggable")},
-		{name: "standalone vmi hot-plug, pvc missing, unused -> safe (no gate needed)", items: []any{f.VMI("a", f.WithHotplug("v1", pending...)), f.Gates()}, kind: kindVMI,
-			want: safe(VMIRemoveVolume)},
-		{name: "vm re-created with a new uid: the old vmi's volume is the vmi's -> reported on the vmi",
+		{name: "standalone vmi hot-plug, pvc missing, unused (hot-plug claim missing: critical) -> safe (no gate needed)", items: []any{f.VMI("a", f.WithHotplug("v1", pending...)), f.Gates()}, kind: kindVMI,
+			want: criticalSafe(VMIRemoveVolume)},
+		{name: "vm re-created with a new uid: the old vmi's volume is the vmi's (hot-plug claim missing: critical) -> reported on the vmi",
 			items: []any{f.VM("a", f.Running(), hotPVC("v1"), f.WithUID("new-uid")), f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", pending...)), gates}, kind: kindVMI,
-			want: safe(VMIRemoveVolume)},
+			want: criticalSafe(VMIRemoveVolume)},
 	})
 }
 
@@ -239,9 +239,9 @@ func TestDanglingAttachmentPod(t *testing.T) {
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.VolumePhase(kubevirtv1.HotplugVolumeDetaching))), pvc, gates}, kind: kindVMI, want: noFinding()},
 		{name: "claim present, pod missing, volume in the vm spec -> still reported on the vmi",
 			items: []any{f.VM("a", f.Running(), hotPVC("v1")), f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), pvc, gates}, kind: kindVMI, want: reportOnly},
-		{name: "claim missing and pod missing -> one finding with both facts",
+		{name: "claim missing and pod missing (hot-plug claim missing: critical) -> one finding with both facts",
 			items: []any{vm, vmi, gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, VolumeInUse, "PVC default/v1 does not exist", "hp-volume-a (uid")},
+			want: blocked(SeverityCritical, VMIRemoveVolume, VolumeInUse, "PVC default/v1 does not exist", "hp-volume-a (uid")},
 	})
 }
 
@@ -318,5 +318,38 @@ func TestDanglingPostponedRemedy(t *testing.T) {
 	}
 	if !strings.Contains(got.Message, "postponed") || strings.Contains(got.Message, "dangling reference") {
 		t.Errorf("message = %q", got.Message)
+	}
+}
+
+// criticalSafe: a safe action on a reference that freezes its VMI's
+// hot-plug work (pkg/virt-controller/watch/vmi/volume-hotplug.go:192-195).
+func criticalSafe(a ActionType) *outcome {
+	return &outcome{severity: SeverityCritical, action: a, safe: true, evidence: []string{"stops every hot-plug attach and detach of that VMI"}}
+}
+
+// A hot-plug reference whose PVC is missing on a launched VMI stops every
+// hot-plug attach and detach of that VMI in virt-controller
+// (pkg/virt-controller/watch/vmi/volume-hotplug.go:192-195;
+// pkg/storage/types/pvc.go:223-251): it ranks above a cold-plug dangling
+// reference of a stopped VM, which stops nothing until the VM starts.
+func TestDangling_hotplugClaimMissingFreezesTheVMI(t *testing.T) {
+	p := DefaultPolicy()
+	p.Checks = []string{DanglingVolumeReference}
+	cold := FindDanglingVolumeReferences(NewInput(f.Snapshot(stoppedVM(f.WithVolume("v1", f.PVC("c1")))...), p, now))
+	vm := f.VM("a", f.Running())
+	pending := []f.HotplugOption{f.AttachPod(""), f.VolumePhase(kubevirtv1.VolumePending)}
+	hot := FindDanglingVolumeReferences(NewInput(f.Snapshot(vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", pending...)), hotplugGate()), p, now))
+	notLaunched := FindDanglingVolumeReferences(NewInput(f.Snapshot(vm, f.VMI("a", f.OwnedBy(vm), f.Phase(kubevirtv1.Pending), f.WithHotplug("v1", pending...)), hotplugGate()), p, now))
+	if len(cold) != 1 || len(hot) != 1 || len(notLaunched) != 1 {
+		t.Fatalf("want one finding each, got %d, %d, %d", len(cold), len(hot), len(notLaunched))
+	}
+	if cold[0].Severity != SeverityWarning || hot[0].Severity != SeverityCritical || hot[0].Severity.Rank() <= cold[0].Severity.Rank() {
+		t.Fatalf("severity: cold-plug %s, hot-plug %s; want warning < critical", cold[0].Severity, hot[0].Severity)
+	}
+	if !strings.Contains(hot[0].Message, "stops every hot-plug attach and detach of that VMI") {
+		t.Errorf("message = %q", hot[0].Message)
+	}
+	if notLaunched[0].Severity != SeverityWarning {
+		t.Errorf("a VMI without a launched pod: %s, want warning", notLaunched[0].Severity)
 	}
 }

@@ -10,8 +10,25 @@ import (
 // Severity says whether a finding is a proven problem or information.
 type Severity string
 
-// Severities.
+// Rank orders severities: info 1, warning 2, critical 3 (0 for unknown).
+func (s Severity) Rank() int {
+	switch s {
+	case SeverityInfo:
+		return 1
+	case SeverityWarning:
+		return 2
+	case SeverityCritical:
+		return 3
+	}
+	return 0
+}
+
+// Severities, from the highest.
 const (
+	// SeverityCritical marks a problem that also stops KubeVirt's work on
+	// other objects (a hot-plug volume whose PVC is missing freezes every
+	// hot-plug attach and detach of its VMI).
+	SeverityCritical Severity = "critical"
 	// SeverityWarning marks an orphan: something nothing wants.
 	SeverityWarning Severity = "warning"
 	// SeverityInfo marks a divergence that is legitimate or not proven.
@@ -53,8 +70,8 @@ type BlockReason string
 // that has to change, and the remedy says how to change it by hand.
 const (
 	// VMIMigrating: the VMI has a migration that has not completed or
-	// failed; virt-api refuses volume changes (409) and the VM/VMI views
-	// diverge for a while on their own.
+	// failed; virt-api accepts volume calls (202), but the VM/VMI views
+	// diverge for a while on their own, so tether waits.
 	VMIMigrating BlockReason = "VMIMigrating"
 	// VMITerminating: the VMI is being deleted.
 	VMITerminating BlockReason = "VMITerminating"
@@ -63,8 +80,20 @@ const (
 	// VMTerminating: the owning VM is being deleted.
 	VMTerminating BlockReason = "VMTerminating"
 	// VMIOnlyHotplug: the volume was hot-plugged to the VMI only, which is
-	// legitimate; detaching it needs tenant evidence or an explicit opt-in.
+	// legitimate with the HotplugVolumes gate on (the VMI route); detaching
+	// it needs tenant evidence or an explicit opt-in.
 	VMIOnlyHotplug BlockReason = "VMIOnlyHotplug"
+	// DeclarativeSync: virt-controller syncs this VM-owned VMI's hot-plug
+	// volumes from the VM spec (DeclarativeHotplugVolumes on,
+	// HotplugVolumes off): it removes VMI-only hot-plugs itself, and the
+	// API refuses to (VMI route 400, VM route 409). One that persists means
+	// the VM sync or virt-handler is stuck; the evidence says what tether
+	// can see of why. Never acted on.
+	DeclarativeSync BlockReason = "DeclarativeSync"
+	// OwnerGone: the VMI's controlling VirtualMachine is gone (deleted, or
+	// re-created with another UID); the garbage collector deletes the VMI,
+	// and its hot-plugs with it. Never acted on.
+	OwnerGone BlockReason = "OwnerGone"
 	// TenantUnreachable: a tenant whose evidence applies could not be read.
 	TenantUnreachable BlockReason = "TenantUnreachable"
 	// TenantIncomplete: a tenant VolumeAttachment on the VMI's node has a

@@ -338,7 +338,7 @@ func (g *gen) build() (*snapshot.Snapshot, Policy, time.Time) {
 	for i := g.n(3); i > 0; i-- {
 		s.Tenants = append(s.Tenants, g.tenant(i))
 	}
-	s.FeatureGates = snapshot.FeatureGates{Known: g.n(3) != 0}
+	s.FeatureGates = snapshot.FeatureGates{Known: g.n(3) != 0, KubeVirtVersion: "v1.9.0", Phase: "Deployed"}
 	if g.bool() {
 		s.FeatureGates.Enabled = []string{snapshot.HotplugVolumesGate}
 	}

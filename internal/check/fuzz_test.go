@@ -128,7 +128,9 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 	}
 	vm := findVM(s, vmi.Namespace, ref.Name)
 	if vm == nil || (ref.UID != "" && vm.UID != "" && ref.UID != vm.UID) {
-		return "" // the VM is gone
+		// The garbage collector deletes a dependent whose controller owner
+		// is gone: nothing is left to remove.
+		return "the VM is gone, so the garbage collector deletes the VMI"
 	}
 	inSpec := vm.Spec.Template != nil && kvVolume(vm.Spec.Template.Spec.Volumes, fd.Volume) != nil
 	if kvRequestPending(vm, fd.Volume) {

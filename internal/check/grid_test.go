@@ -25,8 +25,10 @@ import (
 var (
 	gridOwners  = []string{"standalone", "vm present", "vm gone", "vm re-created"}
 	gridTenants = []string{"no tenant", "tenant attaches it", "tenant detaching", "tenant does not attach it", "tenant unreachable", "tenant incomplete"}
-	gridGates   = []string{"gate on", "gate off", "gate unknown"}
-	gridHolds   = []string{"no hold", "vmi terminating", "vm terminating", "vmi migrating", "vmi not running", "volume detaching", "volume not ready"}
+	// KubeVirt v1.9.0: HotplugVolumes listed; the defaults (declarative
+	// sync); DeclarativeHotplugVolumes disabled (both off); unknown.
+	gridGates = []string{"gate on", "declarative", "both off", "gate unknown"}
+	gridHolds = []string{"no hold", "vmi terminating", "vm terminating", "vmi migrating", "vmi not running", "volume detaching", "volume not ready"}
 )
 
 type combo struct {
@@ -119,8 +121,12 @@ func (c combo) build() (*snapshot.Snapshot, Policy) {
 	switch c.gate {
 	case "gate on":
 		items = append(items, hotplugGate())
-	case "gate off":
+	case "declarative":
 		items = append(items, f.Gates())
+	case "both off":
+		g := f.Gates()
+		g.Disabled = []string{snapshot.DeclarativeHotplugVolumesGate}
+		items = append(items, g)
 	}
 	p := DefaultPolicy()
 	p.AllowVMIOnlyDetach, p.TenantAuthoritative = c.allowVMIOnly, c.tenantAuthoritative
@@ -149,9 +155,16 @@ func expectVolume(c combo) *outcome {
 	add(c.hold == "volume detaching", DetachInProgress)
 	add(c.hold == "volume not ready", VolumeNotReady)
 	add(evBlock != "", evBlock)
-	needsGate := o.action == VMIRemoveVolume && c.owner != "standalone"
-	add(needsGate && c.gate == "gate off", HotplugGateDisabled)
-	add(needsGate && c.gate == "gate unknown", HotplugGateUnknown)
+	// The VMI route: standalone VMIs under either gate, VM-owned ones only
+	// with HotplugVolumes (pkg/virt-api/rest/volumes.go:63-65,220-222);
+	// unknown gates hold only VM-owned VMIs (a standalone one's dry run
+	// decides).
+	owned := c.owner != "standalone"
+	vmiRoute := o.action == VMIRemoveVolume
+	add(vmiRoute && owned && (c.gate == "declarative" || c.gate == "both off"), HotplugGateDisabled)
+	add(vmiRoute && !owned && c.gate == "both off", HotplugGateDisabled)
+	add(vmiRoute && owned && c.gate == "gate unknown", HotplugGateUnknown)
+	add(o.action == VMRemoveVolume && c.gate == "both off", HotplugGateDisabled)
 	if len(holds) == 0 {
 		o.safe = true
 	} else {
@@ -176,13 +189,23 @@ func expectVerdict(c combo) (*outcome, BlockReason) {
 	case c.owner != "vm present" && c.tenant == "tenant detaching":
 		return info, DetachInProgress
 	case c.owner != "vm present":
-		return warn(VMIRemoveVolume), unknown[c.tenant]
+		// The kube garbage collector deletes a VMI whose VM is gone.
+		return &outcome{severity: SeverityInfo, action: None}, OwnerGone
 	case c.inSpec && c.tenantAuthoritative && c.tenant == "tenant does not attach it":
 		return warn(VMRemoveVolume), ""
 	case c.inSpec || c.pendingAdd:
 		return nil, ""
 	case c.tenant == "tenant detaching":
 		return info, DetachInProgress
+	case c.gate == "declarative":
+		// virt-controller removes VMI-only hot-plugs itself
+		// (pkg/storage/hotplug/hotplug.go:95-120); a VMI not Running is
+		// why it has not (hotplug.go:52-54).
+		sev := SeverityInfo
+		if c.hold == "vmi not running" {
+			sev = SeverityWarning
+		}
+		return &outcome{severity: sev, action: None}, DeclarativeSync
 	case c.tenant == "tenant does not attach it" || c.pendingRemove:
 		return warn(VMIRemoveVolume), ""
 	case unknown[c.tenant] != "":

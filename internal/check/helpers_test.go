@@ -94,9 +94,22 @@ func assertWellFormed(t *testing.T, f Finding) {
 		t.Errorf("finding has no remedy")
 	case f.Action.Safe == (f.Action.BlockedBy != ""):
 		t.Errorf("safe=%v contradicts blockedBy=%q", f.Action.Safe, f.Action.BlockedBy)
-	case f.Action.Safe && f.Severity != SeverityWarning:
+	case f.Action.Safe && f.Severity.Rank() < SeverityWarning.Rank():
 		t.Errorf("safe action on a %s finding", f.Severity)
 	}
 }
 
 func hotplugGate() snapshot.FeatureGates { return fixture.Gates(snapshot.HotplugVolumesGate) }
+
+// bothGatesOff is KubeVirt v1.9.0 with DeclarativeHotplugVolumes disabled
+// and HotplugVolumes not listed: the volume API refuses every call.
+func bothGatesOff() snapshot.FeatureGates {
+	return gatesWith(nil, []string{snapshot.DeclarativeHotplugVolumesGate})
+}
+
+// gatesWith is KubeVirt v1.9.0 with the given gates listed.
+func gatesWith(enabled, disabled []string) snapshot.FeatureGates {
+	g := fixture.Gates(enabled...)
+	g.Disabled = disabled
+	return g
+}

@@ -84,18 +84,21 @@ func (s *subject) claimName() string {
 //   - owner (ResolveOwner), then classify: standalone, VM gone or VM owned;
 //   - standalone (classifyStandalone): a finding only when the tenants no
 //     longer attach it or are detaching it;
-//   - VM gone (classifyVMGone): a finding unless a tenant wants it;
+//   - VM gone (classifyVMGone): reported (OwnerGone, never acted on)
+//     unless a tenant wants it;
 //   - VM owned (classifyVMOwned): in the VM spec, wanted unless
 //     Policy.TenantAuthoritative and no tenant attaches it (classifyInSpec,
 //     VMRemoveVolume);
-//     a pending addvolume or a tenant attachment wants it; otherwise a
-//     finding, the first that applies: no tenant attaches it or a
+//     a pending addvolume or a tenant attachment wants it; under
+//     declarative sync (snapshot.HotplugGates) reported only
+//     (DeclarativeSync, with a diagnosis); otherwise a finding, the first
+//     that applies: no tenant attaches it or a
 //     removevolume is pending (Warning), tenant evidence unknown (held),
 //     Policy.AllowVMIOnlyDetach (Warning), a VMI-only hot-plug (held);
 //   - holds (volumeHolds): VMI or VM terminating, migrating, not Running,
 //     a pending request, the volume phase, the verdict's own block, then
-//     what the API refuses (hotpluggable flag, HotplugVolumes gate); the
-//     first one is BlockedBy.
+//     what the API refuses (hotpluggable flag, the gates of the KubeVirt
+//     version); the first one is BlockedBy.
 func FindOrphanHotplugVolumes(in Input) []Finding {
 	in = in.ready()
 	var out []Finding
@@ -208,7 +211,8 @@ func classifyStandalone(in Input, sub *subject) (verdict, bool) {
 }
 
 // classifyVMGone: the owner reference names a VM that does not exist with
-// that UID; nothing but a tenant can still want the volume.
+// that UID: the VMI is garbage, and goes with its volumes (reported, never
+// acted on), unless a tenant still wants the volume.
 func classifyVMGone(in Input, sub *subject) (verdict, bool) {
 	tv := sub.tenants()
 	if tv.state == tenantWants {
@@ -218,12 +222,7 @@ func classifyVMGone(in Input, sub *subject) (verdict, bool) {
 	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
 	}
-	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("its VirtualMachine is gone"),
-		evidence: append(ev, tv.evidence...), tenants: tv.names}
-	if tv.state == tenantUnknown {
-		v.block = tv.block
-	}
-	return v, true
+	return ownerGoneVerdict(sub, tv, ev), true
 }
 
 // classifyVMOwned: the owning VM exists. The volume is wanted if the VM spec
@@ -245,6 +244,9 @@ func classifyVMOwned(in Input, sub *subject) (verdict, bool) {
 	ev := []string{fmt.Sprintf("VM %s/%s spec does not list volume %q", vm.Namespace, vm.Name, name)}
 	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
+	}
+	if gates := in.Snapshot.FeatureGates.Hotplug(); gates.DeclarativeSync() {
+		return declarativeVerdict(in, sub, gates, append(ev, tv.evidence...)), true
 	}
 	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, evidence: append(ev, tv.evidence...), tenants: tv.names}
 	switch {

@@ -28,7 +28,7 @@ func buildVolumeFinding(in Input, sub *subject, v verdict) Finding {
 			Type:      v.action,
 			Safe:      block == "",
 			BlockedBy: block,
-			Remedy:    volumeRemedy(sub, v, block),
+			Remedy:    volumeRemedy(in, sub, v, block),
 		},
 	}
 	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
@@ -116,18 +116,29 @@ func apiHolds(h *holds, in Input, sub *subject, action ActionType) {
 		if !snapshot.Hotpluggable(snapshot.VMVolume(vm, name)) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VM %s/%s spec volume %q is not marked hotpluggable", vm.Namespace, vm.Name, name))
 		}
+		// pkg/virt-api/rest/volumes.go:63-65,138-141: neither gate, 400.
+		if g := in.Snapshot.FeatureGates.Hotplug(); g.Known && !g.HotplugVolumes && !g.Declarative {
+			h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+g.Basis)
+		}
 	case VMIRemoveVolume:
 		if vol := snapshot.VMIVolume(vmi, name); vol != nil && !snapshot.Hotpluggable(vol) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VMI %s/%s spec volume %q is not marked hotpluggable", vmi.Namespace, vmi.Name, name))
 		}
-		if sub.own.Owner == nil {
-			return
-		}
-		switch in.Snapshot.FeatureGates.State(snapshot.HotplugVolumesGate) {
-		case snapshot.GateDisabled:
-			h.add(HotplugGateDisabled, "KubeVirt feature gate HotplugVolumes is not enabled: the VMI-level removevolume API refuses VM-owned VMIs")
-		case snapshot.GateUnknown:
-			h.add(HotplugGateUnknown, "KubeVirt feature gates could not be read: HotplugVolumes may be off")
-		}
+		vmiRouteHolds(h, in.Snapshot.FeatureGates.Hotplug(), sub.own.Owner != nil)
+	}
+}
+
+// vmiRouteHolds records whether virt-api serves the VMI-level call under
+// the gates in effect (pkg/virt-api/rest/volumes.go:63-65,220-222). For a
+// standalone VMI unknown gates are left to the server's dry run.
+func vmiRouteHolds(h *holds, gates snapshot.HotplugGates, owned bool) {
+	switch {
+	case !gates.Known && owned:
+		h.add(HotplugGateUnknown, "KubeVirt's hot-plug gates are unknown ("+gates.Basis+"): HotplugVolumes may be off, and the VMI-level removevolume API refuses VM-owned VMIs without it")
+	case gates.VMIRoute(owned) || !gates.Known:
+	case owned:
+		h.add(HotplugGateDisabled, "the VMI-level removevolume API refuses VM-owned VMIs without the HotplugVolumes gate (400 \"owned by a VM\"): "+gates.Basis)
+	default:
+		h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+gates.Basis)
 	}
 }

@@ -86,17 +86,18 @@ func TestOrphanHotplugVolumeScope(t *testing.T) {
 	vmi := f.VMI("a", f.Labels("cluster", "c1"), f.WithHotplug("v1")) // VM gone below
 	gone := f.VMI("a", f.Owner("kubevirt.io/v1", "VirtualMachine", "a", "uid-gone", true), f.Labels("cluster", "c1"), f.WithHotplug("v1"))
 	gates := hotplugGate()
+	ownerGone := blocked(SeverityInfo, None, OwnerGone)
 	sel := func(s string) func(*Policy) {
 		return func(p *Policy) { p.Scope.Selector = labels.SelectorFromSet(labels.Set{"cluster": s}) }
 	}
 	runVolumeCases(t, []volumeCase{
-		{"vm gone, in scope -> warning, safe VMIRemoveVolume", []any{gone, gates}, nil, safe(VMIRemoveVolume)},
+		{"vm gone, in scope -> info, OwnerGone", []any{gone, gates}, nil, ownerGone},
 		{"vm gone, other namespace in scope -> no finding", []any{gone, gates}, func(p *Policy) { p.Scope.Namespaces = []string{"other"} }, noFinding()},
-		{"vm gone, namespace in scope -> warning, safe", []any{gone, gates}, func(p *Policy) { p.Scope.Namespaces = []string{"other", "default"} }, safe(VMIRemoveVolume)},
+		{"vm gone, namespace in scope -> info, OwnerGone", []any{gone, gates}, func(p *Policy) { p.Scope.Namespaces = []string{"other", "default"} }, ownerGone},
 		{"vm gone, selector does not match -> no finding", []any{gone, gates}, sel("c2"), noFinding()},
-		{"vm gone, selector matches -> warning, safe", []any{gone, gates}, sel("c1"), safe(VMIRemoveVolume)},
+		{"vm gone, selector matches -> info, OwnerGone", []any{gone, gates}, sel("c1"), ownerGone},
 		{"vm gone, volume prefix does not match -> no finding", []any{gone, gates}, func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, noFinding()},
-		{"vm gone, volume prefix matches -> warning, safe", []any{gone, gates}, func(p *Policy) { p.Scope.VolumePrefix = "v" }, safe(VMIRemoveVolume)},
+		{"vm gone, volume prefix matches -> info, OwnerGone", []any{gone, gates}, func(p *Policy) { p.Scope.VolumePrefix = "v" }, ownerGone},
 		{"standalone vmi, tenant does not attach it, selector does not match -> no finding",
 			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), gates}, sel("c2"), noFinding()},
 	})
@@ -106,17 +107,17 @@ func TestOrphanHotplugVolumeScope(t *testing.T) {
 func TestOrphanHotplugVolumeVMIOnly(t *testing.T) {
 	vm := f.VM("a", f.Running())
 	vmi := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"))
-	on, off, unknown := hotplugGate(), f.Gates("DataVolumes"), f.GatesUnknown()
+	on, off, unknown := hotplugGate(), bothGatesOff(), f.GatesUnknown()
 	vmRemove := f.VM("a", f.Running(), f.PendingRemove("v1"))
 	runVolumeCases(t, []volumeCase{
 		{"vmi-only hotplug, vm present, no tenant -> info, blocked VMIOnlyHotplug",
 			[]any{vm, vmi, on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug, `VM default/a spec does not list volume "v1"`)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate on -> warning, safe VMIRemoveVolume", []any{vm, vmi, on}, allowVMIOnly, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate off -> warning, blocked HotplugGateDisabled",
-			[]any{vm, vmi, off}, allowVMIOnly, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled, "HotplugVolumes is not enabled")},
-		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate listed as disabled -> warning, blocked HotplugGateDisabled",
-			[]any{vm, vmi, snapshot.FeatureGates{Known: true, Enabled: []string{"HotplugVolumes"}, Disabled: []string{"HotplugVolumes"}}}, allowVMIOnly,
-			blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
+			[]any{vm, vmi, off}, allowVMIOnly, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled, "without the HotplugVolumes gate")},
+		// KubeVirt: listed beats disabled (featuregate/feature-gates.go:91-112).
+		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate listed as enabled and disabled -> warning, safe VMIRemoveVolume",
+			[]any{vm, vmi, gatesWith([]string{"HotplugVolumes"}, []string{"HotplugVolumes"})}, allowVMIOnly, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate unknown -> warning, blocked HotplugGateUnknown",
 			[]any{vm, vmi, unknown}, allowVMIOnly, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateUnknown)},
 		{"vmi-only hotplug, tenant does not attach it, gate on -> warning, safe VMIRemoveVolume", []any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, safe(VMIRemoveVolume)},
@@ -163,17 +164,16 @@ func TestOrphanHotplugVolumeVMGone(t *testing.T) {
 	vm := f.VM("a", f.Running())
 	on := hotplugGate()
 	recreated := f.VM("a", f.WithUID("new-uid"), f.WithVolume("v1", f.PVC("v1"), f.Hotpluggable()))
+	gone := blocked(SeverityInfo, None, OwnerGone)
 	runVolumeCases(t, []volumeCase{
-		{"vm gone, no tenant, gate on -> warning, safe VMIRemoveVolume",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, safe(VMIRemoveVolume)},
-		{"vm gone, gate off -> warning, blocked HotplugGateDisabled",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Gates()}, nil, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
-		{"vm re-created with a new uid listing the volume -> warning, safe VMIRemoveVolume",
-			[]any{recreated, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, &outcome{severity: SeverityWarning, action: VMIRemoveVolume, safe: true, evidence: []string{"re-created"}}},
-		{"vm gone, tenant does not attach it -> warning, safe VMIRemoveVolume",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, safe(VMIRemoveVolume)},
-		{"vm gone, tenant unreachable -> warning, blocked TenantUnreachable",
-			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, TenantUnreachable)},
+		{"vm gone, no tenant, gate on -> info, OwnerGone", []any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, gone},
+		{"vm gone, gates default -> info, OwnerGone", []any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Gates()}, nil, gone},
+		{"vm re-created with a new uid listing the volume -> info, OwnerGone",
+			[]any{recreated, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, &outcome{severity: SeverityInfo, action: None, blocked: OwnerGone, evidence: []string{"re-created"}}},
+		{"vm gone, tenant does not attach it -> info, OwnerGone",
+			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, gone},
+		{"vm gone, tenant unreachable -> info, OwnerGone",
+			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, gone},
 		{"vm gone, tenant detaching -> info, blocked DetachInProgress",
 			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
 			blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress)},
@@ -215,29 +215,30 @@ func TestOrphanHotplugVolumeTenantAuthoritative(t *testing.T) {
 
 // TestOrphanHotplugVolumeHolds: every hold blocks an otherwise safe action.
 func TestOrphanHotplugVolumeHolds(t *testing.T) {
-	vm := f.VM("a", f.Running())
-	on := hotplugGate()
+	// A standalone VMI whose tenant no longer attaches the volume: safe
+	// unless held.
+	tenant := f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))
 	gone := func(opts ...f.Option) []any {
-		return []any{f.VMI("a", append([]f.Option{f.OwnedBy(vm), f.WithHotplug("v1")}, opts...)...), on}
+		return []any{f.VMI("a", append([]f.Option{f.WithHotplug("v1")}, opts...)...), tenant, hotplugGate()}
 	}
 	hp := func(o ...f.HotplugOption) []any {
-		return []any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", o...)), on}
+		return []any{f.VMI("a", f.WithHotplug("v1", o...)), tenant, hotplugGate()}
 	}
 	runVolumeCases(t, []volumeCase{
-		{"vm gone, vmi terminating -> warning, blocked VMITerminating", gone(f.Terminating(now)), nil, blocked(SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating")},
-		{"vm gone, vmi migrating -> warning, blocked VMIMigrating", gone(f.Migrating()), nil, blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating, "node-1 to node-2")},
-		{"vm gone, migration completed -> warning, safe", gone(f.MigrationEnded(false)), nil, safe(VMIRemoveVolume)},
-		{"vm gone, migration failed -> warning, safe", gone(f.MigrationEnded(true)), nil, safe(VMIRemoveVolume)},
-		{"vm gone, vmi terminating and migrating -> warning, blocked VMITerminating", gone(f.Migrating(), f.Terminating(now)), nil,
+		{"standalone, vmi terminating -> warning, blocked VMITerminating", gone(f.Terminating(now)), nil, blocked(SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating")},
+		{"standalone, vmi migrating -> warning, blocked VMIMigrating", gone(f.Migrating()), nil, blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating, "node-1 to node-2")},
+		{"standalone, migration completed -> warning, safe", gone(f.MigrationEnded(false)), nil, safe(VMIRemoveVolume)},
+		{"standalone, migration failed -> warning, safe", gone(f.MigrationEnded(true)), nil, safe(VMIRemoveVolume)},
+		{"standalone, vmi terminating and migrating -> warning, blocked VMITerminating", gone(f.Migrating(), f.Terminating(now)), nil,
 			blocked(SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating", "is migrating")},
-		{"vm gone, vmi scheduled -> warning, blocked VMINotRunning", gone(f.Phase(kubevirtv1.Scheduled)), nil, blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
-		{"vm gone, vmi phase empty -> warning, blocked VMINotRunning", gone(f.Phase("")), nil, blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
-		{"vm gone, volume detaching -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeDetaching)), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
-		{"vm gone, volume unmounted from pod -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeUnMounted)), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
-		{"vm gone, volume gone from vmi spec -> warning, blocked DetachInProgress", hp(f.StatusOnly()), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress, "no longer lists")},
-		{"vm gone, volume attached to node only -> warning, blocked VolumeNotReady", hp(f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode)), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
-		{"vm gone, volume phase empty -> warning, blocked VolumeNotReady", hp(f.VolumePhase("")), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
-		{"vm gone, vmi spec volume not hotpluggable -> warning, blocked VolumeNotHotpluggable", hp(f.NotHotpluggable()), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotHotpluggable)},
+		{"standalone, vmi scheduled -> warning, blocked VMINotRunning", gone(f.Phase(kubevirtv1.Scheduled)), nil, blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
+		{"standalone, vmi phase empty -> warning, blocked VMINotRunning", gone(f.Phase("")), nil, blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
+		{"standalone, volume detaching -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeDetaching)), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
+		{"standalone, volume unmounted from pod -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeUnMounted)), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
+		{"standalone, volume gone from vmi spec -> warning, blocked DetachInProgress", hp(f.StatusOnly()), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress, "no longer lists")},
+		{"standalone, volume attached to node only -> warning, blocked VolumeNotReady", hp(f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode)), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
+		{"standalone, volume phase empty -> warning, blocked VolumeNotReady", hp(f.VolumePhase("")), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
+		{"standalone, vmi spec volume not hotpluggable -> warning, blocked VolumeNotHotpluggable", hp(f.NotHotpluggable()), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotHotpluggable)},
 	})
 }
 

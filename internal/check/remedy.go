@@ -3,18 +3,37 @@ package check
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
-// removeCmd is the manual removevolume for an action, dry run first.
-func removeCmd(sub *subject, action ActionType) string {
+// removeCmd is the manual removevolume for an action, dry run first, as
+// it works on the KubeVirt version g reports. virtctl 1.9 ignores
+// --persist and always calls the VM route first, falling back to the VMI
+// route only on 404 (pkg/virtctl/vm/remove_volume.go:49,73-101), so it
+// cannot make a VMI-level call on a VM-owned VMI: for the VMI level on 1.9,
+// or an unknown version, the command is a raw PUT to the VMI subresource.
+func removeCmd(sub *subject, action ActionType, g snapshot.FeatureGates) string {
 	ns, name, vol := sub.vmi.Namespace, sub.vmi.Name, sub.volume()
+	check := fmt.Sprintf("then check that `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'` no longer lists %s", name, ns, vol)
+	before19 := false
+	if v, err := snapshot.ParseKubeVirtVersion(g.KubeVirtVersion); err == nil && g.Known {
+		before19 = !(snapshot.KubeVirtVersion{Major: v.Major, Minor: v.Minor}).AtLeast(snapshot.KubeVirtVersion{Major: 1, Minor: 9})
+	}
+	if action == VMIRemoveVolume && !before19 {
+		path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/removevolume", ns, name)
+		put := func(body string) string { return fmt.Sprintf("echo '%s' | kubectl replace --raw %s -f -", body, path) }
+		return fmt.Sprintf("%s && %s; %s", put(fmt.Sprintf(`{"name":%q,"dryRun":["All"]}`, vol)), put(fmt.Sprintf(`{"name":%q}`, vol)), check)
+	}
 	persist := ""
 	if action == VMRemoveVolume {
-		name, persist = sub.own.VM.Name, " --persist"
+		name = sub.own.VM.Name
+		if before19 {
+			persist = " --persist"
+		}
 	}
 	cmd := fmt.Sprintf("virtctl removevolume %s -n %s --volume-name=%s%s", name, ns, vol, persist)
-	return fmt.Sprintf("%s --dry-run && %s; then check that `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'` no longer lists %s",
-		cmd, cmd, sub.vmi.Name, ns, vol)
+	return fmt.Sprintf("%s --dry-run && %s; %s", cmd, cmd, check)
 }
 
 func tenantCmd(sub *subject, tenants []string) string {
@@ -28,9 +47,9 @@ func tenantCmd(sub *subject, tenants []string) string {
 
 // volumeRemedy is the manual procedure for a volume finding: what to wait
 // for or verify first, given the block, then the command.
-func volumeRemedy(sub *subject, v verdict, block BlockReason) string {
+func volumeRemedy(in Input, sub *subject, v verdict, block BlockReason) string {
 	ns, vmi := sub.vmi.Namespace, sub.vmi.Name
-	base := removeCmd(sub, v.action)
+	base := removeCmd(sub, v.action, in.Snapshot.FeatureGates)
 	switch block {
 	case "":
 		return base
@@ -50,8 +69,14 @@ func volumeRemedy(sub *subject, v verdict, block BlockReason) string {
 		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and `kubectl get pods -n %s -l kubevirt.io=hotplug-disk`, and re-run the audit when it settles", vmi, ns, ns)
 	case VolumeNotReady:
 		return fmt.Sprintf("the volume is still attaching; wait for phase Ready, re-run the audit, then: %s", base)
+	case DeclarativeSync:
+		return fmt.Sprintf("no API call can remove it (virt-controller owns this VMI's hot-plugs); find why the VM sync has not: `kubectl get vm %s -n %s -o jsonpath='{.status.conditions}'`, "+
+			"`kubectl get events -n %s --field-selector involvedObject.name=%s`, the virt-controller logs, and for a volume the VMI spec no longer lists, virt-handler on node %s; restarting the VM also drops it",
+			sub.own.VM.Name, ns, ns, sub.own.VM.Name, orNone(sub.vmi.Status.NodeName))
+	case OwnerGone:
+		return fmt.Sprintf("nothing to remove: the garbage collector deletes the VMI; if it stays, `kubectl get vmi %s -n %s -o jsonpath='{.metadata.finalizers}'` and the kube-controller-manager logs say why", vmi, ns)
 	case VMIOnlyHotplug:
-		return fmt.Sprintf("a VMI-only hot-plug is legitimate: confirm with the VM's owner that the guest no longer uses it, then: %s (or restart the VM, which drops VMI-only hot-plugs)", base)
+		return fmt.Sprintf("a VMI-only hot-plug is legitimate with the HotplugVolumes gate on: confirm with the VM's owner that the guest no longer uses it, then: %s (or restart the VM, which drops VMI-only hot-plugs)", base)
 	case TenantUnreachable, TenantIncomplete, TenantNodeUnmapped:
 		return fmt.Sprintf("%s; if there is none, then: %s", tenantCmd(sub, v.tenants), base)
 	case VolumeNotHotpluggable:

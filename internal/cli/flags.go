@@ -116,7 +116,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.fenceGoneAfter, "fence-gone-nodes-after", 0, "opt-in: treat a Node that tether controller has recorded as missing for longer than this as fenced (read from its Finding records; 0: only the out-of-service taint proves a node is down)")
 	fs.StringVar(&f.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "namespace of tether controller, whose Finding records --fence-gone-nodes-after reads (records elsewhere are no evidence)")
 	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
-	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info or warning")
+	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
 }
 
 // options is the validated form of the flags.
@@ -183,8 +183,10 @@ func (f *scopeFlags) severity() (check.Severity, error) {
 		return check.SeverityInfo, nil
 	case "warning":
 		return check.SeverityWarning, nil
+	case "critical":
+		return check.SeverityCritical, nil
 	}
-	return "", fmt.Errorf("--min-severity %q is not supported: use info or warning", f.minSeverity)
+	return "", fmt.Errorf("--min-severity %q is not supported: use info, warning or critical", f.minSeverity)
 }
 
 // policy is the check policy the flags ask for, scoped to namespace ns

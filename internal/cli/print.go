@@ -144,6 +144,8 @@ func printPlan(w io.Writer, format string, items []planItem, applied bool) error
 		f := it.Finding
 		var what string
 		switch {
+		case it.Result != nil && it.Result.Cause != "":
+			what = fmt.Sprintf("%s (%s): %s", it.Result.Outcome, it.Result.Cause, it.Result.Message)
 		case it.Result != nil:
 			what = fmt.Sprintf("%s: %s", it.Result.Outcome, it.Result.Message)
 		case it.Planned:

@@ -143,7 +143,7 @@ func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot
 	findings := check.Run(s, o.policy, time.Now())
 	kept := findings[:0]
 	for _, f := range findings {
-		if o.minSev == check.SeverityInfo || f.Severity == check.SeverityWarning {
+		if f.Severity.Rank() >= o.minSev.Rank() {
 			kept = append(kept, f)
 		}
 	}

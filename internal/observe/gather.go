@@ -29,7 +29,7 @@ func Gates(ctx context.Context, r client.Reader) snapshot.FeatureGates {
 		return snapshot.FeatureGates{}
 	}
 	kv := kvs.Items[0]
-	g := snapshot.FeatureGates{Known: true, KubeVirtVersion: kv.Status.ObservedKubeVirtVersion}
+	g := snapshot.FeatureGates{Known: true, KubeVirtVersion: kv.Status.ObservedKubeVirtVersion, Phase: string(kv.Status.Phase)}
 	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
 		g.Enabled = dc.FeatureGates
 		g.Disabled = dc.DisabledFeatureGates

@@ -80,6 +80,9 @@ type FeatureGates struct {
 	// KubeVirtVersion is status.observedKubeVirtVersion, the version
 	// virt-operator has deployed (e.g. "v1.9.0"); "" when not reported.
 	KubeVirtVersion string
+	// Phase is status.phase; KubeVirt applies the object's configuration
+	// only once it is set (see Hotplug).
+	Phase string
 }
 
 // GateState is what is known about one feature gate.
@@ -104,8 +107,9 @@ func (g GateState) String() string {
 	}
 }
 
-// State reports whether gate name is enabled, disabled or unknown. A gate
-// listed as disabled is disabled even if it is also listed as enabled.
+// State reports whether gate name is listed as enabled, listed as
+// disabled, or unknown. It does not know defaults or versions: for the
+// hot-plug gates use Hotplug, which does.
 func (g FeatureGates) State(name string) GateState {
 	if !g.Known {
 		return GateUnknown

@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/util/retry"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -22,7 +22,10 @@ const (
 	msgNoBody        = "Request with no body, a new name is expected as the request body"
 	msgUnmarshalFmt  = "Can not unmarshal Request body to struct, error: %s"
 	msgVMINotRunning = "VMI is not running"
-	msgMigrating     = "VMI is migrating: volumes cannot change until the migration has ended"
+	// vms-admitter.go:450-456, on a VM's status.volumeRequests.
+	msgMigrationInProgress = "Cannot handle volume requests while VMI migration is in progress"
+	// The VM validating webhook (components/webhooks.go:449).
+	vmValidatorWebhook = "virtualmachine-validator.kubevirt.io"
 )
 
 const maxBody = 1 << 20
@@ -115,77 +118,89 @@ func decodeVolumeRequest(r *http.Request, sub string, ignoreDryRun bool) (*virtv
 	return req, dryRun, nil
 }
 
-// changeVMIVolumes is the VMI-level ("ephemeral") path.
+// changeVMIVolumes is the VMI-level ("ephemeral") path. A migrating VMI
+// is no reason to refuse: virt-api has no such check (volumes.go:214-244).
 func (e *Emulator) changeVMIVolumes(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string, g gates) *apierrors.StatusError {
-	return e.update(ctx, func() (client.Object, bool, *apierrors.StatusError) {
-		vmi := &virtv1.VirtualMachineInstance{}
-		if serr := e.fetch(ctx, c.ns, c.name, vmi, vmiResource); serr != nil {
-			return nil, false, serr
-		}
-		if ownedByVM(vmi) && !g.hotplug {
-			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("VMI %s/%s is owned by a VM", vmi.Namespace, vmi.Name))
-		}
-		if vmi.Status.Phase != virtv1.Running {
-			return nil, false, apierrors.NewConflict(vmiResource, c.name, errors.New(msgVMINotRunning))
-		}
-		if migrating(vmi) {
-			return nil, false, apierrors.NewConflict(vmiResource, c.name, errors.New(msgMigrating))
-		}
-		if err := verifyVolumeRequest(vmi.Spec.Volumes, req); err != nil {
-			return nil, false, apierrors.NewConflict(vmiResource, c.name, err)
-		}
-		applyVolumeRequest(&vmi.Spec, req)
-		return vmi, false, nil
-	}, dryRun, "vmi")
+	vmi := &virtv1.VirtualMachineInstance{}
+	if serr := e.fetch(ctx, c.ns, c.name, vmi, vmiResource); serr != nil {
+		return serr
+	}
+	if ownedByVM(vmi) && !g.hotplug {
+		return apierrors.NewBadRequest(fmt.Sprintf("VMI %s/%s is owned by a VM", vmi.Namespace, vmi.Name))
+	}
+	if vmi.Status.Phase != virtv1.Running {
+		return apierrors.NewConflict(vmiResource, c.name, errors.New(msgVMINotRunning))
+	}
+	if err := verifyVolumeRequest(vmi.Spec.Volumes, req); err != nil {
+		return apierrors.NewConflict(vmiResource, c.name, err)
+	}
+	data, err := volumesPatch("", &vmi.Spec, req)
+	if err != nil {
+		return apierrors.NewConflict(vmiResource, c.name, err)
+	}
+	return e.patch(ctx, vmi, data, false, dryRun, "vmi")
 }
 
-// changeVMVolumes is the declarative VM-level path: the template changes.
+// changeVMVolumes is the declarative VM-level path: the template changes,
+// whether or not the VM runs or its VMI migrates (volumes.go:184-212).
 func (e *Emulator) changeVMVolumes(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string) *apierrors.StatusError {
-	return e.update(ctx, func() (client.Object, bool, *apierrors.StatusError) {
-		vm, serr := e.fetchVMForChange(ctx, c)
-		if serr != nil {
-			return nil, false, serr
-		}
-		tmpl := &vm.Spec.Template.Spec
-		if err := verifyVolumeRequest(tmpl.Volumes, req); err != nil {
-			return nil, false, apierrors.NewConflict(vmResource, c.name, err)
-		}
-		applyVolumeRequest(tmpl, req)
-		return vm, false, nil
-	}, dryRun, "vm")
+	vm := &virtv1.VirtualMachine{}
+	if serr := e.fetch(ctx, c.ns, c.name, vm, vmResource); serr != nil {
+		return serr
+	}
+	tmpl := &vm.Spec.Template.Spec
+	if err := verifyVolumeRequest(tmpl.Volumes, req); err != nil {
+		return apierrors.NewConflict(vmResource, c.name, err)
+	}
+	data, err := volumesPatch("/spec/template", tmpl, req)
+	if err != nil {
+		return apierrors.NewConflict(vmResource, c.name, err)
+	}
+	return e.patch(ctx, vm, data, false, dryRun, "vm")
 }
 
 // queueVMVolumeRequest is the VM-level path under HotplugVolumes: the request
-// is queued in status.volumeRequests for the controller.
+// is queued in status.volumeRequests for the controller. KubeVirt's VM
+// webhook refuses the write while the VM is ready and its VMI migrates.
 func (e *Emulator) queueVMVolumeRequest(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string) *apierrors.StatusError {
-	return e.update(ctx, func() (client.Object, bool, *apierrors.StatusError) {
-		vm, serr := e.fetchVMForChange(ctx, c)
-		if serr != nil {
-			return nil, false, serr
-		}
-		if err := verifyVolumeRequest(vm.Spec.Template.Spec.Volumes, req); err != nil {
-			return nil, false, apierrors.NewConflict(vmResource, c.name, err)
-		}
-		queued, err := queueVolumeRequest(vm.Status.VolumeRequests, *req)
-		if err != nil {
-			return nil, false, apierrors.NewConflict(vmResource, c.name, err)
-		}
-		vm.Status.VolumeRequests = queued
-		return vm, true, nil
-	}, dryRun, "vm status")
-}
-
-func (e *Emulator) fetchVMForChange(ctx context.Context, c call) (*virtv1.VirtualMachine, *apierrors.StatusError) {
 	vm := &virtv1.VirtualMachine{}
 	if serr := e.fetch(ctx, c.ns, c.name, vm, vmResource); serr != nil {
-		return nil, serr
+		return serr
+	}
+	if err := verifyVolumeRequest(vm.Spec.Template.Spec.Volumes, req); err != nil {
+		return apierrors.NewConflict(vmResource, c.name, err)
+	}
+	queued, err := queueVolumeRequest(vm.Status.VolumeRequests, *req)
+	if err != nil {
+		return apierrors.NewConflict(vmResource, c.name, err)
+	}
+	if serr := e.denyWhileMigrating(ctx, vm); serr != nil {
+		return serr
+	}
+	data, err := volumeRequestsPatch(vm.Status.VolumeRequests, queued)
+	if err != nil {
+		return apierrors.NewConflict(vmResource, c.name, err)
+	}
+	return e.patch(ctx, vm, data, true, dryRun, "vm status")
+}
+
+// denyWhileMigrating is KubeVirt's VM validating webhook on a change of
+// status.volumeRequests: with the VM ready and its VMI (not deleting)
+// migrating, it denies the write with 422
+// (vms-admitter.go:325-338,450-456; webhooks.go:54-88).
+func (e *Emulator) denyWhileMigrating(ctx context.Context, vm *virtv1.VirtualMachine) *apierrors.StatusError {
+	if !vm.Status.Ready {
+		return nil
 	}
 	vmi := &virtv1.VirtualMachineInstance{}
-	err := e.client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: c.name}, vmi)
-	if err == nil && migrating(vmi) {
-		return nil, apierrors.NewConflict(vmResource, c.name, errors.New(msgMigrating))
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name}, vmi); err != nil || vmi.DeletionTimestamp != nil || !migrating(vmi) {
+		return nil
 	}
-	return vm, nil
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+		Message: fmt.Sprintf("admission webhook %q denied the request: %s", vmValidatorWebhook, msgMigrationInProgress),
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueNotSupported, Message: msgMigrationInProgress, Field: "spec"}}},
+	}}
 }
 
 // fetch reads an object live and maps errors as virt-api does.
@@ -201,46 +216,20 @@ func (e *Emulator) fetch(ctx context.Context, ns, name string, obj client.Object
 	}
 }
 
-// writeConflict marks an apiserver write conflict, the only error that
-// update retries (a Conflict from validation is final).
-type writeConflict struct{ err error }
-
-func (w writeConflict) Error() string { return w.err.Error() }
-
-// update runs change (read, validate, mutate) and writes the result with its
-// resourceVersion as precondition, retrying on write conflicts. status
-// selects the status subresource.
-func (e *Emulator) update(ctx context.Context, change func() (client.Object, bool, *apierrors.StatusError), dryRun []string, what string) *apierrors.StatusError {
-	var final *apierrors.StatusError
-	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
-		var wc writeConflict
-		return errors.As(err, &wc)
-	}, func() error {
-		obj, status, serr := change()
-		if serr != nil {
-			final = serr
-			return nil
-		}
-		var err error
-		if status {
-			err = e.client.Status().Update(ctx, obj, &client.SubResourceUpdateOptions{UpdateOptions: client.UpdateOptions{DryRun: dryRun}})
-		} else {
-			err = e.client.Update(ctx, obj, &client.UpdateOptions{DryRun: dryRun})
-		}
-		if apierrors.IsConflict(err) {
-			return writeConflict{err}
-		}
-		return err
-	})
-	if final != nil {
-		return final
+// patch writes a JSON patch to obj (its status with status) as virt-api
+// does: once, without retrying. A change made since obj was read fails the
+// patch's test and the API server's 422 passes through, as do other 422s;
+// anything else is 500 "unable to patch" (volumes.go:202-210,238-243).
+func (e *Emulator) patch(ctx context.Context, obj client.Object, data []byte, status bool, dryRun []string, what string) *apierrors.StatusError {
+	p := client.RawPatch(types.JSONPatchType, data)
+	var err error
+	if status {
+		err = e.client.Status().Patch(ctx, obj, p, &client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: dryRun}})
+	} else {
+		err = e.client.Patch(ctx, obj, p, &client.PatchOptions{DryRun: dryRun})
 	}
 	if err == nil {
 		return nil
-	}
-	var wc writeConflict
-	if errors.As(err, &wc) {
-		err = wc.err
 	}
 	var serr *apierrors.StatusError
 	if apierrors.IsInvalid(err) && errors.As(err, &serr) {

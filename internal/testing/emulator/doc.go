@@ -30,7 +30,8 @@
 // # Volume subresources (pkg/virt-api/rest/volumes.go, KubeVirt v1.9.0)
 //
 // Feature gates are read from the KubeVirt object (default kubevirt/kubevirt)
-// on every request, with KubeVirt's precedence: listed in
+// on every request; as in KubeVirt, its configuration counts only once its
+// status.phase is set (the emulator sets Deployed). Precedence: listed in
 // developerConfiguration.featureGates wins, then disabledFeatureGates, then
 // the gate's default. DeclarativeHotplugVolumes is Beta (on unless disabled);
 // HotplugVolumes is deprecated (off unless listed).
@@ -60,12 +61,21 @@
 //     Running; then the same checks against the VMI spec.
 //   - Success is 202 Accepted with no body. dryRun ["All"] runs every check and
 //     a server-side dry-run write and changes nothing.
+//   - The write is one JSON patch, as virt-api's: it tests the volumes and
+//     disks read (or status.volumeRequests), then replaces them, once. If
+//     they changed in between, the API server fails the test and the call is
+//     422 Invalid "the server rejected our request due to an error in our
+//     request"; it is not retried.
+//   - A migrating VMI (status.migrationState set and neither completed nor
+//     failed) changes nothing: both routes answer 202 as virt-api does,
+//     except the VM route under HotplugVolumes while the VM is ready, which is
+//     422 "Cannot handle volume requests while VMI migration is in progress"
+//     as KubeVirt's VM validating webhook denies it.
 //
 // Where the emulator is stricter than KubeVirt (deliberately, and documented
 // here): a dryRun value other than "All" is 400 (virt-api would silently do a
-// real write), and any call whose VMI is migrating (status.migrationState set
-// and neither completed nor failed) is 409 Conflict (virt-api accepts it and
-// virt-controller defers the work). Errors are metav1.Status bodies.
+// real write). It runs none of KubeVirt's other admission webhooks. Errors
+// are metav1.Status bodies.
 //
 // # Controller
 //

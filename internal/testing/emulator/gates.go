@@ -36,10 +36,12 @@ func (g gates) anyHotplug() bool { return g.hotplug || g.declarative }
 func (g gates) declarativeSync() bool { return g.declarative && !g.hotplug }
 
 // gatesFrom evaluates KubeVirt's precedence: explicitly enabled, then
-// explicitly disabled, then the default (Beta on, Deprecated off).
+// explicitly disabled, then the default (Beta on, Deprecated off). As in
+// KubeVirt, the object's configuration counts only once status.phase is
+// set (pkg/virt-config/configuration.go:361-385, v1.9.0).
 func gatesFrom(kv *virtv1.KubeVirt) gates {
 	var dev *virtv1.DeveloperConfiguration
-	if kv != nil && kv.Spec.Configuration.DeveloperConfiguration != nil {
+	if kv != nil && kv.Status.Phase != "" && kv.Spec.Configuration.DeveloperConfiguration != nil {
 		dev = kv.Spec.Configuration.DeveloperConfiguration
 	}
 	enabled := func(gate string, beta bool) bool {

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"encoding/json"
 	"fmt"
 
 	virtv1 "kubevirt.io/api/core/v1"
@@ -178,4 +179,43 @@ func hotplugSourceName(src *virtv1.HotplugVolumeSource) string {
 		return src.PersistentVolumeClaim.ClaimName
 	}
 	return ""
+}
+
+// jsonOp is one operation of a JSON patch (RFC 6902).
+type jsonOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// testThenSet tests path for old, then sets it to next: replaced, or added
+// when old was empty (volumes.go:384-395 in KubeVirt v1.9.0). A concurrent
+// change fails the test, and the API server answers 422.
+func testThenSet[T any](path string, old, next []T) []jsonOp {
+	set := "replace"
+	if len(old) == 0 {
+		set = "add"
+	}
+	if next == nil {
+		next = []T{}
+	}
+	return []jsonOp{{Op: "test", Path: path, Value: old}, {Op: set, Path: path, Value: next}}
+}
+
+// volumesPatch is the JSON patch virt-api writes for a volume request on
+// the spec at prefix ("" for a VMI, "/spec/template" for a VM): test the
+// old volumes and disks, then replace them with the request applied
+// (generateVolumeRequestPatch, volumes.go:375-404).
+func volumesPatch(prefix string, old *virtv1.VirtualMachineInstanceSpec, req *virtv1.VirtualMachineVolumeRequest) ([]byte, error) {
+	next := old.DeepCopy()
+	applyVolumeRequest(next, req)
+	ops := append(testThenSet(prefix+"/spec/volumes", old.Volumes, next.Volumes),
+		testThenSet(prefix+"/spec/domain/devices/disks", old.Domain.Devices.Disks, next.Domain.Devices.Disks)...)
+	return json.Marshal(ops)
+}
+
+// volumeRequestsPatch is the JSON patch virt-api writes to queue a request
+// in a VM's status (generateVMVolumeRequestPatch, volumes.go:387-405).
+func volumeRequestsPatch(old, next []virtv1.VirtualMachineVolumeRequest) ([]byte, error) {
+	return json.Marshal(testThenSet("/status/volumeRequests", old, next))
 }

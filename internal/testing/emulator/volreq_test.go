@@ -148,9 +148,12 @@ func TestTrimDoneVolumeRequests(t *testing.T) {
 func TestGatesFrom(t *testing.T) {
 	kv := func(enabled, disabled []string) *virtv1.KubeVirt {
 		k := &virtv1.KubeVirt{}
+		k.Status.Phase = virtv1.KubeVirtPhaseDeployed
 		k.Spec.Configuration.DeveloperConfiguration = &virtv1.DeveloperConfiguration{FeatureGates: enabled, DisabledFeatureGates: disabled}
 		return k
 	}
+	undeployed := kv([]string{GateHotplugVolumes}, []string{GateDeclarativeHotplugVolumes})
+	undeployed.Status.Phase = ""
 	cases := []struct {
 		name string
 		kv   *virtv1.KubeVirt
@@ -162,6 +165,8 @@ func TestGatesFrom(t *testing.T) {
 		{"declarative disabled -> none", kv(nil, []string{GateDeclarativeHotplugVolumes}), gates{}},
 		{"enabled beats disabled -> declarative", kv([]string{GateDeclarativeHotplugVolumes}, []string{GateDeclarativeHotplugVolumes}), gates{declarative: true}},
 		{"HotplugVolumes only -> hotplug", kv([]string{GateHotplugVolumes}, []string{GateDeclarativeHotplugVolumes}), gates{hotplug: true}},
+		// configuration.go:361-385: without status.phase the CR does not count.
+		{"no status.phase -> defaults", undeployed, gates{declarative: true}},
 	}
 	for _, c := range cases {
 		if got := gatesFrom(c.kv); got != c.want {
