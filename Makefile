@@ -4,7 +4,7 @@ BIN     := bin
 ENV_DIR := .tether-env
 PKGS    := ./...
 
-.PHONY: all build controlplane test unit lint vet fmt demo env-up env-down bench bench-cluster clean
+.PHONY: all build controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster clean
 
 all: build
 
@@ -19,9 +19,13 @@ build:
 controlplane:
 	@hack/controlplane.sh >/dev/null
 
-## test: lint, unit tests and integration tests on the real local control plane
-test: controlplane lint build
-	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
+## kubevirt: build real KubeVirt's virt-api and virt-controller (and kwok) from Go modules (cached outside the checkout)
+kubevirt:
+	@hack/kubevirt.sh >/dev/null
+
+## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator and with real KubeVirt
+test: controlplane kubevirt lint build
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
 
 ## unit: the pure tests only (no control plane)
 unit:

@@ -1,0 +1,260 @@
+package realkv
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/testenv"
+)
+
+// world is one test's namespace on real KubeVirt with clients.
+type world struct {
+	t   *testing.T
+	env *testenv.Env
+	ns  string
+	c   client.Client
+}
+
+func newWorld(t *testing.T) *world {
+	env := testenv.Get(t)
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, env: env, ns: env.Namespace(t), c: c}
+	// ServiceAccount admission is on: pods wait for the namespace's account.
+	testenv.Eventually(t, 30*time.Second, "default service account", func() (bool, error) {
+		var sa corev1.ServiceAccount
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "default"}, &sa)
+		return err == nil, nil
+	})
+	return w
+}
+
+func (w *world) claims(names ...string) {
+	for _, n := range names {
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: w.ns},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		if err := w.c.Create(context.Background(), pvc); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	testenv.Eventually(w.t, 30*time.Second, "claims bound", func() (bool, error) {
+		for _, n := range names {
+			var pvc corev1.PersistentVolumeClaim
+			if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: n}, &pvc); err != nil || pvc.Status.Phase != corev1.ClaimBound {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+func spec() kubevirtv1.VirtualMachineInstanceSpec {
+	guest := resource.MustParse("64Mi")
+	return kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{Memory: &kubevirtv1.Memory{Guest: &guest}}}
+}
+
+// standaloneVMI creates a VMI without a VM (it passes virt-api's webhooks)
+// and waits until it runs.
+func (w *world) standaloneVMI(name string) {
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns}, Spec: spec()}
+	if err := w.c.Create(context.Background(), vmi); err != nil {
+		w.t.Fatal(err)
+	}
+	w.running(name)
+}
+
+// vm creates a running VM without volumes and waits for its VMI.
+func (w *world) vm(name string) {
+	strategy := kubevirtv1.RunStrategyAlways
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy: &strategy,
+			Template:    &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: spec()},
+		},
+	}
+	if err := w.c.Create(context.Background(), vm); err != nil {
+		w.t.Fatal(err)
+	}
+	w.running(name)
+}
+
+func (w *world) running(name string) {
+	testenv.Eventually(w.t, 90*time.Second, "VMI "+name+" running", func() (bool, error) {
+		vmi, err := w.vmi(name)
+		return err == nil && vmi.Status.Phase == kubevirtv1.Running, err
+	})
+}
+
+func (w *world) vmi(name string) (*kubevirtv1.VirtualMachineInstance, error) {
+	var vmi kubevirtv1.VirtualMachineInstance
+	err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &vmi)
+	return &vmi, err
+}
+
+// phase is the volume's status phase on the VMI ("" when it has no entry).
+func (w *world) phase(name, vol string) kubevirtv1.VolumePhase {
+	vmi, err := w.vmi(name)
+	if err != nil {
+		return ""
+	}
+	for _, s := range vmi.Status.VolumeStatus {
+		if s.Name == vol {
+			return s.Phase
+		}
+	}
+	return ""
+}
+
+func (w *world) waitPhase(name, vol string, want kubevirtv1.VolumePhase) {
+	testenv.Eventually(w.t, 60*time.Second, "volume "+vol+" in phase "+string(want), func() (bool, error) {
+		return w.phase(name, vol) == want, nil
+	})
+}
+
+// hotplug adds claim through virt-api's subresource on the given route.
+func (w *world) hotplug(kind kubevirt.Kind, name, claim string) {
+	sub, err := kubevirt.NewSubresourceClient(w.env.Config)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := kubevirt.AddVolume(context.Background(), sub, kind, w.ns, name, fixture.AddVolumeOptions(claim)); err != nil {
+		w.t.Fatalf("addvolume %s via %s route: %v", claim, kind, err)
+	}
+	w.waitPhase(name, claim, kubevirtv1.VolumeReady)
+}
+
+func (w *world) removeFromVM(name, claim string) {
+	sub, err := kubevirt.NewSubresourceClient(w.env.Config)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := kubevirt.RemoveVolume(context.Background(), sub, kubevirt.VM, w.ns, name, &kubevirtv1.RemoveVolumeOptions{Name: claim}); err != nil {
+		w.t.Fatalf("removevolume %s via the VM route: %v", claim, err)
+	}
+}
+
+func (w *world) patchVM(name, patch string) {
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns}}
+	if err := w.c.Patch(context.Background(), vm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// A standalone VMI's hot-plug that no tenant wants is an orphan tether
+// removes through the VMI route (the only route for a VMI without a VM,
+// under either gate), and the removal completes through KubeVirt's real
+// unplug lifecycle.
+func TestReal_standaloneVMIOrphan_removedThroughTheVMIRoute(t *testing.T) {
+	w := newWorld(t)
+	w.claims("pvc-orphan")
+	w.standaloneVMI("solo")
+	w.hotplug(kubevirt.VMI, "solo", "pvc-orphan")
+	scope := tenant(t, w.env, w.ns, "solo", "pvc-orphan")
+
+	f := only(t, audit(t, w.env, scope), "OrphanHotplugVolume", "pvc-orphan")
+	if !f.Action.Safe || f.Action.Type != "VMIRemoveVolume" {
+		t.Fatalf("standalone VMI orphan: want a safe VMIRemoveVolume, got %+v", f)
+	}
+	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("fix --apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// KubeVirt's own record: the entry and the attachment pod are gone.
+	testenv.Eventually(t, 60*time.Second, "volume status entry gone", func() (bool, error) {
+		return w.phase("solo", "pvc-orphan") == "", nil
+	})
+	if fs := audit(t, w.env, scope); len(fs) != 0 {
+		t.Fatalf("audit after fix: %+v", fs)
+	}
+}
+
+// Under KubeVirt 1.9's default gates (DeclarativeHotplugVolumes on,
+// HotplugVolumes off) a VM-owned VMI's hot-plug that the VM spec lacks
+// persists only while virt-controller does not sync it, here because the
+// VM's updateVolumesStrategy is Migration (pkg/storage/hotplug/hotplug.go).
+// No API call could remove it (VMI route 400, VM route 409): tether must
+// report it with that diagnosis and never act.
+func TestReal_declarativeSyncStopped_reportedNeverActedOn(t *testing.T) {
+	w := newWorld(t)
+	w.claims("pvc-stuck")
+	w.vm("owned")
+	w.hotplug(kubevirt.VM, "owned", "pvc-stuck")
+	w.patchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
+	w.removeFromVM("owned", "pvc-stuck")
+	// The VM spec no longer lists it; the VMI keeps it (no sync).
+	time.Sleep(3 * time.Second)
+	if p := w.phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
+		t.Fatalf("setup: the VMI should keep the hot-plug while the sync is off, phase %q", p)
+	}
+	scope := tenant(t, w.env, w.ns, "owned", "pvc-stuck")
+
+	f := only(t, audit(t, w.env, scope), "OrphanHotplugVolume", "pvc-stuck")
+	if f.Action.Safe || f.Action.BlockedBy != "DeclarativeSync" {
+		t.Fatalf("want a DeclarativeSync-held finding, got %+v", f)
+	}
+	if !contains(f.Evidence, "updateVolumesStrategy") {
+		t.Fatalf("the diagnosis should name updateVolumesStrategy: %q", f.Evidence)
+	}
+	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
+	if strings.Contains(r.stdout, "Applied") {
+		t.Fatalf("fix acted on a held finding: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if p := w.phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
+		t.Fatalf("the hot-plug changed after fix: phase %q", p)
+	}
+}
+
+// A hot-plug whose claim does not exist stalls all hot-plug work of the
+// VMI in virt-controller (volume-hotplug.go): the volume stays Pending,
+// and a second, valid hot-plug added afterwards never attaches.
+// tether reports the dangling reference as critical.
+func TestReal_missingHotplugClaim_isCriticalAndFreezesTheVMI(t *testing.T) {
+	w := newWorld(t)
+	w.claims("pvc-late")
+	w.vm("frozen")
+	sub, err := kubevirt.NewSubresourceClient(w.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"pvc-missing", "pvc-late"} {
+		if err := kubevirt.AddVolume(context.Background(), sub, kubevirt.VM, w.ns, "frozen", fixture.AddVolumeOptions(c)); err != nil {
+			t.Fatalf("addvolume %s: %v", c, err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "both volumes in the VMI status", func() (bool, error) {
+		return w.phase("frozen", "pvc-missing") != "" && w.phase("frozen", "pvc-late") != "", nil
+	})
+	time.Sleep(3 * time.Second)
+	if p := w.phase("frozen", "pvc-late"); p == kubevirtv1.VolumeReady {
+		t.Fatalf("KubeVirt attached pvc-late although a missing claim should freeze the VMI's hot-plugs")
+	}
+	scope := []string{"-n", w.ns}
+	fs := audit(t, w.env, scope)
+	critical := false
+	for _, f := range fs {
+		critical = critical || (f.Check == "DanglingVolumeReference" && f.Volume == "pvc-missing" && f.Severity == "critical")
+	}
+	if !critical {
+		t.Fatalf("a missing hot-plug claim on a running VMI should be a critical DanglingVolumeReference, got %+v", fs)
+	}
+}
