@@ -50,9 +50,12 @@ env-up: controlplane build
 env-down:
 	@if [ -x $(BIN)/tether-env ]; then $(BIN)/tether-env down --dir $(ENV_DIR); else $(GO) run ./cmd/tether-env down --dir $(ENV_DIR); fi
 
-## demo: the main job on the local environment
+KUBEVIRT ?= emulator
+
+## demo: the main job on the local environment (KUBEVIRT=real: on real KubeVirt instead of the emulator)
 demo: controlplane build
-	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" hack/demo.sh
+	@if [ "$(KUBEVIRT)" = real ]; then hack/kubevirt.sh >/dev/null; fi
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" KUBEVIRT="$(KUBEVIRT)" hack/demo.sh
 
 ## bench: benchmarks of the pure checks
 bench:

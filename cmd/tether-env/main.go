@@ -38,6 +38,7 @@ func main() {
 	fs.Var(&tenants, "tenant", "also start a tenant cluster with this name (repeatable)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the environment")
 	migration := fs.Duration("migration-duration", 0, "how long an emulated migration runs (default: the emulator's)")
+	kv := fs.String("kubevirt", localenv.KubeVirtFromEnv(), "KubeVirt of the world: emulator, or real (virt-api and virt-controller built by hack/kubevirt.sh; default $TETHER_KUBEVIRT)")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -45,9 +46,9 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "up":
-		err = up(abs, tenants, *migration, *timeout)
+		err = up(abs, tenants, *migration, *timeout, *kv)
 	case "serve":
-		err = serve(abs, tenants, *migration)
+		err = serve(abs, tenants, *migration, *kv)
 	case "down":
 		err = down(abs)
 	case "status":
@@ -87,7 +88,7 @@ func running(dir string) int {
 	return pid
 }
 
-func up(dir string, tenants []string, migration, timeout time.Duration) error {
+func up(dir string, tenants []string, migration, timeout time.Duration, kv string) error {
 	if pid := running(dir); pid != 0 {
 		fmt.Fprintf(os.Stderr, "environment already running (pid %d)\n", pid)
 		printExports(dir)
@@ -106,7 +107,7 @@ func up(dir string, tenants []string, migration, timeout time.Duration) error {
 		return err
 	}
 	defer logf.Close()
-	args := []string{"serve", "--dir", dir, "--migration-duration", migration.String()}
+	args := []string{"serve", "--dir", dir, "--migration-duration", migration.String(), "--kubevirt", kv}
 	for _, t := range tenants {
 		args = append(args, "--tenant", t)
 	}
@@ -147,13 +148,13 @@ func printExports(dir string) {
 }
 
 // serve runs the environment in this process until SIGTERM or SIGINT.
-func serve(dir string, tenants []string, migration time.Duration) error {
+func serve(dir string, tenants []string, migration time.Duration, kv string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return err
 	}
-	env, err := localenv.Start(ctx, localenv.Options{Dir: dir, ControllerManager: true, Tenants: tenants, MigrationDuration: migration})
+	env, err := localenv.Start(ctx, localenv.Options{Dir: dir, ControllerManager: true, Tenants: tenants, MigrationDuration: migration, KubeVirt: kv})
 	if err != nil {
 		return err
 	}

@@ -307,3 +307,6 @@ func (h *Handler) forget(vmi types.UID, vol string) {
 	defer h.mu.Unlock()
 	delete(h.targets[vmi], vol)
 }
+
+// SetHandlerDown stops (true) or restarts (false) virt-handler on node.
+func (k *KubeVirt) SetHandlerDown(node string, down bool) { k.Handler.SetDown(node, down) }
