@@ -26,6 +26,11 @@ func (e *Emulator) syncVirt(ctx context.Context, ns, name string) (bool, time.Du
 	if vm != nil && paused(vm) {
 		return false, 0, nil // covers its VMI too
 	}
+	if vm != nil && vm.DeletionTimestamp != nil {
+		if wrote, err := e.syncDeletingVM(ctx, vm, vmi); wrote || err != nil {
+			return wrote, 0, err
+		}
+	}
 	if vm != nil && vm.DeletionTimestamp == nil {
 		g, err := e.gates(ctx)
 		if err != nil {
@@ -59,6 +64,13 @@ func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *v
 	if vm.Spec.Template == nil {
 		return false, nil
 	}
+	if !hasFinalizer(vm, virtv1.VirtualMachineControllerFinalizer) {
+		vm.Finalizers = append(vm.Finalizers, virtv1.VirtualMachineControllerFinalizer)
+		return true, e.client.Update(ctx, vm)
+	}
+	if wrote, err := e.adoptOrphan(ctx, vm, vmi); wrote || err != nil {
+		return wrote, err
+	}
 	if len(vm.Status.VolumeRequests) > 0 {
 		spec := vm.Spec.Template.Spec.DeepCopy()
 		for i := range vm.Status.VolumeRequests {
@@ -70,6 +82,11 @@ func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *v
 		}
 	}
 	owned := vmi != nil && metav1.IsControlledBy(vmi, vm)
+	if owned {
+		if wrote, err := e.releaseFinalVMI(ctx, vmi); wrote || err != nil {
+			return wrote, err
+		}
+	}
 	switch runState(vm) {
 	case wantRunning:
 		if vmi == nil {
@@ -147,6 +164,7 @@ func vmiFromVM(vm *virtv1.VirtualMachine) *virtv1.VirtualMachineInstance {
 	vmi.Name, vmi.GenerateName, vmi.Namespace = vm.Name, "", vm.Namespace
 	vmi.ResourceVersion, vmi.UID = "", ""
 	vmi.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, virtv1.VirtualMachineGroupVersionKind)}
+	vmi.Finalizers = append(vmi.Finalizers, virtv1.VirtualMachineControllerFinalizer)
 	return vmi
 }
 

@@ -19,9 +19,6 @@ import (
 // again once the pod cache has caught up with our own writes.
 func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (bool, time.Duration, error) {
 	id := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
-	if vmi.DeletionTimestamp != nil {
-		return false, 0, nil
-	}
 	if !e.ctrl.expect.satisfied(ctx, e.ctrl.cache, id) {
 		return false, cacheWait, nil
 	}
@@ -32,6 +29,9 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 	attach, err := e.listPods(ctx, vmi.Namespace, hotplugApp)
 	if err != nil {
 		return false, 0, err
+	}
+	if vmi.DeletionTimestamp != nil {
+		return e.syncDeletingVMI(ctx, id, vmi, launchers, attach)
 	}
 	if vmi.IsFinal() {
 		// lifecycle.go:78-84: a final VMI's attachment pods go.
@@ -73,6 +73,10 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 func (e *Emulator) bootStep(ctx context.Context, id types.NamespacedName, vmi *virtv1.VirtualMachineInstance, node string, active *corev1.Pod) (bool, time.Duration, error) {
 	switch vmi.Status.Phase {
 	case "":
+		// virt-api's mutating webhook adds the finalizer on create.
+		if !hasFinalizer(vmi, virtv1.VirtualMachineInstanceFinalizer) {
+			vmi.Finalizers = append(vmi.Finalizers, virtv1.VirtualMachineInstanceFinalizer)
+		}
 		setPhase(vmi, virtv1.Pending)
 	case virtv1.Pending:
 		if active == nil {
