@@ -164,15 +164,21 @@ func (c *controller) enqueuePod(obj client.Object) {
 	}
 }
 
-// enqueueNamespace wakes every VMI of the object's namespace (PVCs and
-// DataVolumes decide whether hot-plug volumes are ready).
+// enqueueNamespace wakes every VM and VMI of the object's namespace (PVCs
+// and DataVolumes decide whether hot-plug volumes are ready, DataVolumes
+// whether a VM may start).
 func (c *controller) enqueueNamespace(obj client.Object) {
-	list := &virtv1.VirtualMachineInstanceList{}
-	if err := c.cache.List(context.Background(), list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return
+	vmis := &virtv1.VirtualMachineInstanceList{}
+	if err := c.cache.List(context.Background(), vmis, client.InNamespace(obj.GetNamespace())); err == nil {
+		for i := range vmis.Items {
+			c.enqueueVirt(&vmis.Items[i])
+		}
 	}
-	for i := range list.Items {
-		c.enqueueVirt(&list.Items[i])
+	vms := &virtv1.VirtualMachineList{}
+	if err := c.cache.List(context.Background(), vms, client.InNamespace(obj.GetNamespace())); err == nil {
+		for i := range vms.Items {
+			c.enqueueVirt(&vms.Items[i])
+		}
 	}
 }
 
