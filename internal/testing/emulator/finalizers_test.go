@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
 // KubeVirt v1.9.0 pkg/virt-controller/watch/vm/vm.go:410-425: a VM adopts
@@ -106,12 +107,9 @@ func TestVMDeletionGoesThroughFinalizers(t *testing.T) {
 // then goes on its own deletion.
 func TestVMOrphanDeletionKeepsVMI(t *testing.T) {
 	e := needEnv(t)
-	// The kube garbage collector rediscovers resources every 30s: until it
-	// watches the CRDs, it cannot orphan the VMI, and deletes it as a
-	// dependent of a VM it saw go.
-	time.Sleep(time.Until(e.ready.Add(35 * time.Second)))
 	ctx := context.Background()
 	ns := e.namespace(t)
+	e.waitGCWatchesKubeVirt(t, ns)
 	e.vm(t, ns, "vm1")
 	vmi := e.runningVMI(t, ns, "vm1")
 	if err := e.cl.Delete(ctx, e.getVM(t, ns, "vm1"), client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
@@ -134,6 +132,47 @@ func TestVMOrphanDeletionKeepsVMI(t *testing.T) {
 	eventually(t, 5*time.Second, func() error {
 		if err := e.cl.Get(ctx, client.ObjectKeyFromObject(vmi), &virtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("standalone VMI still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// waitGCWatchesKubeVirt waits until the kube garbage collector watches VMs
+// and VMIs: it discovers new resources only every 30s, and until then it
+// cannot orphan a VMI (it deletes it as the dependent of a VM it saw go).
+// The probe: a paused VM and VMI, each owning a ConfigMap, deleted with
+// orphan propagation; only a collector that watches them removes the
+// orphan finalizer.
+func (e *testEnv) waitGCWatchesKubeVirt(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	paused := map[string]string{emulator.PausedAnnotation: "true"}
+	owners := []client.Object{
+		&virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-probe", Annotations: paused}},
+		&virtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gc-probe", Annotations: paused}},
+	}
+	for _, o := range owners {
+		if err := e.cl.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		gvk, err := e.cl.GroupVersionKindFor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "gc-probe-",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(o, gvk)}}}
+		if err := e.cl.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 90*time.Second, func() error {
+		for _, o := range owners {
+			if err := e.cl.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the garbage collector has not orphaned the dependents of %T yet (%v)", o, err)
+			}
 		}
 		return nil
 	})

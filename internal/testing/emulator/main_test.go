@@ -35,8 +35,6 @@ type testEnv struct {
 	cs  kubernetes.Interface
 	cl  client.Client
 	sub rest.Interface // subresources.kubevirt.io/v1 as admin
-	// ready is when the emulator had installed its CRDs.
-	ready time.Time
 }
 
 const migrationDuration = time.Second
@@ -76,7 +74,7 @@ func runWithEnv(m *testing.M) (int, error) {
 	}
 	defer emu.Stop()
 	fmt.Fprintf(os.Stderr, "emulator tests: control plane and emulator up in %s\n", time.Since(start).Round(time.Millisecond))
-	e := &testEnv{cp: cp, emu: emu, ready: time.Now()}
+	e := &testEnv{cp: cp, emu: emu}
 	if e.cs, err = kubernetes.NewForConfig(cp.Config); err != nil {
 		return 0, err
 	}
