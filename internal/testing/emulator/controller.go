@@ -54,7 +54,8 @@ type controller struct {
 	expect expectations
 
 	mu     sync.Mutex
-	streak map[key]int // consecutive reconciles that wrote something
+	streak map[key]int       // consecutive reconciles that wrote something
+	paced  map[key]time.Time // no pass before this time
 }
 
 const workers = 2
@@ -81,6 +82,7 @@ func newController(ctx context.Context, e *Emulator, cfg *rest.Config, scheme *r
 		e:      e,
 		cache:  c,
 		streak: map[key]int{},
+		paced:  map[key]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[key](5*time.Millisecond, 2*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "kubevirt-emulator"}),
@@ -162,15 +164,21 @@ func (c *controller) enqueuePod(obj client.Object) {
 	}
 }
 
-// enqueueNamespace wakes every VMI of the object's namespace (PVCs and
-// DataVolumes decide whether hot-plug volumes are ready).
+// enqueueNamespace wakes every VM and VMI of the object's namespace (PVCs
+// and DataVolumes decide whether hot-plug volumes are ready, DataVolumes
+// whether a VM may start).
 func (c *controller) enqueueNamespace(obj client.Object) {
-	list := &virtv1.VirtualMachineInstanceList{}
-	if err := c.cache.List(context.Background(), list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return
+	vmis := &virtv1.VirtualMachineInstanceList{}
+	if err := c.cache.List(context.Background(), vmis, client.InNamespace(obj.GetNamespace())); err == nil {
+		for i := range vmis.Items {
+			c.enqueueVirt(&vmis.Items[i])
+		}
 	}
-	for i := range list.Items {
-		c.enqueueVirt(&list.Items[i])
+	vms := &virtv1.VirtualMachineList{}
+	if err := c.cache.List(context.Background(), vms, client.InNamespace(obj.GetNamespace())); err == nil {
+		for i := range vms.Items {
+			c.enqueueVirt(&vms.Items[i])
+		}
 	}
 }
 
@@ -271,12 +279,42 @@ func (c *controller) resetStreak(k key) {
 	delete(c.streak, k)
 }
 
+// pace spaces the writes to one VM/VMI name by Options.LifecycleStep, so
+// that every phase of KubeVirt's lifecycle lasts long enough to be seen.
+func (c *controller) pace(k key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.paced[k] = time.Now().Add(c.e.o.LifecycleStep)
+}
+
+// paceWait is how long k must wait before its next pass.
+func (c *controller) paceWait(k key) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.paced[k]
+	if !ok {
+		return 0
+	}
+	if wait := time.Until(until); wait > 0 {
+		return wait
+	}
+	delete(c.paced, k)
+	return 0
+}
+
 // reconcile returns again=true after a write, so the key is looked at once
 // more with the new state; after>0 for timers.
 func (c *controller) reconcile(ctx context.Context, k key) (again bool, after time.Duration, err error) {
 	switch k.kind {
 	case keyVirt:
-		return c.e.syncVirt(ctx, k.ns, k.name)
+		if wait := c.paceWait(k); wait > 0 {
+			return false, wait, nil
+		}
+		again, after, err = c.e.syncVirt(ctx, k.ns, k.name)
+		if again {
+			c.pace(k)
+		}
+		return again, after, err
 	case keyMigration:
 		return c.e.syncMigration(ctx, k.ns, k.name)
 	case keyFaults:
@@ -295,7 +333,7 @@ func (e *Emulator) readFaultConfigMap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	faults, perr := faultsFromConfigMap(cm)
+	faults, down, perr := faultsFromConfigMap(cm)
 	if err := e.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -304,6 +342,9 @@ func (e *Emulator) readFaultConfigMap(ctx context.Context) error {
 		return nil
 	}
 	e.InjectFaults(faults...)
+	if down != nil {
+		e.setHandlersDownFrom(*down)
+	}
 	e.log.Info("faults injected from configmap", "count", len(faults))
 	return nil
 }

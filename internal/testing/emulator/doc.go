@@ -22,7 +22,9 @@
 //     attachment pods, VMI status and migrations in step with the specs.
 //     Watch events only enqueue; VMs, VMIs and migrations are read live,
 //     pods and PVCs from informer caches guarded by expectations of the
-//     emulator's own writes. Changes converge in about 100 ms.
+//     emulator's own writes. A VM starts in a few hundred ms; a hot-plug
+//     takes about as long (0.4 s each on a busy two-core machine), an unplug
+//     about 0.3 s.
 //   - Stop ends the server and the controller and leaves cluster objects as
 //     they are; Unregister removes the APIService and Service first when the
 //     cluster outlives the emulator (the command does this on SIGTERM).
@@ -77,32 +79,71 @@
 // real write). It runs none of KubeVirt's other admission webhooks. Errors
 // are metav1.Status bodies.
 //
-// # Controller
+// # Controller (virt-controller, kubelet and virt-handler, KubeVirt v1.9.0)
+//
+// The emulator writes to one VM/VMI name at most once per
+// Options.LifecycleStep (default 20ms), so every phase below lasts long
+// enough to be seen by a watch and usually by polling.
 //
 //   - A VM whose run strategy is Always or RerunOnFailure (or running: true)
 //     gets a VMI of the same name, built from the template, controlled by the
 //     VM; Halted (or running: false) deletes it. Manual leaves it alone. VM
-//     status gets created, ready, printableStatus and a Ready condition.
-//   - A new VMI gets a virt-launcher pod (virt-launcher-<name>-xxxxx, labels
-//     kubevirt.io=virt-launcher and kubevirt.io/created-by=<vmi uid>,
-//     controlled by the VMI) with one pod volume per VMI volume except those
-//     marked hotpluggable, then phase Running on Options.NodeName. As in
-//     KubeVirt, a volume is hot-plugged when it is in the VMI spec but not in
-//     the launcher pod; so a VM started with hotpluggable volumes in its
-//     template gets them through an attachment pod.
+//     status gets created, ready, printableStatus and a Ready condition. A
+//     VM adopts an orphan VMI of its name (vm.go:410-425) and then syncs it
+//     like its own.
+//   - Finalizers: VMs and the VMIs they create carry
+//     kubevirt.io/virtualMachineControllerFinalize, every VMI
+//     kubevirt.io/foregroundDeleteVirtualMachine (added on the first pass, as
+//     virt-api's mutating webhook would on create). A deleted VM first stops
+//     its VMI (unless deleted with orphan propagation), then drops its
+//     finalizer. A deleted VMI loses its pods, turns Succeeded, then loses
+//     its finalizers; until then it is Terminating.
+//   - VMI phases: "" → Pending → Scheduling (virt-launcher pod
+//     virt-launcher-<name>-xxxxx, labels kubevirt.io=virt-launcher and
+//     kubevirt.io/created-by=<vmi uid>, controlled by the VMI, on
+//     Options.NodeName) → Scheduled once the pod runs (node, activePods,
+//     node label) → Running, set by the node's virt-handler. The launcher pod
+//     has one pod volume per VMI volume except those marked hotpluggable; as
+//     in KubeVirt, a volume is hot-plugged when it is in the VMI spec but not
+//     in the launcher pod, so a VM started with hotpluggable volumes in its
+//     template gets them through an attachment pod. A final VMI (Succeeded
+//     or Failed) loses its attachment pods (lifecycle.go:78-84).
 //   - All ready hot-plugged volumes of a VMI share one attachment pod
 //     (hp-volume-xxxxx, label kubevirt.io=hotplug-disk, controlled by the
 //     virt-launcher pod, bound to the VMI's node, one PVC volume per hot-plug
-//     volume), as in KubeVirt: when the set changes, a new pod is created and
-//     the old one deleted. A hot-plug volume is ready when its PVC (the claim,
-//     or the DataVolume's name) exists and, if the PVC is owned by a
-//     DataVolume, that DataVolume is Succeeded or PendingPopulation.
-//   - status.volumeStatus: hot-plugged volumes get hotplugVolume
-//     {attachPodName, attachPodUID}, phase Ready, reason VolumeReady and a
-//     target (sda, sdb, ...); volumes that are not ready get phase Pending and
-//     the reason why; boot volumes get a target (vda, ...) and no hotplugVolume.
-//     Removing a volume from the VMI spec removes its status entry and its
-//     attachment pod. Pods are marked Running (nothing runs them).
+//     volume). When the set changes a new pod is created (not while an older
+//     one is still Pending); old pods are deleted once none of their removed
+//     volumes is Ready or MountedToPod, and the newest running old pod stays
+//     as a fallback while the new one is not running
+//     (volume-hotplug.go:77-229). A hot-plug volume is ready when its PVC
+//     (the claim, or the DataVolume's name) exists and, if the PVC is owned
+//     by a DataVolume, that DataVolume is Succeeded or PendingPopulation. A
+//     hot-plug volume whose PVC is missing freezes attachment-pod creation
+//     and deletion for the whole VMI (volume-hotplug.go:192-195).
+//   - status.volumeStatus, virt-controller's part (storage.go:137-352):
+//     without attachment pod a hot-plug volume follows its PVC (missing:
+//     Pending/FailedPvcNotFound; Pending: Pending/PVCNotReady; Bound:
+//     Bound/PVCNotReady); with one it is AttachedToNode/SuccessfulCreate with
+//     hotplugVolume.attachPodName, and attachPodUID only while the pod's
+//     container is ready. A volume that left the spec keeps its entry while
+//     an attachment pod holds it (Ready and MountedToPod kept, otherwise
+//     Detaching) and loses it with the pod. Entries are sorted by name.
+//   - virt-handler's part (pkg/virt-handler/vm.go:467-531, 632-686): a
+//     hot-plug volume in the spec whose pod UID is known becomes
+//     MountedToPod/VolumeMountedToPod, then Ready/VolumeReady with a target
+//     (sda, sdb, ...: scsi/sata; vda, ...: virtio); a removed one loses its
+//     target, then becomes UnMountedFromPod/VolumeUnMountedFromPod. Boot
+//     volumes get a target and no hotplugVolume. Emulator.SetHandlerDown
+//     (or Options.HandlersDown, or the fault ConfigMap) stops virt-handler on
+//     a node: its VMIs stay Scheduled, hot-plugs stop at AttachedToNode, and
+//     an unplug stays Ready with its attachment pod kept, forever.
+//   - Declarative hot-plug sync is skipped, as in KubeVirt, with
+//     spec.updateVolumesStrategy Migration (hotplug.go:38-41), while the VMI
+//     is not Running, and while a DataVolume of spec.dataVolumeTemplates is
+//     missing or not Succeeded/WaitForFirstConsumer/PendingPopulation (that
+//     also holds the VM's start; vm.go:3284-3295). A VMI write that the
+//     apiserver refuses (for instance by an admission policy) sets the VM's
+//     Failure condition with reason HotPlugVolumeError until a sync succeeds.
 //   - A VirtualMachineInstanceMigration sets the VMI's status.migrationState
 //     for Options.MigrationDuration, then completes it, moves the VMI (and new
 //     launcher and attachment pods) to the target node and marks the
@@ -111,17 +152,46 @@
 //     Options.TargetNodeName, else Options.NodeName if the VMI is already
 //     there. Hot-plug changes wait until the migration ends.
 //   - Nodes Options.NodeName and Options.TargetNodeName are created if missing
-//     and kept Ready (unless Options.NoNodes).
-//   - DataVolumes are not reconciled (no CDI): tests create their PVCs.
+//     and kept Ready (unless Options.NoNodes). Pods are marked Running and
+//     Ready (nothing runs them).
+//   - DataVolumes are not reconciled (no CDI): tests create their PVCs and
+//     set DataVolume phases.
+//
+// # CRDs
+//
+// As in KubeVirt (components/crds.go:149-185), the VMI CRD has no status
+// subresource: a VMI's status is written with the object, by the emulator
+// and by tests alike (Update, not Status().Update); VM, migration, KubeVirt
+// and DataVolume have one. The CRDs differ from KubeVirt's in that they serve
+// only v1 (not v1alpha3) and their schemas preserve unknown fields, where
+// KubeVirt's structural schemas prune them: a misspelt field survives here
+// and is dropped on a real cluster.
+//
+// # Where the emulator still differs from KubeVirt
+//
+//   - No admission webhooks: none of virt-api's 422 refusals (disk bus,
+//     changed hot-plug volume, snapshot in progress, volume request
+//     validation, "update of VMI object is restricted") happen.
+//   - Volume requests (HotplugVolumes) go straight into the VMI spec instead
+//     of through the VMI subresource.
+//   - No WaitForFirstConsumer trigger pods, no DataVolume creation from
+//     dataVolumeTemplates, no events for volume phase changes, no
+//     migration target pods or migrationState.targetAttachmentPodUID.
+//   - Attachment pods have automountServiceAccountToken false and no
+//     tolerations, resources or securityContext.
+//   - A deleted VMI turns Succeeded even when virt-handler is down on its
+//     node; a final VMI of a RerunOnFailure/Always VM is not restarted.
 //
 // # Fault and drift injection
 //
 // The annotation emulator.tether.dev/paused: "true" on a VM (which covers its
 // VMI too), a VMI, a migration or a Node makes the controller leave it alone,
 // so a test can put it into any state by hand. Emulator.InjectFaults makes the
-// next matching subresource calls fail with a chosen status or hang; the
-// command also takes faults from the ConfigMap kubevirt-emulator-faults (key
-// "faults", a JSON list of Fault) in the emulator's namespace, which it
+// next matching subresource calls fail with a chosen status or hang;
+// Emulator.SetHandlerDown plays virt-handler down on a node. The command also
+// takes both from the ConfigMap kubevirt-emulator-faults in the emulator's
+// namespace (key "faults", a JSON list of Fault; key "handlersDown", a JSON
+// list of the nodes whose virt-handler is down from then on), which it
 // deletes once read.
 //
 // The KubeVirt object reports status.observedKubeVirtVersion (and

@@ -55,6 +55,13 @@ type Options struct {
 	// KubeVirtVersion is the status.observedKubeVirtVersion given to a
 	// KubeVirt object that has none. Default DefaultKubeVirtVersion.
 	KubeVirtVersion string
+	// LifecycleStep is the least time between two writes of the emulator to
+	// one VM/VMI name, so that every phase of the VMI and volume lifecycle
+	// can be observed. Default 20ms.
+	LifecycleStep time.Duration
+	// HandlersDown lists nodes whose virt-handler starts out down (see
+	// Emulator.SetHandlerDown).
+	HandlersDown []string
 	// AvailableTimeout bounds the wait for the APIService. Default 60s.
 	AvailableTimeout time.Duration
 	// Log receives the emulator's log lines. Default: discarded.
@@ -80,6 +87,9 @@ func (o *Options) defaults() error {
 	if o.MigrationDuration <= 0 {
 		o.MigrationDuration = 3 * time.Second
 	}
+	if o.LifecycleStep <= 0 {
+		o.LifecycleStep = 20 * time.Millisecond
+	}
 	if o.AvailableTimeout <= 0 {
 		o.AvailableTimeout = 60 * time.Second
 	}
@@ -97,7 +107,9 @@ type Emulator struct {
 	auth   *requestHeader
 	certs  *servingCerts
 	faults faultSet
-	ctrl   *controller
+	// handlers holds the nodes whose emulated virt-handler is down.
+	handlers handlerSet
+	ctrl     *controller
 
 	migMu     sync.Mutex
 	migStarts map[types.UID]time.Time // precise migration starts
@@ -147,6 +159,9 @@ func Start(ctx context.Context, o Options) (*Emulator, error) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	e := &Emulator{o: o, log: o.Log, client: cl, auth: &requestHeader{client: cl}, cancel: cancel, stopped: make(chan struct{})}
+	for _, n := range o.HandlersDown {
+		e.handlers.set(n, true)
+	}
 	ok := false
 	defer func() {
 		if !ok {

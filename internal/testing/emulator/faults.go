@@ -13,8 +13,10 @@ import (
 )
 
 // FaultConfigMap is the ConfigMap (in the emulator's namespace) from which
-// the emulator also takes faults: key "faults" holds a JSON list of Fault.
-// It is deleted once read.
+// the emulator also takes faults: key "faults" holds a JSON list of Fault;
+// key "handlersDown", if present, a JSON list of the nodes whose
+// virt-handler is down from now on (all others are up; "[]" brings every
+// node back). It is deleted once read.
 const FaultConfigMap = "kubevirt-emulator-faults"
 
 // Fault makes the next Count matching subresource calls fail. Filters that
@@ -136,15 +138,20 @@ func (e *Emulator) serveFault(ctx context.Context, w http.ResponseWriter, c call
 	writeStatus(w, serr)
 }
 
-// faultsFromConfigMap parses the "faults" key of FaultConfigMap.
-func faultsFromConfigMap(cm *corev1.ConfigMap) ([]Fault, error) {
-	raw, ok := cm.Data["faults"]
-	if !ok || raw == "" {
-		return nil, nil
+// faultsFromConfigMap parses the keys "faults" and "handlersDown" of
+// FaultConfigMap; down is nil when the key is absent.
+func faultsFromConfigMap(cm *corev1.ConfigMap) (faults []Fault, down *[]string, err error) {
+	if raw := cm.Data["faults"]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &faults); err != nil {
+			return nil, nil, fmt.Errorf("configmap %s/%s: key faults: %w", cm.Namespace, cm.Name, err)
+		}
 	}
-	var faults []Fault
-	if err := json.Unmarshal([]byte(raw), &faults); err != nil {
-		return nil, fmt.Errorf("configmap %s/%s: key faults: %w", cm.Namespace, cm.Name, err)
+	if raw, ok := cm.Data["handlersDown"]; ok {
+		nodes := []string{}
+		if err := json.Unmarshal([]byte(raw), &nodes); err != nil {
+			return nil, nil, fmt.Errorf("configmap %s/%s: key handlersDown: want a JSON list of node names: %w", cm.Namespace, cm.Name, err)
+		}
+		down = &nodes
 	}
-	return faults, nil
+	return faults, down, nil
 }

@@ -116,6 +116,9 @@ func needEnv(t *testing.T) *testEnv {
 		t.Fatal(err)
 	}
 	env.emu.ClearFaults()
+	for _, n := range env.emu.HandlersDown() {
+		env.emu.SetHandlerDown(n, false)
+	}
 	return env
 }
 

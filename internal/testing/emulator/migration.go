@@ -53,7 +53,7 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 		e.migrationStarted(m.UID, now.Time)
 		e.log.Info("migration started", "namespace", ns, "vmi", vmi.Name, "migration", m.Name,
 			"source", vmi.Status.NodeName, "target", vmi.Status.MigrationState.TargetNode)
-		return true, 0, e.client.Status().Update(ctx, vmi)
+		return true, 0, e.writeVMI(ctx, vmi)
 	}
 	if !mine {
 		return true, 0, e.finishMigration(ctx, m, nil, virtv1.MigrationFailed)
@@ -71,7 +71,7 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 	state.Completed, state.EndTimestamp = true, &now
 	vmi.Status.NodeName = state.TargetNode
 	e.log.Info("migration completed", "namespace", ns, "vmi", vmi.Name, "migration", m.Name, "node", state.TargetNode)
-	return true, 0, e.client.Status().Update(ctx, vmi)
+	return true, 0, e.writeVMI(ctx, vmi)
 }
 
 // targetNode picks the annotation, else TargetNodeName, else NodeName when

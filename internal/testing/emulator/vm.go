@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,19 +27,31 @@ func (e *Emulator) syncVirt(ctx context.Context, ns, name string) (bool, time.Du
 	if vm != nil && paused(vm) {
 		return false, 0, nil // covers its VMI too
 	}
+	var vmAfter time.Duration // the VM asks to be looked at again
+	if vm != nil && vm.DeletionTimestamp != nil {
+		if wrote, err := e.syncDeletingVM(ctx, vm, vmi); wrote || err != nil {
+			return wrote, 0, err
+		}
+	}
 	if vm != nil && vm.DeletionTimestamp == nil {
 		g, err := e.gates(ctx)
 		if err != nil {
 			return false, 0, err
 		}
-		if wrote, err := e.syncVM(ctx, vm, vmi, g); wrote || err != nil {
+		wrote, after, err := e.syncVM(ctx, vm, vmi, g)
+		if wrote || err != nil {
 			return wrote, 0, err
 		}
+		vmAfter = after
 	}
 	if vmi != nil && !paused(vmi) {
-		return e.syncVMI(ctx, vmi)
+		wrote, after, err := e.syncVMI(ctx, vmi)
+		if after == 0 || (vmAfter > 0 && vmAfter < after) {
+			after = vmAfter
+		}
+		return wrote, after, err
 	}
-	return false, 0, nil
+	return false, vmAfter, nil
 }
 
 func getOrNil[T client.Object](ctx context.Context, c client.Reader, ns, name string, obj T) (T, error) {
@@ -55,9 +68,16 @@ func getOrNil[T client.Object](ctx context.Context, c client.Reader, ns, name st
 
 // syncVM: pending volume requests into the template, start/stop, VMI volume
 // sync, then status.
-func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, g gates) (bool, error) {
+func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, g gates) (bool, time.Duration, error) {
 	if vm.Spec.Template == nil {
-		return false, nil
+		return false, 0, nil
+	}
+	if !hasFinalizer(vm, virtv1.VirtualMachineControllerFinalizer) {
+		vm.Finalizers = append(vm.Finalizers, virtv1.VirtualMachineControllerFinalizer)
+		return true, 0, e.client.Update(ctx, vm)
+	}
+	if wrote, err := e.adoptOrphan(ctx, vm, vmi); wrote || err != nil {
+		return wrote, 0, err
 	}
 	if len(vm.Status.VolumeRequests) > 0 {
 		spec := vm.Spec.Template.Spec.DeepCopy()
@@ -66,10 +86,60 @@ func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *v
 		}
 		if !equality.Semantic.DeepEqual(spec, &vm.Spec.Template.Spec) {
 			vm.Spec.Template.Spec = *spec
-			return true, e.client.Update(ctx, vm)
+			return true, 0, e.client.Update(ctx, vm)
 		}
 	}
 	owned := vmi != nil && metav1.IsControlledBy(vmi, vm)
+	if owned {
+		if wrote, err := e.releaseFinalVMI(ctx, vmi); wrote || err != nil {
+			return wrote, 0, err
+		}
+	}
+	ready, err := e.dataVolumesReady(ctx, vm)
+	if err != nil {
+		return false, 0, err
+	}
+	var syncErr error
+	// vm.go:3284-3295: the sync stops while a DataVolume of the VM's
+	// dataVolumeTemplates is not ready, unless the VM is halted.
+	if ready || runState(vm) == wantStopped {
+		if wrote, err := e.syncRunState(ctx, vm, vmi, owned); wrote || err != nil {
+			return wrote, 0, err
+		}
+		wrote, err := e.syncVMIVolumes(ctx, vm, vmi, owned, g)
+		switch {
+		case wrote && err == nil:
+			return true, 0, nil
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			return false, 0, err
+		case err != nil:
+			syncErr = fmt.Errorf("Error encountered while handling declarative hotplug volumes: %w", err)
+		}
+	}
+	status := vmStatus(vm, vmi)
+	setSyncFailure(status, syncErr)
+	vmiWritable := owned && vmi.DeletionTimestamp == nil && vmi.Status.Phase == virtv1.Running
+	if !vmiWritable || !paused(vmi) {
+		// Requests stay pending while a paused VMI cannot take them.
+		status.VolumeRequests = trimDoneVolumeRequests(&vm.Spec.Template.Spec, status.VolumeRequests)
+	}
+	var retry time.Duration
+	if syncErr != nil {
+		e.log.Error(syncErr, "VM sync failed", "namespace", vm.Namespace, "name", vm.Name)
+		retry = syncRetry
+	}
+	if equality.Semantic.DeepEqual(status, &vm.Status) {
+		return false, retry, nil
+	}
+	vm.Status = *status
+	return true, retry, e.client.Status().Update(ctx, vm)
+}
+
+// syncRetry is how soon a VM whose sync failed is tried again.
+const syncRetry = time.Second
+
+// syncRunState creates or deletes the VM's VMI as its run strategy asks.
+func (e *Emulator) syncRunState(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, owned bool) (bool, error) {
 	switch runState(vm) {
 	case wantRunning:
 		if vmi == nil {
@@ -82,32 +152,31 @@ func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *v
 			return true, client.IgnoreNotFound(e.client.Delete(ctx, vmi, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 		}
 	}
-	vmiWritable := owned && vmi.DeletionTimestamp == nil && vmi.Status.Phase == virtv1.Running
-	if vmiWritable && !paused(vmi) {
-		spec := vmi.Spec.DeepCopy()
-		if g.declarativeSync() {
-			syncDeclarativeVolumes(&vm.Spec.Template.Spec, vmi, spec)
-		}
-		for _, r := range vm.Status.VolumeRequests {
-			if hasVolume(spec, requestName(&r)) == (r.AddVolumeOptions == nil) {
-				applyVolumeRequest(spec, &r)
-			}
-		}
-		if !equality.Semantic.DeepEqual(spec, &vmi.Spec) {
-			vmi.Spec = *spec
-			return true, e.client.Update(ctx, vmi)
-		}
-	}
-	status := vmStatus(vm, vmi)
-	if !vmiWritable || !paused(vmi) {
-		// Requests stay pending while a paused VMI cannot take them.
-		status.VolumeRequests = trimDoneVolumeRequests(&vm.Spec.Template.Spec, status.VolumeRequests)
-	}
-	if equality.Semantic.DeepEqual(status, &vm.Status) {
+	return false, nil
+}
+
+// syncVMIVolumes brings the running VMI's volumes in step with the VM:
+// declarative hot-plug (not with updateVolumesStrategy Migration,
+// hotplug.go:38-41) and pending volume requests.
+func (e *Emulator) syncVMIVolumes(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, owned bool, g gates) (bool, error) {
+	if !owned || vmi.DeletionTimestamp != nil || vmi.Status.Phase != virtv1.Running || paused(vmi) {
 		return false, nil
 	}
-	vm.Status = *status
-	return true, e.client.Status().Update(ctx, vm)
+	spec := vmi.Spec.DeepCopy()
+	migrationStrategy := vm.Spec.UpdateVolumesStrategy != nil && *vm.Spec.UpdateVolumesStrategy == virtv1.UpdateVolumesStrategyMigration
+	if g.declarativeSync() && !migrationStrategy {
+		syncDeclarativeVolumes(&vm.Spec.Template.Spec, vmi, spec)
+	}
+	for _, r := range vm.Status.VolumeRequests {
+		if hasVolume(spec, requestName(&r)) == (r.AddVolumeOptions == nil) {
+			applyVolumeRequest(spec, &r)
+		}
+	}
+	if equality.Semantic.DeepEqual(spec, &vmi.Spec) {
+		return false, nil
+	}
+	vmi.Spec = *spec
+	return true, e.writeVMI(ctx, vmi)
 }
 
 type runWish int
@@ -147,6 +216,7 @@ func vmiFromVM(vm *virtv1.VirtualMachine) *virtv1.VirtualMachineInstance {
 	vmi.Name, vmi.GenerateName, vmi.Namespace = vm.Name, "", vm.Namespace
 	vmi.ResourceVersion, vmi.UID = "", ""
 	vmi.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, virtv1.VirtualMachineGroupVersionKind)}
+	vmi.Finalizers = append(vmi.Finalizers, virtv1.VirtualMachineControllerFinalizer)
 	return vmi
 }
 

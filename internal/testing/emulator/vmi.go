@@ -11,22 +11,16 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 )
 
-// syncVMI plays virt-controller and virt-handler for one VMI: launcher pod,
-// phase Running, attachment pods, volume status. It chains its writes (each
-// on the object the previous one returned) and reports whether it wrote, so
-// that one more pass can confirm the result; after>0 asks to look again once
-// the pod cache has caught up with our own writes.
+// syncVMI plays virt-controller, the kubelet and virt-handler for one VMI,
+// one step per pass (see pace): phase Pending, launcher pod and Scheduling,
+// Scheduled on a node once the pod runs, Running once the node's handler
+// takes it; then attachment pods and volume status. It reports whether it
+// wrote, so that one more pass can confirm the result; after>0 asks to look
+// again once the pod cache has caught up with our own writes.
 func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (bool, time.Duration, error) {
-	if vmi.DeletionTimestamp != nil || vmi.Status.Phase == virtv1.Succeeded || vmi.Status.Phase == virtv1.Failed {
-		return false, 0, nil
-	}
 	id := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
 	if !e.ctrl.expect.satisfied(ctx, e.ctrl.cache, id) {
 		return false, cacheWait, nil
-	}
-	node := vmi.Status.NodeName
-	if node == "" {
-		node = e.o.NodeName
 	}
 	launchers, err := e.listPods(ctx, vmi.Namespace, launcherApp)
 	if err != nil {
@@ -36,35 +30,128 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 	if err != nil {
 		return false, 0, err
 	}
+	if vmi.DeletionTimestamp != nil {
+		return e.syncDeletingVMI(ctx, id, vmi, launchers, attach)
+	}
+	if vmi.IsFinal() {
+		// lifecycle.go:78-84: a final VMI's attachment pods go.
+		return e.deleteAttachmentPods(ctx, id, vmi, launchers, attach)
+	}
+	node := vmi.Status.NodeName
+	if node == "" {
+		node = e.o.NodeName
+	}
 	active, old := splitLaunchers(vmi, node, launchers)
+	if vmi.Status.Phase != virtv1.Running {
+		return e.bootStep(ctx, id, vmi, node, active)
+	}
 	mig := migrating(vmi)
-	wrote := false
 	if active == nil {
 		if mig {
 			return false, 0, nil
 		}
-		if active, err = e.createLauncher(ctx, id, vmi, node); err != nil {
-			return false, 0, err
-		}
-		wrote = true
+		_, err := e.createLauncher(ctx, id, vmi, node)
+		return err == nil, 0, err
 	}
 	if !mig && len(old) > 0 {
 		// A finished migration leaves the source pods behind.
-		if err := e.deleteSourcePods(ctx, id, old, attach); err != nil {
-			return false, 0, err
-		}
-		wrote = true
+		return true, 0, e.deleteSourcePods(ctx, id, old, attach)
 	}
-	settled, err := e.settleRunning(ctx, id, vmi, node, active)
-	if err != nil {
-		return false, 0, err
+	if settled, err := e.settleRunning(ctx, id, vmi, node, active); settled || err != nil {
+		return settled, 0, err
 	}
-	wrote = wrote || settled
 	if mig {
-		return wrote, 0, nil // hot-plug work waits for the migration to end
+		return false, 0, nil // hot-plug work waits for the migration to end
 	}
 	hot, err := e.syncHotplug(ctx, vmi, active, attach)
-	return wrote || hot, 0, err
+	return hot, 0, err
+}
+
+// bootStep takes a VMI that is not Running one phase further: "" →
+// Pending → Scheduling (launcher pod created) → Scheduled (the pod runs on
+// node) → Running (virt-handler on node took it).
+func (e *Emulator) bootStep(ctx context.Context, id types.NamespacedName, vmi *virtv1.VirtualMachineInstance, node string, active *corev1.Pod) (bool, time.Duration, error) {
+	switch vmi.Status.Phase {
+	case "":
+		// virt-api's mutating webhook adds the finalizer on create.
+		if !hasFinalizer(vmi, virtv1.VirtualMachineInstanceFinalizer) {
+			vmi.Finalizers = append(vmi.Finalizers, virtv1.VirtualMachineInstanceFinalizer)
+		}
+		setPhase(vmi, virtv1.Pending)
+	case virtv1.Pending:
+		if active == nil {
+			if _, err := e.createLauncher(ctx, id, vmi, node); err != nil {
+				return false, 0, err
+			}
+		}
+		setPhase(vmi, virtv1.Scheduling)
+	case virtv1.Scheduling:
+		if active == nil {
+			_, err := e.createLauncher(ctx, id, vmi, node)
+			return err == nil, 0, err
+		}
+		if !running(active) {
+			return true, 0, e.markRunning(ctx, id, active)
+		}
+		setPhase(vmi, virtv1.Scheduled)
+		setNode(vmi, node, active.UID)
+	case virtv1.Scheduled:
+		if e.handlerDown(vmi) {
+			return false, 0, nil
+		}
+		st := runningStatus(vmi, node, active)
+		if st == nil {
+			return false, 0, nil
+		}
+		e.log.Info("VMI running", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
+		vmi.Status = *st
+	default:
+		return false, 0, nil
+	}
+	return true, 0, e.writeVMI(ctx, vmi)
+}
+
+// writeVMI writes the whole VMI: as in KubeVirt, its CRD has no status
+// subresource.
+func (e *Emulator) writeVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
+	return e.client.Update(ctx, vmi)
+}
+
+func setPhase(vmi *virtv1.VirtualMachineInstance, phase virtv1.VirtualMachineInstancePhase) {
+	vmi.Status.Phase = phase
+	vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps, virtv1.VirtualMachineInstancePhaseTransitionTimestamp{
+		Phase: phase, PhaseTransitionTimestamp: metav1.Now(),
+	})
+}
+
+// setNode records the node and launcher pod in labels and status.
+func setNode(vmi *virtv1.VirtualMachineInstance, node string, pod types.UID) {
+	if vmi.Labels == nil {
+		vmi.Labels = map[string]string{}
+	}
+	vmi.Labels[virtv1.NodeNameLabel] = node
+	vmi.Status.NodeName = node
+	vmi.Status.ActivePods = map[types.UID]string{pod: node}
+}
+
+// deleteAttachmentPods deletes the live attachment pods of the VMI's
+// launcher pods.
+func (e *Emulator) deleteAttachmentPods(ctx context.Context, id types.NamespacedName, vmi *virtv1.VirtualMachineInstance, launchers, attach []corev1.Pod) (bool, time.Duration, error) {
+	wrote := false
+	for i := range launchers {
+		if !metav1.IsControlledBy(&launchers[i], vmi) {
+			continue
+		}
+		for j := range attach {
+			if metav1.IsControlledBy(&attach[j], &launchers[i]) && attach[j].DeletionTimestamp == nil {
+				if err := e.deletePod(ctx, id, &attach[j]); err != nil {
+					return wrote, 0, err
+				}
+				wrote = true
+			}
+		}
+	}
+	return wrote, 0, nil
 }
 
 // splitLaunchers picks, of the VMI's live launcher pods, the first one on
@@ -112,43 +199,31 @@ func (e *Emulator) deleteSourcePods(ctx context.Context, id types.NamespacedName
 	return nil
 }
 
-// settleRunning marks the active launcher pod Running, labels the VMI with
-// its node and writes the Running status, each only when needed; it reports
-// whether it wrote.
+// settleRunning keeps a Running VMI's launcher pod running and its node
+// label, node, active pod and Ready condition current: one write at most,
+// reported.
 func (e *Emulator) settleRunning(ctx context.Context, id types.NamespacedName, vmi *virtv1.VirtualMachineInstance, node string, active *corev1.Pod) (bool, error) {
-	wrote := false
 	if !running(active) {
-		if err := e.markRunning(ctx, id, active); err != nil {
-			return false, err
-		}
-		wrote = true
+		return true, e.markRunning(ctx, id, active)
 	}
-	if vmi.Labels[virtv1.NodeNameLabel] != node {
-		if vmi.Labels == nil {
-			vmi.Labels = map[string]string{}
-		}
-		vmi.Labels[virtv1.NodeNameLabel] = node
-		if err := e.client.Update(ctx, vmi); err != nil {
-			return false, err
-		}
-		wrote = true
+	st := runningStatus(vmi, node, active)
+	if st == nil && vmi.Labels[virtv1.NodeNameLabel] == node {
+		return false, nil
 	}
-	if st := runningStatus(vmi, node, active.UID); st != nil {
-		e.log.Info("VMI running", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
+	if st != nil {
 		vmi.Status = *st
-		if err := e.client.Status().Update(ctx, vmi); err != nil {
-			return false, err
-		}
-		wrote = true
 	}
-	return wrote, nil
+	setNode(vmi, node, active.UID)
+	return true, e.writeVMI(ctx, vmi)
 }
 
 // cacheWait is how soon a VMI is looked at again while the pod cache lags.
 const cacheWait = 10 * time.Millisecond
 
-// syncHotplug keeps one attachment pod holding exactly the ready hot-plugged
-// volumes, then writes the volume status.
+// syncHotplug plays the hot-plug part of one pass, one kind of write at a
+// time: virt-controller's attachment pods (volume-hotplug.go:77-229), its
+// volume status (storage.go:231-342), the kubelet starting pods, then
+// virt-handler's volume status (handler.go).
 func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineInstance, launcher *corev1.Pod, attach []corev1.Pod) (bool, error) {
 	id := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
 	claims, err := e.claimStates(ctx, vmi)
@@ -156,59 +231,62 @@ func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineIn
 		return false, err
 	}
 	hot := hotplugVolumes(vmi, launcher)
-	var ready []virtv1.Volume
+	var hotVols, ready []virtv1.Volume
+	frozen := false
 	for _, v := range vmi.Spec.Volumes {
-		if hot[v.Name] && claims[v.Name].ready {
+		if !hot[v.Name] {
+			continue
+		}
+		hotVols = append(hotVols, v)
+		c := claims[v.Name]
+		// volume-hotplug.go:192-195: a hot-plug volume without PVC is a
+		// sync error before any attachment pod is created or deleted.
+		frozen = frozen || c.pvc == nil
+		if c.ready {
 			ready = append(ready, v)
 		}
 	}
-	var current *corev1.Pod
 	var mine []*corev1.Pod
 	for i := range attach {
-		p := &attach[i]
-		if !metav1.IsControlledBy(p, launcher) || p.DeletionTimestamp != nil {
-			continue
-		}
-		mine = append(mine, p)
-		if current == nil && len(ready) > 0 && podMatches(p, ready) {
-			current = p
+		if metav1.IsControlledBy(&attach[i], launcher) {
+			mine = append(mine, &attach[i])
 		}
 	}
-	wrote := false
-	if current == nil && len(ready) > 0 {
-		e.log.Info("creating attachment pod", "namespace", vmi.Namespace, "vmi", vmi.Name, "volumes", len(ready))
-		current = attachmentPod(launcher, ready)
-		if err := e.client.Create(ctx, current); err != nil {
+	podsChanged := false
+	if !frozen {
+		if podsChanged, err = e.syncAttachmentPods(ctx, id, vmi, launcher, mine, ready, hot); err != nil {
 			return false, err
 		}
-		e.ctrl.expect.expect(id, current.Name, podExists)
-		wrote = true
 	}
-	if current != nil && !running(current) {
-		if err := e.markRunning(ctx, id, current); err != nil {
-			return false, err
-		}
-		wrote = true
+	// As in virt-controller, the status comes from the pods seen before
+	// this pass's pod writes.
+	current, _ := splitAttachmentPods(mine, hotVols)
+	if status := volumeStatuses(vmi, hot, current, mine, claims); !equality.Semantic.DeepEqual(status, vmi.Status.VolumeStatus) {
+		vmi.Status.VolumeStatus = status
+		return true, e.writeVMI(ctx, vmi)
+	}
+	if podsChanged {
+		return true, nil
 	}
 	for _, p := range mine {
-		if p != current {
-			if err := e.deletePod(ctx, id, p); err != nil {
-				return false, err
-			}
-			wrote = true
+		if p.DeletionTimestamp == nil && !running(p) {
+			return true, e.markRunning(ctx, id, p)
 		}
 	}
-	status := volumeStatuses(vmi, hot, current, claims)
-	if equality.Semantic.DeepEqual(status, vmi.Status.VolumeStatus) {
-		return wrote, nil
+	if e.handlerDown(vmi) {
+		return false, nil
 	}
-	vmi.Status.VolumeStatus = status
-	return true, e.client.Status().Update(ctx, vmi)
+	if status := handlerVolumeStatuses(vmi); !equality.Semantic.DeepEqual(status, vmi.Status.VolumeStatus) {
+		vmi.Status.VolumeStatus = status
+		return true, e.writeVMI(ctx, vmi)
+	}
+	return false, nil
 }
 
 // runningStatus returns the status that marks vmi Running on node with the
 // given launcher pod, or nil if it already says so.
-func runningStatus(vmi *virtv1.VirtualMachineInstance, node string, pod types.UID) *virtv1.VirtualMachineInstanceStatus {
+func runningStatus(vmi *virtv1.VirtualMachineInstance, node string, active *corev1.Pod) *virtv1.VirtualMachineInstanceStatus {
+	pod := active.UID
 	st := vmi.Status.DeepCopy()
 	changed := false
 	if st.Phase != virtv1.Running {

@@ -3,6 +3,7 @@ package emulator
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,14 @@ import (
 // KubeVirt's reasons and the filesystem overhead it reports without CDI.
 const (
 	reasonVolumeReady      = "VolumeReady"
+	reasonMounted          = "VolumeMountedToPod"
+	reasonUnmounted        = "VolumeUnMountedFromPod"
+	reasonSuccessfulCreate = "SuccessfulCreate"
+	reasonSuccessfulDelete = "SuccessfulDelete"
+	msgPodCreatedFmt       = "Created hotplug attachment pod %s, for volume %s"
+	msgPodDeletedFmt       = "Deleted hotplug attachment pod %s, for volume %s"
+	msgMountedFmt          = "Volume %s has been mounted in virt-launcher pod"
+	msgUnmountedFmt        = "Volume %s has been unmounted from virt-launcher pod"
 	reasonPVCNotFound      = "FailedPvcNotFound"
 	reasonPVCNotReady      = "PVCNotReady"
 	defaultFSOverhead      = virtv1.Percent("0.055")
@@ -90,27 +99,19 @@ func judgeClaim(name string, pvc *corev1.PersistentVolumeClaim, dvs map[string]*
 	return st
 }
 
-// volumeStatuses computes status.volumeStatus in VMI spec order. Entries of
-// volumes no longer in the spec are dropped (their attachment pod is gone by
-// the time this runs).
-func volumeStatuses(vmi *virtv1.VirtualMachineInstance, hot map[string]bool, attach *corev1.Pod, claims map[string]claimState) []virtv1.VolumeStatus {
+// volumeStatuses is virt-controller's part of status.volumeStatus
+// (pkg/virt-controller/watch/vmi/storage.go:231-342, KubeVirt v1.9.0). Spec
+// volumes keep their entry; a hot-plug volume follows its PVC until an
+// attachment pod exists, then is AttachedToNode with the pod's name, and the
+// pod's UID once the pod is ready (blank while a newer pod is not). An entry
+// whose volume left the spec stays while an attachment pod holds the volume
+// (Ready and MountedToPod kept, anything else Detaching) and goes with the
+// pod. Entries are sorted by name. Targets and the later phases are the
+// handler's (handlerVolumeStatuses).
+func volumeStatuses(vmi *virtv1.VirtualMachineInstance, hot map[string]bool, current *corev1.Pod, pods []*corev1.Pod, claims map[string]claimState) []virtv1.VolumeStatus {
 	old := map[string]virtv1.VolumeStatus{}
 	for _, s := range vmi.Status.VolumeStatus {
 		old[s.Name] = *s.DeepCopy()
-	}
-	inSpec := map[string]bool{}
-	for _, v := range vmi.Spec.Volumes {
-		inSpec[v.Name] = true
-	}
-	used := map[string]bool{}
-	for name, s := range old {
-		if inSpec[name] && s.Target != "" {
-			used[s.Target] = true
-		}
-	}
-	var attached map[string]string
-	if attach != nil {
-		attached = claimsOf(attach)
 	}
 	var out []virtv1.VolumeStatus
 	for _, v := range vmi.Spec.Volumes {
@@ -118,44 +119,93 @@ func volumeStatuses(vmi *virtv1.VirtualMachineInstance, hot map[string]bool, att
 		if !ok {
 			s = virtv1.VolumeStatus{Name: v.Name}
 		}
+		delete(old, v.Name)
 		c, hasClaim := claims[v.Name]
 		if hot[v.Name] {
-			if s.HotplugVolume == nil {
-				s.HotplugVolume = &virtv1.HotplugVolumeStatus{}
-			}
-			if _, in := attached[v.Name]; in {
-				s.HotplugVolume.AttachPodName, s.HotplugVolume.AttachPodUID = attach.Name, attach.UID
-				s.Phase, s.Reason, s.Message = virtv1.VolumeReady, reasonVolumeReady, fmt.Sprintf(msgVolumeReadyFmt, v.Name)
-				if s.Target == "" {
-					s.Target = nextTarget(used, diskPrefix(vmi, v.Name, true))
-				}
-			} else {
-				s.HotplugVolume.AttachPodName, s.HotplugVolume.AttachPodUID = "", ""
-				s.Phase, s.Reason, s.Message = c.phase, c.reason, c.msg
-				if s.Phase == "" {
-					s.Phase = virtv1.VolumePending
-				}
-				if s.Target != "" {
-					delete(used, s.Target)
-					s.Target = ""
-				}
-			}
-		} else {
-			s.HotplugVolume = nil
-			if s.Target == "" {
-				if prefix := diskPrefix(vmi, v.Name, false); prefix != "" {
-					s.Target = nextTarget(used, prefix)
-				}
-			}
+			attachedStatus(&s, current, c)
 		}
 		if hasClaim && c.pvc != nil {
 			s.PersistentVolumeClaimInfo = pvcInfo(c.pvc)
-		} else {
-			s.PersistentVolumeClaimInfo = nil
 		}
 		out = append(out, s)
 	}
+	for name, s := range old {
+		pod := podHolding(pods, name)
+		if pod == nil || s.HotplugVolume == nil {
+			continue // the attachment pod is gone: so is the entry
+		}
+		s.HotplugVolume.AttachPodName, s.HotplugVolume.AttachPodUID = pod.Name, pod.UID
+		if s.Phase != virtv1.VolumeReady && s.Phase != virtv1.HotplugVolumeMounted {
+			s.Phase = virtv1.HotplugVolumeDetaching
+		}
+		if s.Phase == virtv1.HotplugVolumeDetaching && pod.DeletionTimestamp != nil {
+			s.Reason, s.Message = reasonSuccessfulDelete, fmt.Sprintf(msgPodDeletedFmt, pod.Name, name)
+		}
+		out = append(out, s)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// attachedStatus is storage.go:137-192 for one hot-plug volume in the spec.
+func attachedStatus(s *virtv1.VolumeStatus, pod *corev1.Pod, c claimState) {
+	if s.HotplugVolume == nil {
+		s.HotplugVolume = &virtv1.HotplugVolumeStatus{}
+	}
+	fromClaim := false
+	if pod == nil {
+		if s.Phase != virtv1.VolumeReady {
+			s.HotplugVolume.AttachPodUID = ""
+			fromClaim = true
+		}
+	} else {
+		s.HotplugVolume.AttachPodName = pod.Name
+		s.HotplugVolume.AttachPodUID = ""
+		if podReady(pod) {
+			s.HotplugVolume.AttachPodUID = pod.UID
+		}
+		switch s.Phase {
+		case "", virtv1.VolumePending, virtv1.VolumeBound:
+			s.Phase, s.Reason = virtv1.HotplugVolumeAttachedToNode, reasonSuccessfulCreate
+			s.Message = fmt.Sprintf(msgPodCreatedFmt, pod.Name, s.Name)
+		case virtv1.HotplugVolumeDetaching:
+			fromClaim = true // re-added while the old pod goes
+		}
+	}
+	if fromClaim {
+		s.Phase, s.Reason, s.Message = c.claimPhase()
+	}
+}
+
+// claimPhase is the phase of a hot-plug volume without attachment pod
+// (storage.go:360-372): it follows the PVC.
+func (c claimState) claimPhase() (virtv1.VolumePhase, string, string) {
+	switch {
+	case c.pvc == nil:
+		return virtv1.VolumePending, c.reason, c.msg
+	case c.pvc.Status.Phase == corev1.ClaimPending:
+		return virtv1.VolumePending, reasonPVCNotReady, "PVC is in phase ClaimPending"
+	case c.pvc.Status.Phase == corev1.ClaimBound:
+		return virtv1.VolumeBound, reasonPVCNotReady, "PVC is in phase Bound"
+	}
+	return virtv1.VolumePending, reasonPVCNotReady, "PVC is in phase Lost"
+}
+
+// podHolding is the first pod with a volume of that name.
+func podHolding(pods []*corev1.Pod, volume string) *corev1.Pod {
+	for _, p := range pods {
+		for _, v := range p.Spec.Volumes {
+			if v.Name == volume {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// podReady: the pod's single container is ready (storage.go:159-165).
+func podReady(pod *corev1.Pod) bool {
+	return len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready
 }
 
 func pvcInfo(pvc *corev1.PersistentVolumeClaim) *virtv1.PersistentVolumeClaimInfo {

@@ -3,8 +3,10 @@
 // VirtualMachineInstanceMigration, KubeVirt, DataVolume) and installs them
 // into a cluster.
 //
-// The schemas preserve unknown fields: they are for test clusters and the
-// KubeVirt emulator, which play KubeVirt without its validating webhooks. The
+// The schemas preserve unknown fields (KubeVirt's structural schemas prune
+// them): they are for test clusters and the KubeVirt emulator, which play
+// KubeVirt without its validating webhooks. As in KubeVirt, the VMI has no
+// status subresource: its status is written with the object. The
 // YAML files can also be applied with kubectl. Install never deletes or
 // shrinks anything: it creates what is missing and updates what differs.
 package crds
