@@ -72,13 +72,13 @@ func tether(t *testing.T, env *testenv.Env, args ...string) run {
 }
 
 type finding struct {
-	Check     string   `json:"check"`
-	Severity  string   `json:"severity"`
-	Volume    string   `json:"volume"`
-	Evidence  []string `json:"evidence"`
-	Remedy    string   `json:"remedy"`
-	Object    struct{ Kind, Name string }
-	Action    struct {
+	Check    string   `json:"check"`
+	Severity string   `json:"severity"`
+	Volume   string   `json:"volume"`
+	Evidence []string `json:"evidence"`
+	Remedy   string   `json:"remedy"`
+	Object   struct{ Kind, Name string }
+	Action   struct {
 		Type      string `json:"type"`
 		Safe      bool   `json:"safe"`
 		BlockedBy string `json:"blockedBy"`

@@ -1,0 +1,165 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+)
+
+// Under the default gates, the VMI route refuses a VM-owned VMI, and the VM
+// route refuses to remove a volume its template lacks.
+func TestConformance_refusals(t *testing.T) {
+	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
+		w.vm(t, ns, "vm")
+		ctx := context.Background()
+		vmiRoute := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VMI, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
+		vmRoute := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
+		missing := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VMI, ns, "nosuch", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
+		return fmt.Sprintf("VMI route on a VM-owned VMI %s; VM route, volume absent %s; VMI missing %s",
+			answer(vmiRoute), answer(vmRoute), answer(missing))
+	}))
+}
+
+// The VMI CRD has no status subresource: status is written with the object.
+func TestConformance_vmiHasNoStatusSubresource(t *testing.T) {
+	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
+		w.standalone(t, ns, "solo")
+		vmi, err := w.vmi(ns, "solo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.c.Status().Update(context.Background(), vmi)
+		return "status subresource write: " + answer(err)
+	}))
+}
+
+// A hot-plug through the VM route attaches through KubeVirt's phases, with
+// the attachment pod's UID recorded by the time the volume is Ready, and
+// an unplug keeps the entry until virt-handler has unmounted it and the
+// attachment pod is gone.
+func TestConformance_hotplugAndUnplugLifecycle(t *testing.T) {
+	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
+		ctx := context.Background()
+		w.claim(t, ns, "data")
+		w.vm(t, ns, "vm")
+		attach := w.hotplugReady(t, ns, "vm", "data")
+		s := w.status(ns, "vm", "data")
+		uidSet := s.HotplugVolume != nil && s.HotplugVolume.AttachPodUID != ""
+		pods := w.attachmentPods(t, ns)
+		if err := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
+			t.Fatal(err)
+		}
+		detach := w.watchPhases(t, ns, "vm", "data", func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
+		eventually(t, 30*time.Second, "attachment pod deleted", func() bool { return w.attachmentPods(t, ns) == 0 })
+		return fmt.Sprintf("attach ends %s, UID set when Ready %v, attachment pods %d; unplug passes through UnMountedFromPod %v, ends with the entry gone",
+			last(attach), uidSet, pods, contains(detach, kubevirtv1.HotplugVolumeUnMounted))
+	}))
+}
+
+// With virt-handler down on the VMI's node, an unplug accepted by the API
+// never completes: the entry stays Ready and the attachment pod stays.
+// Once the handler is back, the unplug completes.
+func TestConformance_unplugWithHandlerDown(t *testing.T) {
+	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
+		ctx := context.Background()
+		w.claim(t, ns, "data")
+		w.vm(t, ns, "vm")
+		w.hotplugReady(t, ns, "vm", "data")
+		vmi, _ := w.vmi(ns, "vm")
+		node := vmi.Status.NodeName
+		w.handler.SetHandlerDown(node, true)
+		defer w.handler.SetHandlerDown(node, false)
+		if err := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		s := w.status(ns, "vm", "data")
+		stuck := "gone"
+		if s != nil {
+			stuck = string(s.Phase)
+		}
+		pods := w.attachmentPods(t, ns)
+		w.handler.SetHandlerDown(node, false)
+		w.watchPhases(t, ns, "vm", "data", func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
+		return fmt.Sprintf("with the handler down the entry is %s and attachment pods %d; with it back the unplug completes", stuck, pods)
+	}))
+}
+
+// A standalone VMI takes hot-plugs through the VMI route.
+func TestConformance_standaloneVMIRoute(t *testing.T) {
+	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
+		w.claim(t, ns, "data")
+		w.standalone(t, ns, "solo")
+		err := kubevirt.AddVolume(context.Background(), w.sub, kubevirt.VMI, ns, "solo", fixture.AddVolumeOptions("data"))
+		phases := w.watchPhases(t, ns, "solo", "data", func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
+		return fmt.Sprintf("VMI route addvolume %s, ends %s", answer(err), last(phases))
+	}))
+}
+
+// hotplugReady adds claim to the VM through the VM route and returns the
+// phases seen until it is Ready.
+func (w *kvWorld) hotplugReady(t *testing.T, ns, vm, claim string) []kubevirtv1.VolumePhase {
+	t.Helper()
+	if err := kubevirt.AddVolume(context.Background(), w.sub, kubevirt.VM, ns, vm, fixture.AddVolumeOptions(claim)); err != nil {
+		t.Fatal(err)
+	}
+	return w.watchPhases(t, ns, vm, claim, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
+}
+
+// watchPhases polls the volume's status every 20 ms until done, returning
+// the distinct phases seen ("" for no entry).
+func (w *kvWorld) watchPhases(t *testing.T, ns, vmi, vol string, done func(*kubevirtv1.VolumeStatus) bool) []kubevirtv1.VolumePhase {
+	t.Helper()
+	var seen []kubevirtv1.VolumePhase
+	end := time.Now().Add(60 * time.Second)
+	for time.Now().Before(end) {
+		s := w.status(ns, vmi, vol)
+		p := kubevirtv1.VolumePhase("")
+		if s != nil {
+			p = s.Phase
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != p {
+			seen = append(seen, p)
+		}
+		if done(s) {
+			return seen
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("volume %s of %s/%s: phases seen %v, never done", vol, ns, vmi, seen)
+	return nil
+}
+
+func (w *kvWorld) attachmentPods(t *testing.T, ns string) int {
+	pods, err := w.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubevirt.io=hotplug-disk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n
+}
+
+func last(ps []kubevirtv1.VolumePhase) string {
+	if len(ps) == 0 {
+		return "nothing"
+	}
+	return string(ps[len(ps)-1])
+}
+
+func contains(ps []kubevirtv1.VolumePhase, p kubevirtv1.VolumePhase) bool {
+	return strings.Contains(fmt.Sprint(ps), string(p))
+}
