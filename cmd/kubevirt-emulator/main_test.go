@@ -108,9 +108,11 @@ func TestCommandWithKubectl(t *testing.T) {
 		out, err := run("", "get", "vmi", "demo", "-o", "jsonpath={.status.phase}")
 		return err == nil && out == "Running"
 	})
-	if out := must("", "get", "vm", "demo"); !strings.Contains(out, "Running") {
-		t.Errorf("kubectl get vm: %s", out)
-	}
+	// The VM's status follows its VMI's on the next VM sync, as in KubeVirt.
+	waitFor(t, func() bool {
+		out, err := run("", "get", "vm", "demo")
+		return err == nil && strings.Contains(out, "Running")
+	})
 
 	// A fault through the ConfigMap, seen by a raw PUT through the apiserver.
 	must("", "-n", "kubevirt", "create", "configmap", "kubevirt-emulator-faults", `--from-literal=faults=[{"status":418}]`)
