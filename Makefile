@@ -19,9 +19,10 @@ build:
 controlplane:
 	@hack/controlplane.sh >/dev/null
 
-## kubevirt: build real KubeVirt's virt-api and virt-controller (and kwok) from Go modules (cached outside the checkout)
+## kubevirt: build real KubeVirt's virt-api and virt-controller, v1.9 and v1.7 (and kwok), from Go modules (cached outside the checkout)
 kubevirt:
 	@hack/kubevirt.sh >/dev/null
+	@hack/kubevirt.sh tools/kubevirt-v1.7 >/dev/null
 
 ## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator and with real KubeVirt
 test: controlplane kubevirt lint build

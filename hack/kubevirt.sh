@@ -27,7 +27,7 @@ log() { printf 'kubevirt: %s\n' "$*" >&2; }
 
 key_input=$( { go env GOVERSION GOOS GOARCH; cat "$mod/go.mod" "$mod/go.sum" "$kwokmod/go.mod" "$kwokmod/go.sum"; find "$mod" -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs cat; } )
 key=$(printf '%s' "$key_input" | sha256sum | cut -c1-16)
-kv=$(awk '$1=="kubevirt.io/kubevirt"{print $2; exit}' "$mod/go.mod")
+kv=$(awk '$1=="kubevirt.io/kubevirt"{print $2; exit} $1=="require" && $2=="kubevirt.io/kubevirt"{print $3; exit}' "$mod/go.mod")
 cache_root=${TETHER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tether}
 dir="$cache_root/kubevirt/$kv-$key"
 

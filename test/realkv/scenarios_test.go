@@ -27,8 +27,9 @@ type world struct {
 	c   client.Client
 }
 
-func newWorld(t *testing.T) *world {
-	env := testenv.Get(t)
+func newWorld(t *testing.T) *world { return newWorldIn(t, testenv.Get(t)) }
+
+func newWorldIn(t *testing.T, env *testenv.Env) *world {
 	c, err := clients.New(env.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,8 @@ type Options struct {
 	KubeVirt string
 	// FeatureGates are listed in real KubeVirt's CR (KubeVirtReal only).
 	FeatureGates []string
+	// KubeVirtLine picks real KubeVirt's release line (realkubevirt.Options.Line).
+	KubeVirtLine string
 	// Nodes are real KubeVirt's kwok Nodes (KubeVirtReal only; default node-1, node-2).
 	Nodes []string
 }
@@ -137,7 +139,7 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 			nodes = []string{"node-1", "node-2"}
 		}
 		env.Real, err = realkubevirt.Start(ctx, realkubevirt.Options{
-			Config: env.Infra.Config, Dir: dir, FeatureGates: o.FeatureGates, Nodes: nodes,
+			Config: env.Infra.Config, Dir: dir, FeatureGates: o.FeatureGates, Nodes: nodes, Line: o.KubeVirtLine,
 		})
 		if err != nil {
 			return env, fmt.Errorf("real kubevirt: %w", err)

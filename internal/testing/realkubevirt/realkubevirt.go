@@ -33,6 +33,9 @@ import (
 // prints; when unset, Start asks hack/kubevirt.sh --verify.
 const EnvDir = "TETHER_KUBEVIRT_DIR"
 
+// LineV17 is the tools module of KubeVirt v1.7, the older line tested.
+const LineV17 = "tools/kubevirt-v1.7"
+
 // Namespace is where KubeVirt is installed, as virt-operator's default.
 const Namespace = "kubevirt"
 
@@ -42,9 +45,12 @@ type Options struct {
 	Config *rest.Config
 	// Dir keeps certificates, kubeconfigs and logs; it must exist.
 	Dir string
-	// Home is the build directory (bin/, manifests/); empty: $TETHER_KUBEVIRT_DIR,
-	// then hack/kubevirt.sh --verify.
+	// Home is the build directory (bin/, manifests/); empty: $TETHER_KUBEVIRT_DIR
+	// (default line only), then hack/kubevirt.sh --verify.
 	Home string
+	// Line is the tools module of the KubeVirt line to run: "" for
+	// tools/kubevirt (v1.9), LineV17 for tools/kubevirt-v1.7.
+	Line string
 	// FeatureGates are listed in the KubeVirt CR's developerConfiguration.
 	FeatureGates []string
 	// DisabledFeatureGates are listed as disabled.
@@ -90,12 +96,17 @@ func Start(ctx context.Context, o Options) (kv *KubeVirt, err error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 3 * time.Minute
 	}
-	home, err := findHome(o.Home)
+	home, err := findHome(o.Home, o.Line)
 	if err != nil {
 		return nil, err
 	}
 	o.Home = home
-	kv = &KubeVirt{o: o, Version: readVersion(home)}
+	version := readVersion(home)
+	if version == "" {
+		// The KubeVirt CR reports it, and tether decides by it.
+		return nil, fmt.Errorf("realkubevirt: the build in %s names no KubeVirt version (VERSION): remove it and run hack/kubevirt.sh %s", home, o.Line)
+	}
+	kv = &KubeVirt{o: o, Version: version}
 	defer func() {
 		if err != nil {
 			kv.Stop()
@@ -195,9 +206,9 @@ func (k *KubeVirt) loop(ctx context.Context, f func(context.Context)) {
 	}()
 }
 
-func findHome(explicit string) (string, error) {
+func findHome(explicit, line string) (string, error) {
 	dir := explicit
-	if dir == "" {
+	if dir == "" && line == "" {
 		dir = os.Getenv(EnvDir)
 	}
 	if dir == "" {
@@ -205,9 +216,13 @@ func findHome(explicit string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w; set %s", err, EnvDir)
 		}
-		out, err := exec.Command(script, "--verify").Output()
+		args := []string{"--verify"}
+		if line != "" {
+			args = append(args, line)
+		}
+		out, err := exec.Command(script, args...).Output()
 		if err != nil {
-			return "", fmt.Errorf("real KubeVirt is not built for this checkout: run hack/kubevirt.sh (the first build takes about 15 minutes), or set %s", EnvDir)
+			return "", fmt.Errorf("real KubeVirt (%s) is not built for this checkout: run hack/kubevirt.sh %s (the first build takes about 15 minutes), or set %s", orDefault(line), line, EnvDir)
 		}
 		dir = strings.TrimSpace(string(out))
 	}
@@ -217,6 +232,13 @@ func findHome(explicit string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+func orDefault(line string) string {
+	if line == "" {
+		return "tools/kubevirt"
+	}
+	return line
 }
 
 func readVersion(home string) string {

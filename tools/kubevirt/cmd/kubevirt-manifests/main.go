@@ -13,11 +13,8 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
-
-	v1 "kubevirt.io/api/core/v1"
 
 	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/components"
 	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/install"
@@ -34,15 +31,7 @@ func main() {
 }
 
 func run(ns string) error {
-	// The virt-template deployment is switched off, as an operator does in
-	// the KubeVirt CR: tether's world runs no virt-template components.
-	off := false
-	kv := &v1.KubeVirt{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns},
-		Spec: v1.KubeVirtSpec{Configuration: v1.KubeVirtConfiguration{
-			VirtTemplateDeployment: &v1.VirtTemplateDeployment{Enabled: &off},
-		}},
-	}
+	kv := kubeVirtCR(ns)
 	s, err := install.GenerateCurrentInstallStrategy(util.GetTargetConfigFromKV(kv), "", ns)
 	if err != nil {
 		return fmt.Errorf("generating the install strategy: %w", err)

@@ -1,0 +1,1 @@
+../../../kubevirt/cmd/kubevirt-manifests/main.go

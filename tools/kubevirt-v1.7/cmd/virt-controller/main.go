@@ -1,0 +1,1 @@
+../../../kubevirt/cmd/virt-controller/main.go
