@@ -3,14 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testing/cmdtest"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -32,18 +30,8 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	// Build the binary once for the package, as a user would install it.
-	dir, err := os.MkdirTemp("", "tether-e2e-bin-")
+	dir, err := cmdtest.Build()
 	if err != nil {
-		panic(err)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "tether"), "./cmd/tether")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		panic("building tether: " + err.Error() + "\n" + string(out))
-	}
-	if err := os.Symlink("tether", filepath.Join(dir, "kubectl-tether")); err != nil {
 		panic(err)
 	}
 	binDir = dir
@@ -51,33 +39,10 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{Tenants: []string{"guest"}})
 }
 
-type run struct {
-	stdout, stderr string
-	code           int
-}
-
 // tether runs `name args...` with the built binaries first on PATH.
-func tether(t *testing.T, env *testenv.Env, name string, args ...string) run {
+func tether(t *testing.T, env *testenv.Env, name string, args ...string) cmdtest.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	if name == "tether" {
-		cmd = exec.CommandContext(ctx, filepath.Join(binDir, "tether"), args...)
-	}
-	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "KUBECONFIG="+env.Infra.Kubeconfig)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := run{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running %s: %v", name, err)
-	}
-	return r
+	return cmdtest.Run(t, binDir, env.Infra.Kubeconfig, 2*time.Minute, name, args...)
 }
 
 // seed makes a VMI-only hot-plug that the tenant does not attach (an orphan
@@ -177,12 +142,12 @@ func TestKubectlPlugin_auditJSON_planThenApply(t *testing.T) {
 	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns}
 
 	r := tether(t, env, "kubectl", append([]string{"tether", "audit", "-o", "json"}, scope...)...)
-	if r.code != 1 {
-		t.Fatalf("audit with findings: want exit 1, got %d\nstdout:%s\nstderr:%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 {
+		t.Fatalf("audit with findings: want exit 1, got %d\nstdout:%s\nstderr:%s", r.Code, r.Stdout, r.Stderr)
 	}
 	var rep report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("audit -o json is not JSON: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("audit -o json is not JSON: %v\n%s", err, r.Stdout)
 	}
 	if rep.APIVersion != "tether.dev/v1alpha1" || rep.Kind != "AuditReport" || len(rep.Findings) != 1 {
 		t.Fatalf("want one finding in a tether.dev/v1alpha1 AuditReport, got %+v", rep)
@@ -196,20 +161,20 @@ func TestKubectlPlugin_auditJSON_planThenApply(t *testing.T) {
 
 	// fix without --apply is a plan: exit 0, nothing changes.
 	r = tether(t, env, "tether", append([]string{"fix"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "would apply") || !strings.Contains(r.stdout, "nothing changed") {
-		t.Fatalf("fix (plan): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "would apply") || !strings.Contains(r.Stdout, "nothing changed") {
+		t.Fatalf("fix (plan): code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.stdout, "pvc-orphan") {
+	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.Stdout, "pvc-orphan") {
 		t.Fatal("the plan changed the cluster")
 	}
 
 	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix --apply: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix --apply: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	r = tether(t, env, "tether", append([]string{"audit"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "No findings") {
-		t.Fatalf("audit after fix: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "No findings") {
+		t.Fatalf("audit after fix: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// The wanted volume is still there.
 	out, err := env.Kubectl(t, "get", "vmi", "-n", ns, "node-x", "-o", "jsonpath={.status.volumeStatus[*].name}")
@@ -227,10 +192,10 @@ func TestFix_maxZero_plansNothing(t *testing.T) {
 	env := testenv.Get(t)
 	ns, tenantKC := seed(t, env)
 	r := tether(t, env, "tether", "fix", "--apply", "--max", "0", "-n", ns, "--tenant", "guest="+tenantKC+":"+ns)
-	if r.code != 0 || !strings.Contains(r.stdout, "skipped: --max 0 reached") {
-		t.Fatalf("code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "skipped: --max 0 reached") {
+		t.Fatalf("code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := tether(t, env, "tether", "audit", "-o", "json", "-n", ns, "--tenant", "guest="+tenantKC+":"+ns); !strings.Contains(r.stdout, "pvc-orphan") {
+	if r := tether(t, env, "tether", "audit", "-o", "json", "-n", ns, "--tenant", "guest="+tenantKC+":"+ns); !strings.Contains(r.Stdout, "pvc-orphan") {
 		t.Fatal("--max 0 changed the cluster")
 	}
 }
@@ -244,8 +209,8 @@ func TestAudit_tenantDown_noAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := tether(t, env, "tether", "fix", "--apply", "-n", ns, "--tenant", "guest="+dead+":"+ns)
-	if r.code != 0 || !strings.Contains(r.stdout, "blocked: TenantUnreachable") || strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "blocked: TenantUnreachable") || strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -280,8 +245,8 @@ func TestFix_unmappedTenantNode_noAction(t *testing.T) {
 			} `json:"action"`
 		} `json:"findings"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s%s", err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s%s", err, r.Stdout, r.Stderr)
 	}
 	if len(rep.Tenants) != 1 || len(rep.Tenants[0].UnmappedNodes) != 1 || !strings.Contains(rep.Tenants[0].UnmappedNodes[0], "bare-"+ns) {
 		t.Fatalf("the unmapped node is not reported: %+v", rep.Tenants)
@@ -296,15 +261,15 @@ func TestFix_unmappedTenantNode_noAction(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no finding for pvc-orphan:\n%s", r.stdout)
+		t.Fatalf("no finding for pvc-orphan:\n%s", r.Stdout)
 	}
 	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
-	if strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("acted although a tenant node is unmapped:\n%s%s", r.stdout, r.stderr)
+	if strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("acted although a tenant node is unmapped:\n%s%s", r.Stdout, r.Stderr)
 	}
 	r = tether(t, env, "tether", append([]string{"audit"}, scope...)...)
-	if !strings.Contains(r.stdout, "cannot be tied to an infra VM") {
-		t.Fatalf("the table does not warn about the node:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "cannot be tied to an infra VM") {
+		t.Fatalf("the table does not warn about the node:\n%s", r.Stdout)
 	}
 }
 
@@ -330,8 +295,8 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"audit", "--fence-gone-nodes-after", "5m", "--controller-namespace", "Bad_NS"}, `--controller-namespace "Bad_NS" is not a namespace name`},
 	} {
 		r := tether(t, env, "tether", c.args...)
-		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("%v: want exit 2 and %q, got %d\nstderr: %s", c.args, c.want, r.code, r.stderr)
+		if r.Code != 2 || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%v: want exit 2 and %q, got %d\nstderr: %s", c.args, c.want, r.Code, r.Stderr)
 		}
 	}
 }
@@ -362,12 +327,12 @@ func TestAudit_namespacedUser_warnsAboutStorageView(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := tether(t, env, "tether", "audit", "--kubeconfig", kc, "-n", ns)
-	if r.code != 0 || !strings.Contains(r.stdout, "warning: cannot list Nodes (forbidden)") {
-		t.Fatalf("code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "warning: cannot list Nodes (forbidden)") {
+		t.Fatalf("code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	r = tether(t, env, "tether", "audit", "--kubeconfig", kc, "-n", ns, "-o", "json")
-	if !strings.Contains(r.stdout, `"warnings"`) {
-		t.Fatalf("JSON report lacks warnings:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, `"warnings"`) {
+		t.Fatalf("JSON report lacks warnings:\n%s", r.Stdout)
 	}
 }
 
@@ -380,12 +345,12 @@ func TestFix_applyReviewedPlan(t *testing.T) {
 	ns, tenantKC := seed(t, env)
 	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns}
 	r := tether(t, env, "tether", append([]string{"fix", "-o", "json"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, `"planned": true`) {
-		t.Fatalf("fix -o json: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"planned": true`) {
+		t.Fatalf("fix -o json: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	dir := t.TempDir()
 	reviewed := filepath.Join(dir, "plan.json")
-	if err := os.WriteFile(reviewed, []byte(r.stdout), 0o600); err != nil {
+	if err := os.WriteFile(reviewed, []byte(r.Stdout), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var p struct {
@@ -396,30 +361,30 @@ func TestFix_applyReviewedPlan(t *testing.T) {
 			Planned bool `json:"planned"`
 		} `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || len(p.Items) == 0 {
-		t.Fatalf("plan: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &p); err != nil || len(p.Items) == 0 {
+		t.Fatalf("plan: %v\n%s", err, r.Stdout)
 	}
 	stale := filepath.Join(dir, "stale.json")
-	other := strings.ReplaceAll(r.stdout, p.Items[0].Finding.Object.UID, "00000000-0000-0000-0000-000000000000")
+	other := strings.ReplaceAll(r.Stdout, p.Items[0].Finding.Object.UID, "00000000-0000-0000-0000-000000000000")
 	if err := os.WriteFile(stale, []byte(other), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
 	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", stale}, scope...)...)
-	if r.code != 1 || !strings.Contains(r.stdout, "changed-since-plan") || strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix --apply --plan (stale): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stdout, "changed-since-plan") || strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix --apply --plan (stale): code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.stdout, "pvc-orphan") {
+	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.Stdout, "pvc-orphan") {
 		t.Fatal("a plan that no longer matched changed the cluster")
 	}
 
 	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", reviewed}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "Applied") || strings.Contains(r.stderr, "without --plan") {
-		t.Fatalf("fix --apply --plan (reviewed): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") || strings.Contains(r.Stderr, "without --plan") {
+		t.Fatalf("fix --apply --plan (reviewed): code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	r = tether(t, env, "tether", append([]string{"fix", "--apply", "--plan", filepath.Join(dir, "missing.json")}, scope...)...)
-	if r.code != 2 || !strings.Contains(r.stderr, "tether fix -o json") {
-		t.Fatalf("fix --apply --plan (missing file): code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "tether fix -o json") {
+		t.Fatalf("fix --apply --plan (missing file): code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -441,22 +406,22 @@ func TestFix_honoursTheControllersBreaker(t *testing.T) {
 	}
 	scope := []string{"-n", ns, "--tenant", "guest=" + tenantKC + ":" + ns, "--controller-namespace", ns}
 	r := tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
-	if r.code != 2 || !strings.Contains(r.stderr, "tether controller reset-breaker -n "+ns) || strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix --apply with a tripped breaker: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "tether controller reset-breaker -n "+ns) || strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix --apply with a tripped breaker: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.stdout, "pvc-orphan") {
+	if r := tether(t, env, "tether", append([]string{"audit", "-o", "json"}, scope...)...); !strings.Contains(r.Stdout, "pvc-orphan") {
 		t.Fatal("fix acted although the breaker was tripped")
 	}
 	r = tether(t, env, "tether", "controller", "reset-breaker", "-n", ns)
-	if r.code != 0 || !strings.Contains(r.stdout, "reset") {
-		t.Fatalf("reset-breaker: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "reset") {
+		t.Fatalf("reset-breaker: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := tether(t, env, "tether", "controller", "reset-breaker", "-n", ns); r.code != 0 || !strings.Contains(r.stdout, "not tripped") {
-		t.Fatalf("reset-breaker again: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := tether(t, env, "tether", "controller", "reset-breaker", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "not tripped") {
+		t.Fatalf("reset-breaker again: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix --apply after the reset: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix --apply after the reset: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	var recs v1alpha1.FindingList
 	if err := c.List(ctx, &recs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCheck: findingrecord.FixCheck}); err != nil {

@@ -6,14 +6,9 @@
 package realkv
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/testing/cmdtest"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/localenv"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -31,44 +27,18 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tether-realkv-bin-")
+	dir, err := cmdtest.Build()
 	if err != nil {
 		panic(err)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "tether"), "./cmd/tether")
-	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		panic("building tether: " + err.Error() + "\n" + string(out))
 	}
 	binDir = dir
 	defer os.RemoveAll(dir)
 	testenv.Main(m, testenv.Options{KubeVirt: localenv.KubeVirtReal, Tenants: []string{"guest"}})
 }
 
-type run struct {
-	stdout, stderr string
-	code           int
-}
-
-func tether(t *testing.T, env *testenv.Env, args ...string) run {
+func tether(t *testing.T, env *testenv.Env, args ...string) cmdtest.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "tether"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Infra.Kubeconfig)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := run{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running tether: %v", err)
-	}
-	return r
+	return cmdtest.Run(t, binDir, env.Infra.Kubeconfig, 3*time.Minute, "tether", args...)
 }
 
 type finding struct {
@@ -88,12 +58,12 @@ type finding struct {
 func audit(t *testing.T, env *testenv.Env, scope []string) []finding {
 	t.Helper()
 	r := tether(t, env, append([]string{"audit", "-o", "json"}, scope...)...)
-	if r.code > 1 {
-		t.Fatalf("audit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code > 1 {
+		t.Fatalf("audit: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	var rep struct{ Findings []finding }
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("audit -o json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("audit -o json: %v\n%s", err, r.Stdout)
 	}
 	return rep.Findings
 }

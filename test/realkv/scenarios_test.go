@@ -177,8 +177,8 @@ func TestReal_standaloneVMIOrphan_removedThroughTheVMIRoute(t *testing.T) {
 		t.Fatalf("standalone VMI orphan: want a safe VMIRemoveVolume, got %+v", f)
 	}
 	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix --apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// KubeVirt's own record: the entry and the attachment pod are gone.
 	testenv.Eventually(t, 60*time.Second, "volume status entry gone", func() (bool, error) {
@@ -217,8 +217,8 @@ func TestReal_declarativeSyncStopped_reportedNeverActedOn(t *testing.T) {
 		t.Fatalf("the diagnosis should name updateVolumesStrategy: %q", f.Evidence)
 	}
 	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
-	if strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix acted on a held finding: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix acted on a held finding: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if p := w.phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("the hot-plug changed after fix: phase %q", p)

@@ -52,8 +52,8 @@ func TestRealV17_vmOwnedVMIOnlyHotplug_isAnOrphanTetherRemoves(t *testing.T) {
 		t.Fatalf("v1.7 with HotplugVolumes: want a safe VMIRemoveVolume, got action %+v remedy %q", f.Action, f.Remedy)
 	}
 	r := tether(t, env, append([]string{"fix", "--apply"}, scope...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "Applied") {
-		t.Fatalf("fix --apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
+		t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if p := w.phase("owned", "pvc-orphan"); p != "" {
 		t.Fatalf("the orphan is still in the VMI status after Applied: phase %q", p)
