@@ -203,6 +203,7 @@ func (h *Handler) stepVolumes(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 		inSpec[v.Name] = true
 	}
 	changed := false
+	var running map[types.UID]bool // read once per pass, on the first hot-plug
 	for i := range vmi.Status.VolumeStatus {
 		s := &vmi.Status.VolumeStatus[i]
 		before := *s
@@ -211,7 +212,10 @@ func (h *Handler) stepVolumes(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 				s.Target = h.target(vmi.UID, s.Name, "vd")
 			}
 		} else {
-			h.stepHotplug(ctx, vmi, s, inSpec[s.Name])
+			if running == nil {
+				running = h.runningAttachmentPods(ctx, vmi.Namespace)
+			}
+			h.stepHotplug(vmi, s, inSpec[s.Name], running)
 		}
 		changed = changed || before.Phase != s.Phase || before.Target != s.Target
 	}
@@ -227,7 +231,7 @@ func (h *Handler) stepVolumes(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 	return changed
 }
 
-func (h *Handler) stepHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, s *kubevirtv1.VolumeStatus, wanted bool) {
+func (h *Handler) stepHotplug(vmi *kubevirtv1.VirtualMachineInstance, s *kubevirtv1.VolumeStatus, wanted bool, running map[types.UID]bool) {
 	switch {
 	case s.Target != "" && wanted:
 		s.Phase, s.Reason = kubevirtv1.VolumeReady, "VolumeReady"
@@ -240,7 +244,7 @@ func (h *Handler) stepHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 		s.Target = h.target(vmi.UID, s.Name, "sd")
 		s.Phase, s.Reason = kubevirtv1.VolumeReady, "VolumeReady"
 		s.Message = fmt.Sprintf("Successfully attach hotplugged volume %s to VM", s.Name)
-	case wanted && canMount(s.Phase) && h.attachPodRuns(ctx, vmi.Namespace, s.HotplugVolume.AttachPodUID):
+	case wanted && canMount(s.Phase) && s.HotplugVolume.AttachPodUID != "" && running[s.HotplugVolume.AttachPodUID]:
 		s.Phase, s.Reason = kubevirtv1.HotplugVolumeMounted, "VolumeMountedToPod"
 		s.Message = fmt.Sprintf("Volume %s has been mounted in virt-launcher pod", s.Name)
 	case !wanted && canUnmount(s.Phase):
@@ -259,22 +263,21 @@ func canUnmount(p kubevirtv1.VolumePhase) bool {
 	return p == kubevirtv1.VolumeReady || p == kubevirtv1.HotplugVolumeMounted || p == kubevirtv1.HotplugVolumeAttachedToNode
 }
 
-// attachPodRuns says whether the attachment pod with uid runs: only then is
-// there a mount to find (virt-controller records the UID once it is ready).
-func (h *Handler) attachPodRuns(ctx context.Context, ns string, uid types.UID) bool {
-	if uid == "" {
-		return false
-	}
+// runningAttachmentPods are the UIDs of the namespace's attachment pods
+// that run: only their volumes are mounted on the host (virt-controller
+// records a pod's UID once it is ready).
+func (h *Handler) runningAttachmentPods(ctx context.Context, ns string) map[types.UID]bool {
+	out := map[types.UID]bool{}
 	pods, err := h.host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=hotplug-disk"})
 	if err != nil {
-		return false
+		return out
 	}
 	for _, p := range pods.Items {
-		if p.UID == uid {
-			return p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out[p.UID] = true
 		}
 	}
-	return false
+	return out
 }
 
 // target gives the volume a device name, stable for the VMI's life.
