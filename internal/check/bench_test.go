@@ -17,19 +17,20 @@ const (
 
 // benchSnapshot builds benchVMIs VMIs with benchHotplugs hot-plugs each,
 // spread over benchNamespace namespaces, with one attachment pod per VMI and
-// a tenant that attaches most volumes. In the "mixed" layout the VM spec
-// lists two volumes, the tenant attaches the third, and every tenth VMI has
-// an orphaned fourth volume; every hundredth attachment pod is orphaned. In
+// a tenant whose nodes are the VMs and that attaches most volumes. In the
+// "mixed" layout the VM spec lists two volumes, the tenant attaches the
+// third, and every tenth VMI has an orphaned fourth volume (the tenant's,
+// attached nowhere); every hundredth attachment pod is orphaned. In
 // the "orphans" layout every VM is gone and there is no tenant, so every
 // volume is a finding.
 func benchSnapshot(layout string) snapshot.Snapshot {
 	var s snapshot.Snapshot
 	tenant := f.Tenant("t1")
-	tenantNodes := make([]string, 0, benchVMIs)
 	for k := 0; k < benchVMIs; k++ {
 		// Sorted by namespace, then name, as a LIST returns them.
 		i := (k%(benchVMIs/benchNamespace))*benchNamespace + k/(benchVMIs/benchNamespace)
-		ns := f.InNamespace(fmt.Sprintf("ns-%d", i%benchNamespace))
+		nsName := fmt.Sprintf("ns-%d", i%benchNamespace)
+		ns := f.InNamespace(nsName)
 		name := fmt.Sprintf("vm-%05d", i)
 		vols := make([]string, benchHotplugs)
 		for j := range vols {
@@ -54,14 +55,16 @@ func benchSnapshot(layout string) snapshot.Snapshot {
 			continue
 		}
 		s.VMs = append(s.VMs, *vm)
-		tenantNodes = append(tenantNodes, name)
+		// The tenant node is the VM, in the VM's own namespace.
+		f.NodesIn(nsName, name)(&tenant)
 		f.Attaches(name, vols[2])(&tenant)
 		if i%10 != 9 {
 			f.Attaches(name, vols[3])(&tenant)
+		} else {
+			f.Volumes(vols[3])(&tenant) // the tenant's volume, attached nowhere
 		}
 	}
 	if layout != "orphans" {
-		f.Nodes(tenantNodes...)(&tenant)
 		s.Tenants = []snapshot.Tenant{tenant}
 	}
 	s.FeatureGates = hotplugGate()
