@@ -68,6 +68,26 @@ func (in Input) ready() Input {
 type memo struct {
 	claimUses map[string]map[string][]claimUse
 	launchers map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance
+	gates     *snapshot.HotplugGates
+	before19  *bool
+}
+
+// hotplugGates returns the snapshot's FeatureGates.Hotplug, evaluated once.
+func (in Input) hotplugGates() snapshot.HotplugGates {
+	if in.memo.gates == nil {
+		g := in.Snapshot.FeatureGates.Hotplug()
+		in.memo.gates = &g
+	}
+	return *in.memo.gates
+}
+
+// before19 returns kubeVirtBefore19 of the snapshot's gates, decided once.
+func (in Input) before19() bool {
+	if in.memo.before19 == nil {
+		b := kubeVirtBefore19(in.Snapshot.FeatureGates)
+		in.memo.before19 = &b
+	}
+	return *in.memo.before19
 }
 
 // vmiByLauncher returns the VMI in ns whose status.activePods lists pod uid

@@ -245,7 +245,7 @@ func (r *danglingRun) inUse(ref *reference) []string {
 // OrphanHotplugVolume); the VM-level call needs HotplugVolumes or the
 // DeclarativeHotplugVolumes gate, which is on unless disabled.
 func (r *danglingRun) gateHolds(h *holds, ref *reference, action ActionType) {
-	gates := r.in.Snapshot.FeatureGates.Hotplug()
+	gates := r.in.hotplugGates()
 	switch action {
 	case VMIRemoveVolume:
 		sub := &subject{vmi: ref.vmi, status: &kubevirtv1.VolumeStatus{Name: ref.volume}, vmiFacts: vmiFacts{own: ref.own}}

@@ -44,10 +44,34 @@ func ResolveOwner(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) Ow
 type vmiFacts struct {
 	own     Ownership
 	tenants []*snapshot.TenantIndex
+	// nodes (for the first two tenants) and more (for the others) are the
+	// tenant nodes that are the VMI's VM, looked up on first need
+	// (tenantNodes).
+	nodes      [2][]snapshot.TenantNodeRef
+	more       [][]snapshot.TenantNodeRef
+	nodesKnown bool
 }
 
 func lookupVMI(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) vmiFacts {
 	return vmiFacts{own: ResolveOwner(ix, vmi), tenants: ix.TenantsFor(vmi.Namespace)}
+}
+
+// tenantNodes returns the nodes of tenant i (of f.tenants) that are vm.
+func (f *vmiFacts) tenantNodes(i int, vm snapshot.InfraVM) []snapshot.TenantNodeRef {
+	if !f.nodesKnown {
+		for j, t := range f.tenants {
+			if j < len(f.nodes) {
+				f.nodes[j] = t.NodesFor(vm)
+			} else {
+				f.more = append(f.more, t.NodesFor(vm))
+			}
+		}
+		f.nodesKnown = true
+	}
+	if i < len(f.nodes) {
+		return f.nodes[i]
+	}
+	return f.more[i-len(f.nodes)]
 }
 
 // subject is one hot-plugged volume of one VMI and what the decision reads.
@@ -118,7 +142,7 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 			if !looked {
 				facts, looked = lookupVMI(in.Index, vmi), true
 			}
-			if f, ok := decideVolume(in, vmi, vs, facts); ok {
+			if f, ok := decideVolume(in, vmi, vs, &facts); ok {
 				out = append(out, f)
 			}
 		}
@@ -141,7 +165,8 @@ func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, vol
 			if vs.HotplugVolume == nil {
 				return Finding{}, false
 			}
-			return decideVolume(in, vmi, vs, lookupVMI(in.Index, vmi))
+			facts := lookupVMI(in.Index, vmi)
+			return decideVolume(in, vmi, vs, &facts)
 		}
 	}
 	return Finding{}, false
@@ -158,9 +183,11 @@ func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
 	return true
 }
 
-func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, facts vmiFacts) (Finding, bool) {
-	sub := &subject{vmi: vmi, status: vs, vmiFacts: facts}
+func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, facts *vmiFacts) (Finding, bool) {
+	sub := &subject{vmi: vmi, status: vs, vmiFacts: *facts}
 	v, ok := classify(in, sub)
+	// Keep the tenant nodes classify looked up for the VMI's other volumes.
+	facts.nodes, facts.more, facts.nodesKnown = sub.nodes, sub.more, sub.nodesKnown
 	if !ok {
 		return Finding{}, false
 	}
@@ -192,7 +219,25 @@ func classify(in Input, sub *subject) (verdict, bool) {
 }
 
 func (s *subject) tenants() tenantView {
-	return tenantEvidence(s.vmiFacts.tenants, snapshot.InfraVM{Namespace: s.vmi.Namespace, Name: s.vmi.Name}, s.volume(), s.claimName())
+	// A tenant that wants the volume by its name wants it whatever its
+	// claim: the claim (a scan of the VMI spec) is looked up only when no
+	// tenant does.
+	vm := s.infraVM()
+	for i, t := range s.vmiFacts.tenants {
+		if state, _, _ := oneTenant(t, s.tenantNodes(i, vm), vm, s.volume(), "", false); state == tenantWants {
+			return tenantView{state: tenantWants}
+		}
+	}
+	return tenantEvidence(&s.vmiFacts, vm, s.volume(), s.claimName())
+}
+
+// tenantFacts is the evidence behind tv, built only for a finding.
+func (s *subject) tenantFacts(tv tenantView) []string {
+	return tenantFacts(&s.vmiFacts, tv, s.infraVM(), s.volume(), s.claimName())
+}
+
+func (s *subject) infraVM() snapshot.InfraVM {
+	return snapshot.InfraVM{Namespace: s.vmi.Namespace, Name: s.vmi.Name}
 }
 
 // classifyStandalone: a standalone VMI is never orphaned for lack of a VM;
@@ -207,7 +252,7 @@ func classifyStandalone(in Input, sub *subject) (verdict, bool) {
 		return detachingVerdict(sub, tv, ev), true
 	}
 	return verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("no tenant attaches it"),
-		evidence: append(ev, tv.evidence...), tenants: tv.names}, true
+		evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}, true
 }
 
 // classifyVMGone: the owner reference names a VM that does not exist with
@@ -245,10 +290,10 @@ func classifyVMOwned(in Input, sub *subject) (verdict, bool) {
 	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
 	}
-	if gates := in.Snapshot.FeatureGates.Hotplug(); gates.DeclarativeSync() {
-		return declarativeVerdict(in, sub, gates, append(ev, tv.evidence...)), true
+	if gates := in.hotplugGates(); gates.DeclarativeSync() {
+		return declarativeVerdict(in, sub, gates, append(ev, sub.tenantFacts(tv)...)), true
 	}
-	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, evidence: append(ev, tv.evidence...), tenants: tv.names}
+	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}
 	switch {
 	case tv.state == tenantNotWanted:
 		v.message = sub.describe("not in the VM spec and no tenant attaches it")
@@ -284,12 +329,12 @@ func classifyInSpec(in Input, sub *subject) (verdict, bool) {
 		"policy makes tenant evidence authoritative over the VM spec",
 	}
 	return verdict{severity: SeverityWarning, action: VMRemoveVolume, message: sub.describe("in the VM spec but no tenant attaches it"),
-		evidence: append(ev, tv.evidence...), tenants: tv.names}, true
+		evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}, true
 }
 
 func detachingVerdict(sub *subject, tv tenantView, ev []string) verdict {
 	return verdict{severity: SeverityInfo, action: VMIRemoveVolume, block: DetachInProgress,
-		message: sub.describe("being detached by its tenant"), evidence: append(ev, tv.evidence...), tenants: tv.names}
+		message: sub.describe("being detached by its tenant"), evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}
 }
 
 func (s *subject) describe(why string) string {

@@ -117,14 +117,14 @@ func apiHolds(h *holds, in Input, sub *subject, action ActionType) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VM %s/%s spec volume %q is not marked hotpluggable", vm.Namespace, vm.Name, name))
 		}
 		// pkg/virt-api/rest/volumes.go:63-65,138-141: neither gate, 400.
-		if g := in.Snapshot.FeatureGates.Hotplug(); g.Known && !g.HotplugVolumes && !g.Declarative {
+		if g := in.hotplugGates(); g.Known && !g.HotplugVolumes && !g.Declarative {
 			h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+g.Basis)
 		}
 	case VMIRemoveVolume:
 		if vol := snapshot.VMIVolume(vmi, name); vol != nil && !snapshot.Hotpluggable(vol) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VMI %s/%s spec volume %q is not marked hotpluggable", vmi.Namespace, vmi.Name, name))
 		}
-		vmiRouteHolds(h, in.Snapshot.FeatureGates.Hotplug(), sub.own.Owner != nil)
+		vmiRouteHolds(h, in.hotplugGates(), sub.own.Owner != nil)
 	}
 }
 

@@ -74,6 +74,6 @@ func syncDiagnosis(in Input, sub *subject) []string {
 // has its owner reference stripped, and the VMI becomes standalone. Either
 // way there is nothing for tether to remove now.
 func ownerGoneVerdict(sub *subject, tv tenantView, ev []string) verdict {
-	return verdict{severity: SeverityInfo, action: None, block: OwnerGone, evidence: append(ev, tv.evidence...), tenants: tv.names,
+	return verdict{severity: SeverityInfo, action: None, block: OwnerGone, evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names,
 		message: sub.describe("its VirtualMachine is gone: the garbage collector deletes the VMI and its hot-plugs; nothing to remove")}
 }

@@ -14,12 +14,23 @@ import (
 // cannot make a VMI-level call on a VM-owned VMI: for the VMI level on 1.9,
 // or an unknown version, the command is a raw PUT to the VMI subresource.
 func removeCmd(sub *subject, action ActionType, g snapshot.FeatureGates) string {
+	return removeCommand(sub, action, kubeVirtBefore19(g))
+}
+
+// kubeVirtBefore19 reports whether g names a KubeVirt version older than
+// v1.9 (false when the version is unknown).
+func kubeVirtBefore19(g snapshot.FeatureGates) bool {
+	v, err := snapshot.ParseKubeVirtVersion(g.KubeVirtVersion)
+	if err != nil || !g.Known {
+		return false
+	}
+	return !(snapshot.KubeVirtVersion{Major: v.Major, Minor: v.Minor}).AtLeast(snapshot.KubeVirtVersion{Major: 1, Minor: 9})
+}
+
+// removeCommand is removeCmd for a version known to be before v1.9 or not.
+func removeCommand(sub *subject, action ActionType, before19 bool) string {
 	ns, name, vol := sub.vmi.Namespace, sub.vmi.Name, sub.volume()
 	check := fmt.Sprintf("then check that `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'` no longer lists %s", name, ns, vol)
-	before19 := false
-	if v, err := snapshot.ParseKubeVirtVersion(g.KubeVirtVersion); err == nil && g.Known {
-		before19 = !(snapshot.KubeVirtVersion{Major: v.Major, Minor: v.Minor}).AtLeast(snapshot.KubeVirtVersion{Major: 1, Minor: 9})
-	}
 	if action == VMIRemoveVolume && !before19 {
 		path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/removevolume", ns, name)
 		put := func(body string) string { return fmt.Sprintf("echo '%s' | kubectl replace --raw %s -f -", body, path) }
@@ -49,7 +60,7 @@ func tenantCmd(sub *subject, tenants []string) string {
 // for or verify first, given the block, then the command.
 func volumeRemedy(in Input, sub *subject, v verdict, block BlockReason) string {
 	ns, vmi := sub.vmi.Namespace, sub.vmi.Name
-	base := removeCmd(sub, v.action, in.Snapshot.FeatureGates)
+	base := removeCommand(sub, v.action, in.before19())
 	switch block {
 	case "":
 		return base
