@@ -1,10 +1,12 @@
-// Command tether-bench measures an audit on the local control plane: it
-// seeds N VMs with running VMIs (each with hot-plugged volumes), then runs
-// the same observe + check pass as `tether audit -A` and prints the wall time
-// and the number of API requests. The request count must equal the number of
-// kinds listed (times their pages), whatever N is.
+// Command tether-bench measures tether on the local control plane. In audit
+// mode it seeds N VMs with running VMIs (each with hot-plugged volumes) and
+// measures, side by side on the same server, the list-and-get loop (LIST the
+// VMIs, GET each VM) as the reference, the API server's own share of
+// tether's LISTs, observe + check in process, and the tether binary end to
+// end: wall time, API requests, peak RSS, output size and the speed-up over
+// the loop. tether's request count depends on kinds and pages, never on N.
 //
-//	go run ./cmd/tether-bench -vmis 1000
+//	go run ./cmd/tether-bench -vmis 1000,10000
 package main
 
 import (
@@ -21,12 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 	"github.com/tether-dev/tether/internal/testing/fixture"
-	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
 func main() {
@@ -35,11 +33,18 @@ func main() {
 	volumes := flag.String("volumes", "2000,10000", "storage mode: comma-separated volume counts (claim, PV, VolumeAttachment and pod each)")
 	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`; storage: its storage checks")
 	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
+	runs := flag.Int("runs", 3, "audit mode: runs of each contestant (interleaved); the median is printed")
+	loopMax := flag.Int("loop-max", 20000, "audit mode: leave the list-and-get loop out above this many VMIs (0: never)")
+	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
+	hold := flag.Bool("hold", false, "audit mode: keep the world up after the last size, for profiling by hand")
+	if os.Getenv(measureEnv) != "" {
+		measureChild(os.Args[1:])
+	}
 	flag.Parse()
 	var err error
 	switch *mode {
 	case "audit":
-		err = run(*sizes, *hotplugs)
+		err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, hold: *hold})
 	case "controller":
 		err = runController(*sizes, *hotplugs, *window)
 	case "storage":
@@ -51,48 +56,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tether-bench:", err)
 		os.Exit(1)
 	}
-}
-
-func run(sizes string, hotplugs int) error {
-	ctx := context.Background()
-	env, err := localenv.Start(ctx, localenv.Options{})
-	if err != nil {
-		return err
-	}
-	defer env.Stop()
-	c, err := clients.New(env.Config())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-8s %-10s %-10s %-10s %-9s %s\n", "VMIS", "SEED", "AUDIT", "REQUESTS", "FINDINGS", "REQUESTS BY PATH")
-	seeded := 0
-	for _, s := range strings.Split(sizes, ",") {
-		var n int
-		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
-			return fmt.Errorf("-vmis: %q is not a positive count", s)
-		}
-		t0 := time.Now()
-		if err := seed(ctx, c, seeded, n, hotplugs, true); err != nil {
-			return err
-		}
-		seedTime := time.Since(t0)
-		seeded = n
-		var counter clients.Counter
-		cc, err := clients.New(counter.Wrap(env.Config()))
-		if err != nil {
-			return err
-		}
-		t1 := time.Now()
-		snap, err := observe.Observe(ctx, cc, observe.Options{})
-		if err != nil {
-			return err
-		}
-		findings := check.Run(snap, check.DefaultPolicy(), time.Now())
-		audit := time.Since(t1)
-		fmt.Printf("%-8d %-10s %-10s %-10d %-9d %s\n", len(snap.VMIs), seedTime.Round(time.Millisecond), audit.Round(time.Millisecond),
-			counter.Total(), len(findings), byPath(counter.By()))
-	}
-	return nil
 }
 
 // seed creates VMs and VMIs from index from to to, paused so the emulator

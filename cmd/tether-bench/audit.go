@@ -1,0 +1,400 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/testing/controlplane"
+	"github.com/tether-dev/tether/internal/testing/localenv"
+)
+
+// auditOptions are the audit mode's flags.
+type auditOptions struct {
+	sizes    string
+	hotplugs int
+	runs     int
+	// loopMax skips the list-and-get loop above this many VMIs (it takes
+	// minutes there); its ratio is then not printed.
+	loopMax int
+	// tether is the binary to run; empty builds ./cmd/tether.
+	tether string
+	// hold keeps the world up after the last size until interrupted, with
+	// its kubeconfig printed, for profiling by hand.
+	hold bool
+}
+
+// contestant is one way of doing the audit's job against the same server.
+type contestant struct {
+	name string
+	// run does the job once; it returns the requests it sent (0: not
+	// counted), the bytes it printed and, for a process, its peak RSS.
+	run func(ctx context.Context) (result, error)
+}
+
+type result struct {
+	wall     time.Duration
+	requests int
+	output   int64
+	rssKiB   int64
+	findings int
+}
+
+// runAudit seeds N VMIs per size and measures, side by side on one server,
+// the list-and-get loop (the reference: LIST the VMIs, GET each one's VM,
+// no client rate limit), the API server's own share (the LIST pages tether
+// reads, fetched and thrown away), tether's observe + check in process,
+// and the tether binary end to end with three jobs. Each contestant runs
+// o.runs times, interleaved; the median is printed with its speed-up over
+// the loop.
+func runAudit(o auditOptions) error {
+	ctx := context.Background()
+	bin := o.tether
+	tmp, err := os.MkdirTemp("", "tether-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if bin == "" {
+		bin = filepath.Join(tmp, "tether")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/tether")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building tether: %w", err)
+		}
+	}
+	env, err := localenv.Start(ctx, localenv.Options{})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	kubeconfig := filepath.Join(tmp, "kubeconfig")
+	if err := controlplane.WriteKubeconfig(kubeconfig, env.Config()); err != nil {
+		return err
+	}
+	c, err := clients.New(env.Config())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-8s %-28s %10s %9s %10s %10s %9s %s\n", "VMIS", "CONTESTANT", "WALL", "REQUESTS", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP")
+	err = growing(o.sizes, "-vmis", func(from, to int) error {
+		t0 := time.Now()
+		if err := seed(ctx, c, from, to, o.hotplugs, true); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "seeded %d VMIs in %s\n", to, time.Since(t0).Round(time.Millisecond))
+		var cs []contestant
+		if o.loopMax <= 0 || to <= o.loopMax {
+			cs = append(cs, contestant{"list-and-get loop", func(ctx context.Context) (result, error) { return listAndGet(ctx, env.Config()) }})
+		}
+		cs = append(cs,
+			contestant{"raw pages (server share)", func(ctx context.Context) (result, error) { return rawPages(ctx, env.Config(), hotplugReads) }},
+			contestant{"observe+check in process", func(ctx context.Context) (result, error) { return inProcess(ctx, env.Config()) }},
+			binary(bin, kubeconfig, "tether one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
+			binary(bin, kubeconfig, "tether all checks -o json", "-o", "json"),
+			binary(bin, kubeconfig, "tether all checks -o table", "-o", "table"),
+		)
+		return measureAll(ctx, to, cs, o.runs)
+	})
+	if err != nil || !o.hold {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "holding the world: KUBECONFIG=%s (interrupt to stop)\n", kubeconfig)
+	<-ctx.Done()
+	return nil
+}
+
+// measureAll runs every contestant runs times, interleaved, and prints the
+// median of each with its speed-up over the loop (the first contestant,
+// when it ran).
+func measureAll(ctx context.Context, vmis int, cs []contestant, runs int) error {
+	all := make([][]result, len(cs))
+	for r := 0; r < max(runs, 1); r++ {
+		for i, c := range cs {
+			res, err := c.run(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			all[i] = append(all[i], res)
+		}
+	}
+	var loop time.Duration
+	for i, c := range cs {
+		m := median(all[i])
+		if i == 0 && strings.HasPrefix(c.name, "list-and-get") {
+			loop = m.wall
+		}
+		ratio := "-"
+		if loop > 0 && m.wall > 0 {
+			ratio = fmt.Sprintf("%.1fx", float64(loop)/float64(m.wall))
+		}
+		fmt.Printf("%-8d %-28s %10s %9s %10s %10s %9d %s\n", vmis, c.name, m.wall.Round(time.Millisecond),
+			orDash(int64(m.requests), strconv.Itoa(m.requests)), orDash(m.rssKiB, fmt.Sprintf("%d MiB", m.rssKiB/1024)),
+			orDash(m.output, fmt.Sprintf("%.1f MB", float64(m.output)/1e6)), m.findings, ratio)
+	}
+	return nil
+}
+
+// median is the run with the median wall time.
+func median(rs []result) result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b result) int { return int(a.wall - b.wall) })
+	return s[len(s)/2]
+}
+
+func orDash(n int64, s string) string {
+	if n == 0 {
+		return "-"
+	}
+	return s
+}
+
+// unlimited returns cfg counted by ctr, without client-side rate limit.
+func unlimited(cfg *rest.Config, ctr *clients.Counter) *rest.Config {
+	out := ctr.Wrap(cfg)
+	out.QPS, out.Burst, out.RateLimiter = -1, 0, nil
+	return out
+}
+
+// listAndGet is the reference: one LIST of every VMI, then one GET of each
+// VMI's VM, comparing the VMI's hot-plugged volumes with the VM spec. It
+// finds the same orphans as OrphanHotplugVolume's simplest rule.
+func listAndGet(ctx context.Context, cfg *rest.Config) (result, error) {
+	var ctr clients.Counter
+	c, err := clients.New(unlimited(cfg, &ctr))
+	if err != nil {
+		return result{}, err
+	}
+	t0 := time.Now()
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := c.List(ctx, &vmis); err != nil {
+		return result{}, err
+	}
+	orphans := 0
+	for i := range vmis.Items {
+		vmi := &vmis.Items[i]
+		var vm kubevirtv1.VirtualMachine
+		if err := c.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: vmi.Name}, &vm); err != nil {
+			return result{}, err
+		}
+		want := map[string]bool{}
+		if vm.Spec.Template != nil {
+			for _, v := range vm.Spec.Template.Spec.Volumes {
+				want[v.Name] = true
+			}
+		}
+		for _, vs := range vmi.Status.VolumeStatus {
+			if vs.HotplugVolume != nil && !want[vs.Name] {
+				orphans++
+			}
+		}
+	}
+	return result{wall: time.Since(t0), requests: ctr.Total(), findings: orphans}, nil
+}
+
+// hotplugReads are the LISTs tether sends for --checks OrphanHotplugVolume.
+var hotplugReads = []string{
+	"/apis/kubevirt.io/v1/virtualmachineinstances",
+	"/apis/kubevirt.io/v1/virtualmachines",
+	"/api/v1/pods?labelSelector=kubevirt.io%3Dhotplug-disk",
+	"/apis/cdi.kubevirt.io/v1beta1/datavolumes",
+	"/apis/kubevirt.io/v1/kubevirts",
+}
+
+// rawPages fetches every page of each path in turn and throws the bytes
+// away: what the API server alone takes to serve tether's LISTs.
+func rawPages(ctx context.Context, cfg *rest.Config, paths []string) (result, error) {
+	var ctr clients.Counter
+	rc := unlimited(cfg, &ctr)
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return result{}, err
+	}
+	t0 := time.Now()
+	var total int64
+	for _, p := range paths {
+		cont := ""
+		for {
+			sep := "?"
+			if strings.Contains(p, "?") {
+				sep = "&"
+			}
+			url := fmt.Sprintf("%s%s%slimit=%d&continue=%s", rc.Host, p, sep, observe.DefaultPageSize, cont)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return result{}, err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return result{}, err
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return result{}, err
+			}
+			if resp.StatusCode == 404 {
+				break // a kind not served
+			}
+			if resp.StatusCode != 200 {
+				return result{}, fmt.Errorf("GET %s: %s", p, resp.Status)
+			}
+			total += int64(len(body))
+			if cont = continueToken(body); cont == "" {
+				break
+			}
+		}
+	}
+	return result{wall: time.Since(t0), requests: ctr.Total(), output: total}, nil
+}
+
+// continueToken finds metadata.continue in a list body without decoding
+// the items: the bench's objects never hold that key themselves.
+func continueToken(body []byte) string {
+	const key = `"continue":"`
+	i := bytes.LastIndex(body, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := body[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+// inProcess is tether's observe + check in this process, all checks.
+func inProcess(ctx context.Context, cfg *rest.Config) (result, error) {
+	var ctr clients.Counter
+	c, err := clients.New(ctr.Wrap(cfg))
+	if err != nil {
+		return result{}, err
+	}
+	t0 := time.Now()
+	snap, err := observe.Observe(ctx, c, observe.Options{})
+	if err != nil {
+		return result{}, err
+	}
+	fs := check.Run(snap, check.DefaultPolicy(), time.Now())
+	return result{wall: time.Since(t0), requests: ctr.Total(), findings: len(fs)}, nil
+}
+
+// binary runs the tether binary with args on kubeconfig through a small
+// measuring child (see measureChild), which reports its peak RSS.
+func binary(bin, kubeconfig, name string, args ...string) contestant {
+	return contestant{name, func(ctx context.Context) (result, error) {
+		self, err := os.Executable()
+		if err != nil {
+			return result{}, err
+		}
+		argv := append([]string{bin, "audit", "-A", "--kubeconfig", kubeconfig}, args...)
+		cmd := exec.CommandContext(ctx, self, argv...)
+		cmd.Env = append(os.Environ(), measureEnv+"=1")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return result{}, fmt.Errorf("%v: %s", err, errb.String())
+		}
+		var m measured
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			return result{}, fmt.Errorf("measuring child said %q: %v", out.String(), err)
+		}
+		if m.Exit != 0 && m.Exit != 1 {
+			return result{}, fmt.Errorf("tether exited %d: %s", m.Exit, m.Stderr)
+		}
+		return result{wall: m.Wall, output: m.Output, rssKiB: m.MaxRSSKiB, findings: m.Findings}, nil
+	}}
+}
+
+// measureEnv makes tether-bench a measuring child.
+const measureEnv = "TETHER_BENCH_MEASURE"
+
+// measured is what a measuring child reports on stdout.
+type measured struct {
+	Wall      time.Duration `json:"wall"`
+	MaxRSSKiB int64         `json:"maxRSSKiB"`
+	Output    int64         `json:"output"`
+	Findings  int           `json:"findings"`
+	Exit      int           `json:"exit"`
+	Stderr    string        `json:"stderr,omitempty"`
+}
+
+// measureChild runs argv, counts the bytes and findings it prints and
+// reports its wall time and peak RSS. It is a process of its own because
+// Linux charges a child, at exec, with the peak RSS of the process that
+// started it: measured from the benchmark (gigabytes of caches), tether's
+// figure would be the benchmark's. This process is small, so the peak
+// is tether's own.
+func measureChild(argv []string) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	cw := &countWriter{}
+	_, _ = io.Copy(cw, stdout)
+	err = cmd.Wait()
+	m := measured{Wall: time.Since(t0), Output: cw.n, Findings: cw.findings, Stderr: errb.String()}
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		m.Exit = ee.ExitCode()
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.MaxRSSKiB = ru.Maxrss
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(m)
+	os.Exit(0)
+}
+
+// countWriter counts bytes, and findings by their "check" key (JSON) or
+// their evidence header (table).
+type countWriter struct {
+	n        int64
+	findings int
+	tail     []byte
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	// The tail of the last write is counted again with p, so that a marker
+	// split between two writes is found; what it held alone was counted.
+	buf := append(w.tail, p...)
+	w.findings += markers(buf) - markers(w.tail)
+	w.tail = append([]byte(nil), buf[len(buf)-min(len(buf), 16):]...)
+	return len(p), nil
+}
+
+func markers(b []byte) int {
+	return bytes.Count(b, []byte(`"check": "`)) + bytes.Count(b, []byte("\n["))
+}
