@@ -70,6 +70,25 @@ type memo struct {
 	launchers map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance
 	gates     *snapshot.HotplugGates
 	before19  *bool
+	owners    []knownOwner
+}
+
+type knownOwner struct {
+	own   Ownership
+	known bool
+}
+
+// owner returns ResolveOwner of the snapshot's VMI i, resolved once: the
+// hot-plug and the dangling check both ask about every VMI.
+func (in Input) owner(i int) Ownership {
+	if in.memo.owners == nil {
+		in.memo.owners = make([]knownOwner, len(in.Snapshot.VMIs))
+	}
+	o := &in.memo.owners[i]
+	if !o.known {
+		o.own, o.known = ResolveOwner(in.Index, &in.Snapshot.VMIs[i]), true
+	}
+	return o.own
 }
 
 // hotplugGates returns the snapshot's FeatureGates.Hotplug, evaluated once.

@@ -73,8 +73,9 @@ func FindDanglingVolumeReferences(in Input) []Finding {
 		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
 			continue
 		}
-		own := ResolveOwner(in.Index, vmi)
-		for _, name := range vmiVolumeNames(vmi) {
+		own := in.owner(i)
+		r.names = appendVolumeNames(r.names[:0], vmi)
+		for _, name := range r.names {
 			if name == "" || !in.scope.volume(name) {
 				continue
 			}
@@ -126,6 +127,20 @@ type danglingRun struct {
 	in          Input
 	podsByClaim map[string]map[string][]*corev1.Pod
 	templates   map[string]map[string]bool
+	// names is the volume names of the VMI at hand.
+	names []string
+	// pod is the attachment pod last looked up, by namespace and name: a
+	// VMI's hot-plugs usually share one.
+	podKey snapshot.Key
+	pod    *corev1.Pod
+}
+
+// attachmentPod returns the index's attachment pod ns/name.
+func (r *danglingRun) attachmentPod(ns, name string) *corev1.Pod {
+	if k := (snapshot.Key{Namespace: ns, Name: name}); r.pod == nil || k != r.podKey {
+		r.podKey, r.pod = k, r.in.Index.AttachmentPod(ns, name)
+	}
+	return r.pod
 }
 
 // vmInScope: the VM is named, in a scope namespace, and its template labels
@@ -213,7 +228,7 @@ func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *
 		return false, nil
 	}
 	hp, ns := vs.HotplugVolume, vmi.Namespace
-	pod := r.in.Index.AttachmentPod(ns, hp.AttachPodName)
+	pod := r.attachmentPod(ns, hp.AttachPodName)
 	switch {
 	case pod == nil:
 		return true, []string{fmt.Sprintf("attachment pod %s/%s (uid %s) that VMI %s/%s names for volume %q does not exist",
@@ -227,12 +242,12 @@ func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *
 	return false, nil
 }
 
-// vmiVolumeNames returns the VMI's spec volume names, then the names of
-// status entries that are not in the spec, each once.
-func vmiVolumeNames(vmi *kubevirtv1.VirtualMachineInstance) []string {
-	names := make([]string, 0, len(vmi.Spec.Volumes)+len(vmi.Status.VolumeStatus))
+// appendVolumeNames appends to names the VMI's spec volume names, then the
+// names of status entries that are not in the spec, each once.
+func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) []string {
+	start := len(names)
 	add := func(n string) {
-		for _, have := range names {
+		for _, have := range names[start:] {
 			if have == n {
 				return
 			}

@@ -140,7 +140,8 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 				continue
 			}
 			if !looked {
-				facts, looked = lookupVMI(in.Index, vmi), true
+				facts = vmiFacts{own: in.owner(i), tenants: in.Index.TenantsFor(vmi.Namespace)}
+				looked = true
 			}
 			if f, ok := decideVolume(in, vmi, vs, &facts); ok {
 				out = append(out, f)
