@@ -43,9 +43,11 @@ type Index struct {
 	podsOnce sync.Once
 	pods     map[Key]*corev1.Pod
 	pvcsOnce sync.Once
-	pvcs     map[Key]*corev1.PersistentVolumeClaim
-	dvsOnce  sync.Once
-	dvs      map[Key]*cdiv1.DataVolume
+	// pvcs is keyed by namespace, then name: a lookup hashes and compares
+	// the name alone in a smaller map.
+	pvcs    map[string]map[string]*corev1.PersistentVolumeClaim
+	dvsOnce sync.Once
+	dvs     map[Key]*cdiv1.DataVolume
 
 	storageOnce sync.Once
 	storage     storageIndex
@@ -162,13 +164,26 @@ func (ix *Index) AttachmentPod(ns, name string) *corev1.Pod {
 // PVC returns the PersistentVolumeClaim ns/name, or nil.
 func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
 	ix.pvcsOnce.Do(func() {
-		ix.pvcs = make(map[Key]*corev1.PersistentVolumeClaim, len(ix.s.PVCs))
-		for i := range ix.s.PVCs {
-			pvc := &ix.s.PVCs[i]
-			ix.pvcs[Key{pvc.Namespace, pvc.Name}] = pvc
+		pvcs := ix.s.PVCs
+		ix.pvcs = map[string]map[string]*corev1.PersistentVolumeClaim{}
+		// LIST results come sorted by namespace: each run of one namespace
+		// is counted first, so that its map is made to size.
+		for i := 0; i < len(pvcs); {
+			ns, j := pvcs[i].Namespace, i+1
+			for j < len(pvcs) && pvcs[j].Namespace == ns {
+				j++
+			}
+			byName := ix.pvcs[ns]
+			if byName == nil {
+				byName = make(map[string]*corev1.PersistentVolumeClaim, j-i)
+				ix.pvcs[ns] = byName
+			}
+			for ; i < j; i++ {
+				byName[pvcs[i].Name] = &pvcs[i]
+			}
 		}
 	})
-	return ix.pvcs[Key{ns, name}]
+	return ix.pvcs[ns][name]
 }
 
 // DataVolume returns the DataVolume ns/name, or nil.
