@@ -222,6 +222,10 @@ type StorageRead struct {
 	Shared bool
 	// NoVMs, NoDataVolumes: the API is known not to be served; not read.
 	NoVMs, NoDataVolumes bool
+	// Kinds, when set, are the only kinds read (snapshot.KindVMs,
+	// KindPods or else KindAttachmentPods, KindPVCs, KindDataVolumes,
+	// KindStorage, KindCSIDrivers); zero reads every one.
+	Kinds snapshot.Kinds
 	// Lenient is for a caller that may lack the cluster-wide rights (the
 	// CLI, run by a namespaced user): Nodes, VolumeAttachments and PVs it
 	// may not list (forbidden), or that are not served, leave an empty
@@ -229,7 +233,8 @@ type StorageRead struct {
 	// list are left out; a DataVolume API that is not served means none.
 	// Otherwise every failure is an error.
 	Lenient bool
-	// Progress, when set, is told the kind and count after each LIST.
+	// Progress, when set, is told the kind and the count read so far after
+	// each page.
 	Progress func(kind string, n int)
 }
 
@@ -239,6 +244,22 @@ type StorageRead struct {
 // VolumeAttachment seen without its Node would look like one whose node is
 // gone.
 func Storage(ctx context.Context, r client.Reader, s *snapshot.Snapshot, o StorageRead) error {
+	ch := newChain(ctx)
+	done := o.addStorage(ch, r, s)
+	if err := ch.wait(); err != nil {
+		return err
+	}
+	done()
+	return nil
+}
+
+// addStorage adds Storage's LISTs to ch, in Storage's order; the returned
+// function, called once ch has ended without error, fills s.
+func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot) func() {
+	k := o.Kinds
+	if k == 0 {
+		k = snapshot.AllKinds
+	}
 	var (
 		vms     kubevirtv1.VirtualMachineList
 		pods    corev1.PodList
@@ -248,33 +269,50 @@ func Storage(ctx context.Context, r client.Reader, s *snapshot.Snapshot, o Stora
 		vas     storagev1.VolumeAttachmentList
 		pvs     corev1.PersistentVolumeList
 		drivers storagev1.CSIDriverList
+		// view is the error that left the storage view unread, if any.
+		view = make([]error, 3)
 	)
-	namespaced := []storageStep{{"VirtualMachine", &vms, o.NoVMs}, {"Pod", &pods, false}, {"PersistentVolumeClaim", &pvcs, false}, {"DataVolume", &dvs, o.NoDataVolumes}}
-	for _, st := range namespaced {
-		if err := o.list(ctx, r, st, o.Namespace); err != nil && !(st.kind == "DataVolume" && o.Lenient && isNoKind(err)) {
-			return err
+	lenient := func(ok func(error) bool) func(error) bool {
+		return func(err error) bool { return o.Lenient && ok(err) }
+	}
+	podStep := storageStep{kind: "Pod", list: &pods, skip: !k.Has(snapshot.KindPods) && !k.Has(snapshot.KindAttachmentPods)}
+	if !k.Has(snapshot.KindPods) {
+		podStep.opts = []client.ListOption{client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}}
+	}
+	steps := []storageStep{
+		{kind: "VirtualMachine", list: &vms, skip: o.NoVMs || !k.Has(snapshot.KindVMs)},
+		podStep,
+		{kind: "PersistentVolumeClaim", list: &pvcs, skip: !k.Has(snapshot.KindPVCs)},
+		{kind: "DataVolume", list: &dvs, skip: o.NoDataVolumes || !k.Has(snapshot.KindDataVolumes), tolerate: lenient(isNoKind)},
+	}
+	for i, l := range []client.ObjectList{&nodes, &vas, &pvs} {
+		kind := []string{"Node", "VolumeAttachment", "PersistentVolume"}[i]
+		steps = append(steps, storageStep{kind: kind, list: l, cluster: true, skip: !k.Has(snapshot.KindStorage), failed: &view[i],
+			tolerate: lenient(func(err error) bool { return apierrors.IsForbidden(err) || isNoKind(err) })})
+	}
+	steps = append(steps, storageStep{kind: "CSIDriver", list: &drivers, cluster: true, skip: !k.Has(snapshot.KindCSIDrivers),
+		tolerate: lenient(func(error) bool { return true })})
+	for _, st := range steps {
+		o.add(ch, r, st)
+	}
+	return func() {
+		s.VMs, s.PVCs, s.DataVolumes, s.CSIDrivers = vms.Items, pvcs.Items, dvs.Items, drivers.Items
+		if k.Has(snapshot.KindPods) {
+			s.Pods = pods.Items
+		} else {
+			s.AttachmentPods = pods.Items // listed by their label
 		}
-	}
-	s.VMs, s.Pods, s.PVCs, s.DataVolumes = vms.Items, pods.Items, pvcs.Items, dvs.Items
-	for _, st := range []storageStep{{"Node", &nodes, false}, {"VolumeAttachment", &vas, false}, {"PersistentVolume", &pvs, false}} {
-		err := o.list(ctx, r, st, "")
-		switch {
-		case err == nil:
-		case o.Lenient && apierrors.IsForbidden(err):
-			s.Warnings = append(s.Warnings, fmt.Sprintf("cannot list %ss (forbidden): StaleVolumeAttachment, MultiAttachConflict and BlockedDeletion of PVs checked nothing; grant list on nodes, volumeattachments and persistentvolumes", st.kind))
-			return nil
-		case o.Lenient && isNoKind(err):
-			return nil
-		default:
-			return err
+		for i, err := range view {
+			if err == nil {
+				continue
+			}
+			if apierrors.IsForbidden(err) {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("cannot list %ss (forbidden): StaleVolumeAttachment, MultiAttachConflict and BlockedDeletion of PVs checked nothing; grant list on nodes, volumeattachments and persistentvolumes", steps[4+i].kind))
+			}
+			return
 		}
+		s.Nodes, s.VolumeAttachments, s.PVs = nodes.Items, vas.Items, pvs.Items
 	}
-	s.Nodes, s.VolumeAttachments, s.PVs = nodes.Items, vas.Items, pvs.Items
-	if err := o.list(ctx, r, storageStep{"CSIDriver", &drivers, false}, ""); err != nil && !o.Lenient {
-		return err
-	}
-	s.CSIDrivers = drivers.Items
-	return nil
 }
 
 // storageStep is one kind Storage lists.
@@ -282,23 +320,51 @@ type storageStep struct {
 	kind string
 	list client.ObjectList
 	skip bool
+	// cluster: a cluster-scoped kind, never narrowed to the namespace.
+	cluster bool
+	opts    []client.ListOption
+	// tolerate says which errors leave the kind unread rather than fail
+	// the read; failed, when set, is told such an error.
+	tolerate func(error) bool
+	failed   *error
 }
 
-// list reads one kind as o says, and tells Progress.
-func (o StorageRead) list(ctx context.Context, r client.Reader, st storageStep, ns string) error {
+// add adds the LIST of one kind to ch, as o says, telling Progress.
+func (o StorageRead) add(ch *chain, r client.Reader, st storageStep) {
 	if st.skip {
-		return nil
+		return
 	}
-	var opts []client.ListOption
+	ch.add(func(ctx context.Context, first func()) error {
+		err := o.list(ctx, r, st, first)
+		if err != nil && st.tolerate != nil && st.tolerate(err) {
+			if st.failed != nil {
+				*st.failed = err
+			}
+			return nil
+		}
+		return err
+	})
+}
+
+// list reads one kind as o says, telling first after the first page and
+// Progress after each.
+func (o StorageRead) list(ctx context.Context, r client.Reader, st storageStep, first func()) error {
+	opts := st.opts
 	if o.Shared {
-		opts = append(opts, client.UnsafeDisableDeepCopy)
+		opts = append(opts[:len(opts):len(opts)], client.UnsafeDisableDeepCopy)
 	}
-	n, err := listAll(ctx, r, st.list, ns, o.PageSize, opts...)
+	ns := o.Namespace
+	if st.cluster {
+		ns = ""
+	}
+	_, err := listPages(ctx, r, st.list, ns, o.PageSize, func(n int) {
+		first()
+		if o.Progress != nil {
+			o.Progress(st.kind, n)
+		}
+	}, opts...)
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", st.kind, err)
-	}
-	if o.Progress != nil {
-		o.Progress(st.kind, n)
 	}
 	return nil
 }

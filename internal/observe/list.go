@@ -14,6 +14,15 @@ import (
 // returns the item count. Pages are appended in order. A pageSize of 0
 // reads in one LIST without limit, as a cache must.
 func listAll(ctx context.Context, c client.Reader, list client.ObjectList, ns string, pageSize int64, opts ...client.ListOption) (int, error) {
+	return listPages(ctx, c, list, ns, pageSize, nil, opts...)
+}
+
+// listPages is listAll that tells page, when set, the count of items read
+// so far after each page.
+func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns string, pageSize int64, page func(n int), opts ...client.ListOption) (int, error) {
+	if page == nil {
+		page = func(int) {}
+	}
 	if pageSize <= 0 {
 		if ns != "" {
 			opts = append(opts, client.InNamespace(ns))
@@ -21,7 +30,9 @@ func listAll(ctx context.Context, c client.Reader, list client.ObjectList, ns st
 		if err := c.List(ctx, list, opts...); err != nil {
 			return 0, err
 		}
-		return meta.LenList(list), nil
+		n := meta.LenList(list)
+		page(n)
+		return n, nil
 	}
 	items := reflect.ValueOf(list).Elem().FieldByName("Items")
 	if !items.IsValid() {
@@ -32,16 +43,23 @@ func listAll(ctx context.Context, c client.Reader, list client.ObjectList, ns st
 	for {
 		// A fresh page each time: decoding into a reused one could merge
 		// maps of the previous page's items into this page's.
-		page := list.DeepCopyObject().(client.ObjectList)
+		pg := list.DeepCopyObject().(client.ObjectList)
 		o := append([]client.ListOption{client.Limit(pageSize), client.Continue(cont)}, opts...)
 		if ns != "" {
 			o = append(o, client.InNamespace(ns))
 		}
-		if err := c.List(ctx, page, o...); err != nil {
+		if err := c.List(ctx, pg, o...); err != nil {
 			return 0, err
 		}
-		all = reflect.AppendSlice(all, reflect.ValueOf(page).Elem().FieldByName("Items"))
-		cont = page.GetContinue()
+		got := reflect.ValueOf(pg).Elem().FieldByName("Items")
+		if all.Cap() == 0 {
+			// The server's estimate of what is left sizes the list once,
+			// instead of a copy of everything read so far at each doubling.
+			all = reflect.MakeSlice(items.Type(), 0, got.Len()+int(remaining(pg)))
+		}
+		all = reflect.AppendSlice(all, got)
+		page(all.Len())
+		cont = pg.GetContinue()
 		if cont == "" {
 			break
 		}
@@ -53,4 +71,12 @@ func listAll(ctx context.Context, c client.Reader, list client.ObjectList, ns st
 func isNoKind(err error) bool {
 	var nm *meta.NoKindMatchError
 	return errors.As(err, &nm) || meta.IsNoMatchError(err)
+}
+
+// remaining is the server's estimate of the items after this page, or 0.
+func remaining(l client.ObjectList) int64 {
+	if r := l.GetRemainingItemCount(); r != nil && *r > 0 && *r < 1<<24 {
+		return *r
+	}
+	return 0
 }

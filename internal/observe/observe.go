@@ -48,8 +48,13 @@ type Options struct {
 	// TenantTimeout bounds each tenant's reads; an unreachable tenant becomes
 	// "unknown" evidence, never "not wanted". Default 10s.
 	TenantTimeout time.Duration
-	// Progress, when set, is told the kind and count after each LIST.
+	// Progress, when set, is told the kind and the count read so far after
+	// each page. Kinds are read concurrently: calls may come from several
+	// goroutines at once.
 	Progress func(kind string, n int)
+	// Kinds, when set, are the only kinds read (check.Reads of the checks
+	// to run); zero reads every kind.
+	Kinds snapshot.Kinds
 	// GoneNodeRecordsIn, when set, is the controller's namespace: its
 	// durable records there of since when Nodes have been missing
 	// (Snapshot.NodesGoneSince) are read, for the opt-in rule that fences
@@ -62,25 +67,38 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
 	}
+	k := o.Kinds
+	if k == 0 {
+		k = snapshot.AllKinds
+	}
 	s := &snapshot.Snapshot{}
 	// VMIs before VMs: a VM created between the two LISTs then has no VMI
-	// in the snapshot, rather than a VMI whose VM looks gone.
-	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress}
+	// in the snapshot, rather than a VMI whose VM looks gone. The chain
+	// keeps that order of resourceVersions while the LISTs overlap.
+	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k}
+	ch := newChain(ctx)
 	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := read.list(ctx, c, storageStep{"VirtualMachineInstance", &vmis, false}, o.Namespace); err != nil {
+	read.add(ch, c, storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)})
+	// Every pod when a storage check needs their users; the attachment
+	// pods are then picked out of them, without a second LIST.
+	fill := read.addStorage(ch, c, s)
+	if k.Has(snapshot.KindKubeVirt) {
+		ch.add(func(ctx context.Context, first func()) error {
+			s.FeatureGates = Gates(ctx, c)
+			return nil
+		})
+	}
+	if err := ch.wait(); err != nil {
 		return nil, err
 	}
 	s.VMIs = vmis.Items
-	// Every pod: the storage checks need their users; attachment pods are
-	// picked out below, without a second LIST.
-	if err := Storage(ctx, c, s, read); err != nil {
-		return nil, err
+	fill()
+	if s.Pods != nil {
+		s.AttachmentPods = attachmentPods(s.Pods)
 	}
-	s.AttachmentPods = attachmentPods(s.Pods)
-	if o.GoneNodeRecordsIn != "" {
+	if o.GoneNodeRecordsIn != "" && k.Has(snapshot.KindStorage) {
 		s.NodesGoneSince = findingrecord.ReadNodesGone(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
 	}
-	s.FeatureGates = Gates(ctx, c)
 	for _, t := range o.Tenants {
 		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
 	}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/testing/emulator"
@@ -93,5 +95,66 @@ func TestObserve_tenantDown_unknownNotError(t *testing.T) {
 	}
 	if len(snap.Tenants) != 2 || snap.Tenants[0].Reachable || snap.Tenants[0].Error == "" || !snap.Tenants[1].Reachable {
 		t.Fatalf("want down unreachable with a reason and up reachable, got %+v", snap.Tenants)
+	}
+}
+
+// Observe with the hot-plug checks' kinds lists only those: VMIs, VMs, the
+// attachment pods by their label (not every pod), DataVolumes and the
+// KubeVirt CR; no claims, Nodes, VolumeAttachments, PVs or CSIDrivers.
+// What it reads of those kinds is what a read of every kind gives.
+func TestObserve_readsOnlyTheKindsAsked(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	admin, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := fixture.VM("vm-k", fixture.InNamespace(ns))
+	vm.UID = ""
+	vm.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
+	hp := fixture.AttachmentPod("hp-volume-k", fixture.InNamespace(ns))
+	user := fixture.UserPod("app", fixture.InNamespace(ns))
+	for _, o := range []client.Object{vm, hp, user} {
+		o.SetUID("")
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var counter clients.Counter
+	c, err := clients.New(counter.Wrap(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := check.Reads([]string{check.OrphanHotplugVolume, check.OrphanAttachmentPod})
+	part, err := observe.Observe(ctx, c, observe.Options{Namespace: ns, PageSize: 1, Kinds: kinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range counter.By() {
+		for _, never := range []string{"/persistentvolumeclaims", "/nodes", "/volumeattachments", "/persistentvolumes", "/csidrivers"} {
+			if strings.HasSuffix(key, never) {
+				t.Errorf("listed %s, which no hot-plug check reads", key)
+			}
+		}
+	}
+	whole, err := observe.Observe(ctx, c, observe.Options{Namespace: ns, PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Pods) != 2 || len(part.Pods) != 0 {
+		t.Fatalf("pods: whole read %d (want 2), hot-plug read %d (want none: the attachment pods alone)", len(whole.Pods), len(part.Pods))
+	}
+	only := whole.Only(kinds)
+	for _, c := range []struct {
+		what        string
+		part, whole int
+	}{{"VMs", len(part.VMs), len(only.VMs)}, {"attachment pods", len(part.AttachmentPods), len(only.AttachmentPods)}} {
+		if c.part != c.whole || c.whole != 1 {
+			t.Errorf("%s: read %d, a whole read has %d (want 1)", c.what, c.part, c.whole)
+		}
+	}
+	if part.FeatureGates.Known != whole.FeatureGates.Known || !part.FeatureGates.Known {
+		t.Error("the KubeVirt CR must be read for the hot-plug checks")
 	}
 }
