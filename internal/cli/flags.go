@@ -72,6 +72,7 @@ func (f *clusterFlags) restConfig() (*rest.Config, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	oneShotLimits(cfg)
 	switch {
 	case f.allNamespaces:
 		ns = ""
@@ -279,6 +280,24 @@ func loadConfig(path, context string) (*rest.Config, string, error) {
 	return cfg, ns, nil
 }
 
+// One-shot commands send a few LISTs per kind (one per page), never one
+// request per object, so the client's own limit only slows them: client-go's
+// default (5/s, burst 10) alone made a 10,000-VMI audit wait seconds between
+// pages. They take the limits kubectl gives its discovery client instead,
+// unless the kubeconfig set its own. The API server's priority and fairness
+// still applies.
+const (
+	oneShotQPS   = 50
+	oneShotBurst = 300
+)
+
+// oneShotLimits sets the one-shot client limits on cfg where it has none.
+func oneShotLimits(cfg *rest.Config) {
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = oneShotQPS, oneShotBurst
+	}
+}
+
 // loadTenantConfig reads a tenant's kubeconfig file.
 func loadTenantConfig(path string) (*rest.Config, error) {
 	if _, err := os.Stat(path); err != nil {
@@ -289,6 +308,7 @@ func loadTenantConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %v", path, err)
 	}
 	cfg.UserAgent = "tether"
+	oneShotLimits(cfg)
 	return cfg, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -129,11 +130,10 @@ func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot
 		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
 	}
 	obs := o.observe
+	// Only the kinds the chosen checks decide from are read.
+	obs.Kinds = check.Reads(o.policy.Checks)
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		t0 := time.Now()
-		obs.Progress = func(kind string, n int) {
-			fmt.Fprintf(stderr, "\r\033[Klisted %d %s (%s)", n, kind, time.Since(t0).Round(time.Millisecond))
-		}
+		obs.Progress = progress(stderr)
 		defer fmt.Fprint(stderr, "\r\033[K")
 	}
 	s, err := observe.Observe(ctx, c, obs)
@@ -181,4 +181,27 @@ Exit code: 0 no findings, 1 findings, 2 error.`,
 	}
 	f.register(cmd.Flags())
 	return cmd
+}
+
+// progress returns an observe.Progress that shows on one terminal line how
+// many objects of each kind have been read so far. The kinds are read
+// concurrently, so it serializes its writes.
+func progress(w io.Writer) func(kind string, n int) {
+	t0 := time.Now()
+	var mu sync.Mutex
+	var kinds []string
+	counts := map[string]int{}
+	return func(kind string, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := counts[kind]; !ok {
+			kinds = append(kinds, kind)
+		}
+		counts[kind] = n
+		var b strings.Builder
+		for _, k := range kinds {
+			fmt.Fprintf(&b, " %d %ss", counts[k], kindShort(k))
+		}
+		fmt.Fprintf(w, "\r\033[Klisted%s (%s)", b.String(), time.Since(t0).Round(100*time.Millisecond))
+	}
 }
