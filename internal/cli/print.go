@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,18 +60,73 @@ func encode(w io.Writer, format string, v any) error {
 	return err
 }
 
+// streamAuditJSON writes r as encode does, byte for byte, one finding at
+// a time: the whole document is never held in memory (tens of thousands of
+// findings are over a hundred megabytes of JSON).
+func streamAuditJSON(w io.Writer, r AuditReport) error {
+	fs := r.Findings
+	r.Findings = nil
+	head, err := json.MarshalIndent(struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Tenants    []tenantStatus `json:"tenants,omitempty"`
+		Warnings   []string       `json:"warnings,omitempty"`
+	}{r.APIVersion, r.Kind, r.Tenants, r.Warnings}, "", "  ")
+	if err != nil {
+		return err
+	}
+	// The head ends "\n}": the findings go in its place, at the depth
+	// MarshalIndent gives a field's array elements.
+	if _, err := w.Write(head[:len(head)-2]); err != nil {
+		return err
+	}
+	if len(fs) == 0 {
+		_, err = io.WriteString(w, ",\n  \"findings\": []\n}\n")
+		return err
+	}
+	sep := ",\n  \"findings\": [\n    "
+	for i := range fs {
+		b, err := json.MarshalIndent(&fs[i], "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, sep); err != nil {
+			return err
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		sep = ",\n    "
+	}
+	_, err = io.WriteString(w, "\n  ]\n}\n")
+	return err
+}
+
 // printAudit writes the audit report: an AuditReport document for json and
 // yaml; for table, the tenant and snapshot warnings, one row per finding,
 // then each finding's evidence and remedy.
-func printAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
+func printAudit(out io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
 	if fs == nil {
 		fs = []check.Finding{}
 	}
+	// One write per 64 KiB, not one per line: an audit may print hundreds
+	// of thousands of lines.
+	w := bufio.NewWriterSize(out, 64<<10)
+	if err := writeAudit(w, format, s, fs); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func writeAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
 	if format != "table" {
 		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}
 		for _, t := range s.Tenants {
 			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error,
 				DriverMissing: t.DriverMissing, UnmappedNodes: t.UnmappedNodes()})
+		}
+		if format == "json" {
+			return streamAuditJSON(w, r)
 		}
 		return encode(w, format, r)
 	}
