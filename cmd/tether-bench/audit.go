@@ -37,6 +37,9 @@ type auditOptions struct {
 	loopMax int
 	// tether is the binary to run; empty builds ./cmd/tether.
 	tether string
+	// base, when set, is another tether binary (e.g. an older build) whose
+	// jobs run beside tether's, in the same runs.
+	base string
 	// hold keeps the world up after the last size until interrupted, with
 	// its kubeconfig printed, for profiling by hand.
 	hold bool
@@ -112,6 +115,13 @@ func runAudit(o auditOptions) error {
 			binary(bin, kubeconfig, "tether all checks -o json", "-o", "json"),
 			binary(bin, kubeconfig, "tether all checks -o table", "-o", "table"),
 		)
+		if o.base != "" {
+			cs = append(cs,
+				binary(o.base, kubeconfig, "base one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
+				binary(o.base, kubeconfig, "base all checks -o json", "-o", "json"),
+				binary(o.base, kubeconfig, "base all checks -o table", "-o", "table"),
+			)
+		}
 		return measureAll(ctx, to, cs, o.runs)
 	})
 	if err != nil || !o.hold {

@@ -36,6 +36,7 @@ func main() {
 	runs := flag.Int("runs", 3, "audit mode: runs of each contestant (interleaved); the median is printed")
 	loopMax := flag.Int("loop-max", 20000, "audit mode: leave the list-and-get loop out above this many VMIs (0: never)")
 	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
+	base := flag.String("base", "", "audit mode: another tether binary (e.g. an older build) measured beside it in the same runs")
 	hold := flag.Bool("hold", false, "audit mode: keep the world up after the last size, for profiling by hand")
 	if os.Getenv(measureEnv) != "" {
 		measureChild(os.Args[1:])
@@ -44,7 +45,7 @@ func main() {
 	var err error
 	switch *mode {
 	case "audit":
-		err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, hold: *hold})
+		err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold})
 	case "controller":
 		err = runController(*sizes, *hotplugs, *window)
 	case "storage":
