@@ -236,6 +236,9 @@ type StorageRead struct {
 	// Progress, when set, is told the kind and the count read so far after
 	// each page.
 	Progress func(kind string, n int)
+	// Pages, when set, reads the VMs (and, in Observe, the VMIs) as bytes
+	// and decodes only what decisions read of them (see PageReader).
+	Pages *PageReader
 }
 
 // Storage gathers the storage view into s: the namespace's VMs, pods, PVCs
@@ -279,8 +282,15 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 	if !k.Has(snapshot.KindPods) {
 		podStep.opts = []client.ListOption{client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}}
 	}
+	vmStep := storageStep{kind: "VirtualMachine", list: &vms, skip: o.NoVMs || !k.Has(snapshot.KindVMs)}
+	if o.Pages != nil {
+		vmStep.lean = func(ctx context.Context, ns string, page func(int)) (err error) {
+			vms.Items, err = o.Pages.leanVMs(ctx, ns, o.PageSize, page)
+			return err
+		}
+	}
 	steps := []storageStep{
-		{kind: "VirtualMachine", list: &vms, skip: o.NoVMs || !k.Has(snapshot.KindVMs)},
+		vmStep,
 		podStep,
 		{kind: "PersistentVolumeClaim", list: &pvcs, skip: !k.Has(snapshot.KindPVCs)},
 		{kind: "DataVolume", list: &dvs, skip: o.NoDataVolumes || !k.Has(snapshot.KindDataVolumes), tolerate: lenient(isNoKind)},
@@ -327,6 +337,8 @@ type storageStep struct {
 	// the read; failed, when set, is told such an error.
 	tolerate func(error) bool
 	failed   *error
+	// lean, when set, reads the kind in place of a LIST of list.
+	lean func(ctx context.Context, ns string, page func(int)) error
 }
 
 // add adds the LIST of one kind to ch, as o says, telling Progress.
@@ -357,12 +369,18 @@ func (o StorageRead) list(ctx context.Context, r client.Reader, st storageStep, 
 	if st.cluster {
 		ns = ""
 	}
-	_, err := listPages(ctx, r, st.list, ns, o.PageSize, func(n int) {
+	page := func(n int) {
 		first()
 		if o.Progress != nil {
 			o.Progress(st.kind, n)
 		}
-	}, opts...)
+	}
+	var err error
+	if st.lean != nil {
+		err = st.lean(ctx, ns, page)
+	} else {
+		_, err = listPages(ctx, r, st.list, ns, o.PageSize, page, opts...)
+	}
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", st.kind, err)
 	}

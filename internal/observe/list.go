@@ -55,7 +55,7 @@ func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns 
 		if all.Cap() == 0 {
 			// The server's estimate of what is left sizes the list once,
 			// instead of a copy of everything read so far at each doubling.
-			all = reflect.MakeSlice(items.Type(), 0, got.Len()+int(remaining(pg)))
+			all = reflect.MakeSlice(items.Type(), 0, got.Len()+int(remaining(pg.GetRemainingItemCount())))
 		}
 		all = reflect.AppendSlice(all, got)
 		page(all.Len())
@@ -73,9 +73,10 @@ func isNoKind(err error) bool {
 	return errors.As(err, &nm) || meta.IsNoMatchError(err)
 }
 
-// remaining is the server's estimate of the items after this page, or 0.
-func remaining(l client.ObjectList) int64 {
-	if r := l.GetRemainingItemCount(); r != nil && *r > 0 && *r < 1<<24 {
+// remaining is the server's estimate r of the items after a page, or 0
+// when it gives none (or one past belief).
+func remaining(r *int64) int64 {
+	if r != nil && *r > 0 && *r < 1<<24 {
 		return *r
 	}
 	return 0

@@ -55,6 +55,9 @@ type Options struct {
 	// Kinds, when set, are the only kinds read (check.Reads of the checks
 	// to run); zero reads every kind.
 	Kinds snapshot.Kinds
+	// Pages, when set, reads the VMIs and VMs as bytes and decodes only
+	// what decisions read of them (see PageReader).
+	Pages *PageReader
 	// GoneNodeRecordsIn, when set, is the controller's namespace: its
 	// durable records there of since when Nodes have been missing
 	// (Snapshot.NodesGoneSince) are read, for the opt-in rule that fences
@@ -75,10 +78,17 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	// VMIs before VMs: a VM created between the two LISTs then has no VMI
 	// in the snapshot, rather than a VMI whose VM looks gone. The chain
 	// keeps that order of resourceVersions while the LISTs overlap.
-	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k}
+	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k, Pages: o.Pages}
 	ch := newChain(ctx)
 	var vmis kubevirtv1.VirtualMachineInstanceList
-	read.add(ch, c, storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)})
+	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
+	if o.Pages != nil {
+		vmiStep.lean = func(ctx context.Context, ns string, page func(int)) (err error) {
+			vmis.Items, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, page)
+			return err
+		}
+	}
+	read.add(ch, c, vmiStep)
 	// Every pod when a storage check needs their users; the attachment
 	// pods are then picked out of them, without a second LIST.
 	fill := read.addStorage(ch, c, s)

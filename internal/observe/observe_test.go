@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -156,5 +159,84 @@ func TestObserve_readsOnlyTheKindsAsked(t *testing.T) {
 	}
 	if part.FeatureGates.Known != whole.FeatureGates.Known || !part.FeatureGates.Known {
 		t.Error("the KubeVirt CR must be read for the hot-plug checks")
+	}
+}
+
+// The page reader reads the VMIs and VMs the client reads, page after
+// page, with what decisions read of them; and the server's refusal stays
+// a refusal (forbidden) that the caller can tell apart.
+func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	admin, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		name := fmt.Sprintf("vm-p%d", i)
+		vm := fixture.VM(name, fixture.InNamespace(ns), fixture.WithVolume("hp", fixture.PVC("hp"), fixture.Hotpluggable()))
+		vm.UID = ""
+		vm.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
+		if err := admin.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		vmi := fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only"))
+		vmi.UID = ""
+		vmi.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
+		if err := admin.Create(ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var counter clients.Counter
+	pages, err := observe.NewPageReader(counter.Wrap(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{1, 2, 4, 500} {
+		viaClient, err := observe.Observe(ctx, admin, observe.Options{Namespace: ns, PageSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaPages, err := observe.Observe(ctx, admin, observe.Options{Namespace: ns, PageSize: size, Pages: pages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(viaPages.VMIs) != 5 || len(viaPages.VMs) != 5 {
+			t.Fatalf("page size %d: read %d VMIs and %d VMs, want 5 each", size, len(viaPages.VMIs), len(viaPages.VMs))
+		}
+		for i := range viaClient.VMIs {
+			a, b := viaClient.VMIs[i], viaPages.VMIs[i]
+			if a.Name != b.Name || !apiequality.Semantic.DeepEqual(a.Status, b.Status) || !apiequality.Semantic.DeepEqual(a.Spec.Volumes, b.Spec.Volumes) ||
+				!apiequality.Semantic.DeepEqual(a.ObjectMeta, b.ObjectMeta) {
+				t.Fatalf("page size %d: VMI %s differs:\nclient %+v\npages  %+v", size, a.Name, a, b)
+			}
+		}
+		for i := range viaClient.VMs {
+			a, b := viaClient.VMs[i], viaPages.VMs[i]
+			if a.Name != b.Name || !apiequality.Semantic.DeepEqual(a.Status, b.Status) || !apiequality.Semantic.DeepEqual(a.Spec.Template.Spec.Volumes, b.Spec.Template.Spec.Volumes) ||
+				!apiequality.Semantic.DeepEqual(a.ObjectMeta, b.ObjectMeta) || !apiequality.Semantic.DeepEqual(a.Spec.RunStrategy, b.Spec.RunStrategy) {
+				t.Fatalf("page size %d: VM %s differs:\nclient %+v\npages  %+v", size, a.Name, a, b)
+			}
+		}
+	}
+	// Pages of 1, 2, 4 and 500 of 5 VMIs and 5 VMs, read by the page reader.
+	by := counter.By()
+	if n := by["GET /apis/kubevirt.io/v1/namespaces/"+ns+"/virtualmachineinstances"]; n != 5+3+2+1 {
+		t.Errorf("the page reader read %d VMI pages, want 11: %v", n, by)
+	}
+	// A user with no rights, the client an admin's: the page reader's
+	// answer is the API's refusal.
+	nobody, err := env.Infra.UserConfig("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied, err := observe.NewPageReader(nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = observe.Observe(ctx, admin, observe.Options{Namespace: ns, Pages: denied, Kinds: snapshot.KindVMIs})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("want a forbidden error, got %v", err)
 	}
 }

@@ -1,0 +1,103 @@
+package observe
+
+import (
+	"encoding/json"
+	"testing"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/randfill"
+
+	"github.com/tether-dev/tether/internal/clients"
+)
+
+// TestLeanDecode: a page of random VMIs (and one of random VMs), written
+// as the server writes them, decodes to what the API machinery's own
+// decoder (the client's) makes of it, less exactly what the wire forms
+// promise to skip: of a VMI its spec but the volumes; of a VM its
+// template's spec but the volumes and its dataVolumeTemplates but their
+// metadata.
+func TestLeanDecode(t *testing.T) {
+	dec := serializer.NewCodecFactory(clients.Scheme).UniversalDeserializer()
+	seeds := 300
+	if testing.Short() {
+		seeds = 50
+	}
+	for seed := 0; seed < seeds; seed++ {
+		f := randfill.NewWithSeed(int64(seed)).NilChance(0.3).NumElements(0, 3).MaxDepth(8).Funcs(fillers...)
+		var vmis kubevirtv1.VirtualMachineInstanceList
+		var vms kubevirtv1.VirtualMachineList
+		f.Fill(&vmis.Items)
+		f.Fill(&vms.Items)
+		vmis.Kind, vmis.APIVersion = "VirtualMachineInstanceList", "kubevirt.io/v1"
+		vms.Kind, vms.APIVersion = "VirtualMachineList", "kubevirt.io/v1"
+		vmis.Continue, vms.Continue = "tok", "tok"
+
+		body := mustJSON(t, &vmis)
+		var want kubevirtv1.VirtualMachineInstanceList
+		decodeWhole(t, dec, body, &want)
+		got, err := decodePage[vmiWire](body)
+		if err != nil {
+			t.Fatalf("seed %d: VMI page: %v", seed, err)
+		}
+		if got.Metadata.Continue != "tok" || len(got.Items) != len(want.Items) {
+			t.Fatalf("seed %d: continue %q, %d items, want %d", seed, got.Metadata.Continue, len(got.Items), len(want.Items))
+		}
+		for i := range want.Items {
+			w := want.Items[i]
+			w.Spec = kubevirtv1.VirtualMachineInstanceSpec{Volumes: w.Spec.Volumes}
+			if g := got.Items[i].object(); !apiequality.Semantic.DeepEqual(g, w) {
+				t.Fatalf("seed %d VMI %d:\ngot  %s\nwant %s", seed, i, mustJSON(t, g), mustJSON(t, w))
+			}
+		}
+
+		body = mustJSON(t, &vms)
+		var wantVMs kubevirtv1.VirtualMachineList
+		decodeWhole(t, dec, body, &wantVMs)
+		gotVMs, err := decodePage[vmWire](body)
+		if err != nil {
+			t.Fatalf("seed %d: VM page: %v", seed, err)
+		}
+		for i := range wantVMs.Items {
+			w := wantVMs.Items[i]
+			if tp := w.Spec.Template; tp != nil {
+				w.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: tp.ObjectMeta,
+					Spec: kubevirtv1.VirtualMachineInstanceSpec{Volumes: tp.Spec.Volumes}}
+			}
+			for j := range w.Spec.DataVolumeTemplates {
+				w.Spec.DataVolumeTemplates[j] = kubevirtv1.DataVolumeTemplateSpec{ObjectMeta: w.Spec.DataVolumeTemplates[j].ObjectMeta}
+			}
+			if g := gotVMs.Items[i].object(); !apiequality.Semantic.DeepEqual(g, w) {
+				t.Fatalf("seed %d VM %d:\ngot  %s\nwant %s", seed, i, mustJSON(t, g), mustJSON(t, w))
+			}
+		}
+	}
+}
+
+// fillers keep random values to what the API can hold: strings without
+// invalid UTF-8 are what randfill makes already; raw JSON must be JSON.
+var fillers = []any{
+	func(r *runtime.RawExtension, c randfill.Continue) { r.Raw = []byte(`{"a":1}`) },
+	func(r *metav1.FieldsV1, c randfill.Continue) { r.Raw = []byte(`{"f:a":{}}`) },
+	func(q *resource.Quantity, c randfill.Continue) { *q = *resource.NewQuantity(c.Int63n(1<<40), resource.BinarySI) },
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func decodeWhole(t *testing.T, dec runtime.Decoder, body []byte, into runtime.Object) {
+	t.Helper()
+	if _, _, err := dec.Decode(body, nil, into); err != nil {
+		t.Fatalf("the API machinery's decoder: %v", err)
+	}
+}
