@@ -42,7 +42,11 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func Main(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
+	stopProfile := addProfiling(root)
 	err := root.ExecuteContext(context.Background())
+	if perr := stopProfile(); perr != nil && err == nil {
+		err = perr
+	}
 	var ee exitError
 	switch {
 	case err == nil:
@@ -130,8 +134,12 @@ func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot
 		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
 	}
 	obs := o.observe
-	// Only the kinds the chosen checks decide from are read.
+	// Only the kinds the chosen checks decide from are read, and of the
+	// VMIs and VMs only what decisions read.
 	obs.Kinds = check.Reads(o.policy.Checks)
+	if obs.Pages, err = observe.NewPageReader(o.config); err != nil {
+		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
+	}
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		obs.Progress = progress(stderr)
 		defer fmt.Fprint(stderr, "\r\033[K")
