@@ -83,7 +83,9 @@ func TestLeanDecode(t *testing.T) {
 var fillers = []any{
 	func(r *runtime.RawExtension, c randfill.Continue) { r.Raw = []byte(`{"a":1}`) },
 	func(r *metav1.FieldsV1, c randfill.Continue) { r.Raw = []byte(`{"f:a":{}}`) },
-	func(q *resource.Quantity, c randfill.Continue) { *q = *resource.NewQuantity(c.Int63n(1<<40), resource.BinarySI) },
+	func(q *resource.Quantity, c randfill.Continue) {
+		*q = *resource.NewQuantity(c.Int63n(1<<40), resource.BinarySI)
+	},
 }
 
 func mustJSON(t *testing.T, v any) []byte {
