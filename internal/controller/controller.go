@@ -304,10 +304,11 @@ func metricsOptions(o Options) metricsserver.Options {
 }
 
 // cacheOptions says what the informers hold: everything the checks read,
-// within the configured namespaces, stripped of managedFields.
+// within the configured namespaces, stripped of managedFields and, for the
+// kinds the checks read, of every field they do not (leanCache).
 func cacheOptions(o Options) cache.Options {
 	cacheOpts := cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: leanCache,
 		ByObject:         map[client.Object]cache.ByObject{},
 	}
 	if !slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
@@ -461,6 +462,21 @@ func setupRestart(mgr manager.Manager, o Options, rs *records) error {
 func dataVolumesInstalled(m meta.RESTMapper) bool {
 	_, err := m.RESTMapping(cdiv1.SchemeGroupVersion.WithKind("DataVolume").GroupKind(), cdiv1.SchemeGroupVersion.Version)
 	return err == nil
+}
+
+var stripManagedFields = cache.TransformStripManagedFields()
+
+// leanCache is the transform of every cache but the records': it drops the
+// managedFields of any object and, of the kinds the checks read, what no
+// check, gatherer or reconciler reads (snapshot.Lean), which is most of a
+// VM or VMI. Cached objects are never written back: every write re-reads
+// live or patches with preconditions (package act, protect.AddPatch).
+func leanCache(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return obj, err
+	}
+	return snapshot.Lean(obj), nil
 }
 
 // keepStatusWriters is the cache transform of Finding records: of their
