@@ -100,6 +100,7 @@ type scopeFlags struct {
 	minSeverity         string
 	tenantDriver        string
 	matchNodesByName    bool
+	chunkSize           int64
 }
 
 // register binds the flags to fs.
@@ -118,6 +119,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "namespace of tether controller, whose Finding records --fence-gone-nodes-after reads (records elsewhere are no evidence)")
 	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
+	fs.Int64Var(&f.chunkSize, "chunk-size", observe.DefaultPageSize, "read large lists in chunks of this many objects, as kubectl does; 0 reads each kind in one LIST (less work for the API server, more memory on both sides)")
 }
 
 // options is the validated form of the flags.
@@ -213,7 +215,13 @@ func (f *scopeFlags) policy(sel labels.Selector, ns string) check.Policy {
 // controller's records of gone nodes when --fence-gone-nodes-after asks for
 // them, and each --tenant with its kubeconfig loaded.
 func (f *scopeFlags) observeOptions(ns string) (observe.Options, error) {
-	o := observe.Options{Namespace: ns}
+	if f.chunkSize < 0 {
+		return observe.Options{}, fmt.Errorf("--chunk-size %d: use a positive count, or 0 for no chunks", f.chunkSize)
+	}
+	o := observe.Options{Namespace: ns, PageSize: f.chunkSize}
+	if f.chunkSize == 0 {
+		o.PageSize = observe.Unpaged
+	}
 	if f.fenceGoneAfter > 0 {
 		if errs := validation.IsDNS1123Label(f.controllerNamespace); len(errs) > 0 {
 			return o, fmt.Errorf("--controller-namespace %q is not a namespace name: %s", f.controllerNamespace, strings.Join(errs, "; "))

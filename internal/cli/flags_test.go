@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/observe"
 )
 
 func TestParseTenant(t *testing.T) {
@@ -164,5 +166,38 @@ func TestPlan_boundsSafeActions(t *testing.T) {
 				t.Fatalf("planned %d skipped %d of %d", planned, skipped, len(items))
 			}
 		})
+	}
+}
+
+// --chunk-size: kubectl's default of 500, 0 for one LIST per kind, and a
+// negative count refused with the fix; one-shot commands lift client-go's
+// 5/s limit unless the kubeconfig set one.
+func TestChunkSizeAndLimits(t *testing.T) {
+	for _, c := range []struct {
+		chunk   int64
+		want    int64
+		wantErr string
+	}{{500, 500, ""}, {2000, 2000, ""}, {0, observe.Unpaged, ""}, {-1, 0, "use a positive count, or 0 for no chunks"}} {
+		f := scopeFlags{chunkSize: c.chunk}
+		o, err := f.observeOptions("")
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("--chunk-size %d: want error %q, got %v", c.chunk, c.wantErr, err)
+			}
+			continue
+		}
+		if err != nil || o.PageSize != c.want {
+			t.Fatalf("--chunk-size %d: page size %d, %v; want %d", c.chunk, o.PageSize, err, c.want)
+		}
+	}
+	cfg := &rest.Config{}
+	oneShotLimits(cfg)
+	if cfg.QPS != oneShotQPS || cfg.Burst != oneShotBurst {
+		t.Fatalf("limits %v/%d, want %v/%d", cfg.QPS, cfg.Burst, oneShotQPS, oneShotBurst)
+	}
+	set := &rest.Config{QPS: 3, Burst: 4}
+	oneShotLimits(set)
+	if set.QPS != 3 || set.Burst != 4 {
+		t.Fatalf("a kubeconfig's own limits were replaced: %v/%d", set.QPS, set.Burst)
 	}
 }

@@ -23,8 +23,12 @@ import (
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
-// DefaultPageSize is the LIST page size (the "limit" parameter).
+// DefaultPageSize is the LIST page size (the "limit" parameter), kubectl's
+// chunk size.
 const DefaultPageSize = 500
+
+// Unpaged as Options.PageSize reads each kind in one LIST.
+const Unpaged = -1
 
 // TenantSource is a tenant cluster to read VolumeAttachments and PVs from.
 type TenantSource struct {
@@ -43,7 +47,9 @@ type TenantSource struct {
 type Options struct {
 	// Namespace limits the namespaced LISTs; empty means all namespaces.
 	Namespace string
-	PageSize  int64
+	// PageSize is the LIST page size: 0 means DefaultPageSize, Unpaged
+	// one LIST per kind.
+	PageSize int64
 	Tenants   []TenantSource
 	// TenantTimeout bounds each tenant's reads; an unreachable tenant becomes
 	// "unknown" evidence, never "not wanted". Default 10s.
@@ -67,7 +73,7 @@ type Options struct {
 
 // Observe reads the infra cluster (and the tenants) into a snapshot.
 func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapshot, error) {
-	if o.PageSize <= 0 {
+	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
 	k := o.Kinds

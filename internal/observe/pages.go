@@ -54,7 +54,9 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 		path += "/namespaces/" + url.PathEscape(ns)
 	}
 	q := url.Values{}
-	q.Set("limit", strconv.FormatInt(limit, 10))
+	if limit > 0 {
+		q.Set("limit", strconv.FormatInt(limit, 10))
+	}
 	if cont != "" {
 		q.Set("continue", cont)
 	}
