@@ -50,7 +50,7 @@ type Options struct {
 	// PageSize is the LIST page size: 0 means DefaultPageSize, Unpaged
 	// one LIST per kind.
 	PageSize int64
-	Tenants   []TenantSource
+	Tenants  []TenantSource
 	// TenantTimeout bounds each tenant's reads; an unreachable tenant becomes
 	// "unknown" evidence, never "not wanted". Default 10s.
 	TenantTimeout time.Duration
