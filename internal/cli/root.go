@@ -135,8 +135,8 @@ func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot
 	}
 	obs := o.observe
 	// Only the kinds the chosen checks decide from are read, and of the
-	// VMIs and VMs only what decisions read.
-	obs.Kinds = check.Reads(o.policy.Checks)
+	// objects only what decisions read.
+	obs.Kinds, obs.Lean = check.Reads(o.policy.Checks), true
 	if obs.Pages, err = observe.NewPageReader(o.config); err != nil {
 		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
 	}

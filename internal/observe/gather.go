@@ -239,6 +239,9 @@ type StorageRead struct {
 	// Pages, when set, reads the VMs (and, in Observe, the VMIs) as bytes
 	// and decodes only what decisions read of them (see PageReader).
 	Pages *PageReader
+	// Lean makes each object lean (snapshot.Lean) as its page arrives, so
+	// that what no decision reads is garbage before the next page.
+	Lean bool
 }
 
 // Storage gathers the storage view into s: the namespace's VMs, pods, PVCs
@@ -379,7 +382,7 @@ func (o StorageRead) list(ctx context.Context, r client.Reader, st storageStep, 
 	if st.lean != nil {
 		err = st.lean(ctx, ns, page)
 	} else {
-		_, err = listPages(ctx, r, st.list, ns, o.PageSize, page, opts...)
+		_, err = listPages(ctx, r, st.list, ns, o.PageSize, o.Lean, page, opts...)
 	}
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", st.kind, err)

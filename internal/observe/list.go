@@ -7,19 +7,23 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // listAll fills list with every item, one page of pageSize at a time, and
 // returns the item count. Pages are appended in order. A pageSize of 0
 // reads in one LIST without limit, as a cache must.
 func listAll(ctx context.Context, c client.Reader, list client.ObjectList, ns string, pageSize int64, opts ...client.ListOption) (int, error) {
-	return listPages(ctx, c, list, ns, pageSize, nil, opts...)
+	return listPages(ctx, c, list, ns, pageSize, false, nil, opts...)
 }
 
-// listPages is listAll that tells page, when set, the count of items read
-// so far after each page.
-func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns string, pageSize int64, page func(n int), opts ...client.ListOption) (int, error) {
+// listPages is listAll that makes each item lean (snapshot.Lean) as its
+// page arrives when lean is set, and tells page, when set, the count of
+// items read so far after each page.
+func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns string, pageSize int64, lean bool, page func(n int), opts ...client.ListOption) (int, error) {
 	if page == nil {
 		page = func(int) {}
 	}
@@ -30,6 +34,7 @@ func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns 
 		if err := c.List(ctx, list, opts...); err != nil {
 			return 0, err
 		}
+		leanItems(list, lean)
 		n := meta.LenList(list)
 		page(n)
 		return n, nil
@@ -51,6 +56,7 @@ func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns 
 		if err := c.List(ctx, pg, o...); err != nil {
 			return 0, err
 		}
+		leanItems(pg, lean)
 		got := reflect.ValueOf(pg).Elem().FieldByName("Items")
 		if all.Cap() == 0 {
 			// The server's estimate of what is left sizes the list once,
@@ -66,6 +72,16 @@ func listPages(ctx context.Context, c client.Reader, list client.ObjectList, ns 
 	}
 	items.Set(all)
 	return all.Len(), nil
+}
+
+// leanItems makes every item of list lean, when lean is set.
+func leanItems(list client.ObjectList, lean bool) {
+	if lean {
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			snapshot.Lean(o)
+			return nil
+		})
+	}
 }
 
 func isNoKind(err error) bool {

@@ -62,8 +62,12 @@ type Options struct {
 	// to run); zero reads every kind.
 	Kinds snapshot.Kinds
 	// Pages, when set, reads the VMIs and VMs as bytes and decodes only
-	// what decisions read of them (see PageReader).
+	// what decisions read of them (see PageReader); the objects it reads
+	// are lean (snapshot.Lean).
 	Pages *PageReader
+	// Lean makes every other object lean as its page arrives: a one-shot
+	// read then holds only what decisions read.
+	Lean bool
 	// GoneNodeRecordsIn, when set, is the controller's namespace: its
 	// durable records there of since when Nodes have been missing
 	// (Snapshot.NodesGoneSince) are read, for the opt-in rule that fences
@@ -84,7 +88,7 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 	// VMIs before VMs: a VM created between the two LISTs then has no VMI
 	// in the snapshot, rather than a VMI whose VM looks gone. The chain
 	// keeps that order of resourceVersions while the LISTs overlap.
-	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k, Pages: o.Pages}
+	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k, Pages: o.Pages, Lean: o.Lean}
 	ch := newChain(ctx)
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}

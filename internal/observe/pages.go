@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // PageReader reads the LIST pages of VMIs and VMs as bytes and decodes
@@ -171,8 +173,8 @@ func decodePage[W any](body []byte) (*wirePage[W], error) {
 }
 
 // leanList reads every page of a VMI or VM list as pages says, decoding
-// each page into the wire form W and converting its items with object;
-// page is told the count after each page.
+// each page into the wire form W and converting its items with object,
+// made lean (snapshot.Lean); page is told the count after each page.
 func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.GroupVersionResource, kind, ns string, limit int64,
 	object func(*W) T, page func(n int)) ([]T, error) {
 	var out []T
@@ -192,6 +194,7 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 		}
 		for i := range pg.Items {
 			out = append(out, object(&pg.Items[i]))
+			snapshot.Lean(&out[len(out)-1])
 		}
 		page(len(out))
 		if cont = pg.Metadata.Continue; cont == "" {
