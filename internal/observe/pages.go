@@ -166,10 +166,16 @@ type wirePage[W any] struct {
 // decodePage decodes one LIST page into the wire form W.
 func decodePage[W any](body []byte) (*wirePage[W], error) {
 	var pg wirePage[W]
-	if err := jsonv2.Unmarshal(body, &pg, leanDecoding); err != nil {
-		return nil, err
-	}
-	return &pg, nil
+	return &pg, pg.decode(body)
+}
+
+// decode decodes one LIST page into pg, whose items' array it reuses:
+// they are zeroed first, so nothing of the page before survives in them
+// (what was copied out of them stays where it was).
+func (pg *wirePage[W]) decode(body []byte) error {
+	clear(pg.Items)
+	pg.Items, pg.Metadata = pg.Items[:0], metav1.ListMeta{}
+	return jsonv2.Unmarshal(body, pg, leanDecoding)
 }
 
 // leanList reads every page of a VMI or VM list as pages says, decoding
@@ -178,13 +184,17 @@ func decodePage[W any](body []byte) (*wirePage[W], error) {
 func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.GroupVersionResource, kind, ns string, limit int64,
 	object func(*W) T, page func(n int)) ([]T, error) {
 	var out []T
+	var pg wirePage[W]
+	if limit > 0 {
+		pg.Items = make([]W, 0, limit)
+	}
 	cont := ""
 	for {
 		buf, err := p.page(ctx, gvr, kind, ns, limit, cont)
 		if err != nil {
 			return nil, err
 		}
-		pg, err := decodePage[W](buf.Bytes())
+		err = pg.decode(buf.Bytes())
 		bufs.Put(buf)
 		if err != nil {
 			return nil, fmt.Errorf("decoding a page of %s: %w", gvr.Resource, err)
