@@ -112,6 +112,7 @@ func runAudit(o auditOptions) error {
 			contestant{"raw pages (server share)", func(ctx context.Context) (result, error) { return rawPages(ctx, env.Config(), hotplugReads) }},
 			contestant{"observe+check in process", func(ctx context.Context) (result, error) { return inProcess(ctx, env.Config()) }},
 			binary(bin, kubeconfig, "tether one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
+			binary(bin, kubeconfig, "same, --chunk-size 0", "--checks", check.OrphanHotplugVolume, "-o", "json", "--chunk-size", "0"),
 			binary(bin, kubeconfig, "tether all checks -o json", "-o", "json"),
 			binary(bin, kubeconfig, "tether all checks -o table", "-o", "table"),
 		)
@@ -292,15 +293,20 @@ func continueToken(body []byte) string {
 	return string(rest[:j])
 }
 
-// inProcess is tether's observe + check in this process, all checks.
+// inProcess is tether's observe + check in this process, all checks, read
+// as the CLI reads (page reader, lean objects).
 func inProcess(ctx context.Context, cfg *rest.Config) (result, error) {
 	var ctr clients.Counter
 	c, err := clients.New(ctr.Wrap(cfg))
 	if err != nil {
 		return result{}, err
 	}
+	pages, err := observe.NewPageReader(ctr.Wrap(cfg))
+	if err != nil {
+		return result{}, err
+	}
 	t0 := time.Now()
-	snap, err := observe.Observe(ctx, c, observe.Options{})
+	snap, err := observe.Observe(ctx, c, observe.Options{Pages: pages, Lean: true})
 	if err != nil {
 		return result{}, err
 	}
