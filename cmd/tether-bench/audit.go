@@ -109,7 +109,10 @@ func runAudit(o auditOptions) error {
 			cs = append(cs, contestant{"list-and-get loop", func(ctx context.Context) (result, error) { return listAndGet(ctx, env.Config()) }})
 		}
 		cs = append(cs,
-			contestant{"raw pages (server share)", func(ctx context.Context) (result, error) { return rawPages(ctx, env.Config(), hotplugReads) }},
+			contestant{"raw pages (server share)", func(ctx context.Context) (result, error) {
+				return rawPages(ctx, env.Config(), hotplugReads, observe.DefaultPageSize)
+			}},
+			contestant{"raw, one LIST a kind", func(ctx context.Context) (result, error) { return rawPages(ctx, env.Config(), hotplugReads, 0) }},
 			contestant{"observe+check in process", func(ctx context.Context) (result, error) { return inProcess(ctx, env.Config()) }},
 			binary(bin, kubeconfig, "tether one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
 			binary(bin, kubeconfig, "same, --chunk-size 0", "--checks", check.OrphanHotplugVolume, "-o", "json", "--chunk-size", "0"),
@@ -230,9 +233,10 @@ var hotplugReads = []string{
 	"/apis/kubevirt.io/v1/kubevirts",
 }
 
-// rawPages fetches every page of each path in turn and throws the bytes
-// away: what the API server alone takes to serve tether's LISTs.
-func rawPages(ctx context.Context, cfg *rest.Config, paths []string) (result, error) {
+// rawPages fetches every page of each path in turn (limit 0: in one LIST)
+// and throws the bytes away: what the API server alone takes to serve
+// tether's LISTs, one kind after the other.
+func rawPages(ctx context.Context, cfg *rest.Config, paths []string, limit int) (result, error) {
 	var ctr clients.Counter
 	rc := unlimited(cfg, &ctr)
 	hc, err := rest.HTTPClientFor(rc)
@@ -248,7 +252,7 @@ func rawPages(ctx context.Context, cfg *rest.Config, paths []string) (result, er
 			if strings.Contains(p, "?") {
 				sep = "&"
 			}
-			url := fmt.Sprintf("%s%s%slimit=%d&continue=%s", rc.Host, p, sep, observe.DefaultPageSize, cont)
+			url := fmt.Sprintf("%s%s%slimit=%d&continue=%s", rc.Host, p, sep, limit, cont)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
 				return result{}, err
