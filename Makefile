@@ -4,7 +4,7 @@ BIN     := bin
 ENV_DIR := .tether-env
 PKGS    := ./...
 
-.PHONY: all build controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster clean
+.PHONY: all build controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -67,6 +67,10 @@ bench-cluster: controlplane
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode audit -vmis 100,1000
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode controller -vmis 1000,5000
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode storage -volumes 2000,10000 -window 60s
+
+## bench-large: the audit at 10k VMIs against the list-and-get loop, then 50k and 100k (time and peak RSS; about 30 minutes)
+bench-large: controlplane
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" $(GO) run ./cmd/tether-bench -mode audit -vmis 10000,50000,100000 -runs 1
 
 clean:
 	rm -rf $(BIN)

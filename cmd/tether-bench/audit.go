@@ -116,6 +116,7 @@ func runAudit(o auditOptions) error {
 			contestant{"observe+check in process", func(ctx context.Context) (result, error) { return inProcess(ctx, env.Config()) }},
 			binary(bin, kubeconfig, "tether one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
 			binary(bin, kubeconfig, "same, --chunk-size 0", "--checks", check.OrphanHotplugVolume, "-o", "json", "--chunk-size", "0"),
+			binary(bin, kubeconfig, "same, GOMEMLIMIT=900MiB", "--checks", check.OrphanHotplugVolume, "-o", "json", "GOMEMLIMIT=900MiB"),
 			binary(bin, kubeconfig, "tether all checks -o json", "-o", "json"),
 			binary(bin, kubeconfig, "tether all checks -o table", "-o", "table"),
 		)
@@ -326,9 +327,18 @@ func binary(bin, kubeconfig, name string, args ...string) contestant {
 		if err != nil {
 			return result{}, err
 		}
-		argv := append([]string{bin, "audit", "-A", "--kubeconfig", kubeconfig}, args...)
+		// An argument NAME=VALUE is the binary's environment, not a flag.
+		env := append(os.Environ(), measureEnv+"=1")
+		argv := []string{bin, "audit", "-A", "--kubeconfig", kubeconfig}
+		for _, a := range args {
+			if strings.Contains(a, "=") && !strings.HasPrefix(a, "-") {
+				env = append(env, a)
+			} else {
+				argv = append(argv, a)
+			}
+		}
 		cmd := exec.CommandContext(ctx, self, argv...)
-		cmd.Env = append(os.Environ(), measureEnv+"=1")
+		cmd.Env = env
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
