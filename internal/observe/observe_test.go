@@ -32,12 +32,7 @@ func TestObserve_paginatesOneListPerKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 7; i++ {
-		vm := fixture.VM(fmt.Sprintf("vm-%d", i), fixture.InNamespace(ns))
-		vm.UID = ""
-		vm.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
-		if err := admin.Create(ctx, vm); err != nil {
-			t.Fatal(err)
-		}
+		createPaused(t, admin, fixture.VM(fmt.Sprintf("vm-%d", i), fixture.InNamespace(ns)))
 	}
 	var counter clients.Counter
 	c, err := clients.New(counter.Wrap(env.Config))
@@ -113,17 +108,8 @@ func TestObserve_readsOnlyTheKindsAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := fixture.VM("vm-k", fixture.InNamespace(ns))
-	vm.UID = ""
-	vm.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
-	hp := fixture.AttachmentPod("hp-volume-k", fixture.InNamespace(ns))
-	user := fixture.UserPod("app", fixture.InNamespace(ns))
-	for _, o := range []client.Object{vm, hp, user} {
-		o.SetUID("")
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPaused(t, admin, fixture.VM("vm-k", fixture.InNamespace(ns)), fixture.AttachmentPod("hp-volume-k", fixture.InNamespace(ns)),
+		fixture.UserPod("app", fixture.InNamespace(ns)))
 	var counter clients.Counter
 	c, err := clients.New(counter.Wrap(env.Config))
 	if err != nil {
@@ -180,17 +166,8 @@ func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		name := fmt.Sprintf("vm-p%d", i)
 		vm := fixture.VM(name, fixture.InNamespace(ns), fixture.WithVolume("hp", fixture.PVC("hp"), fixture.Hotpluggable()))
-		vm.UID = ""
-		vm.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
-		if err := admin.Create(ctx, vm); err != nil {
-			t.Fatal(err)
-		}
-		vmi := fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only"))
-		vmi.UID = ""
-		vmi.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
-		if err := admin.Create(ctx, vmi); err != nil {
-			t.Fatal(err)
-		}
+		createPaused(t, admin, vm)
+		createPaused(t, admin, fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only")))
 	}
 	var counter clients.Counter
 	pages, err := observe.NewPageReader(counter.Wrap(env.Config))
@@ -241,5 +218,19 @@ func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
 	_, err = observe.Observe(ctx, admin, observe.Options{Namespace: ns, Pages: denied, Kinds: snapshot.KindVMIs})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("want a forbidden error, got %v", err)
+	}
+}
+
+// createPaused creates objs as built, without their fixture UIDs, and
+// paused, so that the emulator leaves them as written (the VMI's status
+// too, which is written with the object).
+func createPaused(t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		o.SetUID("")
+		o.SetAnnotations(map[string]string{emulator.PausedAnnotation: "true"})
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
