@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tether-dev/tether/internal/check"
@@ -59,4 +61,25 @@ func FuzzAuditJSON(f *testing.F) {
 			t.Fatalf("streamed:\n%s\nwhole:\n%s", streamed.Bytes(), whole.Bytes())
 		}
 	})
+}
+
+// appendFinding writes Finding's fields by hand: a field added to Finding,
+// ObjectRef or Action must be added there too, or -o json would lose it.
+func TestAppendFinding_knowsEveryField(t *testing.T) {
+	for _, c := range []struct {
+		typ  reflect.Type
+		want []string
+	}{
+		{reflect.TypeOf(check.Finding{}), []string{"id", "check", "namespace", "object", "volume", "severity", "message", "evidence", "action"}},
+		{reflect.TypeOf(check.ObjectRef{}), []string{"kind", "name", "uid"}},
+		{reflect.TypeOf(check.Action{}), []string{"type", "safe", "blockedBy,omitempty", "remedy"}},
+	} {
+		var got []string
+		for i := 0; i < c.typ.NumField(); i++ {
+			got = append(got, c.typ.Field(i).Tag.Get("json"))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s has the JSON fields %v; appendFinding writes %v: teach it the change", c.typ, got, c.want)
+		}
+	}
 }

@@ -85,14 +85,9 @@ func streamAuditJSON(w io.Writer, r AuditReport) error {
 		return err
 	}
 	sep := ",\n  \"findings\": [\n    "
+	var b []byte
 	for i := range fs {
-		b, err := json.MarshalIndent(&fs[i], "    ", "  ")
-		if err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, sep); err != nil {
-			return err
-		}
+		b = appendFinding(append(b[:0], sep...), &fs[i])
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
