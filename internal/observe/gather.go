@@ -298,9 +298,9 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 		{kind: "PersistentVolumeClaim", list: &pvcs, skip: !k.Has(snapshot.KindPVCs)},
 		{kind: "DataVolume", list: &dvs, skip: o.NoDataVolumes || !k.Has(snapshot.KindDataVolumes), tolerate: lenient(isNoKind)},
 	}
+	viewKinds := []string{"Node", "VolumeAttachment", "PersistentVolume"}
 	for i, l := range []client.ObjectList{&nodes, &vas, &pvs} {
-		kind := []string{"Node", "VolumeAttachment", "PersistentVolume"}[i]
-		steps = append(steps, storageStep{kind: kind, list: l, cluster: true, skip: !k.Has(snapshot.KindStorage), failed: &view[i],
+		steps = append(steps, storageStep{kind: viewKinds[i], list: l, cluster: true, skip: !k.Has(snapshot.KindStorage), failed: &view[i],
 			tolerate: lenient(func(err error) bool { return apierrors.IsForbidden(err) || isNoKind(err) })})
 	}
 	steps = append(steps, storageStep{kind: "CSIDriver", list: &drivers, cluster: true, skip: !k.Has(snapshot.KindCSIDrivers),
@@ -320,7 +320,7 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 				continue
 			}
 			if apierrors.IsForbidden(err) {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("cannot list %ss (forbidden): StaleVolumeAttachment, MultiAttachConflict and BlockedDeletion of PVs checked nothing; grant list on nodes, volumeattachments and persistentvolumes", steps[4+i].kind))
+				s.Warnings = append(s.Warnings, fmt.Sprintf("cannot list %ss (forbidden): StaleVolumeAttachment, MultiAttachConflict and BlockedDeletion of PVs checked nothing; grant list on nodes, volumeattachments and persistentvolumes", viewKinds[i]))
 			}
 			return
 		}
