@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"math/rand"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/internal/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
@@ -27,6 +30,19 @@ func readsWorld(r *rand.Rand) (*snapshot.Snapshot, Policy) {
 		items = append(items, f.CSIDriver(f.CSIDriverName, r.Intn(2) == 0))
 	}
 	st := f.Snapshot(items...)
+	// Now and then the claim and its PV are stuck terminating on their
+	// protection finalizers, for BlockedDeletion to say who holds them.
+	gone := metav1.NewTime(now.Add(-time.Hour))
+	if r.Intn(3) == 0 {
+		for i := range st.PVCs {
+			st.PVCs[i].DeletionTimestamp, st.PVCs[i].Finalizers = &gone, []string{snapshot.PVCProtectionFinalizer}
+		}
+	}
+	if r.Intn(3) == 0 {
+		for i := range st.PVs {
+			st.PVs[i].DeletionTimestamp, st.PVs[i].Finalizers = &gone, []string{snapshot.PVProtectionFinalizer}
+		}
+	}
 	s := hot.Only(snapshot.AllKinds)
 	s.Pods = append(append(s.Pods, st.Pods...), s.AttachmentPods...)
 	s.PVCs = append(s.PVCs, st.PVCs...)
