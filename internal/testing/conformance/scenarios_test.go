@@ -9,8 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -55,10 +58,11 @@ func TestConformance_hotplugAndUnplugLifecycle(t *testing.T) {
 		s := w.status(ns, "vm", "data")
 		uidSet := s.HotplugVolume != nil && s.HotplugVolume.AttachPodUID != ""
 		pods := w.attachmentPods(t, ns)
+		from := w.resourceVersion(t, ns, "vm")
 		if err := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
 			t.Fatal(err)
 		}
-		detach := w.watchPhases(t, ns, "vm", "data", func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
+		detach := w.watchPhases(t, ns, "vm", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
 		eventually(t, 30*time.Second, "attachment pod deleted", func() bool { return w.attachmentPods(t, ns) == 0 })
 		return fmt.Sprintf("attach ends %s, UID set when Ready %v, attachment pods %d; unplug passes through UnMountedFromPod %v, ends with the entry gone",
 			last(attach), uidSet, pods, contains(detach, kubevirtv1.HotplugVolumeUnMounted))
@@ -88,8 +92,9 @@ func TestConformance_unplugWithHandlerDown(t *testing.T) {
 			stuck = string(s.Phase)
 		}
 		pods := w.attachmentPods(t, ns)
+		from := w.resourceVersion(t, ns, "vm")
 		w.handler.SetHandlerDown(node, false)
-		w.watchPhases(t, ns, "vm", "data", func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
+		w.watchPhases(t, ns, "vm", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
 		return fmt.Sprintf("with the handler down the entry is %s and attachment pods %d; with it back the unplug completes", stuck, pods)
 	}))
 }
@@ -99,8 +104,9 @@ func TestConformance_standaloneVMIRoute(t *testing.T) {
 	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
 		w.claim(t, ns, "data")
 		w.standalone(t, ns, "solo")
+		from := w.resourceVersion(t, ns, "solo")
 		err := kubevirt.AddVolume(context.Background(), w.sub, kubevirt.VMI, ns, "solo", fixture.AddVolumeOptions("data"))
-		phases := w.watchPhases(t, ns, "solo", "data", func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
+		phases := w.watchPhases(t, ns, "solo", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
 		return fmt.Sprintf("VMI route addvolume %s, ends %s", answer(err), last(phases))
 	}))
 }
@@ -109,20 +115,57 @@ func TestConformance_standaloneVMIRoute(t *testing.T) {
 // phases seen until it is Ready.
 func (w *kvWorld) hotplugReady(t *testing.T, ns, vm, claim string) []kubevirtv1.VolumePhase {
 	t.Helper()
+	from := w.resourceVersion(t, ns, vm)
 	if err := kubevirt.AddVolume(context.Background(), w.sub, kubevirt.VM, ns, vm, fixture.AddVolumeOptions(claim)); err != nil {
 		t.Fatal(err)
 	}
-	return w.watchPhases(t, ns, vm, claim, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
+	return w.watchPhases(t, ns, vm, claim, from, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
 }
 
-// watchPhases polls the volume's status every 20 ms until done, returning
-// the distinct phases seen ("" for no entry).
-func (w *kvWorld) watchPhases(t *testing.T, ns, vmi, vol string, done func(*kubevirtv1.VolumeStatus) bool) []kubevirtv1.VolumePhase {
+// resourceVersion is the VMI's resourceVersion ("" when it cannot be
+// read): taken before an action, watchPhases from it sees every status the
+// action led to.
+func (w *kvWorld) resourceVersion(t *testing.T, ns, name string) string {
 	t.Helper()
+	vmi, err := w.vmi(ns, name)
+	if err != nil {
+		return ""
+	}
+	return vmi.ResourceVersion
+}
+
+// watchPhases watches the VMI from resourceVersion from until done says
+// the volume's status is where it should end, and returns the distinct
+// phases of every version in between ("" for no entry). A watch, not a
+// poll: a phase that lasts a few milliseconds is still seen.
+func (w *kvWorld) watchPhases(t *testing.T, ns, vmi, vol, from string, done func(*kubevirtv1.VolumeStatus) bool) []kubevirtv1.VolumePhase {
+	t.Helper()
+	wc, err := client.NewWithWatch(w.env.Config(), client.Options{Scheme: clients.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wi, err := wc.Watch(ctx, &kubevirtv1.VirtualMachineInstanceList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": vmi},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: from}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Stop()
 	var seen []kubevirtv1.VolumePhase
-	end := time.Now().Add(60 * time.Second)
-	for time.Now().Before(end) {
-		s := w.status(ns, vmi, vol)
+	for ev := range wi.ResultChan() {
+		obj, ok := ev.Object.(*kubevirtv1.VirtualMachineInstance)
+		if !ok {
+			continue // a bookmark or an error status
+		}
+		var s *kubevirtv1.VolumeStatus
+		if ev.Type != watch.Deleted {
+			for i := range obj.Status.VolumeStatus {
+				if obj.Status.VolumeStatus[i].Name == vol {
+					s = &obj.Status.VolumeStatus[i]
+				}
+			}
+		}
 		p := kubevirtv1.VolumePhase("")
 		if s != nil {
 			p = s.Phase
@@ -133,7 +176,6 @@ func (w *kvWorld) watchPhases(t *testing.T, ns, vmi, vol string, done func(*kube
 		if done(s) {
 			return seen
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("volume %s of %s/%s: phases seen %v, never done", vol, ns, vmi, seen)
 	return nil
