@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -41,7 +42,13 @@ func NewPageReader(cfg *rest.Config) (*PageReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PageReader{hc: hc, host: cfg.Host}, nil
+	// The server's URL as client-go makes it: a host without a scheme
+	// gets one, and a path (an API proxy's prefix) is kept.
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &PageReader{hc: hc, host: strings.TrimSuffix(base.String(), "/")}, nil
 }
 
 var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/randfill"
 
@@ -101,5 +102,26 @@ func decodeWhole(t *testing.T, dec runtime.Decoder, body []byte, into runtime.Ob
 	t.Helper()
 	if _, _, err := dec.Decode(body, nil, into); err != nil {
 		t.Fatalf("the API machinery's decoder: %v", err)
+	}
+}
+
+// The page reader finds the server as client-go does: a host without a
+// scheme (https when TLS is configured, as here), or behind an API proxy's
+// path prefix, or with a trailing slash.
+func TestNewPageReader_serverURL(t *testing.T) {
+	for host, want := range map[string]string{
+		"https://10.0.0.1:6443":                     "https://10.0.0.1:6443",
+		"https://10.0.0.1:6443/":                    "https://10.0.0.1:6443",
+		"10.0.0.1:6443":                             "https://10.0.0.1:6443",
+		"https://rancher.example/k8s/clusters/c-1":  "https://rancher.example/k8s/clusters/c-1",
+		"https://rancher.example/k8s/clusters/c-1/": "https://rancher.example/k8s/clusters/c-1",
+	} {
+		p, err := NewPageReader(&rest.Config{Host: host, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+		if err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		if p.host != want {
+			t.Errorf("host %q: the page reader asks %q, want %q", host, p.host, want)
+		}
 	}
 }
