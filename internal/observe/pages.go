@@ -170,12 +170,6 @@ type wirePage[W any] struct {
 	Items    []W             `json:"items"`
 }
 
-// decodePage decodes one LIST page into the wire form W.
-func decodePage[W any](body []byte) (*wirePage[W], error) {
-	var pg wirePage[W]
-	return &pg, pg.decode(body)
-}
-
 // decode decodes one LIST page into pg, whose items' array it reuses:
 // they are zeroed first, so nothing of the page before survives in them
 // (what was copied out of them stays where it was).

@@ -125,3 +125,10 @@ func TestNewPageReader_serverURL(t *testing.T) {
 		}
 	}
 }
+
+// decodePage decodes one LIST page into the wire form W, as the page
+// reader does.
+func decodePage[W any](body []byte) (*wirePage[W], error) {
+	var pg wirePage[W]
+	return &pg, pg.decode(body)
+}
