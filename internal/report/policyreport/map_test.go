@@ -1,0 +1,56 @@
+package policyreport
+
+import (
+	"testing"
+
+	"github.com/tether-dev/tether/internal/check"
+)
+
+func finding(sev check.Severity, safe bool, block check.BlockReason) check.Finding {
+	return check.Finding{Check: check.OrphanHotplugVolume, Namespace: "ns", Severity: sev,
+		Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vmi", UID: "u1"},
+		Action: check.Action{Type: check.VMRemoveVolume, Safe: safe, BlockedBy: block}}
+}
+
+func TestResultAndSeverity(t *testing.T) {
+	cases := []struct {
+		name             string
+		f                check.Finding
+		result, severity string
+		scored           bool
+	}{
+		{"warning, safe -> fail, medium", finding(check.SeverityWarning, true, ""), Fail, Medium, true},
+		{"warning, report only -> fail, high", finding(check.SeverityWarning, false, ""), Fail, High, true},
+		{"warning, blocked by users -> fail, high", finding(check.SeverityWarning, false, check.HeldByUsers), Fail, High, true},
+		{"critical, blocked -> fail, critical", finding(check.SeverityCritical, false, check.VolumeInUse), Fail, Critical, true},
+		{"info -> warn, info", finding(check.SeverityInfo, false, check.VMIOnlyHotplug), Warn, Info, false},
+		{"unknown severity -> warn, info", finding("", false, ""), Warn, Info, false},
+		{"tenant unreachable -> error", finding(check.SeverityWarning, false, check.TenantUnreachable), Error, High, false},
+		{"KubeVirt CR unreadable -> error", finding(check.SeverityWarning, false, check.HotplugGateUnknown), Error, High, false},
+		{"VMI migrating -> skip", finding(check.SeverityWarning, false, check.VMIMigrating), Skip, High, false},
+		{"detach in progress -> skip", finding(check.SeverityWarning, false, check.DetachInProgress), Skip, High, false},
+		{"owner gone -> skip", finding(check.SeverityWarning, false, check.OwnerGone), Skip, High, false},
+		{"critical but terminating -> skip, critical", finding(check.SeverityCritical, false, check.VMITerminating), Skip, Critical, false},
+		{"info, tenant unreachable -> error, info", finding(check.SeverityInfo, false, check.TenantUnreachable), Error, Info, false},
+		{"node not fenced -> fail", finding(check.SeverityWarning, false, check.NodeNotFenced), Fail, High, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ResultFor(Entry{Finding: c.f})
+			if r.Result != c.result || r.Severity != c.severity || r.Scored != c.scored {
+				t.Errorf("got result %s severity %s scored %v, want %s %s %v", r.Result, r.Severity, r.Scored, c.result, c.severity, c.scored)
+			}
+		})
+	}
+}
+
+func TestParseAPI(t *testing.T) {
+	for in, want := range map[string]API{"": WGPolicy, "wgpolicyk8s.io/v1alpha2": WGPolicy, "openreports.io/v1alpha1": OpenReports} {
+		if got, err := ParseAPI(in); err != nil || got != want {
+			t.Errorf("ParseAPI(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseAPI("wgpolicyk8s.io/v1beta1"); err == nil {
+		t.Error("ParseAPI accepted an unsupported version")
+	}
+}
