@@ -56,9 +56,19 @@ func (e *Executor) fixStaleAttachment(f check.Finding, ev Evidence) action {
 
 func fencingReason(s *snapshot.Snapshot, va *storagev1.VolumeAttachment) string {
 	if n := s.Index().Node(va.Spec.NodeName); n != nil && snapshot.HasOutOfServiceTaint(n) {
-		return "out-of-service"
+		return metrics.FencedOutOfService
 	}
-	return "node-gone"
+	return metrics.FencedNodeGone
+}
+
+// Every forced-step series exists from the start at 0, so that a rate or
+// an increase of tether_forced_detach_total sees the first forced step.
+func init() {
+	for _, a := range []check.ActionType{check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer} {
+		for _, r := range []string{metrics.FencedOutOfService, metrics.FencedNodeGone} {
+			metrics.ForcedDetach.WithLabelValues(string(a), r)
+		}
+	}
 }
 
 // deleteHolders force-deletes (grace period 0) each pod, dry run first for

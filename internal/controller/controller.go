@@ -46,6 +46,9 @@ import (
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
+// gaugeInterval is how often the gauges are recounted from the caches.
+const gaugeInterval = 15 * time.Second
+
 // LeaderElectionID names the Lease the replicas compete for.
 const LeaderElectionID = "tether-controller.tether.dev"
 
@@ -166,13 +169,20 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tenants []*tenantWatch
 	if checks {
-		if err := setupChecks(mgr, o, policy, rs); err != nil {
+		if tenants, err = setupChecks(mgr, o, policy, rs); err != nil {
 			return nil, err
 		}
 	}
 	if o.Config.DanglingOnRestart.Enabled {
 		if err := setupRestart(mgr, o, rs); err != nil {
+			return nil, err
+		}
+	}
+	if checks || o.Config.DanglingOnRestart.Enabled {
+		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: tenants, now: o.Now}
+		if err := mgr.Add(g); err != nil {
 			return nil, err
 		}
 	}
@@ -383,29 +393,26 @@ func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Exec
 }
 
 // setupChecks registers the checks' reconcilers (hot-plug and storage, as
-// enabled), their tenant watches and the findings gauge.
-func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records) error {
+// enabled) and their tenant watches, which it returns.
+func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records) ([]*tenantWatch, error) {
 	tenants, sources, err := addTenants(mgr, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ex, err := newExecutor(o, policy, observe.Options{Tenants: sources})
 	if err != nil {
-		return err
-	}
-	if err := mgr.Add(findingGauge{cache: mgr.GetClient(), interval: 15 * time.Second}); err != nil {
-		return err
+		return nil, err
 	}
 	if o.Config.Enabled(check.OrphanHotplugVolume) {
 		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
 		if err := r.setup(mgr); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
-		return setupStorage(mgr, rs, ex, policy, o)
+		return tenants, setupStorage(mgr, rs, ex, policy, o)
 	}
-	return nil
+	return tenants, nil
 }
 
 // addTenants starts a watch of every configured tenant cluster.

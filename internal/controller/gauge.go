@@ -7,22 +7,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
-// findingGauge recounts the Finding records by check and phase from the
-// cache (no API request) every interval, for the tether_findings metric.
-type findingGauge struct {
+// gauges refreshes the controller's gauges every interval from its caches
+// and its own state (no API request): the Finding records by check, phase
+// and severity, the oldest open one, the blast-radius breaker and the
+// tenants' health.
+type gauges struct {
 	cache    client.Reader
 	interval time.Duration
+	// namespace holds the breaker record (findingrecord.Breaker).
+	namespace string
+	// budget is this process's blast-radius budget; nil when it has none.
+	budget  *budget
+	tenants []*tenantWatch
+	now     func() time.Time
 }
 
 // Start implements manager.Runnable.
-func (g findingGauge) Start(ctx context.Context) error {
+func (g gauges) Start(ctx context.Context) error {
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
 	for {
-		g.count(ctx)
+		g.refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -32,15 +41,76 @@ func (g findingGauge) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection: every replica reports what its cache holds.
-func (g findingGauge) NeedLeaderElection() bool { return false }
+func (g gauges) NeedLeaderElection() bool { return false }
 
-func (g findingGauge) count(ctx context.Context) {
+func (g gauges) refresh(ctx context.Context) {
+	g.tenantHealth()
 	var list v1alpha1.FindingList
 	if err := g.cache.List(ctx, &list); err != nil {
 		return
 	}
+	g.count(list.Items)
+	g.breaker(ctx)
+}
+
+// findingLabels are the labels of tether_findings and
+// tether_findings_oldest_timestamp_seconds.
+type findingLabels struct{ check, phase, severity string }
+
+// count sets tether_findings and tether_findings_oldest_timestamp_seconds
+// from the records; the breaker record is no finding (see breaker).
+func (g gauges) count(recs []v1alpha1.Finding) {
+	n := map[findingLabels]int{}
+	oldest := map[findingLabels]time.Time{}
+	for i := range recs {
+		f := &recs[i]
+		if f.Spec.Check == findingrecord.BreakerCheck {
+			continue
+		}
+		l := findingLabels{f.Spec.Check, string(f.Status.Phase), f.Status.Severity}
+		n[l]++
+		if first := f.Status.FirstObserved; first != nil && f.Status.Phase != v1alpha1.PhaseResolved {
+			if o, ok := oldest[l]; !ok || first.Time.Before(o) {
+				oldest[l] = first.Time
+			}
+		}
+	}
 	metrics.Findings.Reset()
-	for _, f := range list.Items {
-		metrics.Findings.WithLabelValues(f.Spec.Check, string(f.Status.Phase)).Inc()
+	for l, v := range n {
+		metrics.Findings.WithLabelValues(l.check, l.phase, l.severity).Set(float64(v))
+	}
+	metrics.FindingsOldest.Reset()
+	for l, t := range oldest {
+		metrics.FindingsOldest.WithLabelValues(l.check, l.phase, l.severity).Set(float64(t.Unix()))
+	}
+}
+
+// breaker sets tether_blast_radius_tripped from the breaker record, which
+// every process that records into the namespace honours, and from this
+// process's own budget (tripped before its record was written): a standby
+// replica and a restarted leader show a trip too.
+func (g gauges) breaker(ctx context.Context) {
+	br, err := findingrecord.Breaker(ctx, g.cache, g.namespace)
+	if err != nil {
+		return
+	}
+	tripped := br.Tripped || (g.budget != nil && g.budget.isTripped())
+	v := 0.0
+	if tripped {
+		v = 1
+	}
+	metrics.BlastRadiusTripped.Set(v)
+}
+
+// tenantHealth sets tether_tenant_up of every tenant: 1 while its evidence
+// counts (caches synced, no recent failure), as the checks read it.
+func (g gauges) tenantHealth() {
+	now := g.now()
+	for _, tw := range g.tenants {
+		v := 0.0
+		if ok, _ := tw.conn.reachable(tw.synced(), now); ok {
+			v = 1
+		}
+		metrics.TenantUp.WithLabelValues(tw.cfg.Name).Set(v)
 	}
 }

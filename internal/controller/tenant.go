@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/metrics"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
@@ -55,6 +56,8 @@ type tenantWatch struct {
 // connState records the last failure and the last success of the requests
 // the tenant's informers make.
 type connState struct {
+	// tenant names the tenant in tether_tenant_errors_total.
+	tenant  string
 	mu      sync.Mutex
 	lastErr time.Time
 	errMsg  string
@@ -65,6 +68,7 @@ func (c *connState) failed(at time.Time, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastErr, c.errMsg = at, err.Error()
+	metrics.TenantErrors.WithLabelValues(c.tenant).Inc()
 }
 
 func (c *connState) succeeded(at time.Time) {
@@ -140,7 +144,10 @@ func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
 		return nil, fmt.Errorf("config: tenants[%s].kubeconfig %s: %v", tc.Name, tc.Kubeconfig, err)
 	}
 	rc.UserAgent = "tether-controller"
-	conn := &connState{}
+	conn := &connState{tenant: tc.Name}
+	// Both series exist from the start: down until the caches have synced.
+	metrics.TenantUp.WithLabelValues(tc.Name).Set(0)
+	metrics.TenantErrors.WithLabelValues(tc.Name)
 	// The informers' requests are observed; the live re-reads of package
 	// act use rc as it is.
 	ic := rest.CopyConfig(rc)

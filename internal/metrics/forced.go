@@ -13,4 +13,10 @@ var ForcedDetach = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Forced steps on stale VolumeAttachments (bypassing the attacher's confirmation), by action and reason.",
 }, []string{"action", "reason"})
 
+// Reasons of ForcedDetach: the fencing evidence.
+const (
+	FencedOutOfService = "out-of-service"
+	FencedNodeGone     = "node-gone"
+)
+
 func init() { crmetrics.Registry.MustRegister(ForcedDetach) }

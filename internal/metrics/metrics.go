@@ -10,12 +10,21 @@ import (
 )
 
 var (
-	// Findings is the number of Finding objects by check and phase, set
-	// after every reconcile from the controller's own bookkeeping.
+	// Findings is the number of Finding records by check, phase and
+	// severity, recounted from the controller's cache every few seconds.
 	Findings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tether_findings",
-		Help: "Open findings by check and phase.",
-	}, []string{"check", "phase"})
+		Help: "Finding records by check, phase and severity.",
+	}, []string{"check", "phase", "severity"})
+
+	// FindingsOldest is, for the records of each check, phase and severity
+	// that are not Resolved, the first-observed time of the oldest one (Unix
+	// seconds): `time() - tether_findings_oldest_timestamp_seconds` is how
+	// long the oldest has been open.
+	FindingsOldest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tether_findings_oldest_timestamp_seconds",
+		Help: "First-observed time (Unix seconds) of the oldest open finding, by check, phase and severity.",
+	}, []string{"check", "phase", "severity"})
 
 	// Actions counts attempted actions by check, action type and outcome
 	// (Applied, Pending, Refused, Migrating, Failed).
@@ -30,10 +39,12 @@ var (
 		Help: "Findings that became blocked, by reason.",
 	}, []string{"check", "reason"})
 
-	// BlastRadiusTripped is 1 once the action limit was hit and acting stopped.
+	// BlastRadiusTripped is 1 while the blast-radius breaker is tripped:
+	// this process hit the action limit, or the breaker record in the
+	// controller's namespace shows a trip that no operator has reset.
 	BlastRadiusTripped = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tether_blast_radius_tripped",
-		Help: "1 when the controller stopped acting because the blast-radius limit was reached.",
+		Help: "1 while the blast-radius breaker is tripped and acting is stopped, until an operator resets it.",
 	})
 
 	// ReconcileSeconds is the latency of one reconcile.
@@ -53,5 +64,5 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Findings, Actions, Blocked, BlastRadiusTripped, ReconcileSeconds, GraceToActionSeconds)
+	crmetrics.Registry.MustRegister(Findings, FindingsOldest, Actions, Blocked, BlastRadiusTripped, ReconcileSeconds, GraceToActionSeconds)
 }

@@ -25,4 +25,40 @@ var Admission = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "VM writes reviewed by the protection webhook that add a PVC or DataVolume reference, by result (allowed, refused, unknown: let through unread).",
 }, []string{"result"})
 
-func init() { crmetrics.Registry.MustRegister(Admission) }
+func init() {
+	crmetrics.Registry.MustRegister(Admission, ProtectionDeleting, ProtectionDeletingOldest)
+	// Every result exists from the start at 0, so that a rate or an
+	// increase sees the first review.
+	for _, r := range []string{AdmissionAllowed, AdmissionRefused, AdmissionUnknown} {
+		Admission.WithLabelValues(r)
+	}
+}
+
+// States of an object being deleted that keeps the tether.dev/in-use
+// finalizer (label state of ProtectionDeleting).
+const (
+	// DeletingPostponed: a VM still uses it; its deletion waits for the VM,
+	// as intended.
+	DeletingPostponed = "postponed"
+	// DeletingReleasing: no VM uses it; the finalizer is due for release
+	// once protection.releaseDelay has passed since the deletion.
+	DeletingReleasing = "releasing"
+)
+
+var (
+	// ProtectionDeleting is the number of objects being deleted that keep
+	// the tether.dev/in-use finalizer, by kind and state, recounted from
+	// the controller's cache.
+	ProtectionDeleting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tether_protection_deleting",
+		Help: "Objects being deleted that keep the tether.dev/in-use finalizer, by kind and state (postponed: a VM uses it; releasing: no VM does, release due).",
+	}, []string{"kind", "state"})
+
+	// ProtectionDeletingOldest is the deletion time (Unix seconds) of the
+	// oldest of them, by kind and state; a series exists only while there
+	// is one.
+	ProtectionDeletingOldest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tether_protection_deleting_oldest_timestamp_seconds",
+		Help: "Deletion time (Unix seconds) of the oldest object being deleted that keeps the tether.dev/in-use finalizer, by kind and state (no series when there is none).",
+	}, []string{"kind", "state"})
+)

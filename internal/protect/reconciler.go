@@ -88,6 +88,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	var kinds []Kind
 	for _, k := range Kinds {
 		if !installed(mgr.GetRESTMapper(), k) {
 			o.Log.Info("not protected: the API is not installed", "kind", string(k))
@@ -98,8 +99,9 @@ func Setup(mgr manager.Manager, o Options) error {
 		if err := r.setup(mgr); err != nil {
 			return err
 		}
+		kinds = append(kinds, k)
 	}
-	return nil
+	return mgr.Add(deletingGauge{cache: mgr.GetClient(), kinds: kinds, interval: 15 * time.Second})
 }
 
 func (r *Reconciler) setup(mgr manager.Manager) error {

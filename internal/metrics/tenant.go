@@ -1,0 +1,25 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// TenantUp is 1 while a tenant cluster's evidence counts: its caches
+	// have synced and its API has not failed recently. 0 holds every
+	// finding the tenant concerns (Blocked, reason TenantUnreachable).
+	TenantUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tether_tenant_up",
+		Help: "1 while a tenant cluster's evidence is usable (caches synced, no recent API failure), else 0.",
+	}, []string{"tenant"})
+
+	// TenantErrors counts the failed requests, lists and watches of a
+	// tenant cluster's informers.
+	TenantErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tether_tenant_errors_total",
+		Help: "Failed requests, lists and watches against a tenant cluster's API.",
+	}, []string{"tenant"})
+)
+
+func init() { crmetrics.Registry.MustRegister(TenantUp, TenantErrors) }
