@@ -44,7 +44,7 @@ func FuzzAuditJSON(f *testing.F) {
 			s.Tenants = []snapshot.Tenant{{Name: ns, Error: evidence}}
 		}
 		var streamed, whole bytes.Buffer
-		if err := printAudit(&streamed, "json", s, fs); err != nil {
+		if err := printAudit(&streamed, auditPrint{format: "json"}, s, fs); err != nil {
 			t.Fatal(err)
 		}
 		if fs == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // clusterFlags are the kubectl-style flags that pick the cluster, the
@@ -27,6 +29,9 @@ type clusterFlags struct {
 	allNamespaces bool
 	selector      string
 	output        string
+	// formats are the output formats a command takes beyond table, json
+	// and yaml.
+	formats []string
 }
 
 // register binds the flags; selectorHelp says what --selector selects.
@@ -45,7 +50,10 @@ func (f *clusterFlags) checkOutput() error {
 	case "table", "json", "yaml":
 		return nil
 	}
-	return fmt.Errorf("--output %q is not supported: use table, json or yaml", f.output)
+	if slices.Contains(f.formats, f.output) {
+		return nil
+	}
+	return fmt.Errorf("--output %q is not supported: use %s", f.output, strings.Join(append([]string{"table", "json", "yaml"}, f.formats...), ", "))
 }
 
 // checkNamespaces checks that --namespace and --all-namespaces are not both given.
@@ -130,6 +138,9 @@ type options struct {
 	observe   observe.Options
 	output    string
 	minSev    check.Severity
+	// extraKinds are read beyond what the checks decide from (what an
+	// output format shows).
+	extraKinds snapshot.Kinds
 }
 
 // resolve turns the flags into options: first the checks that need only

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
 
@@ -100,21 +101,25 @@ func streamAuditJSON(w io.Writer, r AuditReport) error {
 // printAudit writes the audit report: an AuditReport document for json and
 // yaml; for table, the tenant and snapshot warnings, one row per finding,
 // then each finding's evidence and remedy.
-func printAudit(out io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
+func printAudit(out io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Finding) error {
 	if fs == nil {
 		fs = []check.Finding{}
 	}
 	// One write per 64 KiB, not one per line: an audit may print hundreds
 	// of thousands of lines.
 	w := bufio.NewWriterSize(out, 64<<10)
-	if err := writeAudit(w, format, s, fs); err != nil {
+	if err := writeAudit(w, p, s, fs); err != nil {
 		return err
 	}
 	return w.Flush()
 }
 
-func writeAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
-	if format != "table" {
+func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Finding) error {
+	switch format := p.format; format {
+	case "policyreport":
+		return writePolicyReports(w, p, fs)
+	case "table":
+	default:
 		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}
 		for _, t := range s.Tenants {
 			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error,
@@ -221,15 +226,7 @@ func printPlan(w io.Writer, format string, items []planItem, applied bool) error
 }
 
 // status says in a word or two whether an action is safe, and if not why.
-func status(a check.Action) string {
-	if a.Safe {
-		return "safe"
-	}
-	if a.BlockedBy == "" {
-		return "report only"
-	}
-	return "blocked: " + string(a.BlockedBy)
-}
+func status(a check.Action) string { return policyreport.Status(a) }
 
 // kindShort is the short, kubectl-style name the tables show for kind;
 // other kinds in lower case.

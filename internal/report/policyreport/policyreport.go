@@ -201,6 +201,19 @@ type Options struct {
 	// Cluster always gets a cluster report, empty when there are no
 	// cluster-scoped findings.
 	Cluster bool
+	// ClusterName names the cluster report (default Name). An audit of one
+	// namespace names its own (ClusterNameFor), so that it replaces only
+	// what an earlier audit of that namespace wrote.
+	ClusterName string
+}
+
+// ClusterNameFor is the name of the cluster report of an audit of
+// namespace ns ("" = all namespaces): Name, or Name-ns.
+func ClusterNameFor(ns string) string {
+	if ns == "" {
+		return Name
+	}
+	return Name + "-" + ns
 }
 
 // Build returns the reports of es: the namespaced reports sorted by
@@ -229,7 +242,11 @@ func Build(es []Entry, o Options) []Report {
 		out = append(out, newReport(o.API, namespaced, ns, byNS[ns]))
 	}
 	if o.Cluster || len(cluster) > 0 {
-		out = append(out, newReport(o.API, clusterKind, "", cluster))
+		r := newReport(o.API, clusterKind, "", cluster)
+		if o.ClusterName != "" {
+			r.Metadata.Name = o.ClusterName
+		}
+		out = append(out, r)
 	}
 	return out
 }

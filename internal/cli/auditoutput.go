@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// auditFormats are the output formats of `tether audit` beyond table, json
+// and yaml: policy report objects and a Graphviz picture.
+var auditFormats = []string{"policyreport"}
+
+// dotReads are the kinds -o dot shows around each finding, whatever the
+// checks read.
+var dotReads = snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPVCs | snapshot.KindStorage
+
+// reportFlags are audit's flags of the report formats.
+type reportFlags struct {
+	api string
+}
+
+// register binds the flags to fs.
+func (r *reportFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&r.api, "report-api", "", fmt.Sprintf("with -o policyreport, the API to write: %s (PolicyReport, the default) or %s (Report)", policyreport.WGPolicy, policyreport.OpenReports))
+}
+
+// parse checks --report-api against --output.
+func (r *reportFlags) parse(output string) (policyreport.API, error) {
+	if r.api != "" && output != "policyreport" {
+		return "", fmt.Errorf("--report-api is for -o policyreport: drop it, or pass -o policyreport")
+	}
+	api, err := policyreport.ParseAPI(r.api)
+	if err != nil {
+		return "", fmt.Errorf("--report-api: %v", err)
+	}
+	return api, nil
+}
+
+// auditPrint says how to print an audit.
+type auditPrint struct {
+	format string
+	// api is the policy report API (-o policyreport).
+	api policyreport.API
+	// namespace is the one namespace in scope, "" for all.
+	namespace string
+	// now is the timestamp of policy report results.
+	now time.Time
+}
+
+// reportList is the `audit -o policyreport` document: a List that
+// `kubectl apply -f -` takes.
+type reportList struct {
+	APIVersion string                `json:"apiVersion"`
+	Kind       string                `json:"kind"`
+	Items      []policyreport.Report `json:"items"`
+}
+
+// writePolicyReports writes fs as a YAML List of policy reports: one per
+// namespace with findings (and the one namespace in scope, so that a rerun
+// with no findings there empties it) and the cluster report of the scope.
+func writePolicyReports(w io.Writer, p auditPrint, fs []check.Finding) error {
+	es := make([]policyreport.Entry, len(fs))
+	for i, f := range fs {
+		es[i] = policyreport.Entry{Finding: f, Seen: p.now}
+	}
+	o := policyreport.Options{API: p.api, Cluster: true, ClusterName: policyreport.ClusterNameFor(p.namespace)}
+	if p.namespace != "" {
+		o.Namespaces = []string{p.namespace}
+	}
+	return encode(w, "yaml", reportList{APIVersion: "v1", Kind: "List", Items: policyreport.Build(es, o)})
+}
