@@ -4,14 +4,24 @@ BIN     := bin
 ENV_DIR := .tether-env
 PKGS    := ./...
 
+# What a build says it is (tether version), from git. SOURCE_DATE_EPOCH, the
+# commit's time, stands for the build date and every timestamp in the image
+# and archives, so two builds of one commit are the same bytes.
+VERSION           ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT            ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+VERSION_PKG       := github.com/tether-dev/tether/internal/version
+LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
+
 .PHONY: all build controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
-## build: the tether binary (also the kubectl plugin kubectl-tether), the emulator and the env launcher
+## build: the tether binary (also the kubectl plugin kubectl-tether, with kubectl_complete-tether for its completion), the emulator and the env launcher
 build:
-	$(GO) build -o $(BIN)/tether ./cmd/tether
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether ./cmd/tether
 	ln -sf tether $(BIN)/kubectl-tether
+	install -m 0755 hack/kubectl_complete-tether $(BIN)/kubectl_complete-tether
 	$(GO) build -o $(BIN)/kubevirt-emulator ./cmd/kubevirt-emulator
 	$(GO) build -o $(BIN)/tether-env ./cmd/tether-env
 

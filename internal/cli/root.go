@@ -1,6 +1,7 @@
 // Package cli is tether's command line: audit (report), fix (supervised
-// one-time cleanup, dry run unless --apply) and version. It wires flags to
-// observe → check → act and renders the results; it holds no decisions.
+// one-time cleanup, dry run unless --apply), version and shell completion.
+// It wires flags to observe → check → act and renders the results; it holds
+// no decisions.
 package cli
 
 import (
@@ -21,10 +22,8 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/observe"
 	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/version"
 )
-
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
 
 // Exit codes (contract).
 const (
@@ -74,7 +73,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newAudit(), newFix(), newController(), newChecks(), newVersion(), newProtect(), newManifests())
+	root.AddCommand(newAudit(), newFix(), newController(), newChecks(), newVersion(), newProtect(), newManifests(), newCompletion())
 	return root
 }
 
@@ -99,17 +98,42 @@ func runOptions(cmd *cobra.Command, o commandOptions) error {
 	return o.Run(cmd.Context())
 }
 
-// newVersion is `tether version`.
+// newVersion is `tether version`: what this build is and what it was built
+// against, for people (the default) or scripts (-o json|yaml).
 func newVersion() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, commit, build date, Go version and the KubeVirt and Kubernetes APIs built against",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "tether %s\n", Version)
-			return nil
+			i := version.Get()
+			switch output {
+			case "json", "yaml":
+				return encode(cmd.OutOrStdout(), output, i)
+			case "":
+				return printVersion(cmd.OutOrStdout(), i)
+			}
+			return fmt.Errorf("--output %q is not supported by version: use json or yaml, or leave it out for text", output)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: text)")
+	return cmd
+}
+
+// printVersion writes i as aligned lines, "unknown" for what the build did
+// not record.
+func printVersion(w io.Writer, i version.Info) error {
+	or := func(s string) string {
+		if s == "" {
+			return "unknown"
+		}
+		return s
+	}
+	_, err := fmt.Fprintf(w, "tether %s\n  commit:          %s\n  built:           %s\n  go:              %s\n  platform:        %s\n  %-16s %s\n  %-16s %s\n",
+		i.Version, or(i.Commit), or(i.BuildDate), i.GoVersion, i.Platform,
+		version.KubeVirtAPIModule+":", or(i.KubeVirtAPI), version.KubernetesAPIModule+":", or(i.KubernetesAPI))
+	return err
 }
 
 // newChecks is `tether checks`: the name and doc line of every check.
