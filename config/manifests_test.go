@@ -4,11 +4,8 @@
 package manifests_test
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -20,12 +17,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-dev/tether/config/crd"
 	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/testing/manifest"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -38,57 +35,14 @@ const (
 )
 
 // build runs kubectl kustomize on a directory under config/.
-func build(t *testing.T, dir string) []byte {
-	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed")
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(kubectl, "kustomize", dir)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
-	}
-	return out
-}
+func build(t *testing.T, dir string) []byte { return manifest.Kustomize(t, dir) }
 
 // objects splits a multi-document YAML stream into objects.
 func objects(t *testing.T, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*unstructured.Unstructured
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			break
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("a document does not parse: %v\n%s", err, doc)
-		}
-		if len(u.Object) == 0 {
-			continue // comments only
-		}
-		out = append(out, u)
-	}
-	return out
+	return manifest.Objects(t, data)
 }
 
-func into(t *testing.T, u *unstructured.Unstructured, v any) {
-	t.Helper()
-	data, err := yaml.Marshal(u.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(data, v); err != nil {
-		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
+func into(t *testing.T, u *unstructured.Unstructured, v any) { manifest.Into(t, u, v) }
 
 // find returns the only object of a kind.
 func find(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {

@@ -26,6 +26,7 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/testing/authz"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -105,30 +106,30 @@ func TestNamespacedRBAC(t *testing.T) {
 	}
 	applyObjects(t, env, objs)
 	user := "system:serviceaccount:" + own + ":" + rbac.ServiceAccount
-	as := impersonate(t, env, user)
-	as.waitAllowed("list", pods, a)
+	as := authz.As(t, env.Config, user)
+	as.WaitAllowed("list", pods, a)
 
 	for _, ns := range []string{a, b} {
 		for _, r := range []string{pods, vmis, vms, pvcs, dvs} {
-			as.want(true, "list", r, ns)
+			as.Want(true, "list", r, ns)
 		}
-		as.want(true, "patch", findings, ns)
-		as.want(false, "patch", pvcs, ns) // no --protection
-		as.want(false, "get", namespaces, ns)
-		as.want(false, "delete", pods, ns)
+		as.Want(true, "patch", findings, ns)
+		as.Want(false, "patch", pvcs, ns) // no --protection
+		as.Want(false, "get", namespaces, ns)
+		as.Want(false, "delete", pods, ns)
 	}
-	as.want(true, "list", kubevirts, "")
-	as.want(true, "list", findings, own)
-	as.want(true, "patch", findings, own)
-	as.want(false, "list", pods, own)
+	as.Want(true, "list", kubevirts, "")
+	as.Want(true, "list", findings, own)
+	as.Want(true, "patch", findings, own)
+	as.Want(false, "list", pods, own)
 	for _, r := range []string{pods, vmis, vms, pvcs, findings} {
-		as.want(false, "list", r, other)
-		as.want(false, "list", r, "")
+		as.Want(false, "list", r, other)
+		as.Want(false, "list", r, "")
 	}
 	for _, r := range []string{nodes, pvs, attachments} {
-		as.want(false, "list", r, "")
+		as.Want(false, "list", r, "")
 	}
-	as.want(false, "list", revisions, a)
+	as.Want(false, "list", revisions, a)
 
 	cfg := config.Default()
 	cfg.Scope.Namespaces = []string{a, b}
@@ -151,12 +152,12 @@ func TestNamespacedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyObjects(t, env, objs)
-	as.waitAllowed("patch", pvcs, a)
-	as.want(true, "patch", revisions, b)
-	as.want(true, "get", namespaces, a)
-	as.want(false, "get", namespaces, other)
-	as.want(false, "patch", pvcs, other)
-	as.want(false, "delete", pvcs, a)
+	as.WaitAllowed("patch", pvcs, a)
+	as.Want(true, "patch", revisions, b)
+	as.Want(true, "get", namespaces, a)
+	as.Want(false, "get", namespaces, other)
+	as.Want(false, "patch", pvcs, other)
+	as.Want(false, "delete", pvcs, a)
 
 	storage := cfg
 	storage.Checks = map[string]config.CheckConfig{check.StaleVolumeAttachment: {Enabled: true}}
