@@ -50,7 +50,7 @@ func TestWebhookBuild(t *testing.T) {
 		len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "webhook" || svc.Spec.Ports[0].Port != 443 {
 		t.Errorf("Service ports %+v do not reach the container's webhook port (%+v)", svc.Spec.Ports, c.Ports)
 	}
-	for _, arg := range []string{"--webhook-bind-address=:9443", "--webhook-cert-dir=/etc/tether/webhook-tls", "--config=/etc/tether/config.yaml"} {
+	for _, arg := range []string{"--webhook-bind-address=:9443", "--webhook-cert-dir=/etc/tether/webhook-tls", "--config=/etc/tether/config.yaml", "--metrics-bind-address=:8443"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args %v lack %s", c.Args, arg)
 		}
