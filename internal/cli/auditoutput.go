@@ -8,17 +8,17 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/report/dot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
-	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // auditFormats are the output formats of `tether audit` beyond table, json
 // and yaml: policy report objects and a Graphviz picture.
-var auditFormats = []string{"policyreport"}
+var auditFormats = []string{"policyreport", "dot"}
 
 // dotReads are the kinds -o dot shows around each finding, whatever the
 // checks read.
-var dotReads = snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPVCs | snapshot.KindStorage
+const dotReads = dot.Reads
 
 // reportFlags are audit's flags of the report formats.
 type reportFlags struct {

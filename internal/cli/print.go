@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/report/dot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/snapshot"
 )
@@ -118,6 +119,8 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Find
 	switch format := p.format; format {
 	case "policyreport":
 		return writePolicyReports(w, p, fs)
+	case "dot":
+		return dot.Write(w, s, fs)
 	case "table":
 	default:
 		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}

@@ -1,0 +1,269 @@
+// Package dot draws the world around each finding as a Graphviz graph:
+// VM → VMI → volume → attachment pod → node, and claim → PV →
+// VolumeAttachment → node (with the tenants' VolumeAttachments of the
+// volume, when tenants are configured). Each finding is one cluster
+// subgraph labelled with its id, check and message; its subject and the
+// edges that touch it are drawn red and bold, objects that are missing are
+// dashed.
+//
+// The package only renders a snapshot and findings it is given: it never
+// reads a cluster and never decides. Its output is stable: the same
+// snapshot and findings give the same bytes.
+package dot
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	storagev1 "k8s.io/api/storage/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/snapshot"
+)
+
+// Reads are the snapshot kinds the pictures show.
+const Reads = snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPVCs | snapshot.KindStorage
+
+// Write writes one digraph of fs over s.
+func Write(w io.Writer, s *snapshot.Snapshot, fs []check.Finding) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "digraph tether {")
+	fmt.Fprintln(bw, "  rankdir=LR;")
+	fmt.Fprintln(bw, `  node [shape=box, style="rounded", fontname="Helvetica", fontsize=10];`)
+	fmt.Fprintln(bw, `  edge [fontname="Helvetica", fontsize=9];`)
+	fs = slices.Clone(fs)
+	slices.SortStableFunc(fs, func(a, b check.Finding) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Check, b.Check), cmp.Compare(a.Object.Name, b.Object.Name),
+			cmp.Compare(a.Volume, b.Volume), cmp.Compare(a.ID, b.ID))
+	})
+	ix := s.Index()
+	for i, f := range fs {
+		g := &graph{prefix: fmt.Sprintf("f%d_", i), ix: ix, f: f}
+		g.build()
+		g.write(bw, i)
+	}
+	fmt.Fprintln(bw, "}")
+	return bw.Flush()
+}
+
+type node struct {
+	id, label string
+	subject   bool
+	missing   bool
+}
+
+type edge struct {
+	from, to, label string
+	drift           bool
+}
+
+// graph is the world around one finding.
+type graph struct {
+	prefix string
+	ix     *snapshot.Index
+	f      check.Finding
+	nodes  []*node
+	byID   map[string]*node
+	edges  []edge
+	seen   map[[2]string]bool
+}
+
+// add returns the node of kind/ns/name, adding it once.
+func (g *graph) add(kind, ns, name string, missing bool) string {
+	id := g.prefix + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, kind+"_"+ns+"_"+name)
+	if g.byID == nil {
+		g.byID = map[string]*node{}
+	}
+	if n, ok := g.byID[id]; ok {
+		return n.id
+	}
+	label := kind + "\n" + name
+	if missing {
+		label += "\n(missing)"
+	}
+	n := &node{id: id, label: label, missing: missing,
+		subject: kind == g.f.Object.Kind && name == g.f.Object.Name && (ns == g.f.Namespace || ns == "")}
+	g.nodes = append(g.nodes, n)
+	g.byID[id] = n
+	return id
+}
+
+func (g *graph) link(from, to, label string) {
+	if g.seen == nil {
+		g.seen = map[[2]string]bool{}
+	}
+	if g.seen[[2]string{from, to}] {
+		return
+	}
+	g.seen[[2]string{from, to}] = true
+	drift := g.byID[from].subject || g.byID[to].subject
+	g.edges = append(g.edges, edge{from: from, to: to, label: label, drift: drift})
+}
+
+func (g *graph) build() {
+	f, ns := g.f, g.f.Namespace
+	switch f.Object.Kind {
+	case "VirtualMachineInstance":
+		g.vmi(ns, f.Object.Name, f.Volume)
+	case "VirtualMachine":
+		vm := g.add("VirtualMachine", ns, f.Object.Name, g.ix.VM(ns, f.Object.Name) == nil)
+		if vmi := g.ix.VMI(ns, f.Object.Name); vmi != nil {
+			g.link(vm, g.vmi(ns, vmi.Name, f.Volume), "runs")
+		} else if f.Volume != "" {
+			g.link(vm, g.volume(ns, f.Volume, nil, g.ix.VM(ns, f.Object.Name)), "volume")
+		}
+	case "Pod":
+		g.pod(ns, f.Object.Name)
+	case "PersistentVolumeClaim", "DataVolume":
+		g.claim(ns, f.Object.Name)
+	case "PersistentVolume", "VolumeAttachment":
+		g.pv(f.Volume)
+		// Its own node, when no PV names it (an inline volume).
+		g.add(f.Object.Kind, "", f.Object.Name, false)
+	default:
+		g.add(f.Object.Kind, ns, f.Object.Name, false)
+	}
+}
+
+// vmi adds the VMI with its VM and the volume's chain; it returns its node.
+func (g *graph) vmi(ns, name, volume string) string {
+	v := g.ix.VMI(ns, name)
+	id := g.add("VirtualMachineInstance", ns, name, v == nil)
+	vm := g.ix.VM(ns, name)
+	if vm != nil {
+		g.link(g.add("VirtualMachine", ns, name, false), id, "runs")
+	}
+	if v == nil {
+		return id
+	}
+	if v.Status.NodeName != "" {
+		g.link(id, g.add("Node", "", v.Status.NodeName, g.ix.Node(v.Status.NodeName) == nil), "runs on")
+	}
+	if volume != "" {
+		g.link(id, g.volume(ns, volume, v, vm), "hot-plug")
+	}
+	return id
+}
+
+// volume adds a volume of a VMI (or VM) with its attachment pod and claim.
+func (g *graph) volume(ns, name string, vmi *kubevirtv1.VirtualMachineInstance, vm *kubevirtv1.VirtualMachine) string {
+	id := g.add("Volume", ns, name, false)
+	var claim string
+	if vmi != nil {
+		if v := snapshot.VMIVolume(vmi, name); v != nil {
+			claim = snapshot.ClaimName(v)
+		}
+		for i := range vmi.Status.VolumeStatus {
+			vs := &vmi.Status.VolumeStatus[i]
+			if vs.Name != name || vs.HotplugVolume == nil || vs.HotplugVolume.AttachPodName == "" {
+				continue
+			}
+			g.link(id, g.pod(ns, vs.HotplugVolume.AttachPodName), "attached by")
+			if claim == "" && vs.PersistentVolumeClaimInfo != nil {
+				claim = vs.PersistentVolumeClaimInfo.ClaimName
+			}
+		}
+	}
+	if claim == "" && vm != nil {
+		if v := snapshot.VMVolume(vm, name); v != nil {
+			claim = snapshot.ClaimName(v)
+		}
+	}
+	if claim != "" {
+		g.link(id, g.claim(ns, claim), "claim")
+	}
+	return id
+}
+
+// pod adds a pod with its node.
+func (g *graph) pod(ns, name string) string {
+	p := g.ix.AttachmentPod(ns, name)
+	id := g.add("Pod", ns, name, p == nil)
+	if p != nil && p.Spec.NodeName != "" {
+		g.link(id, g.add("Node", "", p.Spec.NodeName, g.ix.Node(p.Spec.NodeName) == nil), "on")
+	}
+	return id
+}
+
+// claim adds a claim with its PV, the PV's attachments and the tenants'.
+func (g *graph) claim(ns, name string) string {
+	c := g.ix.PVC(ns, name)
+	id := g.add("PersistentVolumeClaim", ns, name, c == nil)
+	if c != nil && c.Spec.VolumeName != "" {
+		g.link(id, g.pv(c.Spec.VolumeName), "bound to")
+	}
+	for _, t := range g.ix.TenantsFor(ns) {
+		for _, a := range t.Attachments(name) {
+			va := g.add("VolumeAttachment", "tenant "+t.Name, a.Name, false)
+			g.link(va, id, "tenant wants")
+			if a.Node != "" {
+				g.link(va, g.add("Node", "tenant "+t.Name, a.Node, false), "on")
+			}
+		}
+	}
+	return id
+}
+
+// pv adds a PV with its VolumeAttachments.
+func (g *graph) pv(name string) string {
+	if name == "" {
+		return ""
+	}
+	p := g.ix.PV(name)
+	id := g.add("PersistentVolume", "", name, p == nil)
+	for _, va := range g.ix.VolumeAttachmentsOf(name) {
+		g.link(id, g.va(va), "attached via")
+	}
+	return id
+}
+
+// va adds a VolumeAttachment with its node.
+func (g *graph) va(va *storagev1.VolumeAttachment) string {
+	id := g.add("VolumeAttachment", "", va.Name, false)
+	if n := va.Spec.NodeName; n != "" {
+		g.link(id, g.add("Node", "", n, g.ix.Node(n) == nil), "to node")
+	}
+	return id
+}
+
+func (g *graph) write(w io.Writer, i int) {
+	f := g.f
+	fmt.Fprintf(w, "  subgraph cluster_%d {\n", i)
+	fmt.Fprintf(w, "    label=%s;\n", quote(fmt.Sprintf("%s %s (%s)\n%s", f.ID, f.Check, f.Severity, f.Message)))
+	fmt.Fprintln(w, `    style="rounded"; color="gray60"; fontname="Helvetica"; fontsize=10;`)
+	for _, n := range g.nodes {
+		attrs := []string{"label=" + quote(n.label)}
+		switch {
+		case n.subject:
+			attrs = append(attrs, `color="red"`, `fontcolor="red"`, "penwidth=2.5")
+		case n.missing:
+			attrs = append(attrs, `style="rounded,dashed"`, `color="gray50"`)
+		}
+		fmt.Fprintf(w, "    %s [%s];\n", n.id, strings.Join(attrs, ", "))
+	}
+	for _, e := range g.edges {
+		attrs := []string{"label=" + quote(e.label)}
+		if e.drift {
+			attrs = append(attrs, `color="red"`, "penwidth=2.5")
+		}
+		fmt.Fprintf(w, "    %s -> %s [%s];\n", e.from, e.to, strings.Join(attrs, ", "))
+	}
+	fmt.Fprintln(w, "  }")
+}
+
+// quote is s as a DOT string: backslash and quote escaped, newlines as
+// centred line breaks.
+func quote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", "")
+	return `"` + r.Replace(s) + `"`
+}
