@@ -82,8 +82,10 @@ func result() apiextensionsv1.JSONSchemaProps {
 	return r
 }
 
-func str() apiextensionsv1.JSONSchemaProps     { return apiextensionsv1.JSONSchemaProps{Type: "string"} }
-func integer() apiextensionsv1.JSONSchemaProps { return apiextensionsv1.JSONSchemaProps{Type: "integer"} }
+func str() apiextensionsv1.JSONSchemaProps { return apiextensionsv1.JSONSchemaProps{Type: "string"} }
+func integer() apiextensionsv1.JSONSchemaProps {
+	return apiextensionsv1.JSONSchemaProps{Type: "integer"}
+}
 
 func obj(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
 	return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
