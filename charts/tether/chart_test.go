@@ -32,10 +32,12 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
 
+// The release is installed as "tether" into namespace tether-system unless
+// a test says otherwise; name is the controller's objects' name.
 const (
 	release   = "tether"
 	namespace = "tether-system"
-	name      = "tether-controller"
+	name      = rbac.ServiceAccount
 )
 
 // ciFiles are the values files in ci/, by name without "-values.yaml".
