@@ -103,7 +103,28 @@ type Config struct {
 	// DanglingOnRestart removes dangling hot-plugged references of VMs in
 	// scope that are about to start (docs/controller.md).
 	DanglingOnRestart DanglingOnRestartConfig `json:"danglingOnRestart"`
+	// PolicyReports also writes the open findings as policy reports
+	// (docs/reports.md).
+	PolicyReports PolicyReportsConfig `json:"policyReports"`
 }
+
+// PolicyReportsConfig configures the policy reports the controller keeps in
+// step with its open findings: one namespaced report per namespace with
+// findings, and the cluster report.
+type PolicyReportsConfig struct {
+	// Enabled writes them (opt-in; `tether controller --policy-reports`).
+	Enabled bool `json:"enabled"`
+	// API is the report API: wgpolicyk8s.io/v1alpha2 (PolicyReport, the
+	// default when empty) or openreports.io/v1alpha1 (Report).
+	API string `json:"api"`
+	// Interval is the shortest time between two writes of one report: the
+	// changes of a busy cluster are batched into one write per report per
+	// interval. Default 10s.
+	Interval metav1.Duration `json:"interval"`
+}
+
+// DefaultPolicyReportInterval is the default policyReports.interval.
+const DefaultPolicyReportInterval = 10 * time.Second
 
 // DanglingOnRestartConfig configures the "on restart" mode: when a VM in
 // scope is about to start, or fails to start, and its spec refers to a
@@ -246,6 +267,7 @@ func Default() Config {
 		DanglingOnRestart: DanglingOnRestartConfig{
 			Settle: metav1.Duration{Duration: DefaultDanglingSettle},
 		},
+		PolicyReports: PolicyReportsConfig{Interval: metav1.Duration{Duration: DefaultPolicyReportInterval}},
 	}
 }
 

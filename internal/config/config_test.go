@@ -35,6 +35,7 @@ func TestDefault(t *testing.T) {
 		ActionTimeout:     dur(2 * time.Minute),
 		Protection:        ProtectionConfig{ReleaseDelay: dur(35 * time.Second)},
 		DanglingOnRestart: DanglingOnRestartConfig{Settle: dur(30 * time.Second)},
+		PolicyReports:     PolicyReportsConfig{Interval: dur(10 * time.Second)},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Default() = %+v\nwant %+v", c, want)
@@ -538,6 +539,28 @@ func TestDanglingOnRestart(t *testing.T) {
 	}
 	if Default().DanglingOnRestart.Enabled {
 		t.Error("danglingOnRestart must be opt-in")
+	}
+}
+
+func TestPolicyReports(t *testing.T) {
+	c, err := Parse([]byte("policyReports:\n  enabled: true\n  api: openreports.io/v1alpha1\n  interval: 30s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PolicyReports.Enabled || c.PolicyReports.API != "openreports.io/v1alpha1" || c.PolicyReports.Interval.Duration != 30*time.Second {
+		t.Errorf("policyReports = %+v", c.PolicyReports)
+	}
+	for doc, field := range map[string]string{
+		"policyReports: {api: wgpolicyk8s.io/v1}\n": "policyReports.api",
+		"policyReports: {interval: 0s}\n":           "policyReports.interval",
+		"policyReports: {enable: true}\n":           "policyReports.enable",
+	} {
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: error %v, want one naming %s", doc, err, field)
+		}
+	}
+	if Default().PolicyReports.Enabled {
+		t.Error("policyReports must be opt-in")
 	}
 }
 

@@ -13,11 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/report/policyreport"
 )
 
 // positiveDurations are the durations that must be above zero. Every other
 // duration must not be negative.
-var positiveDurations = []string{"blastRadius.interval", "backoff.base", "backoff.max", "actionTimeout"}
+var positiveDurations = []string{"blastRadius.interval", "backoff.base", "backoff.max", "actionTimeout", "policyReports.interval"}
 
 // Validate reports every problem at once, each naming its field and the fix.
 // Parse runs it on every file; a Config built in code (Default and edits)
@@ -40,6 +41,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BlastRadius.MaxActions < 1 {
 		errs = append(errs, fmt.Errorf("blastRadius.maxActions: must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions))
+	}
+	if _, err := policyreport.ParseAPI(c.PolicyReports.API); err != nil {
+		errs = append(errs, fmt.Errorf("policyReports.api: %w", err))
 	}
 	if b, m := c.Backoff.Base.Duration, c.Backoff.Max.Duration; b > 0 && m > 0 && b > m {
 		errs = append(errs, fmt.Errorf("backoff: base %s is longer than max %s: make base at most max", b, m))
