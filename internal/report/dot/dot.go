@@ -2,9 +2,11 @@
 // VM → VMI → volume → attachment pod → node, and claim → PV →
 // VolumeAttachment → node (with the tenants' VolumeAttachments of the
 // volume, when tenants are configured). Each finding is one cluster
-// subgraph labelled with its id, check and message; its subject and the
-// edges that touch it are drawn red and bold, objects that are missing are
-// dashed.
+// subgraph labelled with its id, check, message and what tether would do.
+// The drift is drawn red and bold: the finding's subject, its volume and
+// the edge between them, and every edge to an object that is missing (a
+// deleted claim, a gone node, a tenant that attaches nothing). Missing
+// objects are dashed.
 //
 // The package only renders a snapshot and findings it is given: it never
 // reads a cluster and never decides. Its output is stable: the same
@@ -53,7 +55,7 @@ func Write(w io.Writer, s *snapshot.Snapshot, fs []check.Finding) error {
 
 type node struct {
 	id, label string
-	subject   bool
+	subject   bool // the finding's object, or its volume
 	missing   bool
 }
 
@@ -92,7 +94,8 @@ func (g *graph) add(kind, ns, name string, missing bool) string {
 		label += "\n(missing)"
 	}
 	n := &node{id: id, label: label, missing: missing,
-		subject: kind == g.f.Object.Kind && name == g.f.Object.Name && (ns == g.f.Namespace || ns == "")}
+		subject: kind == g.f.Object.Kind && name == g.f.Object.Name && (ns == g.f.Namespace || ns == "") ||
+			kind == "Volume" && name == g.f.Volume && ns == g.f.Namespace}
 	g.nodes = append(g.nodes, n)
 	g.byID[id] = n
 	return id
@@ -106,7 +109,9 @@ func (g *graph) link(from, to, label string) {
 		return
 	}
 	g.seen[[2]string{from, to}] = true
-	drift := g.byID[from].subject || g.byID[to].subject
+	// The drift: the subject's edge to its volume, and any edge to an
+	// object that is not there.
+	drift := g.byID[from].subject && g.byID[to].subject || g.byID[to].missing
 	g.edges = append(g.edges, edge{from: from, to: to, label: label, drift: drift})
 }
 
@@ -125,7 +130,11 @@ func (g *graph) build() {
 	case "Pod":
 		g.pod(ns, f.Object.Name)
 	case "PersistentVolumeClaim", "DataVolume":
-		g.claim(ns, f.Object.Name)
+		id := g.claim(ns, f.Object.Name)
+		// Who still holds it (BlockedDeletion's users).
+		for _, p := range g.ix.PodsUsingClaim(ns, f.Object.Name) {
+			g.link(g.add("Pod", ns, p.Name, false), id, "uses")
+		}
 	case "PersistentVolume", "VolumeAttachment":
 		g.pv(f.Volume)
 		// Its own node, when no PV names it (an inline volume).
@@ -203,11 +212,19 @@ func (g *graph) claim(ns, name string) string {
 		g.link(id, g.pv(c.Spec.VolumeName), "bound to")
 	}
 	for _, t := range g.ix.TenantsFor(ns) {
-		for _, a := range t.Attachments(name) {
-			va := g.add("VolumeAttachment", "tenant "+t.Name, a.Name, false)
-			g.link(va, id, "tenant wants")
-			if a.Node != "" {
-				g.link(va, g.add("Node", "tenant "+t.Name, a.Node, false), "on")
+		switch as := t.Attachments(name); {
+		case !t.Reachable:
+			g.link(id, g.add("Tenant cluster (unreachable)", "", t.Name, false), "tenant unknown")
+		case len(as) == 0:
+			// The evidence of an orphan: the tenant attaches nothing of it.
+			g.link(id, g.add("VolumeAttachment", "tenant "+t.Name, "of tenant "+t.Name, true), "no tenant wants")
+		default:
+			for _, a := range as {
+				va := g.add("VolumeAttachment", "tenant "+t.Name, a.Name, false)
+				g.link(va, id, "tenant wants")
+				if a.Node != "" {
+					g.link(va, g.add("Node", "tenant "+t.Name, a.Node, false), "on")
+				}
 			}
 		}
 	}
@@ -239,7 +256,7 @@ func (g *graph) va(va *storagev1.VolumeAttachment) string {
 func (g *graph) write(w io.Writer, i int) {
 	f := g.f
 	fmt.Fprintf(w, "  subgraph cluster_%d {\n", i)
-	fmt.Fprintf(w, "    label=%s;\n", quote(fmt.Sprintf("%s %s (%s)\n%s", f.ID, f.Check, f.Severity, f.Message)))
+	fmt.Fprintf(w, "    label=%s;\n", quote(fmt.Sprintf("%s %s (%s): %s\n%s", f.ID, f.Check, f.Severity, status(f.Action), f.Message)))
 	fmt.Fprintln(w, `    style="rounded"; color="gray60"; fontname="Helvetica"; fontsize=10;`)
 	for _, n := range g.nodes {
 		attrs := []string{"label=" + quote(n.label)}
@@ -259,6 +276,19 @@ func (g *graph) write(w io.Writer, i int) {
 		fmt.Fprintf(w, "    %s -> %s [%s];\n", e.from, e.to, strings.Join(attrs, ", "))
 	}
 	fmt.Fprintln(w, "  }")
+}
+
+// status is what tether would do about a finding, in the words of the
+// audit's STATUS column.
+func status(a check.Action) string {
+	switch {
+	case a.Safe:
+		return "safe to " + string(a.Type)
+	case a.BlockedBy != "":
+		return "blocked: " + string(a.BlockedBy)
+	default:
+		return "report only"
+	}
 }
 
 // quote is s as a DOT string: backslash and quote escaped, newlines as

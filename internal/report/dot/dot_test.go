@@ -124,8 +124,20 @@ func TestWrite_chainAndHighlight(t *testing.T) {
 	if a := g.edges["f0_VirtualMachineInstance_default_db -> f0_Volume_default_data"]; !strings.Contains(a, `color="red"`) {
 		t.Errorf("the drifted hot-plug edge is not highlighted: %s", a)
 	}
-	if a := g.edges["f0_PersistentVolume__pv_data -> f0_VolumeAttachment__csi_data_node_a"]; strings.Contains(a, "red") {
-		t.Errorf("an edge away from the subject is highlighted: %s", a)
+	if a := g.nodes["f0_Volume_default_data"]; !strings.Contains(a, `color="red"`) {
+		t.Errorf("the orphaned volume is not highlighted: %s", a)
+	}
+	for _, e := range []string{
+		"f0_PersistentVolume__pv_data -> f0_VolumeAttachment__csi_data_node_a",
+		"f0_VirtualMachine_default_db -> f0_VirtualMachineInstance_default_db",
+		"f0_VirtualMachineInstance_default_db -> f0_Node__node_a",
+	} {
+		if a := g.edges[e]; strings.Contains(a, "red") {
+			t.Errorf("%s is highlighted, but nothing drifted there: %s", e, a)
+		}
+	}
+	if !strings.Contains(b.String(), "report only") && !strings.Contains(b.String(), "blocked: ") && !strings.Contains(b.String(), "safe to ") {
+		t.Error("the cluster label does not say what tether would do")
 	}
 	if !strings.Contains(b.String(), fs[0].ID+" OrphanHotplugVolume") {
 		t.Error("the cluster label does not name the finding's id and check")
@@ -152,8 +164,51 @@ func TestWrite_missingClaimDashed(t *testing.T) {
 	if a := g.nodes["f0_PersistentVolumeClaim_default_gone_pvc"]; !strings.Contains(a, "dashed") || !strings.Contains(a, "(missing)") {
 		t.Errorf("a missing claim is drawn %q, want dashed and marked missing", a)
 	}
+	if a := g.edges["f0_Volume_default_data -> f0_PersistentVolumeClaim_default_gone_pvc"]; !strings.Contains(a, `color="red"`) {
+		t.Errorf("the edge to the missing claim is not highlighted: %s", a)
+	}
 	if !strings.Contains(b.String(), `claim \"gone-pvc\" is missing`) {
 		t.Error("quotes in the message are not escaped")
+	}
+}
+
+// TestWrite_tenantEvidence draws what the tenants say of the claim: a
+// dashed, red "none" when a reachable tenant attaches nothing of it, its
+// VolumeAttachment when it does, and an unreachable tenant as unknown.
+func TestWrite_tenantEvidence(t *testing.T) {
+	vm := fx.VM("db")
+	vmi := fx.VMI("db", fx.OwnedBy(vm), fx.Running(), fx.OnNode("node-a"),
+		fx.WithHotplug("data", fx.Claim("data"), fx.AttachPod("hp-volume-abc"), fx.VolumePhase("Ready")))
+	f := check.Finding{ID: "x2", Check: check.OrphanHotplugVolume, Namespace: fx.Namespace, Volume: "data", Severity: check.SeverityWarning,
+		Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "db"}, Action: check.Action{Type: check.VMIRemoveVolume, Safe: true}}
+	for _, tc := range []struct {
+		name, tenant string
+		opts         []fx.TenantOption
+		node, edge   string
+		red          bool
+	}{
+		{"attaches nothing", "quiet", nil,
+			"f0_VolumeAttachment_tenant_quiet_of_tenant_quiet", "f0_PersistentVolumeClaim_default_data -> f0_VolumeAttachment_tenant_quiet_of_tenant_quiet", true},
+		{"attaches it", "busy", []fx.TenantOption{fx.Attaches("node-x", "data")},
+			"f0_Node_tenant_busy_node_x", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			s := fx.Snapshot(vm, vmi, fx.PVC("data"), fx.Tenant(tc.tenant, tc.opts...))
+			if err := Write(&b, s, []check.Finding{f}); err != nil {
+				t.Fatal(err)
+			}
+			g := parse(t, b.String())
+			if _, ok := g.nodes[tc.node]; !ok {
+				t.Fatalf("no node %s in %v", tc.node, g.nodes)
+			}
+			if tc.edge != "" && strings.Contains(g.edges[tc.edge], "red") != tc.red {
+				t.Errorf("edge %s drawn %q, want red=%v", tc.edge, g.edges[tc.edge], tc.red)
+			}
+			if !strings.Contains(b.String(), "safe to VMIRemoveVolume") {
+				t.Error("the label does not say the action is safe")
+			}
+		})
 	}
 }
 
