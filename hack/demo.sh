@@ -112,6 +112,15 @@ SCOPE=(-A --volume-prefix pvc- --tenant "guest=$TENANT_KC:tenant-a" --blocked-de
 step "tether audit ${SCOPE[*]}"
 "$BIN/tether" audit "${SCOPE[@]}" || echo "(exit code $?: findings)"
 
+# The same findings as a picture: -o dot for Graphviz (docs/images/audit.svg comes from here).
+"$BIN/tether" audit "${SCOPE[@]}" -o dot > "$BIN/demo-audit.dot" || true
+if command -v dot >/dev/null; then
+	dot -Tsvg "$BIN/demo-audit.dot" > "$BIN/demo-audit.svg"
+	echo "The world around each finding, drawn: $BIN/demo-audit.svg (from $BIN/demo-audit.dot)"
+else
+	echo "The world around each finding, for Graphviz: $BIN/demo-audit.dot (dot -Tsvg $BIN/demo-audit.dot > audit.svg)"
+fi
+
 step "tether fix (the plan: a dry run, nothing changes)"
 "$BIN/tether" fix "${SCOPE[@]}"
 

@@ -213,7 +213,8 @@ func TestWrite_tenantEvidence(t *testing.T) {
 }
 
 // TestWrite_graphvizRenders renders the picture with Graphviz itself, which
-// refuses any syntax error; -svg keeps the result (docs/images/audit.svg).
+// refuses any syntax error; -svg keeps the result. (docs/images/audit.svg
+// is drawn by make demo from its world.)
 func TestWrite_graphvizRenders(t *testing.T) {
 	bin, err := exec.LookPath("dot")
 	if err != nil {
