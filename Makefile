@@ -13,7 +13,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
+.PHONY: all build image dist controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -24,6 +24,14 @@ build:
 	install -m 0755 hack/kubectl_complete-tether $(BIN)/kubectl_complete-tether
 	$(GO) build -o $(BIN)/kubevirt-emulator ./cmd/kubevirt-emulator
 	$(GO) build -o $(BIN)/tether-env ./cmd/tether-env
+
+## image: the container image ghcr.io/tether-dev/tether:$(VERSION) for linux/amd64 and linux/arm64, built without a container engine: an OCI layout in bin/image and a docker-loadable tarball for this machine in bin/
+image:
+	$(GO) run ./cmd/tether-release image -version "$(VERSION)" -commit "$(COMMIT)" -epoch "$(SOURCE_DATE_EPOCH)" -out $(BIN)
+
+## dist: the kubectl plugin archives for a release (VERSION=vX.Y.Z) and their krew manifest in bin/dist
+dist:
+	$(GO) run ./cmd/tether-release dist -version "$(VERSION)" -commit "$(COMMIT)" -epoch "$(SOURCE_DATE_EPOCH)" -out $(BIN)/dist
 
 ## controlplane: build etcd, kube-apiserver, kube-controller-manager from Go modules (cached outside the checkout)
 controlplane:
