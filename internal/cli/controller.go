@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/report/policyreport"
 )
 
 // newController is `tether controller`: the command binds the flags to a
@@ -49,6 +51,8 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
 	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0", "address (host:port, e.g. :9443) of the protection admission webhook, which refuses VM writes that reference a PVC or DataVolume being deleted (0 disables; needs protection.enabled; see docs/protection.md)")
+	fs.BoolVar(&o.policyReports, "policy-reports", false, "also write the open findings as policy reports, kept in step as they change (overrides policyReports.enabled in the config file; needs the report CRDs and config/rbac/policyreports; see docs/reports.md)")
+	fs.StringVar(&o.reportAPI, "report-api", "", fmt.Sprintf("with --policy-reports, the API to write: %s (PolicyReport, the default) or %s (Report) (overrides policyReports.api)", policyreport.WGPolicy, policyreport.OpenReports))
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key, reloaded when they change (default: $TMPDIR/k8s-webhook-server/serving-certs)")
 	return cmd
 }
@@ -62,6 +66,8 @@ type controllerOptions struct {
 	leaderNS, metricsAddr, probeAddr    string
 	metricsCertDir                      string
 	webhookAddr, webhookCertDir         string
+	policyReports                       bool
+	reportAPI                           string
 
 	// Set by Complete.
 	run    controller.Options
@@ -81,6 +87,9 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 	}
 	if o.dryRun {
 		cfg.DryRun = true
+	}
+	if err := o.reports(cmd, cfg); err != nil {
+		return err
 	}
 	rc, _, err := loadConfig(o.kubeconfig, o.kubeContext)
 	if err != nil {
@@ -105,6 +114,25 @@ func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 	}
 
 	o.stderr = cmd.ErrOrStderr()
+	return nil
+}
+
+// reports applies --policy-reports and --report-api to cfg.
+func (o *controllerOptions) reports(cmd *cobra.Command, cfg *config.Config) error {
+	if cmd.Flags().Changed("policy-reports") {
+		cfg.PolicyReports.Enabled = o.policyReports
+	}
+	if o.reportAPI == "" {
+		return nil
+	}
+	if !cfg.PolicyReports.Enabled {
+		return errors.New("--report-api is for policy reports: add --policy-reports (or set policyReports.enabled: true in the config file), or drop it")
+	}
+	api, err := policyreport.ParseAPI(o.reportAPI)
+	if err != nil {
+		return fmt.Errorf("--report-api: %v", err)
+	}
+	cfg.PolicyReports.API = string(api)
 	return nil
 }
 

@@ -180,6 +180,11 @@ func New(o Options) (manager.Manager, error) {
 			return nil, err
 		}
 	}
+	if o.Config.PolicyReports.Enabled {
+		if err := addReportWriter(mgr, o); err != nil {
+			return nil, err
+		}
+	}
 	if checks || o.Config.DanglingOnRestart.Enabled {
 		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: tenants, now: o.Now}
 		if err := mgr.Add(g); err != nil {

@@ -164,6 +164,9 @@ const Category = "Volume attachments"
 type Entry struct {
 	Finding check.Finding
 	Seen    time.Time
+	// Properties are added to the result's properties (the controller's
+	// phase and record of the finding); they never replace the finding's.
+	Properties map[string]string
 }
 
 // clusterScoped are the kinds of finding subjects that have no namespace;
@@ -310,17 +313,24 @@ func ResultFor(e Entry) Result {
 		Message:    f.Message,
 		Timestamp:  Timestamp{Seconds: e.Seen.Unix(), Nanos: int32(e.Seen.Nanosecond())},
 		Resources:  []Resource{ref},
-		Properties: properties(f),
+		Properties: properties(f, e.Properties),
 	}
 }
 
-// properties is a finding's evidence as the result's string properties.
-func properties(f check.Finding) map[string]string {
-	p := map[string]string{
+// properties is a finding's evidence as the result's string properties,
+// and the entry's extra ones.
+func properties(f check.Finding, extra map[string]string) map[string]string {
+	p := map[string]string{}
+	for k, v := range extra {
+		p[k] = v
+	}
+	for k, v := range map[string]string{
 		"findingID":      f.ID,
 		"tetherSeverity": string(f.Severity),
 		"action":         string(f.Action.Type),
 		"status":         Status(f.Action),
+	} {
+		p[k] = v
 	}
 	set := func(k, v string) {
 		if v != "" {
