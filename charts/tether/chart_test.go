@@ -283,7 +283,7 @@ func TestRender(t *testing.T) {
 			if *d.Spec.Replicas != 2 || !slices.Contains(argsOf(t, objs), "--leader-elect") {
 				t.Errorf("replicas %d, args %v: want 2 with --leader-elect", *d.Spec.Replicas, argsOf(t, objs))
 			}
-			if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/tether-dev/tether:0.1.0" {
+			if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/tether-dev/tether:v0.1.0" {
 				t.Errorf("image %s, want the appVersion's", img)
 			}
 			for _, n := range []string{name + "-protection", name + "-storage-remediation", name + "-policyreports"} {
