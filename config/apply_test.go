@@ -139,6 +139,20 @@ func TestApplyOnControlPlane(t *testing.T) {
 	sa.Want(false, "patch", pods, ns)
 	sa.Want(false, "delete", vms, ns)
 
+	// +policyreports: the report objects of both APIs, nothing else.
+	reports := []string{"policyreports.wgpolicyk8s.io/v1alpha2", "clusterpolicyreports.wgpolicyk8s.io/v1alpha2", "reports.openreports.io/v1alpha1", "clusterreports.openreports.io/v1alpha1"}
+	sa.Want(false, "patch", reports[0], ns)
+	applyDir(t, env, "-k", filepath.Join("rbac", "policyreports"))
+	sa.WaitAllowed("patch", reports[0], ns)
+	for _, r := range reports {
+		for _, verb := range []string{"list", "patch", "delete"} {
+			sa.Want(true, verb, r, "")
+		}
+	}
+	sa.Want(false, "delete", pvcs, ns)
+	sa.Want(false, "patch", nodes, "")
+	sa.Want(false, "delete", "policies.kyverno.io/v1", "")
+
 	// Taking an overlay away takes its writes away.
 	if out, err := env.Kubectl(t, "delete", "-k", filepath.Join("rbac", "protection")); err != nil {
 		t.Fatalf("kubectl delete -k rbac/protection: %v\n%s", err, out)
