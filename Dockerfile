@@ -1,13 +1,20 @@
 # syntax=docker/dockerfile:1
 #
-# The tether binary in a distroless image; by default it runs the controller
-# (config/default deploys it). Build for another platform with
-#   docker buildx build --platform linux/arm64 --build-arg VERSION=v0.1.0 .
+# An alternative for those who build with a container engine. The canonical
+# image is the one `make image` builds without an engine (see
+# docs/install.md): reproducible, tested, with the OCI labels. This file
+# gives a like image from distroless, e.g.
+#   docker buildx build --platform linux/arm64 \
+#     --build-arg VERSION="$(git describe --tags --always --dirty)" \
+#     --build-arg COMMIT="$(git rev-parse HEAD)" \
+#     --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" .
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=dev
+ARG COMMIT=
+ARG SOURCE_DATE_EPOCH=
 WORKDIR /src
 # Modules first, so that a source change does not download them again.
 COPY go.mod go.sum ./
@@ -16,8 +23,8 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath \
-      -ldflags "-s -w -X github.com/tether-dev/tether/internal/cli.Version=${VERSION}" \
+    go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X github.com/tether-dev/tether/internal/version.Version=${VERSION} -X github.com/tether-dev/tether/internal/version.Commit=${COMMIT} -X github.com/tether-dev/tether/internal/version.Epoch=${SOURCE_DATE_EPOCH}" \
       -o /tether ./cmd/tether
 
 FROM gcr.io/distroless/static:nonroot
