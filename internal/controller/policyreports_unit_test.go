@@ -18,7 +18,7 @@ func reportRecord(ns, name, chk, kind string, phase v1alpha1.Phase, sev check.Se
 	first := metav1.NewTime(time.Unix(1_790_000_000, 0))
 	return v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelScope: "s1"}},
-		Spec: v1alpha1.FindingSpec{ID: name, Check: chk, Subject: v1alpha1.SubjectRef{Kind: kind, Name: "subj-" + name, UID: types.UID("uid-" + name)}, Volume: "data"},
+		Spec:       v1alpha1.FindingSpec{ID: name, Check: chk, Subject: v1alpha1.SubjectRef{Kind: kind, Name: "subj-" + name, UID: types.UID("uid-" + name)}, Volume: "data"},
 		Status: v1alpha1.FindingStatus{Phase: phase, Severity: string(sev), Message: "why " + name, FirstObserved: &first,
 			LastObserved: &first, Evidence: []string{"fact"}, Action: v1alpha1.ProposedAction{Type: string(check.VMRemoveVolume), Safe: true}},
 	}
