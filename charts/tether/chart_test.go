@@ -245,6 +245,7 @@ func TestRefused(t *testing.T) {
 			[]string{"protection.webhook.caBundle"}},
 		{"two replicas without leader election -> says both act", "leaderElection: {enabled: false}", []string{"replicas", "leaderElection.enabled"}},
 		{"tenantAuthoritative without tenants -> names tenants", `tenantAuthoritative: true`, []string{"tenantAuthoritative", "tenants"}},
+		{"report API not one of the two -> lists them", "policyReports:\n  api: wgpolicyk8s.io/v1beta1", []string{"policyReports", "openreports.io/v1alpha1"}},
 		{"ServiceMonitor without Service -> names it", "metrics:\n  service: {enabled: false}\n  serviceMonitor: {enabled: true}",
 			[]string{"metrics.service.enabled"}},
 	}
@@ -367,11 +368,12 @@ func TestRender(t *testing.T) {
 				t.Errorf("mounts %+v", pod.Containers[0].VolumeMounts)
 			}
 			if g := grantsOf(t, objs, "Role", "tenant-b", name+"-policyreports"); !slices.Contains(g, "wgpolicyk8s.io/policyreports:create") ||
-				slices.Contains(g, "wgpolicyk8s.io/clusterpolicyreports:create") {
+				!slices.Contains(g, "openreports.io/reports:create") ||
+				slices.Contains(g, "wgpolicyk8s.io/clusterpolicyreports:create") || slices.Contains(g, "openreports.io/clusterreports:create") {
 				t.Errorf("policy reports Role in tenant-b grants %v", g)
 			}
-			if !slices.Contains(argsOf(t, objs), "--policy-reports") {
-				t.Errorf("args %v lack --policy-reports", argsOf(t, objs))
+			if args := argsOf(t, objs); !slices.Contains(args, "--policy-reports") || !slices.Contains(args, "--report-api=openreports.io/v1alpha1") {
+				t.Errorf("args %v lack --policy-reports --report-api=openreports.io/v1alpha1", args)
 			}
 		},
 		"metrics": func(t *testing.T, objs []*unstructured.Unstructured, cfg *config.Config) {

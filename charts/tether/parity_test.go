@@ -49,6 +49,7 @@ var configParity = []struct {
 	// The opt-in overlays, compared with what the chart adds for them.
 	{"rbac/protection", "protection: {enabled: true}"},
 	{"rbac/storage-remediation", "storageRemediation: {enabled: true}"},
+	{"rbac/policyreports", "policyReports: {enabled: true}"},
 }
 
 // TestParityWithConfig renders each config/ directory with kustomize and

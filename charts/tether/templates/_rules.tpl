@@ -86,10 +86,15 @@ chart and compares every grant with config/ and `tether manifests rbac`.
   verbs: [delete, patch]
 {{- end }}
 
-{{/* The policy reports the controller writes with --policy-reports. */}}
+{{/* The policy reports the controller writes with --policy-reports, in
+both report APIs as config/rbac/policyreports grants them (--report-api
+picks one); no cluster kinds when the scope is namespaces. */}}
 {{- define "tether.rules.policyReports" -}}
 - apiGroups: [wgpolicyk8s.io]
   resources: [policyreports{{ if not (include "tether.namespaced" .) }}, clusterpolicyreports{{ end }}]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [openreports.io]
+  resources: [reports{{ if not (include "tether.namespaced" .) }}, clusterreports{{ end }}]
   verbs: [get, list, watch, create, update, patch, delete]
 {{- end }}
 
