@@ -1,0 +1,189 @@
+// Package check holds tether's OpenStack decisions: pure functions from a
+// snapshot of Nova's and Cinder's records, a policy and the current time to
+// findings in tether's Finding schema, each with its evidence (facts a
+// human can verify with the openstack CLI) and either a safe action or the
+// reason no action is safe.
+//
+// Nothing in this package may do I/O, read the clock or keep state between
+// calls: act re-runs the same functions on freshly read objects before it
+// changes anything.
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	tcheck "github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/openstack"
+)
+
+// Check names (contract: users pass them to --check and scripts read them).
+const (
+	// DanglingNovaAttachment: Nova lists a volume on a server (a block
+	// device mapping) that Cinder does not hold attached to that server.
+	DanglingNovaAttachment = "DanglingNovaAttachment"
+	// StaleCinderAttachment: Cinder holds an attachment for a server that
+	// does not exist, is deleted, or does not list the volume.
+	StaleCinderAttachment = "StaleCinderAttachment"
+)
+
+// Action types (contract: they appear in JSON output and plans).
+const (
+	// DeleteCinderAttachment deletes the Cinder attachment
+	// (DELETE /v3/{project}/attachments/{id}, block-storage 3.27). Cinder
+	// itself asks Nova first and answers 409 while Nova uses it.
+	DeleteCinderAttachment tcheck.ActionType = "DeleteCinderAttachment"
+	// ForceDetachVolume is the volume action os-force_detach with the
+	// attachment id: Cinder terminates the connection and deletes that
+	// one attachment.
+	ForceDetachVolume tcheck.ActionType = "ForceDetachVolume"
+	// RecreateAttachmentAndDetach gives Nova's dangling mapping a Cinder
+	// attachment again (POST /attachments at 3.54, then os-complete), has
+	// Nova detach the volume (DELETE os-volume_attachments), and deletes
+	// the attachment Nova's detach leaves behind.
+	RecreateAttachmentAndDetach tcheck.ActionType = "RecreateAttachmentAndDetach"
+)
+
+// Block reasons (contract: they appear in JSON output). Each names the fact
+// that has to change; the remedy says how to change it by hand.
+const (
+	// NotSeenTwice: the finding has not yet been observed twice, the grace
+	// period apart.
+	NotSeenTwice tcheck.BlockReason = "NotSeenTwice"
+	// ServerTaskState: the server has a task (migrating, resizing,
+	// rebuilding, shelving, ...): Nova is changing its mappings.
+	ServerTaskState tcheck.BlockReason = "ServerTaskState"
+	// ServerTransitional: the server's vm_state is one Nova is still
+	// working through (building, resized awaiting confirmation, ...).
+	ServerTransitional tcheck.BlockReason = "ServerTransitional"
+	// VolumeTransitional: the volume is attaching, detaching, reserved (or
+	// in another status Cinder passes through) and changed within the
+	// grace period.
+	VolumeTransitional tcheck.BlockReason = "VolumeTransitional"
+	// VolumeBusy: the volume is in a status the repair cannot start from
+	// (not available), whatever its age.
+	VolumeBusy tcheck.BlockReason = "VolumeBusy"
+	// MultiattachInUse: the volume is multiattach and another server
+	// still uses it.
+	MultiattachInUse tcheck.BlockReason = "MultiattachInUse"
+	// VolumeGone: Cinder does not list the volume; Nova's API cannot detach
+	// a volume Cinder does not know.
+	VolumeGone tcheck.BlockReason = "VolumeGone"
+	// AttachedElsewhere: Cinder holds the volume attached to another
+	// server; detaching through Nova could detach it there.
+	AttachedElsewhere tcheck.BlockReason = "AttachedElsewhere"
+	// RootVolume: the mapping is the server's root disk, which Nova never
+	// detaches.
+	RootVolume tcheck.BlockReason = "RootVolume"
+)
+
+// DefaultGrace is the grace period unless the policy says otherwise.
+const DefaultGrace = 2 * time.Minute
+
+// Policy is what the checks are run with.
+type Policy struct {
+	// Checks selects checks by name; empty means all.
+	Checks []string
+	// Grace: a finding is safe only when it was first seen at least Grace
+	// before now, and a volume in a transitional status is held until it
+	// is Grace old. Zero means DefaultGrace.
+	Grace time.Duration
+	// FirstSeen is when each finding (by id) was first seen; a finding not
+	// in it is seen for the first time now.
+	FirstSeen map[string]time.Time
+}
+
+func (p Policy) grace() time.Duration {
+	if p.Grace <= 0 {
+		return DefaultGrace
+	}
+	return p.Grace
+}
+
+// Check is one named check.
+type Check struct {
+	Name, Doc string
+	Run       func(Input) []tcheck.Finding
+}
+
+// All returns the OpenStack checks.
+func All() []Check {
+	return []Check{
+		{Name: DanglingNovaAttachment, Doc: "Nova lists a volume on a server whose Cinder attachment or volume is gone or belongs to another server", Run: FindDanglingNovaAttachments},
+		{Name: StaleCinderAttachment, Doc: "Cinder holds an attachment for a server that does not exist, is deleted, or does not list the volume", Run: FindStaleCinderAttachments},
+	}
+}
+
+// Names returns the names of the OpenStack checks.
+func Names() []string {
+	var out []string
+	for _, c := range All() {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// Lookup returns the check of that name, or an error listing the names.
+func Lookup(name string) (Check, error) {
+	for _, c := range All() {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return Check{}, fmt.Errorf("unknown OpenStack check %q (valid checks: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Input is what every check decides from.
+type Input struct {
+	Snapshot *openstack.Snapshot
+	Index    *openstack.Index
+	Policy   Policy
+	Now      time.Time
+}
+
+// NewInput indexes s.
+func NewInput(s *openstack.Snapshot, p Policy, now time.Time) Input {
+	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now}
+}
+
+// Run runs the checks the policy selects and returns their findings sorted
+// by project, object, volume and check.
+func Run(s *openstack.Snapshot, p Policy, now time.Time) []tcheck.Finding {
+	in := NewInput(s, p, now)
+	var out []tcheck.Finding
+	for _, c := range All() {
+		if len(p.Checks) > 0 && !slices.Contains(p.Checks, c.Name) {
+			continue
+		}
+		out = append(out, c.Run(in)...)
+	}
+	slices.SortFunc(out, func(a, b tcheck.Finding) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Object.Kind, b.Object.Kind),
+			cmp.Compare(a.Object.Name, b.Object.Name), cmp.Compare(string(a.Object.UID), string(b.Object.UID)),
+			cmp.Compare(a.Volume, b.Volume), cmp.Compare(a.Check, b.Check))
+	})
+	return out
+}
+
+// seenTwice holds a finding whose action would otherwise be safe until it
+// was first seen at least the grace period ago.
+func (in Input) seenTwice(f *tcheck.Finding) {
+	if !f.Action.Safe {
+		return
+	}
+	first, ok := in.Policy.FirstSeen[f.ID]
+	g := in.Policy.grace()
+	if ok && !first.After(in.Now.Add(-g)) {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("first seen %s ago (grace %s)", in.Now.Sub(first).Round(time.Second), g))
+		return
+	}
+	f.Action.Safe, f.Action.BlockedBy = false, NotSeenTwice
+	if ok {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("first seen %s ago: not yet the grace period (%s) apart", in.Now.Sub(first).Round(time.Second), g))
+	} else {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("seen once: acted on only when seen again at least %s later (tether openstack fix observes twice, --grace apart)", g))
+	}
+}

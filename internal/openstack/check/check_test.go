@@ -1,0 +1,242 @@
+package check
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tcheck "github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/openstack"
+)
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// Fixture helpers: small composable options.
+
+type world struct{ s openstack.Snapshot }
+
+func (w *world) server(id string, opts ...func(*openstack.Server)) *world {
+	s := openstack.Server{ID: id, Name: "vm-" + id, Project: "p1", Status: "ACTIVE", VMState: "active"}
+	for _, o := range opts {
+		o(&s)
+	}
+	w.s.Servers = append(w.s.Servers, s)
+	return w
+}
+
+func (w *world) volume(id string, opts ...func(*openstack.Volume)) *world {
+	v := openstack.Volume{ID: id, Name: "vol-" + id, Project: "p1", Status: "in-use", Updated: now.Add(-time.Hour)}
+	for _, o := range opts {
+		o(&v)
+	}
+	w.s.Volumes = append(w.s.Volumes, v)
+	return w
+}
+
+func (w *world) attachment(id, volume, server, status string) *world {
+	w.s.Attachments = append(w.s.Attachments, openstack.Attachment{ID: id, VolumeID: volume, Instance: server, Status: status})
+	return w
+}
+
+func lists(volume string) func(*openstack.Server) {
+	return func(s *openstack.Server) { s.Volumes = append(s.Volumes, openstack.ServerVolume{VolumeID: volume}) }
+}
+
+func listsWith(volume, attachment, device string) func(*openstack.Server) {
+	return func(s *openstack.Server) {
+		s.Volumes = append(s.Volumes, openstack.ServerVolume{VolumeID: volume, AttachmentID: attachment, BDM: "bdm-" + volume, Device: device})
+	}
+}
+
+func task(t string) func(*openstack.Server)     { return func(s *openstack.Server) { s.TaskState = t } }
+func vmState(st string) func(*openstack.Server) { return func(s *openstack.Server) { s.VMState = st } }
+func root(dev string) func(*openstack.Server)   { return func(s *openstack.Server) { s.RootDevice = dev } }
+func status(st string, age time.Duration) func(*openstack.Volume) {
+	return func(v *openstack.Volume) { v.Status, v.Updated = st, now.Add(-age) }
+}
+func multiattach(v *openstack.Volume) { v.Multiattach = true }
+
+// seenLongAgo marks every finding of w as first seen well before the grace
+// period, so the tables see the other holds.
+func seenLongAgo(w *world) Policy {
+	p := Policy{Grace: time.Minute, FirstSeen: map[string]time.Time{}}
+	for _, f := range Run(&w.s, Policy{Grace: time.Minute}, now) {
+		p.FirstSeen[f.ID] = now.Add(-10 * time.Minute)
+	}
+	return p
+}
+
+type want struct {
+	check   string
+	action  tcheck.ActionType
+	safe    bool
+	blocked tcheck.BlockReason
+}
+
+func TestChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		w    *world
+		want []want
+	}{
+		// StaleCinderAttachment. Cinder's attachment statuses and volume
+		// statuses: api-ref/source/v3/attachments.inc and
+		// volumes-v3-volumes.inc; a server Nova does not list is what
+		// GET /servers/{id} answers 404 for.
+		{"attachment for a server Nova does not list -> delete the attachment",
+			(&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"attachment for a server listed as deleted -> delete the attachment",
+			(&world{}).server("s1", vmState("deleted")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"server lists the volume -> no finding",
+			(&world{}).server("s1", lists("v1")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			nil},
+		{"soft-deleted server that lists the volume -> no finding (it can be restored)",
+			(&world{}).server("s1", vmState("soft-deleted"), lists("v1")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			nil},
+		{"detached attachment -> no finding",
+			(&world{}).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "ghost", "detached"),
+			nil},
+		{"server exists but does not list the volume -> force detach",
+			(&world{}).server("s1").volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, true, ""}}},
+		{"server migrating -> held",
+			(&world{}).server("s1", task("migrating")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerTaskState}}},
+		{"server building -> held",
+			(&world{}).server("s1", vmState("building")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerTransitional}}},
+		{"resize awaiting confirmation -> held",
+			(&world{}).server("s1", vmState("resized")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerTransitional}}},
+		{"volume attaching for 30s -> held",
+			(&world{}).server("s1").volume("v1", status("attaching", 30*time.Second)).attachment("a1", "v1", "s1", "attaching"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, VolumeTransitional}}},
+		{"volume reserved for 30s for a gone server -> held",
+			(&world{}).volume("v1", status("reserved", 30*time.Second)).attachment("a1", "v1", "ghost", "reserved"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, false, VolumeTransitional}}},
+		{"volume reserved for 10m for a gone server -> delete",
+			(&world{}).volume("v1", status("reserved", 10*time.Minute)).attachment("a1", "v1", "ghost", "reserved"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"multiattach volume another server uses -> held",
+			(&world{}).server("s2", lists("v1")).volume("v1", multiattach).
+				attachment("a1", "v1", "ghost", "attached").attachment("a2", "v1", "s2", "attached"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, false, MultiattachInUse}}},
+		{"multiattach volume with no other user -> delete",
+			(&world{}).volume("v1", multiattach).attachment("a1", "v1", "ghost", "attached"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
+
+		// DanglingNovaAttachment. Nova's mappings: servers detail
+		// os-extended-volumes:volumes_attached and, with compute 2.89,
+		// os-volume_attachments' attachment_id (api-ref
+		// os-volume-attachments.inc); Nova never detaches the root disk
+		// (nova/api/openstack/compute/volume_attachments.py: "Cannot detach
+		// a root device volume").
+		{"mapping without a Cinder attachment, volume available -> recreate and detach",
+			(&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
+		{"mapping whose attachment is reserved for the server -> no finding",
+			(&world{}).server("s1", lists("v1")).volume("v1", status("reserved", time.Hour)).attachment("a1", "v1", "s1", "reserved"),
+			nil},
+		{"mapping with only a detached attachment -> finding",
+			(&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "s1", "detached"),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
+		{"mapping of a volume Cinder does not list -> no action",
+			(&world{}).server("s1", lists("v1")),
+			[]want{{DanglingNovaAttachment, tcheck.None, false, VolumeGone}}},
+		{"volume attached to another server -> no action, and no stale finding for it",
+			(&world{}).server("s1", lists("v1")).server("s2", lists("v1")).volume("v1").attachment("a2", "v1", "s2", "attached"),
+			[]want{{DanglingNovaAttachment, tcheck.None, false, AttachedElsewhere}}},
+		{"recorded attachment belongs to another server -> no action",
+			(&world{}).server("s1", listsWith("v1", "a2", "/dev/vdb")).server("s2", lists("v1")).volume("v1", multiattach).
+				attachment("a2", "v1", "s2", "attached").attachment("a1", "v1", "s1", "attached"),
+			[]want{{DanglingNovaAttachment, tcheck.None, false, AttachedElsewhere}}},
+		{"root disk -> no action",
+			(&world{}).server("s1", root("/dev/vda"), listsWith("v1", "a9", "/dev/vda")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, tcheck.None, false, RootVolume}}},
+		{"server rebuilding -> held",
+			(&world{}).server("s1", task("rebuilding"), lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerTaskState}}},
+		{"volume detaching for 10s -> held",
+			(&world{}).server("s1", lists("v1")).volume("v1", status("detaching", 10*time.Second)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, VolumeTransitional}}},
+		{"volume in-use without any attachment -> busy",
+			(&world{}).server("s1", lists("v1")).volume("v1", status("in-use", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, VolumeBusy}}},
+		{"multiattach volume another server uses -> held",
+			(&world{}).server("s1", lists("v1")).server("s2", lists("v1")).volume("v1", multiattach).attachment("a2", "v1", "s2", "attached"),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, MultiattachInUse}}},
+		{"deleted server's mappings -> no finding",
+			(&world{}).server("s1", vmState("deleted"), lists("v1")).volume("v1", status("available", time.Hour)),
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Run(&tc.w.s, seenLongAgo(tc.w), now)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d findings, want %d: %+v", len(got), len(tc.want), got)
+			}
+			for i, w := range tc.want {
+				f := got[i]
+				if f.Check != w.check || f.Action.Type != w.action || f.Action.Safe != w.safe || f.Action.BlockedBy != w.blocked {
+					t.Errorf("finding %d: %s %s safe=%t blocked=%q, want %s %s safe=%t blocked=%q\nevidence: %s",
+						i, f.Check, f.Action.Type, f.Action.Safe, f.Action.BlockedBy, w.check, w.action, w.safe, w.blocked, strings.Join(f.Evidence, "\n  "))
+				}
+				if f.Action.Remedy == "" || len(f.Evidence) < 2 || f.Message == "" {
+					t.Errorf("finding %d lacks a message, evidence or remedy: %+v", i, f)
+				}
+			}
+		})
+	}
+}
+
+func TestSeenTwice(t *testing.T) {
+	w := (&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached")
+	first := Run(&w.s, Policy{Grace: time.Minute}, now)
+	if len(first) != 1 || first[0].Action.Safe || first[0].Action.BlockedBy != NotSeenTwice {
+		t.Fatalf("first observation: want one finding held NotSeenTwice, got %+v", first)
+	}
+	id := first[0].ID
+	for _, tc := range []struct {
+		name string
+		seen time.Time
+		safe bool
+	}{
+		{"seen 30s before with grace 1m -> held", now.Add(-30 * time.Second), false},
+		{"seen exactly the grace before -> safe", now.Add(-time.Minute), true},
+		{"seen 2m before -> safe", now.Add(-2 * time.Minute), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := Run(&w.s, Policy{Grace: time.Minute, FirstSeen: map[string]time.Time{id: tc.seen}}, now)
+			if len(fs) != 1 || fs[0].ID != id || fs[0].Action.Safe != tc.safe {
+				t.Fatalf("want safe=%t for id %s, got %+v", tc.safe, id, fs)
+			}
+		})
+	}
+}
+
+func TestFindingNamesProjectAndSubject(t *testing.T) {
+	w := (&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour))
+	w.s.Servers[0].Project = "proj-a"
+	fs := Run(&w.s, Policy{}, now)
+	if len(fs) != 1 {
+		t.Fatalf("want 1 finding, got %d", len(fs))
+	}
+	f := fs[0]
+	if f.Namespace != "proj-a" || f.Object.Kind != "Server" || f.Object.Name != "vm-s1" || f.Object.UID != "s1" || f.Volume != "v1" {
+		t.Errorf("subject: %+v", f)
+	}
+	if f.ID != tcheck.FindingID(DanglingNovaAttachment, "proj-a", f.Object, "v1") {
+		t.Errorf("id %s is not the FindingID of its subject", f.ID)
+	}
+}
+
+func TestRunSelectsChecks(t *testing.T) {
+	w := (&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)).attachment("a2", "v2", "ghost", "attached")
+	if fs := Run(&w.s, Policy{Checks: []string{StaleCinderAttachment}}, now); len(fs) != 1 || fs[0].Check != StaleCinderAttachment {
+		t.Fatalf("--check StaleCinderAttachment: %+v", fs)
+	}
+	if _, err := Lookup("Nope"); err == nil || !strings.Contains(err.Error(), DanglingNovaAttachment) {
+		t.Fatalf("Lookup of an unknown name: %v", err)
+	}
+}

@@ -1,0 +1,125 @@
+package check
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	tcheck "github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/openstack"
+)
+
+// FindDanglingNovaAttachments finds block device mappings that Nova lists
+// on a server (os-extended-volumes:volumes_attached, and with compute 2.89
+// the attachment id it records) while Cinder holds no live attachment of
+// that volume for that server: the volume is gone, the attachment is gone,
+// or the attachment the mapping records belongs to another server.
+func FindDanglingNovaAttachments(in Input) []tcheck.Finding {
+	var out []tcheck.Finding
+	for i := range in.Snapshot.Servers {
+		s := &in.Snapshot.Servers[i]
+		if serverGone(s) {
+			continue
+		}
+		for _, sv := range s.Volumes {
+			if f, ok := in.dangling(s, sv); ok {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// dangling is the finding for the mapping sv of server s, if it has no
+// Cinder counterpart.
+func (in Input) dangling(s *openstack.Server, sv openstack.ServerVolume) (tcheck.Finding, bool) {
+	var recorded *openstack.Attachment
+	if sv.AttachmentID != "" {
+		recorded = in.Index.Attachments[sv.AttachmentID]
+	}
+	elsewhere := recorded != nil && liveAttachment(recorded.Status) && recorded.Instance != s.ID
+	if !elsewhere {
+		for _, at := range in.Index.AttachmentsByVolume[sv.VolumeID] {
+			if at.Instance == s.ID && liveAttachment(at.Status) {
+				return tcheck.Finding{}, false
+			}
+		}
+	}
+	f := tcheck.Finding{
+		Check:     DanglingNovaAttachment,
+		Namespace: s.Project,
+		Object:    tcheck.ObjectRef{Kind: "Server", Name: s.Name, UID: types.UID(s.ID)},
+		Volume:    sv.VolumeID,
+		Severity:  tcheck.SeverityWarning,
+	}
+	f.ID = tcheck.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.Evidence = append(f.Evidence, serverFacts(s), mappingFacts(s, sv))
+	v := in.Index.Volumes[sv.VolumeID]
+	others := in.liveOthers(sv.VolumeID, s.ID)
+	switch {
+	case v == nil:
+		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder does not list", s.ID, s.Name, sv.VolumeID)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack volume show %s: not listed by Cinder (volumes list, all projects)", sv.VolumeID))
+		f.Action = tcheck.Action{Type: tcheck.None, BlockedBy: VolumeGone, Remedy: goneRemedy(s, sv)}
+	case elsewhere:
+		f.Message = fmt.Sprintf("server %s (%s) records Cinder attachment %s for volume %s, which Cinder holds for server %s", s.ID, s.Name, recorded.ID, sv.VolumeID, recorded.Instance)
+		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
+		f.Action = tcheck.Action{Type: tcheck.None, BlockedBy: AttachedElsewhere, Remedy: elsewhereRemedy(s, sv)}
+	case len(others) > 0 && !v.Multiattach:
+		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder holds attached to another server", s.ID, s.Name, sv.VolumeID)
+		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
+		f.Action = tcheck.Action{Type: tcheck.None, BlockedBy: AttachedElsewhere, Remedy: elsewhereRemedy(s, sv)}
+	default:
+		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, for which Cinder holds no attachment to it", s.ID, s.Name, sv.VolumeID)
+		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
+		f.Action = tcheck.Action{Type: RecreateAttachmentAndDetach, Safe: true, Remedy: recreateRemedy(s, sv)}
+		if sv.Device != "" && sv.Device == s.RootDevice {
+			f.Action.Safe, f.Action.BlockedBy = false, RootVolume
+			f.Action.Type = tcheck.None
+			f.Action.Remedy = fmt.Sprintf("the mapping is the root disk (%s) of server %s, which Nova never detaches; rebuild or delete the server", sv.Device, s.ID)
+		}
+		holdServer(&f.Action, s)
+		in.holdVolume(&f.Action, v, s.ID)
+		if f.Action.Safe && v.Status != "available" {
+			f.Action.Safe, f.Action.BlockedBy = false, VolumeBusy
+		}
+	}
+	in.seenTwice(&f)
+	return f, true
+}
+
+// liveOthers are the live Cinder attachments of the volume for servers
+// other than subject.
+func (in Input) liveOthers(volumeID, subject string) []*openstack.Attachment {
+	var out []*openstack.Attachment
+	for _, at := range in.Index.AttachmentsByVolume[volumeID] {
+		if at.Instance != subject && liveAttachment(at.Status) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// mappingFacts is the evidence line of Nova's mapping.
+func mappingFacts(s *openstack.Server, sv openstack.ServerVolume) string {
+	line := fmt.Sprintf("openstack --os-compute-api-version 2.89 server volume list %s: lists volume %s", s.ID, sv.VolumeID)
+	if sv.AttachmentID != "" || sv.BDM != "" {
+		line += fmt.Sprintf(" (attachment %s, BDM %s, device %s)", orNone(sv.AttachmentID), orNone(sv.BDM), orNone(sv.Device))
+	}
+	return line
+}
+
+func goneRemedy(s *openstack.Server, sv openstack.ServerVolume) string {
+	return fmt.Sprintf("Nova's API cannot detach a volume Cinder does not know (DELETE os-volume_attachments answers 404). On Nova 2023.2 or later, rebooting the server (`openstack server reboot %s`) makes Nova delete mappings whose Cinder attachment is gone; on older releases, delete the server (`openstack server delete %s`) or remove the mapping in Nova's database. Confirm first with `openstack volume show %s`",
+		s.ID, s.ID, sv.VolumeID)
+}
+
+func elsewhereRemedy(s *openstack.Server, sv openstack.ServerVolume) string {
+	return fmt.Sprintf("do not detach through Nova: its detach deletes the Cinder attachment it records, which another server uses. Confirm with `openstack --os-volume-api-version 3.27 volume attachment list --volume-id %s`, stop server %s, and decide which server should hold the volume",
+		sv.VolumeID, s.ID)
+}
+
+func recreateRemedy(s *openstack.Server, sv openstack.ServerVolume) string {
+	return fmt.Sprintf("on Nova 2023.2 or later, rebooting the server (`openstack server reboot %s`) deletes the mapping; on any release, give the mapping a Cinder attachment again, then let Nova detach: `openstack --os-volume-api-version 3.54 volume attachment create --mode rw %s %s`, `openstack --os-volume-api-version 3.44 volume attachment complete ATTACHMENT`, `openstack server remove volume %s %s`, then delete the attachment Nova's detach leaves (`openstack --os-volume-api-version 3.27 volume attachment delete ATTACHMENT`)",
+		s.ID, sv.VolumeID, s.ID, s.ID, sv.VolumeID)
+}

@@ -1,0 +1,190 @@
+package check
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tether-dev/tether/internal/openstack"
+)
+
+// snapshotFrom builds a small snapshot from fuzz bytes: 3 servers, 3
+// volumes, up to 6 attachments, with ids drawn from small sets so that
+// records meet.
+func snapshotFrom(data []byte) *openstack.Snapshot {
+	next := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return b
+	}
+	pick := func(xs []string) string { return xs[int(next())%len(xs)] }
+	servers := []string{"s0", "s1", "s2", "s3"} // s3 is never listed
+	volumes := []string{"v0", "v1", "v2", "v3"} // v3 is never listed
+	vstat := []string{"available", "in-use", "reserved", "attaching", "detaching", "error", "maintenance"}
+	astat := []string{"attached", "reserved", "attaching", "detached", "error_detaching", "deleted"}
+	tasks := []string{"", "", "", "migrating", "resize_prep", "shelving", "deleting"}
+	vms := []string{"active", "active", "stopped", "building", "resized", "deleted", "soft-deleted", "shelved_offloaded"}
+	s := &openstack.Snapshot{}
+	for _, id := range servers[:3] {
+		sv := openstack.Server{ID: id, Name: id, Project: "p", Status: "ACTIVE", TaskState: pick(tasks), VMState: pick(vms)}
+		if next()%4 == 0 {
+			sv.RootDevice = "/dev/vda"
+		}
+		for _, v := range volumes {
+			if b := next(); b%3 == 0 {
+				m := openstack.ServerVolume{VolumeID: v, Device: pick([]string{"/dev/vda", "/dev/vdb"})}
+				if b%2 == 0 {
+					m.AttachmentID = pick([]string{"a0", "a1", "a2", "a3", "a4", "a5", "a9"})
+				}
+				sv.Volumes = append(sv.Volumes, m)
+			}
+		}
+		s.Servers = append(s.Servers, sv)
+	}
+	for _, id := range volumes[:3] {
+		s.Volumes = append(s.Volumes, openstack.Volume{ID: id, Project: "p", Status: pick(vstat),
+			Multiattach: next()%3 == 0, Updated: now.Add(-time.Duration(next()) * 5 * time.Second)})
+	}
+	for i := range int(next() % 7) {
+		s.Attachments = append(s.Attachments, openstack.Attachment{ID: fmt.Sprintf("a%d", i), VolumeID: pick(volumes),
+			Instance: pick(servers), Status: pick(astat)})
+	}
+	return s
+}
+
+// FuzzChecksNeverActUnsafely holds every safe action to the rules of
+// Nova and Cinder, written here without the code under test:
+//   - a finding is acted on only once first seen at least the grace period
+//     before now;
+//   - a Cinder attachment may be removed only when it is live and its
+//     server is not listed, is deleted, or exists idle (no task_state,
+//     vm_state neither building nor resized) without listing the volume;
+//   - a Nova mapping may be repaired only on an idle server that lists the
+//     volume, when Cinder holds no live attachment of that volume for that
+//     server, the volume is listed, available, and not the root disk;
+//   - a volume in a transitional status younger than the grace period, or a
+//     multiattach volume that another idle server lists and holds, is never
+//     acted on.
+func FuzzChecksNeverActUnsafely(f *testing.F) {
+	f.Add([]byte{0, 3, 0, 0, 1, 2, 3, 4, 5, 6, 7})
+	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 1, 0})
+	f.Add([]byte("stale and dangling attachments of nova and cinder"))
+	const grace = time.Minute
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := snapshotFrom(data)
+		before := deepCopy(s)
+		first := Run(s, Policy{Grace: grace}, now)
+		seen := map[string]time.Time{}
+		for i, fd := range first {
+			if fd.Action.Safe {
+				t.Fatalf("a first observation is never safe: %+v", fd)
+			}
+			// Half seen long enough ago, half too recently.
+			seen[fd.ID] = now.Add(-grace)
+			if i%2 == 1 {
+				seen[fd.ID] = now.Add(-grace + time.Second)
+			}
+		}
+		fs := Run(s, Policy{Grace: grace, FirstSeen: seen}, now)
+		if !reflect.DeepEqual(s, before) {
+			t.Fatal("Run changed its snapshot")
+		}
+		if again := Run(s, Policy{Grace: grace, FirstSeen: seen}, now); !reflect.DeepEqual(fs, again) {
+			t.Fatal("Run is not deterministic")
+		}
+		server := func(id string) *openstack.Server {
+			for i := range s.Servers {
+				if s.Servers[i].ID == id {
+					return &s.Servers[i]
+				}
+			}
+			return nil
+		}
+		volume := func(id string) *openstack.Volume {
+			for i := range s.Volumes {
+				if s.Volumes[i].ID == id {
+					return &s.Volumes[i]
+				}
+			}
+			return nil
+		}
+		listed := func(sv *openstack.Server, v string) bool {
+			return sv != nil && slices.ContainsFunc(sv.Volumes, func(m openstack.ServerVolume) bool { return m.VolumeID == v })
+		}
+		idle := func(sv *openstack.Server) bool {
+			return sv.TaskState == "" && sv.VMState != "building" && sv.VMState != "resized"
+		}
+		deleted := func(sv *openstack.Server) bool { return sv == nil || sv.VMState == "deleted" }
+		live := func(st string) bool { return st != "detached" && st != "deleted" }
+		transitional := map[string]bool{"reserved": true, "attaching": true, "detaching": true, "maintenance": true}
+		for _, fd := range fs {
+			if !fd.Action.Safe {
+				continue
+			}
+			if seen[fd.ID].Add(grace).After(now) {
+				t.Fatalf("safe although seen less than the grace ago: %+v", fd)
+			}
+			v := volume(fd.Volume)
+			if v != nil && transitional[v.Status] && now.Sub(v.Updated) < grace {
+				t.Fatalf("safe on a volume %s for %s: %+v", v.Status, now.Sub(v.Updated), fd)
+			}
+			subject := string(fd.Object.UID)
+			if fd.Check == StaleCinderAttachment {
+				var at *openstack.Attachment
+				for i := range s.Attachments {
+					if s.Attachments[i].ID == fd.Object.Name {
+						at = &s.Attachments[i]
+					}
+				}
+				if at == nil || !live(at.Status) {
+					t.Fatalf("safe on an attachment that is not live: %+v", fd)
+				}
+				subject = at.Instance
+				if sv := server(at.Instance); !deleted(sv) && (listed(sv, at.VolumeID) || !idle(sv)) {
+					t.Fatalf("safe on an attachment whose server %+v lists the volume or is busy: %+v", sv, fd)
+				}
+			} else {
+				sv := server(subject)
+				if deleted(sv) || !idle(sv) || !listed(sv, fd.Volume) {
+					t.Fatalf("safe repair of a mapping on server %+v: %+v", sv, fd)
+				}
+				for _, at := range s.Attachments {
+					if at.VolumeID == fd.Volume && at.Instance == subject && live(at.Status) {
+						t.Fatalf("safe repair although Cinder holds %+v: %+v", at, fd)
+					}
+				}
+				if v == nil || v.Status != "available" {
+					t.Fatalf("safe repair of a volume that is not available: %+v", fd)
+				}
+				for _, m := range sv.Volumes {
+					if m.VolumeID == fd.Volume && sv.RootDevice != "" && m.Device == sv.RootDevice {
+						t.Fatalf("safe repair of the root disk: %+v", fd)
+					}
+				}
+			}
+			if v != nil && v.Multiattach {
+				for _, at := range s.Attachments {
+					if other := server(at.Instance); at.VolumeID == v.ID && at.Instance != subject && live(at.Status) && !deleted(other) && listed(other, v.ID) {
+						t.Fatalf("safe on a multiattach volume %s that %s uses: %+v", v.ID, at.Instance, fd)
+					}
+				}
+			}
+		}
+	})
+}
+
+func deepCopy(s *openstack.Snapshot) *openstack.Snapshot {
+	c := *s
+	c.Servers = slices.Clone(s.Servers)
+	for i := range c.Servers {
+		c.Servers[i].Volumes = slices.Clone(s.Servers[i].Volumes)
+	}
+	c.Volumes = slices.Clone(s.Volumes)
+	c.Attachments = slices.Clone(s.Attachments)
+	return &c
+}
