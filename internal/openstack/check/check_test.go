@@ -50,7 +50,9 @@ func listsWith(volume, attachment, device string) func(*openstack.Server) {
 
 func task(t string) func(*openstack.Server)     { return func(s *openstack.Server) { s.TaskState = t } }
 func vmState(st string) func(*openstack.Server) { return func(s *openstack.Server) { s.VMState = st } }
-func root(dev string) func(*openstack.Server)   { return func(s *openstack.Server) { s.RootDevice = dev } }
+func root(dev string) func(*openstack.Server) {
+	return func(s *openstack.Server) { s.RootDevice = dev }
+}
 func status(st string, age time.Duration) func(*openstack.Volume) {
 	return func(v *openstack.Volume) { v.Status, v.Updated = st, now.Add(-age) }
 }
