@@ -21,10 +21,6 @@ type Snapshot struct {
 	// in every attach status, including reserved and attaching ones that
 	// a volume's own attachments list leaves out.
 	Attachments []Attachment
-	// Complete says Nova's per-server attachment details (attachment and
-	// BDM ids) were read for every server the Volumes of a Server name;
-	// otherwise only for the servers whose records disagree with Cinder's.
-	Complete bool
 }
 
 // Server is one Nova server.
