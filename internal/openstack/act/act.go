@@ -1,0 +1,200 @@
+// Package act repairs one OpenStack finding at a time, and only after
+// proving again that it is safe: it re-reads the server, the volume and the
+// volume's Cinder attachments live (observe.Subject), re-runs the same
+// check on them, refuses when the finding changed in any way, and only then
+// writes. Results use tether fix's outcomes (Applied, Pending, Refused,
+// Failed) with a cause.
+//
+// This package must never act on a finding whose action is not marked
+// safe, never act from the snapshot the plan was made from, and never
+// impersonate Nova: it calls Cinder as the operator, so Cinder's own guard
+// (cinder/volume/api.py attachment_deletion_allowed, the CVE-2023-2088
+// fix) refuses with 409 any attachment delete or force-detach while Nova
+// still records that attachment, and that answer is reported as Refused.
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+
+	tact "github.com/tether-dev/tether/internal/act"
+	tcheck "github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/openstack/observe"
+)
+
+// Causes of this package, beside tether's own (act.AlreadyGone, ...).
+const (
+	// NovaUsesAttachment: Cinder answered 409 because Nova records the
+	// attachment (ConflictNovaUsingAttachment); nothing was changed.
+	NovaUsesAttachment tact.Cause = "NovaUsesAttachment"
+	// Rejected: the service refused the request as invalid for the
+	// object's current state (400 or another 409); nothing was changed.
+	Rejected tact.Cause = "Rejected"
+)
+
+// Executor repairs findings against the live services.
+type Executor struct {
+	Clients *observe.Clients
+	// Policy must be the policy the plan was made with, including the
+	// first-seen times of its findings.
+	Policy check.Policy
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// WaitTimeout bounds the wait for a change to show; default 60s.
+	WaitTimeout time.Duration
+	// PollInterval is how often the wait re-reads; default 500ms.
+	PollInterval time.Duration
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Apply carries out f's action after a live re-read and re-check.
+func (e *Executor) Apply(ctx context.Context, f tcheck.Finding) tact.Result {
+	res := e.apply(ctx, f)
+	res.FindingID = f.ID
+	return res
+}
+
+func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
+	if !f.Action.Safe {
+		return tact.Result{Outcome: tact.Refused, Message: fmt.Sprintf("the plan marks it not safe (blocked by %s)", f.Action.BlockedBy)}
+	}
+	server, volume := string(f.Object.UID), f.Volume
+	var attachment *openstack.Attachment
+	if f.Check == check.StaleCinderAttachment {
+		at, err := observe.Attachment(ctx, e.Clients, f.Object.Name)
+		if err != nil {
+			return failed("live re-read", err)
+		}
+		if at == nil {
+			return tact.Result{Outcome: tact.Applied, Cause: tact.AlreadyGone, Message: "Cinder attachment " + f.Object.Name + " is already gone"}
+		}
+		attachment, server, volume = at, at.Instance, at.VolumeID
+	}
+	snap, err := observe.Subject(ctx, e.Clients, server, volume)
+	if err != nil {
+		return failed("live re-read", err)
+	}
+	if why := e.recheck(f, snap); why != "" {
+		return tact.Result{Outcome: tact.Refused, Message: "live re-check: " + why}
+	}
+	switch f.Action.Type {
+	case check.DeleteCinderAttachment:
+		if r := e.deleteAttachment(ctx, attachment.ID); r != nil {
+			return *r
+		}
+		return e.waitGone(ctx, attachment.ID, "deleted Cinder attachment "+attachment.ID)
+	case check.ForceDetachVolume:
+		if r := e.forceDetach(ctx, volume, attachment.ID); r != nil {
+			return *r
+		}
+		return e.waitGone(ctx, attachment.ID, "force-detached attachment "+attachment.ID+" from volume "+volume)
+	case check.RecreateAttachmentAndDetach:
+		return e.recreateAndDetach(ctx, server, volume)
+	}
+	return tact.Result{Outcome: tact.Refused, Message: fmt.Sprintf("no repair for action %s", f.Action.Type)}
+}
+
+// recheck re-runs f's check on the live snapshot and says how the fresh
+// finding differs from f ("" when it is the same, still safe).
+func (e *Executor) recheck(f tcheck.Finding, snap *openstack.Snapshot) string {
+	p := e.Policy
+	p.Checks = []string{f.Check}
+	for _, fresh := range check.Run(snap, p, e.now()) {
+		if fresh.ID != f.ID {
+			continue
+		}
+		switch {
+		case fresh.Action.Type != f.Action.Type:
+			return fmt.Sprintf("the action changed from %s to %s", f.Action.Type, fresh.Action.Type)
+		case !fresh.Action.Safe:
+			return fmt.Sprintf("no longer safe: blocked by %s (%s)", fresh.Action.BlockedBy, strings.Join(fresh.Evidence, "; "))
+		}
+		return ""
+	}
+	return "the finding no longer holds (the server lists the volume again, Cinder holds it for the server, or the subject is gone)"
+}
+
+// waitGone waits until Cinder no longer has the attachment.
+func (e *Executor) waitGone(ctx context.Context, id, done string) tact.Result {
+	deadline := e.now().Add(e.waitTimeout())
+	for {
+		at, err := observe.Attachment(ctx, e.Clients, id)
+		if err == nil && at == nil {
+			return tact.Result{Outcome: tact.Applied, Message: done}
+		}
+		if e.now().After(deadline) {
+			return tact.Result{Outcome: tact.Pending, Cause: tact.Timeout, Message: fmt.Sprintf("%s: accepted, but the attachment is still listed after %s", done, e.waitTimeout())}
+		}
+		if !e.pause(ctx) {
+			return tact.Result{Outcome: tact.Pending, Cause: tact.Timeout, Message: done + ": accepted; stopped waiting: " + ctx.Err().Error()}
+		}
+	}
+}
+
+func (e *Executor) waitTimeout() time.Duration {
+	if e.WaitTimeout > 0 {
+		return e.WaitTimeout
+	}
+	return 60 * time.Second
+}
+
+func (e *Executor) pause(ctx context.Context) bool {
+	d := e.PollInterval
+	if d <= 0 {
+		d = 500 * time.Millisecond
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func failed(step string, err error) tact.Result {
+	return tact.Result{Outcome: tact.Failed, Cause: tact.ServerError, Message: step + " failed: " + err.Error(), Err: err}
+}
+
+// answer classifies a write's error: nil when it succeeded.
+func answer(step string, err error) *tact.Result {
+	if err == nil {
+		return nil
+	}
+	var code gophercloud.ErrUnexpectedResponseCode
+	if !errors.As(err, &code) {
+		r := failed(step, err)
+		return &r
+	}
+	body := strings.TrimSpace(string(code.Body))
+	switch {
+	case code.Actual == http.StatusConflict && strings.Contains(body, "using the Compute API"):
+		// cinder/exception.py ConflictNovaUsingAttachment (409): "Detach
+		// volume from instance %(instance_id)s using the Compute API".
+		return &tact.Result{Outcome: tact.Refused, Cause: NovaUsesAttachment, Message: step + ": Cinder answered 409 because Nova records this attachment; nothing was changed: " + body, Err: err}
+	case code.Actual == http.StatusNotFound:
+		return &tact.Result{Outcome: tact.Refused, Cause: tact.SubjectGone, Message: step + ": answered 404: the object is gone: " + body, Err: err}
+	case code.Actual == http.StatusConflict || code.Actual == http.StatusBadRequest:
+		return &tact.Result{Outcome: tact.Refused, Cause: Rejected, Message: fmt.Sprintf("%s: answered %d, nothing was changed: %s", step, code.Actual, body), Err: err}
+	case code.Actual == http.StatusUnauthorized:
+		return &tact.Result{Outcome: tact.Failed, Cause: tact.Unauthorized, Message: step + ": answered 401: check the cloud's credentials", Err: err}
+	case code.Actual == http.StatusForbidden:
+		return &tact.Result{Outcome: tact.Failed, Cause: tact.Forbidden, Message: step + ": answered 403: this repair needs the admin role", Err: err}
+	}
+	return &tact.Result{Outcome: tact.Failed, Cause: tact.ServerError, Message: fmt.Sprintf("%s: answered %d: %s", step, code.Actual, body), Err: err}
+}
