@@ -282,7 +282,8 @@ func TestBadInput_clearErrors(t *testing.T) {
 		{[]string{"audit", "--checks", "NoSuchCheck"}, `unknown check "NoSuchCheck"`},
 		{[]string{"audit", "-l", "a in (b"}, "not a valid label selector"},
 		{[]string{"audit", "--kubeconfig", "/nonexistent/kubeconfig"}, "cannot be read"},
-		{[]string{"audit", "-o", "xml"}, "use table, json or yaml"},
+		{[]string{"audit", "-o", "xml"}, "use table, json, yaml, policyreport, dot"},
+		{[]string{"fix", "-o", "dot"}, "use table, json, yaml\n"}, // the pictures and reports are the audit's
 		{[]string{"audit", "-n", "a", "-A"}, "exclude each other"},
 		{[]string{"audit", "-A", "--tenant", "g=" + env.Tenants["guest"].Kubeconfig}, "name the infra namespace of its VMs"},
 		{[]string{"audit", "-n", "a", "--tenant", "g=" + env.Tenants["guest"].Kubeconfig + ":a", "--tenant-driver", "Not_A_Driver"}, "is not a CSI driver name"},

@@ -171,6 +171,11 @@ func TestInjectedFaults(t *testing.T) {
 		if err := e.cl.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("fault ConfigMap not consumed yet (%v)", err)
 		}
+		// The emulator deletes the ConfigMap, then queues its faults: wait
+		// for both, or a loaded machine calls in between.
+		if n := e.emu.PendingFaults(); n != 1 {
+			return fmt.Errorf("%d faults queued, want the ConfigMap's one", n)
+		}
 		return nil
 	})
 	if err := add(e.sub); !apierrors.IsServiceUnavailable(err) {
