@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tether-dev/tether/internal/act"
+	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/openstack"
+	osact "github.com/tether-dev/tether/internal/openstack/act"
+	oscheck "github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/openstack/observe"
+)
+
+// newOpenStack is `tether openstack`: audit and fix of the two records
+// OpenStack keeps of one volume attachment, Nova's block device mappings
+// and Cinder's attachments.
+func newOpenStack() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "openstack",
+		Short: "Audit and fix volume attachments where Nova and Cinder disagree",
+		Long: `Reads Nova's servers and the volumes they list, and Cinder's volumes and
+attachments (all projects; admin), and reports where the two records of one
+attachment disagree: DanglingNovaAttachment and StaleCinderAttachment.
+The cloud comes from clouds.yaml, as for the openstack CLI (--os-cloud, OS_CLOUD).
+See docs/openstack.md.`,
+	}
+	cmd.AddCommand(newOpenStackAudit(), newOpenStackFix())
+	return cmd
+}
+
+// osFlags are the flags audit and fix share.
+type osFlags struct {
+	cloud       string
+	allProjects bool
+	project     string
+	output      string
+	only        string
+	grace       time.Duration
+	pageSize    int
+}
+
+func (f *osFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.cloud, "os-cloud", os.Getenv("OS_CLOUD"), "the cloud in clouds.yaml (default $OS_CLOUD)")
+	fs.BoolVar(&f.allProjects, "all-projects", true, "read every project (needs the admin role)")
+	fs.StringVar(&f.project, "project", "", "read this project (ID) only")
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
+	fs.StringVar(&f.only, "check", "", "run this check only ("+strings.Join(oscheck.Names(), ", ")+")")
+	fs.DurationVar(&f.grace, "grace", oscheck.DefaultGrace, "a volume in a transitional status is left alone until this old, and a finding is acted on only when seen twice this far apart")
+	fs.IntVar(&f.pageSize, "page-size", 0, "items per list request (0: the services' limit)")
+}
+
+// validate checks the flags alone.
+func (f *osFlags) validate() error {
+	switch f.output {
+	case "table", "json", "yaml":
+	default:
+		return fmt.Errorf("--output %q is not supported here: use table, json or yaml", f.output)
+	}
+	if f.only != "" {
+		if _, err := oscheck.Lookup(f.only); err != nil {
+			return fmt.Errorf("--check: %v", err)
+		}
+	}
+	if f.grace <= 0 {
+		return fmt.Errorf("--grace must be positive, got %s", f.grace)
+	}
+	if f.pageSize < 0 {
+		return fmt.Errorf("--page-size must be 0 or more, got %d", f.pageSize)
+	}
+	if !f.allProjects && f.project == "" {
+		return fmt.Errorf("--all-projects=false needs --project ID, the project to read")
+	}
+	if f.cloud == "" {
+		return fmt.Errorf("no cloud named: pass --os-cloud NAME or set OS_CLOUD, naming a cloud of your clouds.yaml")
+	}
+	return nil
+}
+
+func (f *osFlags) policy() oscheck.Policy {
+	p := oscheck.Policy{Grace: f.grace}
+	if f.only != "" {
+		p.Checks = []string{f.only}
+	}
+	return p
+}
+
+// connect connects to the cloud.
+func (f *osFlags) connect(ctx context.Context) (*observe.Clients, error) {
+	return observe.Connect(ctx, observe.ConnectOptions{Cloud: f.cloud})
+}
+
+// observe reads a snapshot.
+func (f *osFlags) observe(ctx context.Context, c *observe.Clients) (*openstack.Snapshot, error) {
+	return observe.Observe(ctx, c, observe.Options{Project: f.project, PageSize: f.pageSize})
+}
+
+// newOpenStackAudit is `tether openstack audit`: observe once, report,
+// change nothing.
+func newOpenStackAudit() *cobra.Command {
+	var f osFlags
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Report where Nova and Cinder disagree, with evidence; changes nothing",
+		Long: `Reads Nova and Cinder once and reports every finding with the facts behind it
+(each checkable with the openstack CLI) and the action that would fix it, or why
+none is safe. One observation never makes an action safe: findings are marked
+NotSeenTwice until tether openstack fix sees them again --grace later.
+Exit code: 0 no findings, 1 findings, 2 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			c, err := f.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := f.observe(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			fs := oscheck.Run(s, f.policy(), s.Taken)
+			if err := printOpenStackAudit(cmd.OutOrStdout(), f.output, s, fs); err != nil {
+				return err
+			}
+			if len(fs) > 0 {
+				return exitError{ExitFindings}
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// printOpenStackAudit writes the findings as `tether audit` does: an
+// AuditReport for json and yaml; a table, then each finding's evidence and
+// remedy.
+func printOpenStackAudit(w io.Writer, format string, s *openstack.Snapshot, fs []check.Finding) error {
+	if fs == nil {
+		fs = []check.Finding{}
+	}
+	switch format {
+	case "json":
+		return streamAuditJSON(w, AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs})
+	case "yaml":
+		return encode(w, format, AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs})
+	}
+	if len(fs) == 0 {
+		_, err := fmt.Fprintf(w, "No findings (%d servers, %d volumes, %d Cinder attachments checked).\n", len(s.Servers), len(s.Volumes), len(s.Attachments))
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCHECK\tPROJECT\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS")
+	for _, f := range fs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", f.ID, f.Check, orDash(f.Namespace), kindShort(f.Object.Kind), f.Object.Name,
+			orDash(f.Volume), f.Severity, f.Action.Type, status(f.Action))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, f := range fs {
+		printWhy(w, f)
+	}
+	return nil
+}
+
+// osFixOptions are the flags of `tether openstack fix`.
+type osFixOptions struct {
+	osFlags
+	apply      bool
+	maxActions int
+	// wait sleeps between the two observations; tests shorten nothing
+	// else.
+	wait func(context.Context, time.Duration) error
+}
+
+// newOpenStackFix is `tether openstack fix`: observe twice --grace apart,
+// plan, and with --apply repair.
+func newOpenStackFix() *cobra.Command {
+	o := &osFixOptions{wait: sleep}
+	cmd := &cobra.Command{
+		Use:   "fix",
+		Short: "Plan (default) or apply the repairs that are provably safe",
+		Long: `Reads Nova and Cinder twice, --grace apart: only findings seen both times can be
+safe. Without --apply, prints the plan and changes nothing. With --apply, carries
+out at most --max safe repairs, each only after a live re-read of the server, the
+volume and its attachments and a re-run of the check on them.
+Exit code: 0 plan printed or all repairs applied, 1 some repair did not apply, 2 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.apply, "apply", false, "carry out the plan (default: print it and change nothing)")
+	cmd.Flags().IntVar(&o.maxActions, "max", DefaultFixMaxActions, "at most this many repairs in this run (0: none)")
+	return cmd
+}
+
+func (o *osFixOptions) run(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.maxActions < 0 {
+		return fmt.Errorf("--max must be 0 or more, got %d", o.maxActions)
+	}
+	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
+	c, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	first, err := o.observe(ctx, c)
+	if err != nil {
+		return err
+	}
+	p := o.policy()
+	p.FirstSeen = map[string]time.Time{}
+	fs := oscheck.Run(first, p, first.Taken)
+	for _, f := range fs {
+		p.FirstSeen[f.ID] = first.Taken
+	}
+	if len(fs) > 0 {
+		fmt.Fprintf(stderr, "%d finding(s); observing again in %s (--grace) before planning\n", len(fs), o.grace)
+		if err := o.wait(ctx, o.grace); err != nil {
+			return err
+		}
+	}
+	second, err := o.observe(ctx, c)
+	if err != nil {
+		return err
+	}
+	fs = oscheck.Run(second, p, second.Taken)
+	items := plan(fs, o.maxActions)
+	if !o.apply {
+		return printPlan(cmd.OutOrStdout(), o.output, items, false)
+	}
+	ex := &osact.Executor{Clients: c, Policy: p}
+	failed := 0
+	for i := range items {
+		if !items[i].Planned {
+			continue
+		}
+		r := ex.Apply(ctx, items[i].Finding)
+		items[i].Result = &r
+		if r.Outcome != act.Applied {
+			failed++
+		}
+	}
+	if err := printPlan(cmd.OutOrStdout(), o.output, items, true); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return exitError{ExitFindings}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
