@@ -23,16 +23,14 @@ func Subject(ctx context.Context, c *Clients, serverID, volumeID string) (*opens
 	if err := addServer(ctx, c, s, serverID); err != nil {
 		return nil, err
 	}
-	var v struct {
-		Volume cinderVolume `json:"volume"`
-	}
+	var v cinderVolume
 	err := volumes.Get(ctx, c.BlockStorage, volumeID).ExtractInto(&v)
 	switch {
 	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
 	case err != nil:
 		return nil, apiError("Cinder", "reading volume "+volumeID, BlockStorageMicroversion, err)
 	default:
-		s.Volumes = append(s.Volumes, v.Volume.model())
+		s.Volumes = append(s.Volumes, v.model())
 	}
 	if s.Attachments, err = listAttachments(ctx, c.BlockStorage, attachments.ListOpts{AllTenants: true, VolumeID: volumeID}, 0); err != nil {
 		return nil, err
@@ -56,9 +54,7 @@ func addServer(ctx context.Context, c *Clients, s *openstack.Snapshot, id string
 			return nil
 		}
 	}
-	var got struct {
-		Server novaServer `json:"server"`
-	}
+	var got novaServer
 	err := servers.Get(ctx, c.Compute, id).ExtractInto(&got)
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		return nil
@@ -66,7 +62,7 @@ func addServer(ctx context.Context, c *Clients, s *openstack.Snapshot, id string
 	if err != nil {
 		return apiError("Nova", "reading server "+id, ComputeMicroversion, err)
 	}
-	sv := got.Server.model()
+	sv := got.model()
 	if err := readMappings(ctx, c.Compute, &sv); err != nil {
 		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 			return nil
