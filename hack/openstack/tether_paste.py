@@ -1,0 +1,37 @@
+"""Two paste filters that stand in for what Keystone's middleware would do.
+
+nova_token_context: Nova's noauth2 middleware builds the request context
+without the caller's token, so Nova's calls to Glance, Cinder and Neutron made
+on the caller's behalf would carry none. The filter runs after noauth2 and
+puts the X-Auth-Token on the context, as keystonemiddleware's auth_token
+filter and Nova's keystonecontext filter would.
+
+cinder_service_token: keystonemiddleware validates an X-Service-Token and sets
+X-Service-Roles from it; Cinder's check that Nova no longer uses an attachment
+before someone else deletes it (CVE-2023-2088) trusts requests with the
+service role. The filter runs before noauth_include_project_id, drops any
+X-Service-Roles a client sends, and sets "service" when an X-Service-Token
+is present (Nova sends one, [service_user] in nova.conf).
+"""
+
+
+def nova_token_context(global_conf, **local_conf):
+    def wrap(app):
+        def call(environ, start_response):
+            ctx = environ.get('nova.context')
+            if ctx is not None and not ctx.auth_token:
+                ctx.auth_token = environ.get('HTTP_X_AUTH_TOKEN')
+            return app(environ, start_response)
+        return call
+    return wrap
+
+
+def cinder_service_token(global_conf, **local_conf):
+    def wrap(app):
+        def call(environ, start_response):
+            environ.pop('HTTP_X_SERVICE_ROLES', None)
+            if environ.get('HTTP_X_SERVICE_TOKEN'):
+                environ['HTTP_X_SERVICE_ROLES'] = 'service'
+            return app(environ, start_response)
+        return call
+    return wrap

@@ -1,0 +1,258 @@
+// Package openstack starts a real OpenStack test world for integration tests:
+// Nova (API, conductor, scheduler, compute with the fake driver), Placement
+// and Cinder (API, scheduler, volume with the fake driver) from Debian's
+// packages, run by hack/openstack.sh on free local ports, with Keystone,
+// Glance and Neutron stubbed. It also seeds the drift that tether looks for,
+// the way it arises in a real cloud.
+//
+// One world serves a whole test binary: call Main from TestMain and Start
+// from each test. The package must never be imported by non-test code.
+package openstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// CloudName is the cloud in World.CloudsYAML.
+const CloudName = "tether-test"
+
+// EnvKeep names an environment variable: when set to 1, Main leaves the
+// world running and prints where it is (for debugging a failing test).
+const EnvKeep = "TETHER_OPENSTACK_KEEP"
+
+// World is a running OpenStack test world.
+type World struct {
+	Dir        string // state directory: configuration, databases, logs (Dir/logs), PIDs
+	CloudsYAML string // a clouds.yaml with the cloud CloudName (password auth against the Keystone stub)
+	Cloud      string // CloudName
+	// Endpoints as the Keystone stub's catalog lists them.
+	Compute      string // http://127.0.0.1:PORT/v2.1
+	BlockStorage string // http://127.0.0.1:PORT/v3/<Project>
+	Placement    string // http://127.0.0.1:PORT
+	Identity     string // http://127.0.0.1:PORT/v3
+	Project      string // the project everything is created in ("admin", an admin user's)
+
+	// StartTime is how long hack/openstack.sh up took.
+	StartTime time.Duration
+	// Release names the package versions of Nova, Cinder and Placement.
+	Release string
+
+	portBase int
+	novaDB   string
+}
+
+var (
+	mainUsed  bool
+	startOnce sync.Once
+	world     *World
+	startErr  error
+)
+
+// Main runs the tests of a package that uses Start and stops the world
+// afterwards. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { openstack.Main(m) }
+func Main(m *testing.M) {
+	mainUsed = true
+	code := m.Run()
+	if world != nil {
+		if os.Getenv(EnvKeep) == "1" {
+			fmt.Fprintf(os.Stderr, "openstack: world left running (%s=1) in %s; stop it with: hack/openstack.sh down --dir %s\n", EnvKeep, world.Dir, world.Dir)
+		} else {
+			if err := world.stop(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				if code == 0 {
+					code = 1
+				}
+			}
+			_ = os.RemoveAll(world.Dir)
+		}
+	}
+	os.Exit(code)
+}
+
+// Start returns the test binary's OpenStack world, starting it on first use.
+// It skips the test under -short and fails it, with the tail of the
+// start-up log, when the world cannot start.
+func Start(t testing.TB) *World {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the OpenStack test world does not run under -short")
+	}
+	if !mainUsed {
+		t.Fatal("the OpenStack test world needs TestMain: add func TestMain(m *testing.M) { openstack.Main(m) } to the package's tests")
+	}
+	startOnce.Do(func() { world, startErr = start() })
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	return world
+}
+
+func start() (*World, error) {
+	script, err := findScript()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tether-openstack-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		base, err := freePortBase()
+		if err != nil {
+			return nil, err
+		}
+		w, err := up(script, dir, base)
+		if err == nil {
+			return w, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "is in use") {
+			break // only a lost race for the ports is worth another try
+		}
+	}
+	return nil, lastErr
+}
+
+func up(script, dir string, base int) (*World, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, script, "up", "--dir", dir, "--port-base", strconv.Itoa(base))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	runErr := cmd.Run()
+	elapsed := time.Since(t0)
+	if runErr != nil {
+		_ = exec.Command(script, "down", "--dir", dir).Run()
+		return nil, fmt.Errorf("the OpenStack test world did not start (%s up --dir %s --port-base %d: %v):\n%s\n%s",
+			script, dir, base, runErr, tail(out.String(), 30), logTails(dir))
+	}
+	w := &World{
+		Dir:          dir,
+		CloudsYAML:   filepath.Join(dir, "clouds.yaml"),
+		Cloud:        CloudName,
+		Compute:      fmt.Sprintf("http://127.0.0.1:%d/v2.1", base),
+		BlockStorage: fmt.Sprintf("http://127.0.0.1:%d/v3/admin", base+1),
+		Placement:    fmt.Sprintf("http://127.0.0.1:%d", base+2),
+		Identity:     fmt.Sprintf("http://127.0.0.1:%d/v3", base+3),
+		Project:      "admin",
+		StartTime:    elapsed,
+		Release:      release(),
+		portBase:     base,
+		novaDB:       filepath.Join(dir, "nova", "nova_cell1.sqlite"),
+	}
+	fmt.Fprintf(os.Stderr, "openstack: %s ready in %s in %s\n", w.Release, elapsed.Round(100*time.Millisecond), dir)
+	return w, nil
+}
+
+func (w *World) stop() error {
+	script, err := findScript()
+	if err != nil {
+		return err
+	}
+	out, err := exec.Command(script, "down", "--dir", w.Dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("stopping the OpenStack test world in %s: %v: %s", w.Dir, err, out)
+	}
+	return nil
+}
+
+// release names the installed versions of Nova, Cinder and Placement.
+func release() string {
+	out, err := exec.Command("dpkg-query", "-W", "-f", "${Package}=${Version} ", "python3-nova", "python3-cinder", "python3-placement").Output()
+	if err != nil {
+		return "OpenStack (versions unknown)"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// freePortBase finds N such that the world's six ports N..N+5 are free now.
+func freePortBase() (int, error) {
+	for i := 0; i < 100; i++ {
+		base := 20000 + 10*rand.IntN(4000)
+		free := true
+		for p := base; p < base+6 && free; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no six free consecutive ports found between 20000 and 60000 for the OpenStack test world")
+}
+
+// findScript finds hack/openstack.sh by walking up from the working
+// directory (tests run in their package's directory) to the module root.
+func findScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			script := filepath.Join(dir, "hack", "openstack.sh")
+			if _, err := os.Stat(script); err != nil {
+				return "", fmt.Errorf("%s is missing: the OpenStack test world runs from a checkout of tether", script)
+			}
+			return script, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("hack/openstack.sh not found: run the tests from inside the tether checkout")
+		}
+		dir = parent
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// logTails returns the last lines of each service log in dir/logs.
+func logTails(dir string) string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		if err != nil || len(bytes.TrimSpace(data)) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s (last lines)\n%s\n", f, tail(string(data), 15))
+	}
+	return b.String()
+}
+
+// LogTail returns the last n lines of one of the world's logs (nova, cinder,
+// placement, stubs), for test failure messages.
+func (w *World) LogTail(name string, n int) string {
+	data, err := os.ReadFile(filepath.Join(w.Dir, "logs", name+".log"))
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(data), n)
+}
