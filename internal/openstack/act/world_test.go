@@ -1,0 +1,280 @@
+package act
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+
+	tact "github.com/tether-dev/tether/internal/act"
+	tcheck "github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/openstack/observe"
+	ostest "github.com/tether-dev/tether/internal/testing/openstack"
+)
+
+// These tests run on real Nova, Placement and Cinder (Zed, Debian bookworm;
+// hack/openstack.sh). Their oracles are what Nova's and Cinder's APIs then
+// list, never tether's own reading of it.
+
+func TestMain(m *testing.M) { ostest.Main(m) }
+
+// executor connects to the world with the cloud of its clouds.yaml.
+func executor(t *testing.T, w *ostest.World) *Executor {
+	t.Helper()
+	c, err := observe.Connect(context.Background(), observe.ConnectOptions{Cloud: w.Cloud, CloudsYAML: w.CloudsYAML})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Executor{Clients: c, WaitTimeout: 60 * time.Second, PollInterval: 200 * time.Millisecond}
+}
+
+// planned observes the world and returns the finding of the check about
+// the volume, as a second observation a grace period after the first
+// would: the executor's policy records it as first seen two minutes ago.
+func planned(t *testing.T, e *Executor, checkName, volume string) tcheck.Finding {
+	t.Helper()
+	s, err := observe.Observe(context.Background(), e.Clients, observe.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Policy = check.Policy{Grace: time.Minute, FirstSeen: map[string]time.Time{}}
+	var found []tcheck.Finding
+	for _, f := range check.Run(s, check.Policy{Grace: time.Minute}, s.Taken) {
+		if f.Check == checkName && f.Volume == volume {
+			found = append(found, f)
+			e.Policy.FirstSeen[f.ID] = s.Taken.Add(-2 * time.Minute)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one %s finding about volume %s, got %+v", checkName, volume, found)
+	}
+	for _, f := range check.Run(s, e.Policy, s.Taken) {
+		if f.ID == found[0].ID {
+			return f
+		}
+	}
+	t.Fatal("the finding is gone on the second run")
+	return tcheck.Finding{}
+}
+
+// novaDB is the world's Nova cell database (world.env TETHER_OS_NOVA_DB).
+func novaDB(t *testing.T, w *ostest.World) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(w.Dir, "world.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "TETHER_OS_NOVA_DB="); ok {
+			return v
+		}
+	}
+	t.Fatalf("no TETHER_OS_NOVA_DB in %s/world.env", w.Dir)
+	return ""
+}
+
+// sql runs one statement with args on Nova's cell database, as an operator
+// or a stuck Nova task would leave it.
+func sql(t *testing.T, w *ostest.World, stmt string, args ...string) {
+	t.Helper()
+	const script = `import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n = db.execute(sys.argv[2], sys.argv[3:]).rowcount
+db.commit()
+print(n)`
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-c", script, novaDB(t, w), stmt}, args...)...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Fatalf("%s %v: %v: %s (want 1 row changed)", stmt, args, err, out)
+	}
+}
+
+func liveAttachments(t *testing.T, w *ostest.World, volume string) []string {
+	t.Helper()
+	var ids []string
+	for _, a := range w.CinderAttachments(t, volume) {
+		ids = append(ids, a.ID+"/"+a.Instance+"/"+a.Status)
+	}
+	return ids
+}
+
+func novaLists(t *testing.T, w *ostest.World, server, volume string) bool {
+	t.Helper()
+	for _, a := range w.NovaAttachments(t, server) {
+		if a.VolumeID == volume {
+			return true
+		}
+	}
+	return false
+}
+
+func wantOutcome(t *testing.T, r tact.Result, o tact.Outcome, contains string) {
+	t.Helper()
+	if r.Outcome != o || !strings.Contains(r.Message+" "+string(r.Cause), contains) {
+		t.Fatalf("outcome %s (%s): %s; want %s with %q", r.Outcome, r.Cause, r.Message, o, contains)
+	}
+}
+
+func TestDeleteAttachmentOfServerNovaDoesNotKnow(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	v := w.Volume(t, "stale-ghost")
+	a, _ := w.StaleAttachment(t, v)
+	f := planned(t, e, check.StaleCinderAttachment, v)
+	if f.Object.Name != a || f.Action.Type != check.DeleteCinderAttachment || !f.Action.Safe {
+		t.Fatalf("plan: %+v", f)
+	}
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "deleted Cinder attachment")
+	// Cinder: no attachment left, the volume is available again.
+	if got := liveAttachments(t, w, v); len(got) != 0 {
+		t.Fatalf("Cinder still lists %v", got)
+	}
+	w.WaitVolume(t, v, "available")
+	// Applying the same plan again finds the attachment gone.
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "AlreadyGone")
+}
+
+func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v := w.Server(t, "forgot"), w.Volume(t, "forgot")
+	w.Attach(t, s, v)
+	w.ForgetBDM(t, s, v)
+	f := planned(t, e, check.StaleCinderAttachment, v)
+	if f.Action.Type != check.ForceDetachVolume || !f.Action.Safe {
+		t.Fatalf("plan: %+v", f)
+	}
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "force-detached")
+	if got := liveAttachments(t, w, v); len(got) != 0 {
+		t.Fatalf("Cinder still lists %v", got)
+	}
+	w.WaitVolume(t, v, "available")
+	if novaLists(t, w, s, v) {
+		t.Fatal("Nova lists the volume again")
+	}
+}
+
+func TestRecreateAndDetachDanglingMapping(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v, keep := w.Server(t, "dangling"), w.Volume(t, "dangling"), w.Volume(t, "kept")
+	w.Attach(t, s, keep)
+	w.DanglingBDM(t, s, v)
+	f := planned(t, e, check.DanglingNovaAttachment, v)
+	if f.Action.Type != check.RecreateAttachmentAndDetach || !f.Action.Safe || string(f.Object.UID) != s {
+		t.Fatalf("plan: %+v", f)
+	}
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "Nova detached volume")
+	// Nova: the mapping is gone, the other volume stays attached.
+	if novaLists(t, w, s, v) {
+		t.Fatal("Nova still lists the volume")
+	}
+	if !novaLists(t, w, s, keep) {
+		t.Fatal("Nova lost the other volume's mapping")
+	}
+	// Cinder: nothing of tether's attachment is left; the other volume is
+	// still in-use by the server.
+	if got := liveAttachments(t, w, v); len(got) != 0 {
+		t.Fatalf("Cinder still lists %v", got)
+	}
+	w.WaitVolume(t, v, "available")
+	w.WaitVolume(t, keep, "in-use")
+	w.WaitServer(t, s, "ACTIVE")
+}
+
+func TestRefusedWhenTheServerListsTheVolumeAgain(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v := w.Server(t, "remembers"), w.Volume(t, "remembers")
+	w.Attach(t, s, v)
+	w.ForgetBDM(t, s, v)
+	f := planned(t, e, check.StaleCinderAttachment, v)
+	// Nova's mapping comes back (the soft-delete undone) after the plan.
+	sql(t, w, "update block_device_mapping set deleted = 0, deleted_at = NULL where instance_uuid = ? and volume_id = ? and deleted != 0", s, v)
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "no longer holds")
+	if got := liveAttachments(t, w, v); len(got) != 1 {
+		t.Fatalf("Cinder lists %v, want the one attachment untouched", got)
+	}
+	w.WaitVolume(t, v, "in-use")
+}
+
+func TestRefusedWhenTheServerGotATask(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v := w.Server(t, "migrating"), w.Volume(t, "migrating")
+	w.DanglingBDM(t, s, v)
+	f := planned(t, e, check.DanglingNovaAttachment, v)
+	sql(t, w, "update instances set task_state = 'migrating' where uuid = ?", s)
+	t.Cleanup(func() { sql(t, w, "update instances set task_state = NULL where uuid = ?", s) })
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, string(check.ServerTaskState))
+	// Nothing was written: no attachment was created, Nova keeps its mapping.
+	if got := liveAttachments(t, w, v); len(got) != 0 {
+		t.Fatalf("Cinder lists %v, want none", got)
+	}
+	if !novaLists(t, w, s, v) {
+		t.Fatal("Nova lost its mapping")
+	}
+}
+
+func TestRefusedWhenTheVolumeStartedMoving(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	v := w.Volume(t, "moving")
+	a, _ := w.StaleAttachment(t, v)
+	f := planned(t, e, check.StaleCinderAttachment, v)
+	// An admin puts the volume in detaching now (os-reset_status): younger
+	// than the grace period, it is held.
+	err := volumes.ResetStatus(context.Background(), e.Clients.BlockStorage, v, volumes.ResetStatusOpts{Status: "detaching"}).ExtractErr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, string(check.VolumeTransitional))
+	if got := liveAttachments(t, w, v); len(got) != 1 || !strings.HasPrefix(got[0], a) {
+		t.Fatalf("Cinder lists %v, want attachment %s untouched", got, a)
+	}
+}
+
+// TestCinderRefusesWritesOnAttachmentsNovaUses holds the writes to Cinder's
+// guard (cinder/volume/api.py attachment_deletion_allowed, CVE-2023-2088):
+// called as the operator on an attachment Nova records, delete and
+// force-detach answer 409, which is Refused (not Failed), and nothing
+// changes.
+func TestCinderRefusesWritesOnAttachmentsNovaUses(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v := w.Server(t, "in-use"), w.Volume(t, "in-use")
+	a := w.Attach(t, s, v)
+	r := e.deleteAttachment(context.Background(), a)
+	if r == nil || r.Outcome != tact.Refused || r.Cause != NovaUsesAttachment {
+		t.Fatalf("delete: %+v, want Refused NovaUsesAttachment", r)
+	}
+	r = e.forceDetach(context.Background(), v, a)
+	if r == nil || r.Outcome != tact.Refused || r.Cause != NovaUsesAttachment {
+		t.Fatalf("force-detach: %+v, want Refused NovaUsesAttachment", r)
+	}
+	if got := liveAttachments(t, w, v); len(got) != 1 || !strings.HasPrefix(got[0], a+"/"+s+"/attached") {
+		t.Fatalf("Cinder lists %v, want %s attached to %s", got, a, s)
+	}
+	if !novaLists(t, w, s, v) {
+		t.Fatal("Nova lost its mapping")
+	}
+	w.WaitVolume(t, v, "in-use")
+}
+
+func TestNotSafeIsNeverApplied(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	v := w.Volume(t, "seen-once")
+	w.StaleAttachment(t, v)
+	f := planned(t, e, check.StaleCinderAttachment, v)
+	f.Action.Safe, f.Action.BlockedBy = false, check.NotSeenTwice
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "not safe")
+	if got := liveAttachments(t, w, v); len(got) != 1 {
+		t.Fatalf("Cinder lists %v, want the attachment untouched", got)
+	}
+}
