@@ -104,23 +104,29 @@ cmd_install() {
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 cmd_down() {
-	local dir=$1 name pidfile pid i
+	local dir=$1 name pidfile i pids=() names=()
 	for name in "${procs[@]}"; do
 		pidfile="$dir/$name.pid"
 		[ -f "$pidfile" ] || continue
-		pid=$(cat "$pidfile")
-		if kill -0 "$pid" 2>/dev/null; then
-			kill -TERM "$pid" 2>/dev/null || true
-			for i in $(seq 50); do
-				kill -0 "$pid" 2>/dev/null || break
-				sleep 0.1
-			done
-			if kill -0 "$pid" 2>/dev/null; then
-				log "$name (pid $pid) did not stop in 5 s; killing it"
-				kill -KILL "$pid" 2>/dev/null || true
-			fi
+		if kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+			pids+=("$(cat "$pidfile")")
+			names+=("$name")
+		else
+			rm -f "$pidfile"
 		fi
-		rm -f "$pidfile"
+	done
+	[ ${#pids[@]} -gt 0 ] || return 0
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	for i in $(seq 50); do
+		kill -0 "${pids[@]}" 2>/dev/null || break # true while any is alive
+		sleep 0.1
+	done
+	for i in "${!pids[@]}"; do
+		if kill -0 "${pids[$i]}" 2>/dev/null; then
+			log "${names[$i]} (pid ${pids[$i]}) did not stop in 5 s after SIGTERM; killing it"
+			kill -KILL "${pids[$i]}" 2>/dev/null || true
+		fi
+		rm -f "$dir/${names[$i]}.pid"
 	done
 }
 
