@@ -1,0 +1,214 @@
+package observe
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tether-dev/tether/internal/openstack"
+	ostest "github.com/tether-dev/tether/internal/testing/openstack"
+)
+
+// These tests read real Nova and Cinder (hack/openstack.sh); what they
+// expect comes from the services' own answers through the harness.
+
+func TestMain(m *testing.M) { ostest.Main(m) }
+
+// counter counts the requests it carries, by path suffix.
+type counter struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.paths = append(c.paths, r.Method+" "+r.URL.Path)
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *counter) reset() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.paths
+	c.paths = nil
+	return p
+}
+
+func count(paths []string, suffix string) int {
+	n := 0
+	for _, p := range paths {
+		if strings.HasSuffix(p, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestObserveTheRealServices(t *testing.T) {
+	w := ostest.Start(t)
+	cnt := &counter{}
+	c, err := Connect(context.Background(), ConnectOptions{Cloud: w.Cloud, CloudsYAML: w.CloudsYAML, Transport: cnt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, s2 := w.Server(t, "observed-1"), w.Server(t, "observed-2")
+	healthy, dangling, stale, forgotten := w.Volume(t, "healthy"), w.Volume(t, "dangling"), w.Volume(t, "stale"), w.Volume(t, "forgotten")
+	healthyAt := w.Attach(t, s1, healthy)
+	w.DanglingBDM(t, s1, dangling)
+	staleAt, ghost := w.StaleAttachment(t, stale)
+	forgottenAt := w.Attach(t, s2, forgotten)
+	w.ForgetBDM(t, s2, forgotten)
+	cnt.reset()
+
+	s, err := Observe(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := cnt.reset()
+	ix := s.Index()
+
+	// Nova: s1 lists both its volumes (the dangling one too), with the
+	// attachment id Nova records; s2 lists nothing.
+	srv := ix.Servers[s1]
+	if srv == nil || srv.Name != "observed-1" || srv.Project != w.Project || srv.Status != "ACTIVE" || srv.VMState != "active" || srv.TaskState != "" {
+		t.Fatalf("server %s: %+v", s1, srv)
+	}
+	if m, ok := srv.Lists(healthy); !ok || m.AttachmentID != healthyAt || m.BDM == "" || m.Device == "" {
+		t.Fatalf("server %s's mapping of %s: %+v (Nova records attachment %s)", s1, healthy, m, healthyAt)
+	}
+	if _, ok := srv.Lists(dangling); !ok {
+		t.Fatalf("server %s does not list the dangling volume %s: %+v", s1, dangling, srv.Volumes)
+	}
+	if _, ok := ix.Servers[s2].Lists(forgotten); ok {
+		t.Fatalf("server %s lists the forgotten volume", s2)
+	}
+	// Cinder: statuses as its API shows them, and every attachment with
+	// its server.
+	for id, want := range map[string]string{healthy: "in-use", dangling: "available", stale: "in-use", forgotten: "in-use"} {
+		v := ix.Volumes[id]
+		if v == nil || v.Status != want || v.Project != w.Project || v.Updated.IsZero() {
+			t.Errorf("volume %s: %+v, want status %s in project %s", id, v, want, w.Project)
+		}
+	}
+	for id, want := range map[string]openstack.Attachment{
+		healthyAt:   {ID: healthyAt, VolumeID: healthy, Instance: s1, Status: "attached"},
+		staleAt:     {ID: staleAt, VolumeID: stale, Instance: ghost, Status: "attached"},
+		forgottenAt: {ID: forgottenAt, VolumeID: forgotten, Instance: s2, Status: "attached"},
+	} {
+		if got := ix.Attachments[id]; got == nil || *got != want {
+			t.Errorf("attachment %s: %+v, want %+v", id, got, want)
+		}
+	}
+	if len(ix.AttachmentsByVolume[dangling]) != 0 {
+		t.Errorf("the dangling volume has attachments: %+v", ix.AttachmentsByVolume[dangling])
+	}
+
+	// Requests: one list each of servers and volumes, the attachment list
+	// and the empty page that ends it, and os-volume_attachments only for
+	// s1, the one server whose mappings Cinder does not all hold.
+	want := []string{"/servers/detail", "/volumes/detail", "/attachments/detail", "/attachments/detail", "/servers/" + s1 + "/os-volume_attachments"}
+	if len(reqs) != len(want) {
+		t.Fatalf("requests: %v, want %d (%v)", reqs, len(want), want)
+	}
+	for _, suffix := range want {
+		if count(reqs, suffix) != count(want, suffix) {
+			t.Fatalf("requests: %v, want %v", reqs, want)
+		}
+	}
+
+	// More servers with attached volumes add no request.
+	for i := range 3 {
+		name := "more-" + string(rune('a'+i))
+		w.Attach(t, w.Server(t, name), w.Volume(t, name))
+	}
+	cnt.reset()
+	more, err := Observe(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cnt.reset(); len(got) != len(want) || len(more.Servers) != len(s.Servers)+3 {
+		t.Fatalf("with 3 more servers: %d servers, requests %v, want %d requests", len(more.Servers), got, len(want))
+	}
+
+	// Page by page (limit 1) the snapshot is the same; Cinder's attachment
+	// list, which has no next link, takes one request per attachment and
+	// the empty one after.
+	paged, err := Observe(context.Background(), c, Options{PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cnt.reset()
+	if n := count(got, "/attachments/detail"); n != len(more.Attachments)+1 {
+		t.Errorf("paged: %d attachment requests for %d attachments, want one more than attachments", n, len(more.Attachments))
+	}
+	same(t, "servers", ids(more.Servers, func(s openstack.Server) string { return s.ID }), ids(paged.Servers, func(s openstack.Server) string { return s.ID }))
+	same(t, "volumes", ids(more.Volumes, func(v openstack.Volume) string { return v.ID }), ids(paged.Volumes, func(v openstack.Volume) string { return v.ID }))
+	same(t, "attachments", ids(more.Attachments, func(a openstack.Attachment) string { return a.ID }), ids(paged.Attachments, func(a openstack.Attachment) string { return a.ID }))
+}
+
+func ids[T any](xs []T, id func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = id(x)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func same(t *testing.T, what string, a, b []string) {
+	t.Helper()
+	if !slices.Equal(a, b) {
+		t.Errorf("%s differ page by page: %v vs %v", what, a, b)
+	}
+}
+
+func TestSubjectReadsOneServerAndVolumeLive(t *testing.T) {
+	w := ostest.Start(t)
+	c, err := Connect(context.Background(), ConnectOptions{Cloud: w.Cloud, CloudsYAML: w.CloudsYAML})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, v := w.Server(t, "subject"), w.Volume(t, "subject")
+	at := w.Attach(t, s, v)
+	snap, err := Subject(context.Background(), c, s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Servers) != 1 || len(snap.Volumes) != 1 || len(snap.Attachments) != 1 {
+		t.Fatalf("subject snapshot: %+v", snap)
+	}
+	if m, ok := snap.Servers[0].Lists(v); !ok || m.AttachmentID != at {
+		t.Fatalf("mapping: %+v, want attachment %s", snap.Servers[0].Volumes, at)
+	}
+	// A server and a volume that do not exist read as absent, not as errors.
+	gone, err := Subject(context.Background(), c, "00000000-0000-4000-8000-000000000000", "00000000-0000-4000-8000-000000000001")
+	if err != nil || len(gone.Servers)+len(gone.Volumes)+len(gone.Attachments) != 0 {
+		t.Fatalf("absent subject: %+v, %v", gone, err)
+	}
+}
+
+func TestConnectErrorsNameTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, cloud, want string
+	}{
+		{"no cloud named", "clouds: {}\n", "", "--os-cloud"},
+		{"unknown cloud", "clouds:\n  a: {}\n", "b", `cloud "b" is not in`},
+		{"noauth without endpoints", "clouds:\n  a:\n    auth_type: none\n    auth: {token: 'x:y'}\n", "a", "compute_endpoint_override"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := t.TempDir() + "/clouds.yaml"
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Connect(context.Background(), ConnectOptions{Cloud: tc.cloud, CloudsYAML: path})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
