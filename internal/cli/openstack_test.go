@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tether-dev/tether/internal/check"
+	oscheck "github.com/tether-dev/tether/internal/openstack/check"
+	ostest "github.com/tether-dev/tether/internal/testing/openstack"
+)
+
+// TestMain stops the OpenStack test world the openstack tests start; the
+// other tests of the package do not start it.
+func TestMain(m *testing.M) { ostest.Main(m) }
+
+func runTether(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
+	t.Setenv("OS_CLOUD", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"openstack", "audit"}, "--os-cloud"},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "-o", "dot"}, "table, json or yaml"},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "--check", "OrphanHotplugVolume"}, oscheck.DanglingNovaAttachment},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "--all-projects=false"}, "--project"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--grace", "0s"}, "--grace"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--max", "-1"}, "--max"},
+	} {
+		code, _, stderr := runTether(t, tc.args...)
+		if code != ExitError || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %q", tc.args, code, stderr, ExitError, tc.want)
+		}
+	}
+}
+
+// TestOpenStackAuditAndFix drives the command line on real Nova and Cinder:
+// audit reports the drift once-seen and not safe, fix without --apply plans
+// and changes nothing, fix --apply --max 1 repairs one, a second run the
+// rest, and the audit after finds nothing; Nova and Cinder, read through the
+// harness, agree again.
+func TestOpenStackAuditAndFix(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	s, dangling, stale := w.Server(t, "cli"), w.Volume(t, "cli-dangling"), w.Volume(t, "cli-stale")
+	w.DanglingBDM(t, s, dangling)
+	staleAt, _ := w.StaleAttachment(t, stale)
+
+	code, out, stderr := runTether(t, "openstack", "audit", "-o", "json")
+	if code != ExitFindings {
+		t.Fatalf("audit: exit %d, want %d: %s", code, ExitFindings, stderr)
+	}
+	var report AuditReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil || report.Kind != "AuditReport" || report.APIVersion != APIVersion {
+		t.Fatalf("audit -o json: %v: %s", err, out)
+	}
+	byVolume := map[string]check.Finding{}
+	for _, f := range report.Findings {
+		byVolume[f.Volume] = f
+	}
+	if f := byVolume[dangling]; f.Check != oscheck.DanglingNovaAttachment || string(f.Object.UID) != s || f.Namespace != w.Project || f.Action.Safe || f.Action.BlockedBy != oscheck.NotSeenTwice {
+		t.Errorf("dangling finding: %+v", f)
+	}
+	if f := byVolume[stale]; f.Check != oscheck.StaleCinderAttachment || f.Object.Name != staleAt || f.Action.Safe || f.Action.BlockedBy != oscheck.NotSeenTwice {
+		t.Errorf("stale finding: %+v", f)
+	}
+
+	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1s", "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("fix (plan): exit %d: %s", code, stderr)
+	}
+	var p FixPlan
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Applied {
+		t.Fatalf("fix -o json: %v: %s", err, out)
+	}
+	planned := 0
+	for _, it := range p.Items {
+		if it.Planned {
+			planned++
+		}
+	}
+	if planned != 2 {
+		t.Fatalf("plan: %d planned, want 2: %s", planned, out)
+	}
+	if len(w.CinderAttachments(t, stale)) != 1 || !novaLists(t, w, s, dangling) {
+		t.Fatal("the plan changed something")
+	}
+
+	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1s", "--apply", "--max", "1")
+	if code != ExitOK || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "--max 1 reached") {
+		t.Fatalf("fix --apply --max 1: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1s", "--apply")
+	if code != ExitOK || strings.Count(out, "Applied") != 1 {
+		t.Fatalf("fix --apply: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runTether(t, "openstack", "audit")
+	if code != ExitOK || !strings.Contains(out, "No findings") {
+		t.Fatalf("audit after: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if len(w.CinderAttachments(t, stale)) != 0 || len(w.CinderAttachments(t, dangling)) != 0 || novaLists(t, w, s, dangling) {
+		t.Fatal("Nova and Cinder still disagree")
+	}
+	w.WaitVolume(t, stale, "available")
+	w.WaitVolume(t, dangling, "available")
+}
+
+func novaLists(t *testing.T, w *ostest.World, server, volume string) bool {
+	t.Helper()
+	for _, a := range w.NovaAttachments(t, server) {
+		if a.VolumeID == volume {
+			return true
+		}
+	}
+	return false
+}
