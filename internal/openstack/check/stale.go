@@ -79,7 +79,7 @@ func (in Input) stale(at *openstack.Attachment, s *openstack.Server) tcheck.Find
 
 // serverVolumesFacts is the evidence line of the volumes Nova lists for s.
 func serverVolumesFacts(s *openstack.Server) string {
-	line := fmt.Sprintf("openstack server volume list %s:", s.ID)
+	line := fmt.Sprintf("openstack --os-compute-api-version 2.89 server volume list %s:", s.ID)
 	if len(s.Volumes) == 0 {
 		return line + " none"
 	}
