@@ -101,22 +101,32 @@ func (n novaServer) model() openstack.Server {
 }
 
 func listServers(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]openstack.Server, error) {
-	var out []openstack.Server
-	opts := servers.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}
-	err := servers.List(c, opts).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
-		var page []novaServer
-		if err := p.(servers.ServerPage).ExtractIntoSlicePtr(&page, "servers"); err != nil {
-			return false, err
-		}
-		for _, n := range page {
-			out = append(out, n.model())
-		}
-		return true, nil
-	})
+	out, err := collect(ctx, servers.List(c, servers.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}), "servers", novaServer.model)
 	if err != nil {
 		return nil, apiError("Nova", "listing servers (GET /servers/detail?all_tenants=1)", ComputeMicroversion, err)
 	}
 	return out, nil
+}
+
+// collect reads every page of a list into models, each page's items
+// extracted from key into tether's own struct R.
+func collect[R, M any](ctx context.Context, pager pagination.Pager, key string, model func(R) M) ([]M, error) {
+	var out []M
+	err := pager.EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
+		pr, ok := p.(interface{ ExtractIntoSlicePtr(any, string) error })
+		if !ok {
+			return false, fmt.Errorf("unexpected page type %T", p)
+		}
+		var page []R
+		if err := pr.ExtractIntoSlicePtr(&page, key); err != nil {
+			return false, err
+		}
+		for _, r := range page {
+			out = append(out, model(r))
+		}
+		return true, nil
+	})
+	return out, err
 }
 
 // cinderVolume is the part of a volume (GET /volumes/detail) tether reads.
@@ -150,18 +160,7 @@ func parseTime(s string) time.Time {
 }
 
 func listVolumes(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]openstack.Volume, error) {
-	var out []openstack.Volume
-	opts := volumes.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}
-	err := volumes.List(c, opts).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
-		var page []cinderVolume
-		if err := p.(volumes.VolumePage).ExtractIntoSlicePtr(&page, "volumes"); err != nil {
-			return false, err
-		}
-		for _, v := range page {
-			out = append(out, v.model())
-		}
-		return true, nil
-	})
+	out, err := collect(ctx, volumes.List(c, volumes.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}), "volumes", cinderVolume.model)
 	if err != nil {
 		return nil, apiError("Cinder", "listing volumes (GET /volumes/detail?all_tenants=1)", BlockStorageMicroversion, err)
 	}
