@@ -316,7 +316,7 @@ func TestServerStateFields(t *testing.T) {
 // follow their next links (servers_links, volumes_links), so a client sees
 // every object a page at a time. Cinder's GET /attachments has no next link
 // (cinder/api/v3/views/attachments.py:53-57): a limit returns one page only,
-// so a reader must not pass one (or must page by marker itself).
+// so a reader pages by marker itself.
 func TestListsAcrossProjectsAndPages(t *testing.T) {
 	w := openstack.Start(t)
 	s1, s2 := w.Server(t, "page-1"), w.Server(t, "page-2")
@@ -369,7 +369,19 @@ func TestListsAcrossProjectsAndPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(one) != 1 {
-		t.Errorf("attachments listed with limit 1 gave %d; Cinder's list has no next link, so a limit should give exactly one page of 1", len(one))
+		t.Fatalf("attachments listed with limit 1 gave %d; Cinder's list has no next link, so a limit should give exactly one page of 1", len(one))
+	}
+	// Paging by marker works (attachments.py:90 reads marker and limit).
+	next, err := attachments.List(bs, attachments.ListOpts{AllTenants: true, Limit: 1, Marker: one[0].ID}).AllPages(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := attachments.ExtractAttachments(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(two) != 1 || two[0].ID == one[0].ID {
+		t.Errorf("attachments after marker %s with limit 1 = %+v; want one other attachment", one[0].ID, two)
 	}
 }
 
