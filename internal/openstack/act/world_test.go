@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 
 	tact "github.com/tether-dev/tether/internal/act"
 	tcheck "github.com/tether-dev/tether/internal/check"
@@ -276,5 +277,60 @@ func TestNotSafeIsNeverApplied(t *testing.T) {
 	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "not safe")
 	if got := liveAttachments(t, w, v); len(got) != 1 {
 		t.Fatalf("Cinder lists %v, want the attachment untouched", got)
+	}
+}
+
+// bootFromVolume boots a server from a new bootable volume (its root disk)
+// and returns both ids and Nova's attachment of the volume.
+func bootFromVolume(t *testing.T, w *ostest.World, name string) (server, volume, attachment string) {
+	t.Helper()
+	volume = w.Volume(t, name)
+	bs := w.BlockStorageClient(t)
+	if err := volumes.SetBootable(context.Background(), bs, volume, volumes.BootableOpts{Bootable: true}).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := servers.Create(context.Background(), w.ComputeClient(t), servers.CreateOpts{
+		Name: name, FlavorRef: "1", Networks: "none",
+		BlockDevice: []servers.BlockDevice{{UUID: volume, SourceType: servers.SourceVolume, DestinationType: servers.DestinationVolume, BootIndex: 0}},
+	}, nil).Extract()
+	if err != nil {
+		t.Fatalf("booting server %s from volume %s: %v", name, volume, err)
+	}
+	w.WaitServer(t, s.ID, "ACTIVE")
+	for _, a := range w.NovaAttachments(t, s.ID) {
+		if a.VolumeID == volume {
+			return s.ID, volume, a.AttachmentID
+		}
+	}
+	t.Fatalf("server %s does not list its root volume %s", s.ID, volume)
+	return
+}
+
+// TestRootDiskIsNeverDetached: a dangling mapping of a server's root disk
+// is reported without an action (Nova refuses to detach a root device:
+// nova/api/openstack/compute/volume_attachments.py, "Cannot detach a root
+// device volume"), and if the repair were tried all the same, Nova's 400
+// is Refused and the attachment tether made for it is deleted again.
+func TestRootDiskIsNeverDetached(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v, a := bootFromVolume(t, w, "root")
+	w.DeleteAttachmentAsNova(t, a)
+	w.WaitVolume(t, v, "available")
+	f := planned(t, e, check.DanglingNovaAttachment, v)
+	if f.Action.Type != tcheck.None || f.Action.Safe || f.Action.BlockedBy != check.RootVolume {
+		t.Fatalf("plan: %+v, want no action, blocked by RootVolume", f)
+	}
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "not safe")
+
+	r := e.recreateAndDetach(context.Background(), s, v)
+	if r.Outcome != tact.Refused || r.Cause != Rejected || !strings.Contains(r.Message, "root device") || !strings.Contains(r.Message, "deleted again") {
+		t.Fatalf("repair of a root disk: %+v, want Refused (Rejected) naming the root device and the undo", r)
+	}
+	if got := liveAttachments(t, w, v); len(got) != 0 {
+		t.Fatalf("Cinder lists %v after the undo, want none", got)
+	}
+	if !novaLists(t, w, s, v) {
+		t.Fatal("Nova lost the root disk's mapping")
 	}
 }
