@@ -55,7 +55,13 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	w.DanglingBDM(t, s, dangling)
 	staleAt, _ := w.StaleAttachment(t, stale)
 
-	code, out, stderr := runTether(t, "openstack", "audit", "-o", "json")
+	// Another project's view holds none of it.
+	code, out, stderr := runTether(t, "openstack", "audit", "--project", "another-project")
+	if code != ExitOK || !strings.Contains(out, "No findings (0 servers, 0 volumes, 0 Cinder attachments") {
+		t.Fatalf("audit --project another-project: exit %d\n%s\n%s", code, out, stderr)
+	}
+
+	code, out, stderr = runTether(t, "openstack", "audit", "-o", "json")
 	if code != ExitFindings {
 		t.Fatalf("audit: exit %d, want %d: %s", code, ExitFindings, stderr)
 	}
