@@ -10,9 +10,12 @@
 #       apt-get install python3-nova python3-cinder python3-placement when
 #       missing (needs root), and extract the api-paste.ini files of the
 #       installed release from its nova-common and cinder-common packages into
-#       a cache outside the checkout. Prints the cache directory.
-#   hack/openstack.sh up --dir DIR [--port-base N] [--timeout S]
-#       install if needed, fresh databases in DIR, start everything and wait
+#       a cache outside the checkout, with empty databases of that release.
+#       Prints the cache directory.
+#   hack/openstack.sh up --dir DIR [--port-base N] [--timeout S] [--sync]
+#       install if needed, fresh databases in DIR (copies of empty ones that
+#       install synced once for this release; --sync runs the database syncs
+#       in DIR instead), start everything and wait
 #       until a server can boot and a volume attach. Uses ports N..N+5
 #       (nova, cinder, placement, keystone, glance, neutron; default 18770).
 #       Writes DIR/clouds.yaml (cloud "tether-test") and DIR/world.env.
@@ -97,6 +100,7 @@ cmd_install() {
 		printf 'nova %s\ncinder %s\nplacement %s\n' "$(version_of python3-nova)" \
 			"$(version_of python3-cinder)" "$(version_of python3-placement)" >"$dir/.complete"
 	fi
+	[ -f "$dir/db/.complete" ] || db_template "$dir"
 	flock -u 9
 	echo "$dir"
 }
@@ -145,7 +149,56 @@ step() {
 	"$@" >>"$logf" 2>&1 || die "$what failed; see $logf"
 }
 
-nova_manage() { step "nova-manage $*" "$dir/logs/dbsync-nova.log" "$py" -c 'from nova.cmd.manage import main; main()' --config-file "$dir/nova/nova.conf" "$@"; }
+# sync_dbs DIR LOGDIR: creates the schemas of the world rendered in DIR
+# (placement, cinder, and nova's API, cell0 and cell1 databases).
+sync_dbs() {
+	local d=$1 logs=$2
+	(step "placement-manage db sync" "$logs/dbsync-placement.log" \
+		env OS_PLACEMENT_CONFIG_DIR="$d/placement" placement-manage --config-file "$d/placement/placement.conf" db sync) &
+	local placement_sync=$!
+	(step "cinder-manage db sync" "$logs/dbsync-cinder.log" \
+		"$py" -c 'from cinder.cmd.manage import main; main()' --config-file "$d/cinder/cinder.conf" db sync) &
+	local cinder_sync=$!
+	local nm=("$py" -c 'from nova.cmd.manage import main; main()' --config-file "$d/nova/nova.conf")
+	step "nova-manage api_db sync" "$logs/dbsync-nova.log" "${nm[@]}" api_db sync
+	step "nova-manage cell_v2 map_cell0" "$logs/dbsync-nova.log" "${nm[@]}" cell_v2 map_cell0 --database_connection "sqlite:///$d/nova/nova_cell0.sqlite"
+	step "nova-manage db sync" "$logs/dbsync-nova.log" "${nm[@]}" db sync
+	step "nova-manage cell_v2 create_cell" "$logs/dbsync-nova.log" "${nm[@]}" cell_v2 create_cell --name cell1
+	wait "$placement_sync" || exit 1
+	wait "$cinder_sync" || exit 1
+}
+
+dbfiles=(nova/nova_api.sqlite nova/nova_cell0.sqlite nova/nova_cell1.sqlite cinder/cinder.sqlite placement/placement.sqlite)
+
+# db_template CACHE: empty, freshly synced databases of this release in
+# CACHE/db, which each world copies (the syncs take most of a start).
+db_template() {
+	local cache=$1 tmp
+	log "creating the empty databases of this release in $cache/db (once)"
+	tmp=$(mktemp -d "$cache/.db-XXXXXX")
+	mkdir -p "$tmp/logs" "$tmp/nova" "$tmp/cinder" "$tmp/placement"
+	step "rendering the configuration" "$tmp/logs/render.log" "$py" "$lib/render.py" "$tmp" "$cache" template 18770
+	(sync_dbs "$tmp" "$tmp/logs") || { rm -rf "$tmp"; exit 1; }
+	echo "$tmp" >"$tmp/prefix"
+	rm -rf "$cache/db"
+	mv "$tmp" "$cache/db"
+	touch "$cache/db/.complete"
+}
+
+# copy_dbs TEMPLATE DIR: the world's fresh databases, copied from the
+# template, with Nova's cell mappings pointed at DIR's cell databases.
+copy_dbs() {
+	local tmpl=$1 d=$2 f
+	for f in "${dbfiles[@]}"; do cp "$tmpl/$f" "$d/$f"; done
+	"$py" - "$d/nova/nova_api.sqlite" "sqlite:///$(cat "$tmpl/prefix")/" "sqlite:///$d/" <<'PY' >>"$d/logs/dbsync-nova.log" 2>&1 || die "pointing the cell mappings at $d failed; see $d/logs/dbsync-nova.log"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n = db.execute("update cell_mappings set database_connection = replace(database_connection, ?, ?)", sys.argv[2:4]).rowcount
+db.commit()
+if n != 2:
+    sys.exit("expected the cell mappings cell0 and cell1, updated %d" % n)
+PY
+}
 
 cmd_up() {
 	local base=$1 timeout=$2 t0 t1 cache
@@ -168,18 +221,11 @@ cmd_up() {
 	done
 
 	t1=$(now)
-	(step "placement-manage db sync" "$dir/logs/dbsync-placement.log" \
-		env OS_PLACEMENT_CONFIG_DIR="$dir/placement" placement-manage --config-file "$dir/placement/placement.conf" db sync) &
-	local placement_sync=$!
-	(step "cinder-manage db sync" "$dir/logs/dbsync-cinder.log" \
-		"$py" -c 'from cinder.cmd.manage import main; main()' --config-file "$dir/cinder/cinder.conf" db sync) &
-	local cinder_sync=$!
-	nova_manage api_db sync
-	nova_manage cell_v2 map_cell0 --database_connection "sqlite:///$dir/nova/nova_cell0.sqlite"
-	nova_manage db sync
-	nova_manage cell_v2 create_cell --name cell1
-	wait "$placement_sync" || exit 1
-	wait "$cinder_sync" || exit 1
+	if [ "$sync" = 1 ]; then
+		sync_dbs "$dir" "$dir/logs"
+	else
+		copy_dbs "$cache/db" "$dir"
+	fi
 	local dbsync
 	dbsync=$(since "$t1")
 
@@ -238,12 +284,13 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 [ $# -ge 1 ] || usage
 cmd=$1
 shift
-dir="" base=18770 timeout=180
+dir="" base=18770 timeout=180 sync=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--dir) dir=$2; shift 2 ;;
 	--port-base) base=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
+	--sync) sync=1; shift ;;
 	*) log "unknown argument $1"; usage ;;
 	esac
 done
