@@ -13,7 +13,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build image dist controlplane kubevirt test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
+.PHONY: all build image dist controlplane kubevirt openstack test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -42,8 +42,12 @@ kubevirt:
 	@hack/kubevirt.sh >/dev/null
 	@hack/kubevirt.sh tools/kubevirt-v1.7 >/dev/null
 
-## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator and with real KubeVirt
-test: controlplane kubevirt lint build
+## openstack: install Nova, Cinder and Placement from Debian's packages (root, the first time), extract their api-paste.ini files and create empty databases, cached outside the checkout, for the OpenStack test world (hack/openstack.sh)
+openstack:
+	@hack/openstack.sh install >/dev/null
+
+## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt and on real OpenStack (Nova, Cinder)
+test: controlplane kubevirt openstack lint build
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
 
 ## unit: the pure tests only (no control plane)
