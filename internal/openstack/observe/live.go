@@ -28,7 +28,7 @@ func Subject(ctx context.Context, c *Clients, serverID, volumeID string) (*opens
 	switch {
 	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
 	case err != nil:
-		return nil, apiError("Cinder", "reading volume "+volumeID, BlockStorageMicroversion, err)
+		return nil, apiError("Cinder", "reading volume "+volumeID, c.BlockStorage.Microversion, err)
 	default:
 		s.Volumes = append(s.Volumes, v.model())
 	}
@@ -60,7 +60,7 @@ func addServer(ctx context.Context, c *Clients, s *openstack.Snapshot, id string
 		return nil
 	}
 	if err != nil {
-		return apiError("Nova", "reading server "+id, ComputeMicroversion, err)
+		return apiError("Nova", "reading server "+id, c.Compute.Microversion, err)
 	}
 	sv := got.model()
 	if err := readMappings(ctx, c.Compute, &sv); err != nil {
@@ -80,7 +80,7 @@ func Attachment(ctx context.Context, c *Clients, id string) (*openstack.Attachme
 		return nil, nil
 	}
 	if err != nil {
-		return nil, apiError("Cinder", "reading attachment "+id, BlockStorageMicroversion, err)
+		return nil, apiError("Cinder", "reading attachment "+id, c.BlockStorage.Microversion, err)
 	}
 	return &openstack.Attachment{ID: a.ID, VolumeID: a.VolumeID, Instance: a.Instance, Status: a.Status}, nil
 }

@@ -103,7 +103,7 @@ func (n novaServer) model() openstack.Server {
 func listServers(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]openstack.Server, error) {
 	out, err := collect(ctx, servers.List(c, servers.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}), "servers", novaServer.model)
 	if err != nil {
-		return nil, apiError("Nova", "listing servers (GET /servers/detail?all_tenants=1)", ComputeMicroversion, err)
+		return nil, apiError("Nova", "listing servers (GET /servers/detail?all_tenants=1)", c.Microversion, err)
 	}
 	return out, nil
 }
@@ -162,7 +162,7 @@ func parseTime(s string) time.Time {
 func listVolumes(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]openstack.Volume, error) {
 	out, err := collect(ctx, volumes.List(c, volumes.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}), "volumes", cinderVolume.model)
 	if err != nil {
-		return nil, apiError("Cinder", "listing volumes (GET /volumes/detail?all_tenants=1)", BlockStorageMicroversion, err)
+		return nil, apiError("Cinder", "listing volumes (GET /volumes/detail?all_tenants=1)", c.Microversion, err)
 	}
 	return out, nil
 }
@@ -179,7 +179,7 @@ func listAttachments(ctx context.Context, c *gophercloud.ServiceClient, opts att
 	for {
 		p, err := attachments.List(c, opts).AllPages(ctx)
 		if err != nil {
-			return nil, apiError("Cinder", "listing attachments (GET /attachments?all_tenants=1)", BlockStorageMicroversion, err)
+			return nil, apiError("Cinder", "listing attachments (GET /attachments?all_tenants=1)", c.Microversion, err)
 		}
 		page, err := attachments.ExtractAttachments(p)
 		if err != nil {
@@ -216,7 +216,7 @@ type novaMapping struct {
 func readMappings(ctx context.Context, c *gophercloud.ServiceClient, s *openstack.Server) error {
 	p, err := volumeattach.List(c, s.ID).AllPages(ctx)
 	if err != nil {
-		return apiError("Nova", "listing the volumes of server "+s.ID+" (GET /servers/"+s.ID+"/os-volume_attachments)", ComputeMicroversion, err)
+		return apiError("Nova", "listing the volumes of server "+s.ID+" (GET /servers/"+s.ID+"/os-volume_attachments)", c.Microversion, err)
 	}
 	var ms []novaMapping
 	if err := p.(volumeattach.VolumeAttachmentPage).ExtractIntoSlicePtr(&ms, "volumeAttachments"); err != nil {

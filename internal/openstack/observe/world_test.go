@@ -212,3 +212,25 @@ func TestConnectErrorsNameTheFix(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsupportedMicroversionIsNamed: Nova and Cinder answer 406 to a
+// microversion they do not speak (api-ref "Microversions"); the error says
+// which ones tether needs.
+func TestUnsupportedMicroversionIsNamed(t *testing.T) {
+	w := ostest.Start(t)
+	c, err := Connect(context.Background(), ConnectOptions{Cloud: w.Cloud, CloudsYAML: w.CloudsYAML})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Compute.Microversion = "2.999"
+	_, err = Observe(context.Background(), c, Options{})
+	if err == nil || !strings.Contains(err.Error(), "does not support microversion 2.999") || !strings.Contains(err.Error(), "Nova Xena or later") {
+		t.Fatalf("compute 2.999: %v", err)
+	}
+	c.Compute.Microversion = ComputeMicroversion
+	c.BlockStorage.Microversion = "3.999"
+	_, err = Observe(context.Background(), c, Options{})
+	if err == nil || !strings.Contains(err.Error(), "Cinder does not support microversion 3.999") {
+		t.Fatalf("block-storage 3.999: %v", err)
+	}
+}
