@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -128,4 +130,28 @@ func novaLists(t *testing.T, w *ostest.World, server, volume string) bool {
 		}
 	}
 	return false
+}
+
+// TestOpenStackAuditWithoutAdmin: Nova's policy lets only admins list all
+// projects' servers (os_compute_api:servers:detail:get_all_tenants); a
+// member gets 403, and the error names the role and --project.
+func TestOpenStackAuditWithoutAdmin(t *testing.T) {
+	w := ostest.Start(t)
+	data, err := os.ReadFile(w.CloudsYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := strings.Replace(string(data), "username: admin", "username: member", 1)
+	if member == string(data) {
+		t.Fatalf("no admin user in %s to replace:\n%s", w.CloudsYAML, data)
+	}
+	path := filepath.Join(t.TempDir(), "clouds.yaml")
+	if err := os.WriteFile(path, []byte(member), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OS_CLIENT_CONFIG_FILE", path)
+	code, _, stderr := runTether(t, "openstack", "audit", "--os-cloud", w.Cloud)
+	if code != ExitError || !strings.Contains(stderr, "403") || !strings.Contains(stderr, "admin role") || !strings.Contains(stderr, "--project") {
+		t.Fatalf("audit as a member: exit %d, stderr %q", code, stderr)
+	}
 }
