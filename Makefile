@@ -13,7 +13,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build image dist controlplane kubevirt openstack test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
+.PHONY: all build image dist controlplane kubevirt openstack demo-openstack test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -79,6 +79,10 @@ KUBEVIRT ?= emulator
 demo: controlplane build
 	@if [ "$(KUBEVIRT)" = real ]; then hack/kubevirt.sh >/dev/null; fi
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" KUBEVIRT="$(KUBEVIRT)" hack/demo.sh
+
+## demo-openstack: tether openstack audit and fix on real Nova and Cinder (the OpenStack test world), with the three kinds of drift seeded
+demo-openstack: openstack build
+	hack/demo-openstack.sh
 
 ## bench: benchmarks of the pure checks
 bench:
