@@ -230,6 +230,8 @@ cmd_up() {
 	dbsync=$(since "$t1")
 
 	export PYTHONPATH="$lib${PYTHONPATH:+:$PYTHONPATH}"
+	# From here on a failure stops what was started.
+	trap 'cmd_down "$dir"' EXIT
 	start stubs "$py" "$lib/stubs.py" "$base"
 	start placement env OS_PLACEMENT_CONFIG_DIR="$dir/placement" /usr/bin/placement-api --host 127.0.0.1 --port $((base + 2))
 	start cinder "$py" "$lib/cinder_all.py" --config-file "$dir/cinder/cinder.conf"
@@ -244,6 +246,7 @@ cmd_up() {
 	start nova "$py" "$lib/nova_all.py" --config-file "$dir/nova/nova.conf"
 	"$py" "$lib/ready.py" "$dir" "$base" "$timeout" || die "the world did not become ready (see above)"
 
+	trap - EXIT
 	write_clients "$base"
 	printf 'dbsync_seconds=%s\nstart_seconds=%s\n' "$dbsync" "$(since "$t0")" >"$dir/timings"
 	log "ready in $(since "$t0")s (databases $dbsync s): nova :$base, cinder :$((base + 1)), placement :$((base + 2)); OS_CLIENT_CONFIG_FILE=$dir/clouds.yaml OS_CLOUD=tether-test"
