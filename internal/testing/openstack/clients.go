@@ -21,7 +21,13 @@ const (
 // the way a user's client does.
 func (w *World) ProviderClient(t testing.TB) *gophercloud.ProviderClient {
 	t.Helper()
-	ao, _, _, err := clouds.Parse(clouds.WithCloudName(w.Cloud), clouds.WithLocations(w.CloudsYAML))
+	pc, _ := w.authenticate(t)
+	return pc
+}
+
+func (w *World) authenticate(t testing.TB) (*gophercloud.ProviderClient, gophercloud.EndpointOpts) {
+	t.Helper()
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudName(w.Cloud), clouds.WithLocations(w.CloudsYAML))
 	if err != nil {
 		t.Fatalf("reading %s: %v", w.CloudsYAML, err)
 	}
@@ -29,38 +35,32 @@ func (w *World) ProviderClient(t testing.TB) *gophercloud.ProviderClient {
 	if err != nil {
 		t.Fatalf("authenticating with cloud %s of %s: %v", w.Cloud, w.CloudsYAML, err)
 	}
-	return pc
+	return pc, eo
 }
 
-func (w *World) endpointOpts(t testing.TB) gophercloud.EndpointOpts {
+// serviceClient finds a service in the catalog with newClient and sets its
+// microversion.
+func (w *World) serviceClient(t testing.TB, service, microversion string,
+	newClient func(*gophercloud.ProviderClient, gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error)) *gophercloud.ServiceClient {
 	t.Helper()
-	_, eo, _, err := clouds.Parse(clouds.WithCloudName(w.Cloud), clouds.WithLocations(w.CloudsYAML))
+	c, err := newClient(w.authenticate(t))
 	if err != nil {
-		t.Fatalf("reading %s: %v", w.CloudsYAML, err)
+		t.Fatalf("%s endpoint of cloud %s: %v", service, w.Cloud, err)
 	}
-	return eo
+	c.Microversion = microversion
+	return c
 }
 
 // ComputeClient is a Nova client found through the catalog, at
 // ComputeMicroversion.
 func (w *World) ComputeClient(t testing.TB) *gophercloud.ServiceClient {
 	t.Helper()
-	c, err := gcos.NewComputeV2(w.ProviderClient(t), w.endpointOpts(t))
-	if err != nil {
-		t.Fatalf("compute endpoint of cloud %s: %v", w.Cloud, err)
-	}
-	c.Microversion = ComputeMicroversion
-	return c
+	return w.serviceClient(t, "compute", ComputeMicroversion, gcos.NewComputeV2)
 }
 
 // BlockStorageClient is a Cinder client found through the catalog, at
 // BlockStorageMicroversion.
 func (w *World) BlockStorageClient(t testing.TB) *gophercloud.ServiceClient {
 	t.Helper()
-	c, err := gcos.NewBlockStorageV3(w.ProviderClient(t), w.endpointOpts(t))
-	if err != nil {
-		t.Fatalf("block-storage endpoint of cloud %s: %v", w.Cloud, err)
-	}
-	c.Microversion = BlockStorageMicroversion
-	return c
+	return w.serviceClient(t, "block-storage", BlockStorageMicroversion, gcos.NewBlockStorageV3)
 }
