@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -159,19 +158,7 @@ func printOpenStackAudit(w io.Writer, format string, s *openstack.Snapshot, fs [
 		_, err := fmt.Fprintf(w, "No findings (%d servers, %d volumes, %d Cinder attachments checked).\n", len(s.Servers), len(s.Volumes), len(s.Attachments))
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCHECK\tPROJECT\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS")
-	for _, f := range fs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", f.ID, f.Check, orDash(f.Namespace), kindShort(f.Object.Kind), f.Object.Name,
-			orDash(f.Volume), f.Severity, f.Action.Type, status(f.Action))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, f := range fs {
-		printWhy(w, f)
-	}
-	return nil
+	return writeFindingTable(w, "PROJECT", fs)
 }
 
 // osFixOptions are the flags of `tether openstack fix`.

@@ -156,8 +156,14 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Find
 		fmt.Fprintf(w, "No findings (%d VMs, %d VMIs, %d attachment pods checked).\n", len(s.VMs), len(s.VMIs), len(s.AttachmentPods))
 		return nil
 	}
+	return writeFindingTable(w, "NAMESPACE", fs)
+}
+
+// writeFindingTable writes the findings' table, then each one's why. scope
+// heads the column of f.Namespace (NAMESPACE, or PROJECT in OpenStack).
+func writeFindingTable(w io.Writer, scope string, fs []check.Finding) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCHECK\tNAMESPACE\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS")
+	fmt.Fprintf(tw, "ID\tCHECK\t%s\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS\n", scope)
 	for _, f := range fs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", f.ID, f.Check, f.Namespace, kindShort(f.Object.Kind), f.Object.Name,
 			orDash(f.Volume), f.Severity, f.Action.Type, status(f.Action))
