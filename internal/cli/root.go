@@ -21,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/observe"
+	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/version"
 )
@@ -145,6 +146,10 @@ func newChecks() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, c := range check.All() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s\n", c.Name, c.Doc)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "\nOpenStack (tether openstack audit|fix):")
+			for _, c := range oscheck.All() {
 				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s\n", c.Name, c.Doc)
 			}
 			return nil
