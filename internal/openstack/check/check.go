@@ -56,6 +56,11 @@ const (
 	// ServerTaskState: the server has a task (migrating, resizing,
 	// rebuilding, shelving, ...): Nova is changing its mappings.
 	ServerTaskState tcheck.BlockReason = "ServerTaskState"
+	// ServerRunning: the repair cuts the compute host's connection to the
+	// volume, and the server is not stopped: its guest may still use the
+	// disk whatever Nova's or Cinder's database says. Only a server that
+	// is stopped (SHUTOFF) or shelved and offloaded (no host) is safe.
+	ServerRunning tcheck.BlockReason = "ServerRunning"
 	// ServerTransitional: the server's vm_state is one Nova is still
 	// working through (building, resized awaiting confirmation, ...).
 	ServerTransitional tcheck.BlockReason = "ServerTransitional"

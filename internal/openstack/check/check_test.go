@@ -49,6 +49,15 @@ func listsWith(volume, attachment, device string) func(*openstack.Server) {
 }
 
 func task(t string) func(*openstack.Server)     { return func(s *openstack.Server) { s.TaskState = t } }
+
+// state sets the API status and the vm_state together, as Nova maps one
+// to the other (nova/api/openstack/common.py _STATE_MAP).
+func state(status, vm string) func(*openstack.Server) {
+	return func(s *openstack.Server) { s.Status, s.VMState = status, vm }
+}
+
+// stopped is a server powered off (`openstack server stop`).
+var stopped = state("SHUTOFF", "stopped")
 func vmState(st string) func(*openstack.Server) { return func(s *openstack.Server) { s.VMState = st } }
 func root(dev string) func(*openstack.Server) {
 	return func(s *openstack.Server) { s.RootDevice = dev }
@@ -100,9 +109,23 @@ func TestChecks(t *testing.T) {
 		{"detached attachment -> no finding",
 			(&world{}).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "ghost", "detached"),
 			nil},
-		{"server exists but does not list the volume -> force detach",
-			(&world{}).server("s1").volume("v1").attachment("a1", "v1", "s1", "attached"),
+		{"stopped server that does not list the volume -> force detach",
+			(&world{}).server("s1", stopped).volume("v1").attachment("a1", "v1", "s1", "attached"),
 			[]want{{StaleCinderAttachment, ForceDetachVolume, true, ""}}},
+		{"shelved-offloaded server (no host) that does not list the volume -> force detach",
+			(&world{}).server("s1", state("SHELVED_OFFLOADED", "shelved_offloaded")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, true, ""}}},
+		// A server whose guest may run keeps the compute host's
+		// connection to the volume whatever Nova's database lists
+		// (nova/compute/vm_states.py: only stopped is "powered off" and
+		// only shelved_offloaded has nothing on the hypervisor), so
+		// force-detaching cuts a disk a guest may use.
+		{"running server that does not list the volume -> held",
+			(&world{}).server("s1").volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerRunning}}},
+		{"paused server that does not list the volume -> held",
+			(&world{}).server("s1", state("PAUSED", "paused")).volume("v1").attachment("a1", "v1", "s1", "attached"),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerRunning}}},
 		{"server migrating -> held",
 			(&world{}).server("s1", task("migrating")).volume("v1").attachment("a1", "v1", "s1", "attached"),
 			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerTaskState}}},
@@ -113,7 +136,7 @@ func TestChecks(t *testing.T) {
 			(&world{}).server("s1", vmState("resized")).volume("v1").attachment("a1", "v1", "s1", "attached"),
 			[]want{{StaleCinderAttachment, ForceDetachVolume, false, ServerTransitional}}},
 		{"volume attaching for 30s -> held",
-			(&world{}).server("s1").volume("v1", status("attaching", 30*time.Second)).attachment("a1", "v1", "s1", "attaching"),
+			(&world{}).server("s1", stopped).volume("v1", status("attaching", 30*time.Second)).attachment("a1", "v1", "s1", "attaching"),
 			[]want{{StaleCinderAttachment, ForceDetachVolume, false, VolumeTransitional}}},
 		{"volume reserved for 30s for a gone server -> held",
 			(&world{}).volume("v1", status("reserved", 30*time.Second)).attachment("a1", "v1", "ghost", "reserved"),
@@ -135,14 +158,37 @@ func TestChecks(t *testing.T) {
 		// os-volume-attachments.inc); Nova never detaches the root disk
 		// (nova/api/openstack/compute/volume_attachments.py: "Cannot detach
 		// a root device volume").
-		{"mapping without a Cinder attachment, volume available -> recreate and detach",
-			(&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)),
+		{"stopped server's mapping without a Cinder attachment, volume available -> recreate and detach",
+			(&world{}).server("s1", stopped, lists("v1")).volume("v1", status("available", time.Hour)),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
+		{"shelved-offloaded server's mapping without a Cinder attachment -> recreate and detach",
+			(&world{}).server("s1", state("SHELVED_OFFLOADED", "shelved_offloaded"), lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
+		// `cinder reset-state` changes only Cinder's database: "this does
+		// not affect whether the volume is actually attached to the Nova
+		// compute host or instance" (python-cinderclient,
+		// cinderclient/v3/shell.py do_reset_state). A guest that may run
+		// can still use the disk Nova's detach would pull out.
+		{"running server's mapping without a Cinder attachment -> held",
+			(&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerRunning}}},
+		{"suspended server's mapping -> held",
+			(&world{}).server("s1", state("SUSPENDED", "suspended"), lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerRunning}}},
+		{"rescued server's mapping -> held",
+			(&world{}).server("s1", state("RESCUE", "rescued"), lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerRunning}}},
+		{"server in ERROR -> held (its guest may still run)",
+			(&world{}).server("s1", state("ERROR", "error"), lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerRunning}}},
+		{"shelved server (still on its host) -> held",
+			(&world{}).server("s1", state("SHELVED", "shelved"), lists("v1")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerRunning}}},
 		{"mapping whose attachment is reserved for the server -> no finding",
 			(&world{}).server("s1", lists("v1")).volume("v1", status("reserved", time.Hour)).attachment("a1", "v1", "s1", "reserved"),
 			nil},
 		{"mapping with only a detached attachment -> finding",
-			(&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "s1", "detached"),
+			(&world{}).server("s1", stopped, lists("v1")).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "s1", "detached"),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
 		{"mapping of a volume Cinder does not list -> no action",
 			(&world{}).server("s1", lists("v1")),
@@ -161,13 +207,13 @@ func TestChecks(t *testing.T) {
 			(&world{}).server("s1", task("rebuilding"), lists("v1")).volume("v1", status("available", time.Hour)),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerTaskState}}},
 		{"volume detaching for 10s -> held",
-			(&world{}).server("s1", lists("v1")).volume("v1", status("detaching", 10*time.Second)),
+			(&world{}).server("s1", stopped, lists("v1")).volume("v1", status("detaching", 10*time.Second)),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, VolumeTransitional}}},
 		{"volume in-use without any attachment -> busy",
-			(&world{}).server("s1", lists("v1")).volume("v1", status("in-use", time.Hour)),
+			(&world{}).server("s1", stopped, lists("v1")).volume("v1", status("in-use", time.Hour)),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, VolumeBusy}}},
 		{"multiattach volume another server uses -> held",
-			(&world{}).server("s1", lists("v1")).server("s2", lists("v1")).volume("v1", multiattach).attachment("a2", "v1", "s2", "attached"),
+			(&world{}).server("s1", stopped, lists("v1")).server("s2", lists("v1")).volume("v1", multiattach).attachment("a2", "v1", "s2", "attached"),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, MultiattachInUse}}},
 		{"deleted server's mappings -> no finding",
 			(&world{}).server("s1", vmState("deleted"), lists("v1")).volume("v1", status("available", time.Hour)),
@@ -240,5 +286,32 @@ func TestRunSelectsChecks(t *testing.T) {
 	}
 	if _, err := Lookup("Nope"); err == nil || !strings.Contains(err.Error(), DanglingNovaAttachment) {
 		t.Fatalf("Lookup of an unknown name: %v", err)
+	}
+}
+
+// TestServerRunningSaysWhyAndHow: the hold names the server's state, why
+// the repair would hurt (the guest may use the disk through the compute
+// host's connection) and what to do (stop the server, confirm, run fix
+// again).
+func TestServerRunningSaysWhyAndHow(t *testing.T) {
+	w := (&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)).
+		server("s2").volume("v2").attachment("a2", "v2", "s2", "attached")
+	fs := Run(&w.s, seenLongAgo(w), now)
+	if len(fs) != 2 {
+		t.Fatalf("want 2 findings, got %+v", fs)
+	}
+	for _, f := range fs {
+		server := string(f.Object.UID)
+		if f.Check == StaleCinderAttachment {
+			server = "s2"
+		}
+		if f.Action.BlockedBy != ServerRunning {
+			t.Fatalf("%s: blocked by %q, want ServerRunning", f.Check, f.Action.BlockedBy)
+		}
+		for _, want := range []string{"ACTIVE", "guest", "compute host", "openstack server stop " + server, "SHUTOFF", "tether openstack fix"} {
+			if !strings.Contains(f.Action.Remedy, want) {
+				t.Errorf("%s: remedy %q lacks %q", f.Check, f.Action.Remedy, want)
+			}
+		}
 	}
 }

@@ -78,7 +78,7 @@ func (in Input) dangling(s *openstack.Server, sv openstack.ServerVolume) (tcheck
 			f.Action.Type = tcheck.None
 			f.Action.Remedy = fmt.Sprintf("the mapping is the root disk (%s) of server %s, which Nova never detaches; rebuild or delete the server", sv.Device, s.ID)
 		}
-		holdServer(&f.Action, s)
+		holdServer(&f.Action, s, sv.VolumeID)
 		in.holdVolume(&f.Action, v, s.ID)
 		if f.Action.Safe && v.Status != "available" {
 			f.Action.Safe, f.Action.BlockedBy = false, VolumeBusy

@@ -28,7 +28,8 @@ func snapshotFrom(data []byte) *openstack.Snapshot {
 	vstat := []string{"available", "in-use", "reserved", "attaching", "detaching", "error", "maintenance"}
 	astat := []string{"attached", "reserved", "attaching", "detached", "error_detaching", "deleted"}
 	tasks := []string{"", "", "", "migrating", "resize_prep", "shelving", "deleting"}
-	vms := []string{"active", "active", "stopped", "building", "resized", "deleted", "soft-deleted", "shelved_offloaded"}
+	vms := []string{"active", "active", "stopped", "stopped", "building", "resized", "deleted", "soft-deleted",
+		"shelved_offloaded", "shelved", "paused", "suspended", "rescued", "error"}
 	s := &openstack.Snapshot{}
 	for _, id := range servers[:3] {
 		sv := openstack.Server{ID: id, Name: id, Project: "p", Status: "ACTIVE", TaskState: pick(tasks), VMState: pick(vms)}
@@ -63,10 +64,16 @@ func snapshotFrom(data []byte) *openstack.Snapshot {
 //     before now;
 //   - a Cinder attachment may be removed only when it is live and its
 //     server is not listed, is deleted, or exists idle (no task_state,
-//     vm_state neither building nor resized) without listing the volume;
-//   - a Nova mapping may be repaired only on an idle server that lists the
-//     volume, when Cinder holds no live attachment of that volume for that
-//     server, the volume is listed, available, and not the root disk;
+//     vm_state neither building nor resized) and stopped without listing
+//     the volume;
+//   - a Nova mapping may be repaired only on an idle, stopped server that
+//     lists the volume, when Cinder holds no live attachment of that volume
+//     for that server, the volume is listed, available, and not the root
+//     disk;
+//   - stopped is vm_state stopped or shelved_offloaded: no guest on a
+//     host (nova/compute/vm_states.py); in every other state the guest may
+//     use the volume through the host's connection whatever the records
+//     say;
 //   - a volume in a transitional status younger than the grace period, or a
 //     multiattach volume that another idle server lists and holds, is never
 //     acted on.
@@ -120,6 +127,9 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			return sv.TaskState == "" && sv.VMState != "building" && sv.VMState != "resized"
 		}
 		deleted := func(sv *openstack.Server) bool { return sv == nil || sv.VMState == "deleted" }
+		stopped := func(sv *openstack.Server) bool {
+			return sv.VMState == "stopped" || sv.VMState == "shelved_offloaded"
+		}
 		live := func(st string) bool { return st != "detached" && st != "deleted" }
 		transitional := map[string]bool{"reserved": true, "attaching": true, "detaching": true, "maintenance": true}
 		for _, fd := range fs {
@@ -145,12 +155,12 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 					t.Fatalf("safe on an attachment that is not live: %+v", fd)
 				}
 				subject = at.Instance
-				if sv := server(at.Instance); !deleted(sv) && (listed(sv, at.VolumeID) || !idle(sv)) {
-					t.Fatalf("safe on an attachment whose server %+v lists the volume or is busy: %+v", sv, fd)
+				if sv := server(at.Instance); !deleted(sv) && (listed(sv, at.VolumeID) || !idle(sv) || !stopped(sv)) {
+					t.Fatalf("safe on an attachment whose server %+v lists the volume, is busy or may run: %+v", sv, fd)
 				}
 			} else {
 				sv := server(subject)
-				if deleted(sv) || !idle(sv) || !listed(sv, fd.Volume) {
+				if deleted(sv) || !idle(sv) || !stopped(sv) || !listed(sv, fd.Volume) {
 					t.Fatalf("safe repair of a mapping on server %+v: %+v", sv, fd)
 				}
 				for _, at := range s.Attachments {

@@ -37,15 +37,45 @@ func serverGone(s *openstack.Server) bool {
 	return s == nil || s.VMState == "deleted" || s.Status == "DELETED"
 }
 
-// holdServer blocks a's action while Nova is working on the server.
-func holdServer(a *tcheck.Action, s *openstack.Server) {
+// serverStopped says whether no guest of the server can run on a compute
+// host: vm_state stopped ("VM is powered off", API status SHUTOFF) or
+// shelved_offloaded ("VM and associated resources are not on hypervisor",
+// SHELVED_OFFLOADED), nova/compute/vm_states.py. Every other state may
+// have a guest using its disks (active, paused, suspended, rescued, and
+// error, which Nova sets whatever the hypervisor does) or keeps them
+// connected on the host (shelved).
+func serverStopped(s *openstack.Server) bool {
+	switch s.VMState {
+	case "stopped", "shelved_offloaded":
+		return true
+	case "":
+		return s.Status == "SHUTOFF" || s.Status == "SHELVED_OFFLOADED"
+	}
+	return false
+}
+
+// holdServer blocks a's action while Nova is working on the server, and,
+// as a's action cuts the compute host's connection to the volume, while
+// the server is not stopped.
+func holdServer(a *tcheck.Action, s *openstack.Server, volumeID string) {
 	switch {
 	case s == nil || !a.Safe:
 	case s.TaskState != "":
 		a.Safe, a.BlockedBy = false, ServerTaskState
 	case slices.Contains(transitionalServer, s.VMState):
 		a.Safe, a.BlockedBy = false, ServerTransitional
+	case !serverStopped(s):
+		a.Safe, a.BlockedBy = false, ServerRunning
+		a.Remedy = runningRemedy(s, volumeID, a.Remedy)
 	}
+}
+
+// runningRemedy says why a server that is not stopped holds the repair of
+// volumeID and how to let it proceed; then is the repair by hand.
+func runningRemedy(s *openstack.Server, volumeID, then string) string {
+	return fmt.Sprintf("server %s is %s (vm_state %s): its guest may still use volume %s through the compute host's connection, whatever Nova's and Cinder's records say, and the repair would cut that connection. "+
+		"Make sure the guest no longer needs the volume, stop the server (`openstack server stop %s`), confirm `openstack server show %s -c status` says SHUTOFF, then run `tether openstack fix` again (or repair by hand: %s)",
+		s.ID, s.Status, orNone(s.VMState), volumeID, s.ID, s.ID, then)
 }
 
 // holdVolume blocks a's action while the volume is in a transitional

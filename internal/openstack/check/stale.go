@@ -70,7 +70,7 @@ func (in Input) stale(at *openstack.Attachment, s *openstack.Server) tcheck.Find
 		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s (%s), which does not list the volume", at.ID, at.VolumeID, s.ID, s.Name)
 		f.Evidence = append(f.Evidence, serverFacts(s), serverVolumesFacts(s))
 		f.Action = tcheck.Action{Type: ForceDetachVolume, Safe: true, Remedy: forceDetachRemedy(at)}
-		holdServer(&f.Action, s)
+		holdServer(&f.Action, s, at.VolumeID)
 	}
 	in.holdVolume(&f.Action, v, at.Instance)
 	in.seenTwice(&f)
