@@ -48,7 +48,7 @@ func listsWith(volume, attachment, device string) func(*openstack.Server) {
 	}
 }
 
-func task(t string) func(*openstack.Server)     { return func(s *openstack.Server) { s.TaskState = t } }
+func task(t string) func(*openstack.Server) { return func(s *openstack.Server) { s.TaskState = t } }
 
 // state sets the API status and the vm_state together, as Nova maps one
 // to the other (nova/api/openstack/common.py _STATE_MAP).
@@ -58,6 +58,7 @@ func state(status, vm string) func(*openstack.Server) {
 
 // stopped is a server powered off (`openstack server stop`).
 var stopped = state("SHUTOFF", "stopped")
+
 func vmState(st string) func(*openstack.Server) { return func(s *openstack.Server) { s.VMState = st } }
 func root(dev string) func(*openstack.Server) {
 	return func(s *openstack.Server) { s.RootDevice = dev }
