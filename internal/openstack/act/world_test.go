@@ -146,6 +146,7 @@ func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
 	s, v := w.Server(t, "forgot"), w.Volume(t, "forgot")
 	w.Attach(t, s, v)
 	w.ForgetBDM(t, s, v)
+	w.StopServer(t, s)
 	f := planned(t, e, check.StaleCinderAttachment, v)
 	if f.Action.Type != check.ForceDetachVolume || !f.Action.Safe {
 		t.Fatalf("plan: %+v", f)
@@ -158,6 +159,7 @@ func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
 	if novaLists(t, w, s, v) {
 		t.Fatal("Nova lists the volume again")
 	}
+	w.WaitServer(t, s, "SHUTOFF")
 }
 
 func TestRecreateAndDetachDanglingMapping(t *testing.T) {
@@ -166,6 +168,7 @@ func TestRecreateAndDetachDanglingMapping(t *testing.T) {
 	s, v, keep := w.Server(t, "dangling"), w.Volume(t, "dangling"), w.Volume(t, "kept")
 	w.Attach(t, s, keep)
 	w.DanglingBDM(t, s, v)
+	w.StopServer(t, s)
 	f := planned(t, e, check.DanglingNovaAttachment, v)
 	if f.Action.Type != check.RecreateAttachmentAndDetach || !f.Action.Safe || string(f.Object.UID) != s {
 		t.Fatalf("plan: %+v", f)
@@ -185,7 +188,7 @@ func TestRecreateAndDetachDanglingMapping(t *testing.T) {
 	}
 	w.WaitVolume(t, v, "available")
 	w.WaitVolume(t, keep, "in-use")
-	w.WaitServer(t, s, "ACTIVE")
+	w.WaitServer(t, s, "SHUTOFF")
 }
 
 func TestRefusedWhenTheServerListsTheVolumeAgain(t *testing.T) {
@@ -194,6 +197,7 @@ func TestRefusedWhenTheServerListsTheVolumeAgain(t *testing.T) {
 	s, v := w.Server(t, "remembers"), w.Volume(t, "remembers")
 	w.Attach(t, s, v)
 	w.ForgetBDM(t, s, v)
+	w.StopServer(t, s)
 	f := planned(t, e, check.StaleCinderAttachment, v)
 	// Nova's mapping comes back (the soft-delete undone) after the plan.
 	sql(t, w, "update block_device_mapping set deleted = 0, deleted_at = NULL where instance_uuid = ? and volume_id = ? and deleted != 0", s, v)
@@ -209,6 +213,7 @@ func TestRefusedWhenTheServerGotATask(t *testing.T) {
 	e := executor(t, w)
 	s, v := w.Server(t, "migrating"), w.Volume(t, "migrating")
 	w.DanglingBDM(t, s, v)
+	w.StopServer(t, s)
 	f := planned(t, e, check.DanglingNovaAttachment, v)
 	sql(t, w, "update instances set task_state = 'migrating' where uuid = ?", s)
 	t.Cleanup(func() { sql(t, w, "update instances set task_state = NULL where uuid = ?", s) })
@@ -220,6 +225,71 @@ func TestRefusedWhenTheServerGotATask(t *testing.T) {
 	if !novaLists(t, w, s, v) {
 		t.Fatal("Nova lost its mapping")
 	}
+}
+
+// TestRunningServerHoldsTheRepairs: a dangling mapping (its Cinder
+// attachment gone, as `cinder reset-state` or a hand delete leaves it) and
+// a mapping Nova forgot, each on an ACTIVE server, are planned blocked by
+// ServerRunning, and applying the plan changes neither Nova nor Cinder.
+func TestRunningServerHoldsTheRepairs(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, dangling, forgot := w.Server(t, "running"), w.Volume(t, "running-dangling"), w.Volume(t, "running-forgot")
+	w.DanglingBDM(t, s, dangling)
+	a := w.Attach(t, s, forgot)
+	w.ForgetBDM(t, s, forgot)
+	for _, tc := range []struct {
+		check, volume string
+		action        tcheck.ActionType
+	}{
+		{check.DanglingNovaAttachment, dangling, check.RecreateAttachmentAndDetach},
+		{check.StaleCinderAttachment, forgot, check.ForceDetachVolume},
+	} {
+		f := planned(t, e, tc.check, tc.volume)
+		if f.Action.Type != tc.action || f.Action.Safe || f.Action.BlockedBy != check.ServerRunning ||
+			!strings.Contains(f.Action.Remedy, "openstack server stop "+s) {
+			t.Fatalf("plan of %s: %+v, want %s blocked by ServerRunning, naming `openstack server stop %s`", tc.check, f, tc.action, s)
+		}
+		wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "ServerRunning")
+	}
+	// Nova keeps the dangling mapping, Cinder holds nothing for it; Cinder
+	// keeps the forgotten mapping's attachment attached.
+	if !novaLists(t, w, s, dangling) || novaLists(t, w, s, forgot) {
+		t.Fatal("Nova's mappings changed")
+	}
+	if got := liveAttachments(t, w, dangling); len(got) != 0 {
+		t.Fatalf("Cinder lists %v for the dangling mapping's volume, want none", got)
+	}
+	if got := liveAttachments(t, w, forgot); len(got) != 1 || got[0] != a+"/"+s+"/attached" {
+		t.Fatalf("Cinder lists %v, want %s attached to %s", got, a, s)
+	}
+	w.WaitVolume(t, dangling, "available")
+	w.WaitVolume(t, forgot, "in-use")
+	w.WaitServer(t, s, "ACTIVE")
+}
+
+// TestRefusedWhenTheServerWasStartedAgain: the plan was made on a stopped
+// server; started again before --apply, its guest may use the volume, and
+// the live re-check refuses with ServerRunning before writing anything.
+func TestRefusedWhenTheServerWasStartedAgain(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v := w.Server(t, "restarted"), w.Volume(t, "restarted")
+	w.DanglingBDM(t, s, v)
+	w.StopServer(t, s)
+	f := planned(t, e, check.DanglingNovaAttachment, v)
+	if !f.Action.Safe {
+		t.Fatalf("plan on the stopped server: %+v, want safe", f)
+	}
+	w.StartServer(t, s)
+	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, string(check.ServerRunning))
+	if got := liveAttachments(t, w, v); len(got) != 0 {
+		t.Fatalf("Cinder lists %v, want none", got)
+	}
+	if !novaLists(t, w, s, v) {
+		t.Fatal("Nova lost its mapping")
+	}
+	w.WaitVolume(t, v, "available")
 }
 
 func TestRefusedWhenTheVolumeStartedMoving(t *testing.T) {

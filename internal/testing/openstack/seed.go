@@ -244,6 +244,26 @@ print(n)`
 	}
 }
 
+// StopServer stops the server (os-stop, `openstack server stop`) and waits
+// until Nova shows it SHUTOFF with no task.
+func (w *World) StopServer(t testing.TB, id string) {
+	t.Helper()
+	if err := servers.Stop(ctx(), w.ComputeClient(t), id).ExtractErr(); err != nil {
+		t.Fatalf("stopping server %s: %v", id, err)
+	}
+	w.WaitServer(t, id, "SHUTOFF")
+}
+
+// StartServer starts the server (os-start, `openstack server start`) and
+// waits until Nova shows it ACTIVE with no task.
+func (w *World) StartServer(t testing.TB, id string) {
+	t.Helper()
+	if err := servers.Start(ctx(), w.ComputeClient(t), id).ExtractErr(); err != nil {
+		t.Fatalf("starting server %s: %v", id, err)
+	}
+	w.WaitServer(t, id, "ACTIVE")
+}
+
 // DeleteServer deletes the server and waits until Nova no longer has it.
 func (w *World) DeleteServer(t testing.TB, id string) {
 	t.Helper()

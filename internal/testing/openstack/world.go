@@ -24,6 +24,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bquotas "github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/quotasets"
 )
 
 // CloudName is the cloud in World.CloudsYAML.
@@ -99,7 +101,31 @@ func Start(t testing.TB) *World {
 	if startErr != nil {
 		t.Fatal(startErr)
 	}
+	quotaOnce.Do(func() { quotaErr = world.liftQuotas(t) })
+	if quotaErr != nil {
+		t.Fatal(quotaErr)
+	}
 	return world
+}
+
+var (
+	quotaOnce sync.Once
+	quotaErr  error
+)
+
+// liftQuotas lifts the project's Cinder quotas (-1: unlimited;
+// os-quota-sets, admin), so that one test binary's volumes are not capped
+// by the default of 10. (Nova's quota API asks Keystone, which the world
+// stubs, whether the project exists; its default of 10 instances is enough
+// for one test binary.)
+func (w *World) liftQuotas(t testing.TB) error {
+	unlimited := -1
+	err := bquotas.Update(context.Background(), w.BlockStorageClient(t), w.Project,
+		bquotas.UpdateOpts{Volumes: &unlimited, Gigabytes: &unlimited}).Err
+	if err != nil {
+		return fmt.Errorf("lifting Cinder's quotas of project %s: %w", w.Project, err)
+	}
+	return nil
 }
 
 func start() (*World, error) {
