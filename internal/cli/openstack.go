@@ -182,6 +182,10 @@ func newOpenStackFix() *cobra.Command {
 safe. Without --apply, prints the plan and changes nothing. With --apply, carries
 out at most --max safe repairs, each only after a live re-read of the server, the
 volume and its attachments and a re-run of the check on them.
+RecreateAttachmentAndDetach and ForceDetachVolume cut the compute host's
+connection to the volume: they are safe only on a stopped server (SHUTOFF, or
+SHELVED_OFFLOADED) and held ServerRunning otherwise; stop the server and run
+fix again.
 Exit code: 0 plan printed or all repairs applied, 1 some repair did not apply, 2 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },

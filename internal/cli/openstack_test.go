@@ -46,9 +46,10 @@ func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
 
 // TestOpenStackAuditAndFix drives the command line on real Nova and Cinder:
 // audit reports the drift once-seen and not safe, fix without --apply plans
-// and changes nothing, fix --apply --max 1 repairs one, a second run the
-// rest, and the audit after finds nothing; Nova and Cinder, read through the
-// harness, agree again.
+// and changes nothing, holding the running server's mapping (ServerRunning),
+// which fix --apply leaves alone too; once the server is stopped, fix
+// --apply --max 1 repairs one, a second run the rest, and the audit after
+// finds nothing; Nova and Cinder, read through the harness, agree again.
 func TestOpenStackAuditAndFix(t *testing.T) {
 	w := ostest.Start(t)
 	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
@@ -75,7 +76,9 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	for _, f := range report.Findings {
 		byVolume[f.Volume] = f
 	}
-	if f := byVolume[dangling]; f.Check != oscheck.DanglingNovaAttachment || string(f.Object.UID) != s || f.Namespace != w.Project || f.Action.Safe || f.Action.BlockedBy != oscheck.NotSeenTwice {
+	// The dangling mapping is on an ACTIVE server: held for that before
+	// anything else.
+	if f := byVolume[dangling]; f.Check != oscheck.DanglingNovaAttachment || string(f.Object.UID) != s || f.Namespace != w.Project || f.Action.Safe || f.Action.BlockedBy != oscheck.ServerRunning {
 		t.Errorf("dangling finding: %+v", f)
 	}
 	if f := byVolume[stale]; f.Check != oscheck.StaleCinderAttachment || f.Object.Name != staleAt || f.Action.Safe || f.Action.BlockedBy != oscheck.NotSeenTwice {
@@ -90,19 +93,35 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Applied {
 		t.Fatalf("fix -o json: %v: %s", err, out)
 	}
+	// The server is ACTIVE: its guest may use the dangling mapping's disk,
+	// so only the attachment of the server that never existed is planned.
 	planned := 0
 	for _, it := range p.Items {
 		if it.Planned {
 			planned++
 		}
+		if it.Finding.Volume == dangling && (it.Planned || it.Finding.Action.BlockedBy != oscheck.ServerRunning ||
+			!strings.Contains(it.Finding.Action.Remedy, "openstack server stop "+s)) {
+			t.Errorf("dangling mapping on the running server: %+v, want not planned, blocked by ServerRunning, naming `openstack server stop %s`", it, s)
+		}
 	}
-	if planned != 2 {
-		t.Fatalf("plan: %d planned, want 2: %s", planned, out)
+	if planned != 1 {
+		t.Fatalf("plan: %d planned, want 1: %s", planned, out)
 	}
 	if len(w.CinderAttachments(t, stale)) != 1 || !novaLists(t, w, s, dangling) {
 		t.Fatal("the plan changed something")
 	}
+	// Applied, the held repair changes nothing.
+	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1s", "--apply", "--check", oscheck.DanglingNovaAttachment)
+	if code != ExitOK || strings.Contains(out, "Applied") || !strings.Contains(out, string(oscheck.ServerRunning)) {
+		t.Fatalf("fix --apply on the running server: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if len(w.CinderAttachments(t, dangling)) != 0 || !novaLists(t, w, s, dangling) {
+		t.Fatal("fix --apply changed the running server's mapping")
+	}
+	w.WaitServer(t, s, "ACTIVE")
 
+	w.StopServer(t, s)
 	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1s", "--apply", "--max", "1")
 	if code != ExitOK || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "--max 1 reached") {
 		t.Fatalf("fix --apply --max 1: exit %d\n%s\n%s", code, out, stderr)
