@@ -3,10 +3,13 @@
 #
 # Starts the OpenStack test world (hack/openstack.sh), seeds the three kinds
 # of drift between Nova's block device mappings and Cinder's attachments the
-# way they arise, beside a healthy attachment, then runs: tether openstack
-# audit, tether openstack fix (the plan), fix --apply, and audit again, and
-# checks on both services that exactly the drift was repaired and the healthy
-# attachment and the servers are as they were. KEEP=1 leaves the world
+# way they arise, beside a healthy attachment, on running servers, then runs:
+# tether openstack audit, tether openstack fix (the plan), fix --apply (which
+# repairs only the attachment of the server that never existed: the running
+# servers' repairs are held ServerRunning), stops the two servers as the
+# holds ask, fix --apply again and audit again, and checks on both services
+# that exactly the drift was repaired and the healthy attachment is as it
+# was, and that both servers start again. KEEP=1 leaves the world
 # running afterwards; OS_PORT_BASE picks its ports (default 18770).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +63,12 @@ wait_for() { # wait_for DESCRIPTION COMMAND...: until COMMAND succeeds, at most 
 }
 volume_is() { [ "$(api GET "$CINDER/volumes/$1" | field 'd["volume"]["status"]')" = "$2" ]; }
 server_is() { [ "$(api GET "$NOVA/servers/$1" | field 'd["server"]["status"]')" = "$2" ]; }
+power() { # power SERVER stop|start: os-stop or os-start, waits for SHUTOFF or ACTIVE
+	local want=SHUTOFF
+	[ "$2" = start ] && want=ACTIVE
+	api POST "$NOVA/servers/$1/action" "{\"os-$2\": null}" >/dev/null
+	wait_for "server $1 $want" server_is "$1" "$want"
+}
 
 server() {
 	local id
@@ -141,6 +150,24 @@ step "tether openstack audit"
 step "tether openstack fix --grace $GRACE (the plan: reads twice $GRACE apart, changes nothing)"
 "$BIN/tether" openstack fix --grace "$GRACE"
 
+step "tether openstack fix --grace $GRACE --apply (the running servers' repairs are held: ServerRunning)"
+"$BIN/tether" openstack fix --grace "$GRACE" --apply
+
+step "Both sides now: only the attachment of the server that never existed is gone"
+state | tee "$dir/held.txt" | column -t
+want_held="data-dangling cinder=available attached-to=- nova-lists-it-on=web-1
+data-forgotten cinder=in-use attached-to=db-1 nova-lists-it-on=-
+data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1
+data-stale cinder=available attached-to=- nova-lists-it-on=-"
+if [ "$(cat "$dir/held.txt")" != "$want_held" ]; then
+	echo "UNEXPECTED: the held repairs changed something; want:" >&2
+	echo "$want_held" | column -t >&2
+	exit 1
+fi
+
+step "Stopping web-1 and db-1 as the holds ask (openstack server stop: POST /servers/ID/action os-stop)"
+for s in web-1 db-1; do power "${srv[$s]}" stop && echo "$s: SHUTOFF"; done
+
 step "tether openstack fix --grace $GRACE --apply"
 "$BIN/tether" openstack fix --grace "$GRACE" --apply
 
@@ -154,13 +181,19 @@ want="data-dangling cinder=available attached-to=- nova-lists-it-on=-
 data-forgotten cinder=available attached-to=- nova-lists-it-on=-
 data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1
 data-stale cinder=available attached-to=- nova-lists-it-on=-"
-servers_ok=1
-for s in web-1 db-1; do server_is "${srv[$s]}" ACTIVE || servers_ok=0; done
-if [ "$(cat "$dir/after.txt")" = "$want" ] && [ "$servers_ok" = 1 ]; then
-	echo "OK: the three drifted volumes are free on both sides; the healthy attachment and both servers are as they were."
-else
+if [ "$(cat "$dir/after.txt")" != "$want" ]; then
 	echo "UNEXPECTED: the state after the repair differs from:" >&2
 	echo "$want" | column -t >&2
-	[ "$servers_ok" = 1 ] || echo "(and a server is no longer ACTIVE)" >&2
+	exit 1
+fi
+
+step "Starting web-1 and db-1 again (openstack server start: os-start)"
+for s in web-1 db-1; do power "${srv[$s]}" start && echo "$s: ACTIVE"; done
+state >"$dir/started.txt"
+if [ "$(cat "$dir/started.txt")" = "$want" ]; then
+	echo "OK: the three drifted volumes are free on both sides; the running servers' repairs waited until they were stopped; the healthy attachment is as it was and both servers run again."
+else
+	echo "UNEXPECTED: after starting the servers the state differs from:" >&2
+	echo "$want" | column -t >&2
 	exit 1
 fi
