@@ -24,7 +24,8 @@ func (e *Executor) deleteAttachment(ctx context.Context, id string) *tact.Result
 // forceDetach is the volume action os-force_detach with the attachment id
 // (Cinder API reference, "Force detach a volume"; admin). Cinder
 // terminates the connection and deletes that attachment, and answers 409
-// while Nova records it.
+// while Nova records it. A guest may still use that connection, so the
+// check marks this safe only on a stopped server (ServerRunning).
 func (e *Executor) forceDetach(ctx context.Context, volume, attachment string) *tact.Result {
 	c := e.Clients.BlockStorage
 	body := map[string]any{"os-force_detach": map[string]any{"attachment_id": attachment}}
@@ -44,7 +45,10 @@ func (e *Executor) forceDetach(ctx context.Context, volume, attachment string) *
 // then deletes its mapping; it deletes the attachment its mapping records,
 // which is gone, and leaves the new one with the volume detaching, so
 // tether deletes that one last (Cinder allows it: an attachment without
-// connection info is not connected to a server).
+// connection info is not connected to a server). Nova's detach also
+// detaches the disk on the hypervisor, so the check marks this safe only on
+// a stopped server (ServerRunning otherwise), and the live re-check holds
+// it to that.
 func (e *Executor) recreateAndDetach(ctx context.Context, server, volume string) tact.Result {
 	bs := *e.Clients.BlockStorage
 	bs.Microversion = "3.44"
