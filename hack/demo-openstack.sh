@@ -102,6 +102,18 @@ state() {
 	done | sort
 }
 
+# expect NAME WANT WHAT: shows the state (saved as NAME.txt) and fails the
+# demo, saying WHAT went wrong, unless it is WANT.
+expect() {
+	state >"$dir/$1.txt"
+	column -t "$dir/$1.txt"
+	if [ "$(cat "$dir/$1.txt")" != "$2" ]; then
+		echo "UNEXPECTED: $3; want:" >&2
+		echo "$2" | column -t >&2
+		exit 1
+	fi
+}
+
 step "Starting the OpenStack test world (real Nova, Placement and Cinder; Keystone, Glance and Neutron stubbed)"
 hack/openstack.sh up --dir "$dir" --port-base "$base"
 trap cleanup EXIT
@@ -154,16 +166,10 @@ step "tether openstack fix --grace $GRACE --apply (the running servers' repairs 
 "$BIN/tether" openstack fix --grace "$GRACE" --apply
 
 step "Both sides now: only the attachment of the server that never existed is gone"
-state | tee "$dir/held.txt" | column -t
-want_held="data-dangling cinder=available attached-to=- nova-lists-it-on=web-1
+expect held "data-dangling cinder=available attached-to=- nova-lists-it-on=web-1
 data-forgotten cinder=in-use attached-to=db-1 nova-lists-it-on=-
 data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1
-data-stale cinder=available attached-to=- nova-lists-it-on=-"
-if [ "$(cat "$dir/held.txt")" != "$want_held" ]; then
-	echo "UNEXPECTED: the held repairs changed something; want:" >&2
-	echo "$want_held" | column -t >&2
-	exit 1
-fi
+data-stale cinder=available attached-to=- nova-lists-it-on=-" "the held repairs changed something"
 
 step "Stopping web-1 and db-1 as the holds ask (openstack server stop: POST /servers/ID/action os-stop)"
 for s in web-1 db-1; do power "${srv[$s]}" stop && echo "$s: SHUTOFF"; done
@@ -175,25 +181,13 @@ step "tether openstack audit, again"
 "$BIN/tether" openstack audit --grace "$GRACE" || echo "(exit code $?: findings)"
 
 step "Both sides now"
-state | tee "$dir/after.txt" | column -t
-
-want="data-dangling cinder=available attached-to=- nova-lists-it-on=-
+repaired="data-dangling cinder=available attached-to=- nova-lists-it-on=-
 data-forgotten cinder=available attached-to=- nova-lists-it-on=-
 data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1
 data-stale cinder=available attached-to=- nova-lists-it-on=-"
-if [ "$(cat "$dir/after.txt")" != "$want" ]; then
-	echo "UNEXPECTED: the state after the repair differs from:" >&2
-	echo "$want" | column -t >&2
-	exit 1
-fi
+expect after "$repaired" "the state after the repair differs"
 
 step "Starting web-1 and db-1 again (openstack server start: os-start)"
 for s in web-1 db-1; do power "${srv[$s]}" start && echo "$s: ACTIVE"; done
-state >"$dir/started.txt"
-if [ "$(cat "$dir/started.txt")" = "$want" ]; then
-	echo "OK: the three drifted volumes are free on both sides; the running servers' repairs waited until they were stopped; the healthy attachment is as it was and both servers run again."
-else
-	echo "UNEXPECTED: after starting the servers the state differs from:" >&2
-	echo "$want" | column -t >&2
-	exit 1
-fi
+expect started "$repaired" "starting the servers changed the state"
+echo "OK: the three drifted volumes are free on both sides; the running servers' repairs waited until they were stopped; the healthy attachment is as it was and both servers run again."
