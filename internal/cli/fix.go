@@ -122,7 +122,7 @@ func (o *fixOptions) Run(ctx context.Context) error {
 	}
 	findings = filterObject(findings, o.object)
 	if !o.apply {
-		return printPlan(o.stdout, o.resolved.output, plan(findings, o.maxActions), false)
+		return printPlan(o.stdout, o.resolved.output, "NAMESPACE", plan(findings, o.maxActions), false)
 	}
 	items, changed := plan(findings, o.maxActions), 0
 	if o.reviewed != nil {
@@ -137,7 +137,7 @@ func (o *fixOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := printPlan(o.stdout, o.resolved.output, items, true); err != nil {
+	if err := printPlan(o.stdout, o.resolved.output, "NAMESPACE", items, true); err != nil {
 		return err
 	}
 	if failed+changed > 0 {

@@ -26,7 +26,7 @@ func finding(id, uid, volume string, safe bool) check.Finding {
 func writePlan(t *testing.T, findings []check.Finding) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := printPlan(&b, "json", plan(findings, 10), false); err != nil {
+	if err := printPlan(&b, "json", "NAMESPACE", plan(findings, 10), false); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(t.TempDir(), "plan.json")

@@ -231,7 +231,7 @@ func (o *osFixOptions) run(cmd *cobra.Command) error {
 	fs = oscheck.Run(second, p, second.Taken)
 	items := plan(fs, o.maxActions)
 	if !o.apply {
-		return printPlan(cmd.OutOrStdout(), o.output, items, false)
+		return printPlan(cmd.OutOrStdout(), o.output, "PROJECT", items, false)
 	}
 	ex := &osact.Executor{Clients: c, Policy: p}
 	failed := 0
@@ -245,7 +245,7 @@ func (o *osFixOptions) run(cmd *cobra.Command) error {
 			failed++
 		}
 	}
-	if err := printPlan(cmd.OutOrStdout(), o.output, items, true); err != nil {
+	if err := printPlan(cmd.OutOrStdout(), o.output, "PROJECT", items, true); err != nil {
 		return err
 	}
 	if failed > 0 {

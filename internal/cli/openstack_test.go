@@ -116,6 +116,9 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if code != ExitOK || strings.Contains(out, "Applied") || !strings.Contains(out, string(oscheck.ServerRunning)) {
 		t.Fatalf("fix --apply on the running server: exit %d\n%s\n%s", code, out, stderr)
 	}
+	if f := strings.Fields(out); len(f) < 2 || f[0] != "ID" || f[1] != "PROJECT" {
+		t.Errorf("the plan's table does not head its scope column PROJECT:\n%s", out)
+	}
 	if len(w.CinderAttachments(t, dangling)) != 0 || !novaLists(t, w, s, dangling) {
 		t.Fatal("fix --apply changed the running server's mapping")
 	}

@@ -190,8 +190,9 @@ func printWhy(w io.Writer, f check.Finding) {
 
 // printPlan writes the fix plan: a FixPlan document for json and yaml; for
 // table, one row per finding with what was or would be done, and after a dry
-// run how to apply it.
-func printPlan(w io.Writer, format string, items []planItem, applied bool) error {
+// run how to apply it. scope heads the column of the findings' namespace
+// (NAMESPACE, or PROJECT in OpenStack).
+func printPlan(w io.Writer, format, scope string, items []planItem, applied bool) error {
 	if format != "table" {
 		if items == nil {
 			items = []planItem{}
@@ -203,7 +204,7 @@ func printPlan(w io.Writer, format string, items []planItem, applied bool) error
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAMESPACE\tOBJECT\tVOLUME\tACTION\tPLAN")
+	fmt.Fprintf(tw, "ID\t%s\tOBJECT\tVOLUME\tACTION\tPLAN\n", scope)
 	planned := 0
 	for _, it := range items {
 		f := it.Finding
