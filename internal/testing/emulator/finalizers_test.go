@@ -112,6 +112,10 @@ func TestVMOrphanDeletionKeepsVMI(t *testing.T) {
 	e.waitGCWatchesKubeVirt(t, ns)
 	e.vm(t, ns, "vm1")
 	vmi := e.runningVMI(t, ns, "vm1")
+	// The collector must know the VMI as the VM's dependent before the VM
+	// goes, or it lets the VM go without orphaning it and then deletes it
+	// as the dependent of a VM that is gone (seen on a loaded machine).
+	e.waitGCWatchesKubeVirt(t, ns)
 	if err := e.cl.Delete(ctx, e.getVM(t, ns, "vm1"), client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,10 @@ func TestVMOrphanDeletionKeepsVMI(t *testing.T) {
 // cannot orphan a VMI (it deletes it as the dependent of a VM it saw go).
 // The probe: a paused VM and VMI, each owning a ConfigMap, deleted with
 // orphan propagation; only a collector that watches them removes the
-// orphan finalizer.
+// orphan finalizer. Called again after objects are created, it is also a
+// barrier: the collector's graph takes events in one queue and each
+// watch in order, so once the probes are gone it has seen every VM and
+// VMI created before them.
 func (e *testEnv) waitGCWatchesKubeVirt(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
