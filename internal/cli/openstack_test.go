@@ -108,7 +108,7 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if planned != 1 {
 		t.Fatalf("plan: %d planned, want 1: %s", planned, out)
 	}
-	if len(w.CinderAttachments(t, stale)) != 1 || !novaLists(t, w, s, dangling) {
+	if len(w.CinderAttachments(t, stale)) != 1 || !w.NovaLists(t, s, dangling) {
 		t.Fatal("the plan changed something")
 	}
 	// Applied, the held repair changes nothing.
@@ -119,7 +119,7 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if f := strings.Fields(out); len(f) < 2 || f[0] != "ID" || f[1] != "PROJECT" {
 		t.Errorf("the plan's table does not head its scope column PROJECT:\n%s", out)
 	}
-	if len(w.CinderAttachments(t, dangling)) != 0 || !novaLists(t, w, s, dangling) {
+	if len(w.CinderAttachments(t, dangling)) != 0 || !w.NovaLists(t, s, dangling) {
 		t.Fatal("fix --apply changed the running server's mapping")
 	}
 	w.WaitServer(t, s, "ACTIVE")
@@ -137,21 +137,11 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "No findings") {
 		t.Fatalf("audit after: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if len(w.CinderAttachments(t, stale)) != 0 || len(w.CinderAttachments(t, dangling)) != 0 || novaLists(t, w, s, dangling) {
+	if len(w.CinderAttachments(t, stale)) != 0 || len(w.CinderAttachments(t, dangling)) != 0 || w.NovaLists(t, s, dangling) {
 		t.Fatal("Nova and Cinder still disagree")
 	}
 	w.WaitVolume(t, stale, "available")
 	w.WaitVolume(t, dangling, "available")
-}
-
-func novaLists(t *testing.T, w *ostest.World, server, volume string) bool {
-	t.Helper()
-	for _, a := range w.NovaAttachments(t, server) {
-		if a.VolumeID == volume {
-			return true
-		}
-	}
-	return false
 }
 
 // TestOpenStackAuditWithoutAdmin: Nova's policy lets only admins list all

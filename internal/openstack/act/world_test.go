@@ -104,16 +104,6 @@ func liveAttachments(t *testing.T, w *ostest.World, volume string) []string {
 	return ids
 }
 
-func novaLists(t *testing.T, w *ostest.World, server, volume string) bool {
-	t.Helper()
-	for _, a := range w.NovaAttachments(t, server) {
-		if a.VolumeID == volume {
-			return true
-		}
-	}
-	return false
-}
-
 func wantOutcome(t *testing.T, r tact.Result, o tact.Outcome, contains string) {
 	t.Helper()
 	if r.Outcome != o || !strings.Contains(r.Message+" "+string(r.Cause), contains) {
@@ -156,7 +146,7 @@ func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
 		t.Fatalf("Cinder still lists %v", got)
 	}
 	w.WaitVolume(t, v, "available")
-	if novaLists(t, w, s, v) {
+	if w.NovaLists(t, s, v) {
 		t.Fatal("Nova lists the volume again")
 	}
 	w.WaitServer(t, s, "SHUTOFF")
@@ -175,10 +165,10 @@ func TestRecreateAndDetachDanglingMapping(t *testing.T) {
 	}
 	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "Nova detached volume")
 	// Nova: the mapping is gone, the other volume stays attached.
-	if novaLists(t, w, s, v) {
+	if w.NovaLists(t, s, v) {
 		t.Fatal("Nova still lists the volume")
 	}
-	if !novaLists(t, w, s, keep) {
+	if !w.NovaLists(t, s, keep) {
 		t.Fatal("Nova lost the other volume's mapping")
 	}
 	// Cinder: nothing of tether's attachment is left; the other volume is
@@ -222,7 +212,7 @@ func TestRefusedWhenTheServerGotATask(t *testing.T) {
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder lists %v, want none", got)
 	}
-	if !novaLists(t, w, s, v) {
+	if !w.NovaLists(t, s, v) {
 		t.Fatal("Nova lost its mapping")
 	}
 }
@@ -254,7 +244,7 @@ func TestRunningServerHoldsTheRepairs(t *testing.T) {
 	}
 	// Nova keeps the dangling mapping, Cinder holds nothing for it; Cinder
 	// keeps the forgotten mapping's attachment attached.
-	if !novaLists(t, w, s, dangling) || novaLists(t, w, s, forgot) {
+	if !w.NovaLists(t, s, dangling) || w.NovaLists(t, s, forgot) {
 		t.Fatal("Nova's mappings changed")
 	}
 	if got := liveAttachments(t, w, dangling); len(got) != 0 {
@@ -286,7 +276,7 @@ func TestRefusedWhenTheServerWasStartedAgain(t *testing.T) {
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder lists %v, want none", got)
 	}
-	if !novaLists(t, w, s, v) {
+	if !w.NovaLists(t, s, v) {
 		t.Fatal("Nova lost its mapping")
 	}
 	w.WaitVolume(t, v, "available")
@@ -331,7 +321,7 @@ func TestCinderRefusesWritesOnAttachmentsNovaUses(t *testing.T) {
 	if got := liveAttachments(t, w, v); len(got) != 1 || !strings.HasPrefix(got[0], a+"/"+s+"/attached") {
 		t.Fatalf("Cinder lists %v, want %s attached to %s", got, a, s)
 	}
-	if !novaLists(t, w, s, v) {
+	if !w.NovaLists(t, s, v) {
 		t.Fatal("Nova lost its mapping")
 	}
 	w.WaitVolume(t, v, "in-use")
@@ -400,7 +390,7 @@ func TestRootDiskIsNeverDetached(t *testing.T) {
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder lists %v after the undo, want none", got)
 	}
-	if !novaLists(t, w, s, v) {
+	if !w.NovaLists(t, s, v) {
 		t.Fatal("Nova lost the root disk's mapping")
 	}
 }

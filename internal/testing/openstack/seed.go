@@ -146,6 +146,17 @@ func (w *World) Attach(t testing.TB, server, volume string) string {
 	return id
 }
 
+// NovaLists says whether Nova lists the volume among the server's attachments.
+func (w *World) NovaLists(t testing.TB, server, volume string) bool {
+	t.Helper()
+	for _, a := range w.NovaAttachments(t, server) {
+		if a.VolumeID == volume {
+			return true
+		}
+	}
+	return false
+}
+
 // NovaAttachments lists the server's volume attachments as Nova sees them.
 func (w *World) NovaAttachments(t testing.TB, server string) []NovaAttachment {
 	t.Helper()
