@@ -333,18 +333,23 @@ func (e *Emulator) readFaultConfigMap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The faults are queued before the ConfigMap is deleted, so that its
+	// being gone means they are in force; a delete that fails is retried
+	// without queuing them twice.
 	faults, down, perr := faultsFromConfigMap(cm)
+	if taken := string(cm.UID) + "/" + cm.ResourceVersion; perr == nil && taken != e.faultCMTaken {
+		e.InjectFaults(faults...)
+		if down != nil {
+			e.setHandlersDownFrom(*down)
+		}
+		e.faultCMTaken = taken
+		e.log.Info("faults injected from configmap", "count", len(faults))
+	}
 	if err := e.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	if perr != nil {
 		e.log.Error(perr, "ignoring fault configmap")
-		return nil
 	}
-	e.InjectFaults(faults...)
-	if down != nil {
-		e.setHandlersDownFrom(*down)
-	}
-	e.log.Info("faults injected from configmap", "count", len(faults))
 	return nil
 }

@@ -107,6 +107,9 @@ type Emulator struct {
 	auth   *requestHeader
 	certs  *servingCerts
 	faults faultSet
+	// faultCMTaken is the UID/resourceVersion of the fault ConfigMap whose
+	// faults were last queued, so that a retried delete queues them once.
+	faultCMTaken string
 	// handlers holds the nodes whose emulated virt-handler is down.
 	handlers handlerSet
 	ctrl     *controller
