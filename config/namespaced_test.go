@@ -21,10 +21,10 @@ import (
 
 	"github.com/tether-dev/tether/config/crd"
 	"github.com/tether-dev/tether/config/rbac"
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/protect"
 	"github.com/tether-dev/tether/internal/testing/authz"
 	"github.com/tether-dev/tether/internal/testing/fixture"

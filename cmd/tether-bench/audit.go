@@ -20,9 +20,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/testing/controlplane"
 	"github.com/tether-dev/tether/internal/testing/localenv"
 )

@@ -19,11 +19,11 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/config/crd"
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/metrics"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/localenv"
@@ -204,7 +204,7 @@ func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int
 	}); err != nil {
 		return 0, fmt.Errorf("live VM did not start: %w", err)
 	}
-	sub, err := kubevirt.NewSubresourceClient(cfg)
+	sub, err := virtapi.NewSubresourceClient(cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -215,7 +215,7 @@ func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int
 		if err := c.Create(ctx, pvc); err != nil {
 			return 0, err
 		}
-		if err := kubevirt.AddVolume(ctx, sub, kubevirt.VMI, "bench", name, fixture.AddVolumeOptions(vol)); err != nil {
+		if err := virtapi.AddVolume(ctx, sub, virtapi.VMI, "bench", name, fixture.AddVolumeOptions(vol)); err != nil {
 			return 0, err
 		}
 	}

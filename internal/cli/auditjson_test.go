@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // FuzzAuditJSON: the streamed -o json document is byte for byte what

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 )
 

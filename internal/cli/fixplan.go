@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // ChangedSincePlan starts the Skipped text of a reviewed plan's finding that

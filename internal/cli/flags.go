@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // clusterFlags are the kubectl-style flags that pick the cluster, the

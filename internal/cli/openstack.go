@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tether-dev/tether/internal/act"
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/openstack"
 	osact "github.com/tether-dev/tether/internal/openstack/act"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"

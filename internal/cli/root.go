@@ -18,11 +18,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
-	"github.com/tether-dev/tether/internal/snapshot"
 	"github.com/tether-dev/tether/internal/version"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // needs lists what the configuration's features read and write (the

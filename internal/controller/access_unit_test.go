@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // allowAllBut answers like an authorizer that refuses only the verbs named

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/findingrecord"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/findingrecord"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
 )
 
 // none is a window whose records show no action and no trip.

@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/act"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -116,7 +116,7 @@ func TestController_conditionDisappearsMidGrace_resolvedNoAction(t *testing.T) {
 	w.orphan("vm-d", "pvc-d")
 	w.start(w.cfg(time.Hour))
 	w.waitFinding("vm-d", "pvc-d", v1alpha1.PhaseWaiting, "")
-	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VM, w.ns, "vm-d", fixture.AddVolumeOptions("pvc-d")); err != nil {
+	if err := virtapi.AddVolume(w.ctx, w.sub, virtapi.VM, w.ns, "vm-d", fixture.AddVolumeOptions("pvc-d")); err != nil {
 		t.Fatal(err)
 	}
 	w.waitFinding("vm-d", "pvc-d", v1alpha1.PhaseResolved, "ConditionGone")

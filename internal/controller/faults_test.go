@@ -19,13 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/act"
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/kubevirt"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -303,7 +303,7 @@ func TestFaults_changesWhileDown_decisionsEqualAFreshAudit(t *testing.T) {
 	stop := w.start(cfg)
 	w.waitFinding("vm-m", "pvc-m1", v1alpha1.PhaseWaiting, "")
 	stop()
-	if err := kubevirt.RemoveVolume(w.ctx, w.sub, kubevirt.VMI, w.ns, "vm-m", &kubevirtv1.RemoveVolumeOptions{Name: "pvc-m1"}); err != nil {
+	if err := virtapi.RemoveVolume(w.ctx, w.sub, virtapi.VMI, w.ns, "vm-m", &kubevirtv1.RemoveVolumeOptions{Name: "pvc-m1"}); err != nil {
 		t.Fatal(err)
 	}
 	w.waitVMI("vm-m", "pvc-m1 unplugged by hand", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-m1") })

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -46,7 +46,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := kubevirt.NewSubresourceClient(env.Config)
+	sub, err := virtapi.NewSubresourceClient(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func (w *world) orphan(vm, volume string) {
 	if err := w.c.Create(w.ctx, pvc); err != nil {
 		w.t.Fatal(err)
 	}
-	if err := kubevirt.AddVolume(w.ctx, w.sub, kubevirt.VMI, w.ns, vm, fixture.AddVolumeOptions(volume)); err != nil {
+	if err := virtapi.AddVolume(w.ctx, w.sub, virtapi.VMI, w.ns, vm, fixture.AddVolumeOptions(volume)); err != nil {
 		w.t.Fatal(err)
 	}
 	w.waitVMI(vm, volume+" hot-plugged", func(v *kubevirtv1.VirtualMachineInstance) bool { return lists(v, volume) })

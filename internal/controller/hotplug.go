@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/act"
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/metrics"
-	"github.com/tether-dev/tether/internal/observe"
-	"github.com/tether-dev/tether/internal/snapshot"
 )
 
 // HotplugReconciler runs the hot-plug checks for one VMI at a time: it

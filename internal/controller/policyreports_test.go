@@ -17,7 +17,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/testing/crdinstall"
 	"github.com/tether-dev/tether/internal/testing/reportcrds"
@@ -134,7 +134,7 @@ func TestController_policyReports(t *testing.T) {
 // closes.
 func (w *world) unplug(vmi, volume string) {
 	w.t.Helper()
-	if err := kubevirt.RemoveVolume(w.ctx, w.sub, kubevirt.VMI, w.ns, vmi, &kubevirtv1.RemoveVolumeOptions{Name: volume}); err != nil {
+	if err := virtapi.RemoveVolume(w.ctx, w.sub, virtapi.VMI, w.ns, vmi, &kubevirtv1.RemoveVolumeOptions{Name: volume}); err != nil {
 		w.t.Fatal(err)
 	}
 	w.waitVMI(vmi, volume+" unplugged", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, volume) })

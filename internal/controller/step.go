@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/check"
 	"github.com/tether-dev/tether/internal/findingrecord"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // Reasons the controller itself gives for holding a safe action.

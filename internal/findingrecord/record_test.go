@@ -3,7 +3,7 @@ package findingrecord
 import (
 	"testing"
 
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // The record contract names checks as package check does.

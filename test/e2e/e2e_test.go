@@ -20,7 +20,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/cmdtest"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -65,7 +65,7 @@ func seed(t *testing.T, env *testenv.Env) (ns, tenantKubeconfig string) {
 			t.Fatal(err)
 		}
 	}
-	sub, err := kubevirt.NewSubresourceClient(env.Config)
+	sub, err := virtapi.NewSubresourceClient(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func seed(t *testing.T, env *testenv.Env) (ns, tenantKubeconfig string) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "node-x"}, &vmi)
 		return err == nil && vmi.Status.Phase == kubevirtv1.Running, err
 	})
-	for kind, vol := range map[kubevirt.Kind]string{kubevirt.VMI: "pvc-orphan", kubevirt.VM: "pvc-kept"} {
-		if err := kubevirt.AddVolume(ctx, sub, kind, ns, "node-x", fixture.AddVolumeOptions(vol)); err != nil {
+	for kind, vol := range map[virtapi.Kind]string{virtapi.VMI: "pvc-orphan", virtapi.VM: "pvc-kept"} {
+		if err := virtapi.AddVolume(ctx, sub, kind, ns, "node-x", fixture.AddVolumeOptions(vol)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -25,9 +25,9 @@ func TestReal_controller_actsOnlyWhereKubeVirtAllows(t *testing.T) {
 	w := newWorld(t)
 	w.claims("pvc-orphan", "pvc-stuck")
 	w.standaloneVMI("solo")
-	w.hotplug(kubevirt.VMI, "solo", "pvc-orphan")
+	w.hotplug(virtapi.VMI, "solo", "pvc-orphan")
 	w.vm("owned")
-	w.hotplug(kubevirt.VM, "owned", "pvc-stuck")
+	w.hotplug(virtapi.VM, "owned", "pvc-stuck")
 	w.patchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
 	w.removeFromVM("owned", "pvc-stuck")
 	// One tenant node per VMI; both claims have tenant PVs attached nowhere.

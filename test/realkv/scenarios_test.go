@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -133,23 +133,23 @@ func (w *world) waitPhase(name, vol string, want kubevirtv1.VolumePhase) {
 }
 
 // hotplug adds claim through virt-api's subresource on the given route.
-func (w *world) hotplug(kind kubevirt.Kind, name, claim string) {
-	sub, err := kubevirt.NewSubresourceClient(w.env.Config)
+func (w *world) hotplug(kind virtapi.Kind, name, claim string) {
+	sub, err := virtapi.NewSubresourceClient(w.env.Config)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if err := kubevirt.AddVolume(context.Background(), sub, kind, w.ns, name, fixture.AddVolumeOptions(claim)); err != nil {
+	if err := virtapi.AddVolume(context.Background(), sub, kind, w.ns, name, fixture.AddVolumeOptions(claim)); err != nil {
 		w.t.Fatalf("addvolume %s via %s route: %v", claim, kind, err)
 	}
 	w.waitPhase(name, claim, kubevirtv1.VolumeReady)
 }
 
 func (w *world) removeFromVM(name, claim string) {
-	sub, err := kubevirt.NewSubresourceClient(w.env.Config)
+	sub, err := virtapi.NewSubresourceClient(w.env.Config)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if err := kubevirt.RemoveVolume(context.Background(), sub, kubevirt.VM, w.ns, name, &kubevirtv1.RemoveVolumeOptions{Name: claim}); err != nil {
+	if err := virtapi.RemoveVolume(context.Background(), sub, virtapi.VM, w.ns, name, &kubevirtv1.RemoveVolumeOptions{Name: claim}); err != nil {
 		w.t.Fatalf("removevolume %s via the VM route: %v", claim, err)
 	}
 }
@@ -169,7 +169,7 @@ func TestReal_standaloneVMIOrphan_removedThroughTheVMIRoute(t *testing.T) {
 	w := newWorld(t)
 	w.claims("pvc-orphan")
 	w.standaloneVMI("solo")
-	w.hotplug(kubevirt.VMI, "solo", "pvc-orphan")
+	w.hotplug(virtapi.VMI, "solo", "pvc-orphan")
 	scope := tenant(t, w.env, w.ns, "solo", "pvc-orphan")
 
 	f := only(t, audit(t, w.env, scope), "OrphanHotplugVolume", "pvc-orphan")
@@ -199,7 +199,7 @@ func TestReal_declarativeSyncStopped_reportedNeverActedOn(t *testing.T) {
 	w := newWorld(t)
 	w.claims("pvc-stuck")
 	w.vm("owned")
-	w.hotplug(kubevirt.VM, "owned", "pvc-stuck")
+	w.hotplug(virtapi.VM, "owned", "pvc-stuck")
 	w.patchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
 	w.removeFromVM("owned", "pvc-stuck")
 	// The VM spec no longer lists it; the VMI keeps it (no sync).
@@ -233,12 +233,12 @@ func TestReal_missingHotplugClaim_isCriticalAndFreezesTheVMI(t *testing.T) {
 	w := newWorld(t)
 	w.claims("pvc-late")
 	w.vm("frozen")
-	sub, err := kubevirt.NewSubresourceClient(w.env.Config)
+	sub, err := virtapi.NewSubresourceClient(w.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"pvc-missing", "pvc-late"} {
-		if err := kubevirt.AddVolume(context.Background(), sub, kubevirt.VM, w.ns, "frozen", fixture.AddVolumeOptions(c)); err != nil {
+		if err := virtapi.AddVolume(context.Background(), sub, virtapi.VM, w.ns, "frozen", fixture.AddVolumeOptions(c)); err != nil {
 			t.Fatalf("addvolume %s: %v", c, err)
 		}
 	}

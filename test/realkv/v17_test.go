@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/localenv"
 	"github.com/tether-dev/tether/internal/testing/realkubevirt"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -44,7 +44,7 @@ func TestRealV17_vmOwnedVMIOnlyHotplug_isAnOrphanTetherRemoves(t *testing.T) {
 	w := newWorldIn(t, env)
 	w.claims("pvc-orphan")
 	w.vm("owned")
-	w.hotplug(kubevirt.VMI, "owned", "pvc-orphan")
+	w.hotplug(virtapi.VMI, "owned", "pvc-orphan")
 	scope := tenant(t, env, w.ns, "owned", "pvc-orphan")
 
 	f := only(t, audit(t, env, scope), "OrphanHotplugVolume", "pvc-orphan")

@@ -23,8 +23,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 
-	tact "github.com/tether-dev/tether/internal/act"
-	tcheck "github.com/tether-dev/tether/internal/check"
+	tact "github.com/tether-dev/tether/internal/kubevirt/act"
+	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/openstack"
 	"github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"

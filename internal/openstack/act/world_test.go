@@ -12,8 +12,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 
-	tact "github.com/tether-dev/tether/internal/act"
-	tcheck "github.com/tether-dev/tether/internal/check"
+	tact "github.com/tether-dev/tether/internal/kubevirt/act"
+	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"

@@ -8,7 +8,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/attachments"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
 
-	tact "github.com/tether-dev/tether/internal/act"
+	tact "github.com/tether-dev/tether/internal/kubevirt/act"
 )
 
 // deleteAttachment is DELETE /v3/{project}/attachments/{id} (block-storage

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	tcheck "github.com/tether-dev/tether/internal/check"
+	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/openstack"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	tcheck "github.com/tether-dev/tether/internal/check"
+	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/openstack"
 )
 

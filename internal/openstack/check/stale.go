@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	tcheck "github.com/tether-dev/tether/internal/check"
+	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/openstack"
 )
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	fx "github.com/tether-dev/tether/internal/testing/fixture"
 )
 

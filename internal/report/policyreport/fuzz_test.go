@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // blockReasons are every block reason package check defines, and none.

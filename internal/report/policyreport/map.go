@@ -1,7 +1,7 @@
 package policyreport
 
 import (
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // Results of a PolicyReport result (the CRDs' enum).

@@ -3,7 +3,7 @@ package policyreport
 import (
 	"testing"
 
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 func finding(sev check.Severity, safe bool, block check.BlockReason) check.Finding {

@@ -22,7 +22,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tether-dev/tether/internal/check"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // API is a policy report API group/version.

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/localenv"
 )
@@ -75,7 +75,7 @@ func start(kind string) (*kvWorld, error) {
 	if w.cs, err = kubernetes.NewForConfig(env.Config()); err != nil {
 		return w, err
 	}
-	if w.sub, err = kubevirt.NewSubresourceClient(env.Config()); err != nil {
+	if w.sub, err = virtapi.NewSubresourceClient(env.Config()); err != nil {
 		return w, err
 	}
 	if env.Real != nil {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -24,9 +24,9 @@ func TestConformance_refusals(t *testing.T) {
 	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
 		w.vm(t, ns, "vm")
 		ctx := context.Background()
-		vmiRoute := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VMI, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
-		vmRoute := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
-		missing := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VMI, ns, "nosuch", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
+		vmiRoute := virtapi.RemoveVolume(ctx, w.sub, virtapi.VMI, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
+		vmRoute := virtapi.RemoveVolume(ctx, w.sub, virtapi.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
+		missing := virtapi.RemoveVolume(ctx, w.sub, virtapi.VMI, ns, "nosuch", &kubevirtv1.RemoveVolumeOptions{Name: "absent"})
 		return fmt.Sprintf("VMI route on a VM-owned VMI %s; VM route, volume absent %s; VMI missing %s",
 			answer(vmiRoute), answer(vmRoute), answer(missing))
 	}))
@@ -59,7 +59,7 @@ func TestConformance_hotplugAndUnplugLifecycle(t *testing.T) {
 		uidSet := s.HotplugVolume != nil && s.HotplugVolume.AttachPodUID != ""
 		pods := w.attachmentPods(t, ns)
 		from := w.resourceVersion(t, ns, "vm")
-		if err := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
+		if err := virtapi.RemoveVolume(ctx, w.sub, virtapi.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
 			t.Fatal(err)
 		}
 		detach := w.watchPhases(t, ns, "vm", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s == nil })
@@ -82,7 +82,7 @@ func TestConformance_unplugWithHandlerDown(t *testing.T) {
 		node := vmi.Status.NodeName
 		w.handler.SetHandlerDown(node, true)
 		defer w.handler.SetHandlerDown(node, false)
-		if err := kubevirt.RemoveVolume(ctx, w.sub, kubevirt.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
+		if err := virtapi.RemoveVolume(ctx, w.sub, virtapi.VM, ns, "vm", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * time.Second)
@@ -105,7 +105,7 @@ func TestConformance_standaloneVMIRoute(t *testing.T) {
 		w.claim(t, ns, "data")
 		w.standalone(t, ns, "solo")
 		from := w.resourceVersion(t, ns, "solo")
-		err := kubevirt.AddVolume(context.Background(), w.sub, kubevirt.VMI, ns, "solo", fixture.AddVolumeOptions("data"))
+		err := virtapi.AddVolume(context.Background(), w.sub, virtapi.VMI, ns, "solo", fixture.AddVolumeOptions("data"))
 		phases := w.watchPhases(t, ns, "solo", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
 		return fmt.Sprintf("VMI route addvolume %s, ends %s", answer(err), last(phases))
 	}))
@@ -116,7 +116,7 @@ func TestConformance_standaloneVMIRoute(t *testing.T) {
 func (w *kvWorld) hotplugReady(t *testing.T, ns, vm, claim string) []kubevirtv1.VolumePhase {
 	t.Helper()
 	from := w.resourceVersion(t, ns, vm)
-	if err := kubevirt.AddVolume(context.Background(), w.sub, kubevirt.VM, ns, vm, fixture.AddVolumeOptions(claim)); err != nil {
+	if err := virtapi.AddVolume(context.Background(), w.sub, virtapi.VM, ns, vm, fixture.AddVolumeOptions(claim)); err != nil {
 		t.Fatal(err)
 	}
 	return w.watchPhases(t, ns, vm, claim, from, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })

@@ -14,7 +14,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -28,7 +28,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	e.vm(t, ns, "vm1")
 	e.pvc(t, ns, "data1")
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "data1", "data1")
@@ -48,19 +48,19 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}{
 		{"VM addvolume", func() error {
 			o := addOpts("data2", "data2")
-			o.DryRun = kubevirt.DryRunAll
-			return kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", o)
+			o.DryRun = virtapi.DryRunAll
+			return virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", o)
 		}},
 		{"VM removevolume", func() error {
-			return kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: kubevirt.DryRunAll})
+			return virtapi.RemoveVolume(ctx, e.sub, virtapi.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: virtapi.DryRunAll})
 		}},
 		{"VMI addvolume", func() error {
 			o := addOpts("data2", "data2")
-			o.DryRun = kubevirt.DryRunAll
-			return kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", o)
+			o.DryRun = virtapi.DryRunAll
+			return virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", o)
 		}},
 		{"VMI removevolume", func() error {
-			return kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: kubevirt.DryRunAll})
+			return virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: virtapi.DryRunAll})
 		}},
 	}
 	for _, c := range calls {
@@ -79,11 +79,11 @@ func TestDryRunChangesNothing(t *testing.T) {
 	})
 
 	// A dry run still validates.
-	err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "nope", DryRun: kubevirt.DryRunAll})
+	err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "nope", DryRun: virtapi.DryRunAll})
 	if !apierrors.IsConflict(err) {
 		t.Errorf("dry-run removevolume of a missing volume: %v, want 409", err)
 	}
-	err = kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: []string{"Some"}})
+	err = virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: []string{"Some"}})
 	if !apierrors.IsBadRequest(err) {
 		t.Errorf("unsupported dryRun value: %v, want 400", err)
 	}
@@ -96,12 +96,12 @@ func TestErrorsAreKubeVirtLike(t *testing.T) {
 	e.vm(t, ns, "vm1")
 	e.pvc(t, ns, "data1")
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "data1", "data1")
-	rm := func(kind kubevirt.Kind, name, vol string) error {
-		return kubevirt.RemoveVolume(ctx, e.sub, kind, ns, name, &virtv1.RemoveVolumeOptions{Name: vol})
+	rm := func(kind virtapi.Kind, name, vol string) error {
+		return virtapi.RemoveVolume(ctx, e.sub, kind, ns, name, &virtv1.RemoveVolumeOptions{Name: vol})
 	}
 	cases := []struct {
 		name  string
@@ -109,17 +109,17 @@ func TestErrorsAreKubeVirtLike(t *testing.T) {
 		check func(error) bool
 		msg   string
 	}{
-		{"missing VM -> 404", rm(kubevirt.VM, "ghost", "data1"), apierrors.IsNotFound, `virtualmachine.kubevirt.io "ghost" not found`},
-		{"missing VMI -> 404", rm(kubevirt.VMI, "ghost", "data1"), apierrors.IsNotFound, `virtualmachineinstance.kubevirt.io "ghost" not found`},
-		{"unknown volume -> 409", rm(kubevirt.VM, "vm1", "nope"), apierrors.IsConflict, "Unable to remove volume [nope] because it does not exist"},
-		{"boot volume -> 409", rm(kubevirt.VM, "vm1", "rootdisk"), apierrors.IsConflict, "Unable to remove volume [rootdisk] because it is not hotpluggable"},
-		{"duplicate name -> 409", kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "other")), apierrors.IsConflict,
+		{"missing VM -> 404", rm(virtapi.VM, "ghost", "data1"), apierrors.IsNotFound, `virtualmachine.kubevirt.io "ghost" not found`},
+		{"missing VMI -> 404", rm(virtapi.VMI, "ghost", "data1"), apierrors.IsNotFound, `virtualmachineinstance.kubevirt.io "ghost" not found`},
+		{"unknown volume -> 409", rm(virtapi.VM, "vm1", "nope"), apierrors.IsConflict, "Unable to remove volume [nope] because it does not exist"},
+		{"boot volume -> 409", rm(virtapi.VM, "vm1", "rootdisk"), apierrors.IsConflict, "Unable to remove volume [rootdisk] because it is not hotpluggable"},
+		{"duplicate name -> 409", virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "other")), apierrors.IsConflict,
 			"Unable to add volume [data1] because volume with that name already exists"},
-		{"duplicate claim -> 409", kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("again", "data1")), apierrors.IsConflict,
+		{"duplicate claim -> 409", virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("again", "data1")), apierrors.IsConflict,
 			"Unable to add volume source [data1] because it already exists"},
-		{"no disk -> 400", kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", &virtv1.AddVolumeOptions{Name: "x", VolumeSource: addOpts("x", "x").VolumeSource}),
+		{"no disk -> 400", virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", &virtv1.AddVolumeOptions{Name: "x", VolumeSource: addOpts("x", "x").VolumeSource}),
 			apierrors.IsBadRequest, "AddVolumeOptions requires disk to not be nil"},
-		{"no name -> 400", rm(kubevirt.VM, "vm1", ""), apierrors.IsBadRequest, "RemoveVolumeOptions requires name to be set"},
+		{"no name -> 400", rm(virtapi.VM, "vm1", ""), apierrors.IsBadRequest, "RemoveVolumeOptions requires name to be set"},
 	}
 	for _, c := range cases {
 		if !c.check(c.err) {
@@ -144,7 +144,7 @@ func TestErrorsAreKubeVirtLike(t *testing.T) {
 	if err := e.cl.Create(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	err = kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "idle", addOpts("data1", "data1"))
+	err = virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "idle", addOpts("data1", "data1"))
 	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "VMI is not running") {
 		t.Errorf("VMI not running: %v, want 409 VMI is not running", err)
 	}
@@ -153,7 +153,7 @@ func TestErrorsAreKubeVirtLike(t *testing.T) {
 	if err := e.emu.SetDisabledFeatureGates(ctx, emulator.GateDeclarativeHotplugVolumes); err != nil {
 		t.Fatal(err)
 	}
-	err = rm(kubevirt.VM, "vm1", "data1")
+	err = rm(virtapi.VM, "vm1", "data1")
 	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "Enable DeclarativeHotplugVolumes or HotplugVolumes feature gate") {
 		t.Errorf("gates off: %v, want 400", err)
 	}
@@ -169,7 +169,7 @@ func TestMigratingVMIAcceptsVolumeCallsAndMoves(t *testing.T) {
 	e.vm(t, ns, "vm1")
 	e.pvc(t, ns, "data1")
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	_, oldPod := e.attached(t, ns, "vm1", "data1", "data1")
@@ -198,11 +198,11 @@ func TestMigratingVMIAcceptsVolumeCallsAndMoves(t *testing.T) {
 	// VMI route accepts (202; a dry run here keeps the volume). Under
 	// HotplugVolumes the VM route's status write is denied by the VM webhook
 	// while the VM is ready (vms-admitter.go:325-338,450-456): 422.
-	dry := &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: kubevirt.DryRunAll}
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", dry); err != nil {
+	dry := &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: virtapi.DryRunAll}
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", dry); err != nil {
 		t.Errorf("VMI removevolume while migrating: %v, want 202", err)
 	}
-	err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"})
+	err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "Cannot handle volume requests while VMI migration is in progress") {
 		t.Errorf("VM removevolume while migrating (HotplugVolumes): %v, want 422", err)
 	}
@@ -210,7 +210,7 @@ func TestMigratingVMIAcceptsVolumeCallsAndMoves(t *testing.T) {
 	if err := e.emu.SetFeatureGates(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", dry); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VM, ns, "vm1", dry); err != nil {
 		t.Errorf("declarative VM removevolume while migrating: %v, want 202", err)
 	}
 	if err := e.emu.SetFeatureGates(ctx, emulator.GateHotplugVolumes); err != nil {
@@ -240,7 +240,7 @@ func TestMigratingVMIAcceptsVolumeCallsAndMoves(t *testing.T) {
 		}
 		return nil
 	})
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
 		t.Errorf("removevolume after the migration: %v", err)
 	}
 }
@@ -255,7 +255,7 @@ func TestRBACIsEnforcedByTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runningVMI(t, ns, "solo")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "solo", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "solo", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "solo", "data1", "data1")
@@ -266,16 +266,16 @@ func TestRBACIsEnforcedByTheAPIServer(t *testing.T) {
 		UserName: "system:serviceaccount:" + ns + ":cleaner",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
-	sa, err := kubevirt.NewSubresourceClient(cfg)
+	sa, err := virtapi.NewSubresourceClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	remove := func(dryRun bool) error {
 		o := &virtv1.RemoveVolumeOptions{Name: "data1"}
 		if dryRun {
-			o.DryRun = kubevirt.DryRunAll
+			o.DryRun = virtapi.DryRunAll
 		}
-		return kubevirt.RemoveVolume(ctx, sa, kubevirt.VMI, ns, "solo", o)
+		return virtapi.RemoveVolume(ctx, sa, virtapi.VMI, ns, "solo", o)
 	}
 	if err := remove(true); !apierrors.IsForbidden(err) {
 		t.Fatalf("without a role: %v, want 403 Forbidden from the apiserver", err)
@@ -305,7 +305,7 @@ func TestRBACIsEnforcedByTheAPIServer(t *testing.T) {
 	}
 	e.detached(t, ns, "solo", "data1")
 	// The role does not cover addvolume.
-	if err := kubevirt.AddVolume(ctx, sa, kubevirt.VMI, ns, "solo", addOpts("data1", "data1")); !apierrors.IsForbidden(err) {
+	if err := virtapi.AddVolume(ctx, sa, virtapi.VMI, ns, "solo", addOpts("data1", "data1")); !apierrors.IsForbidden(err) {
 		t.Errorf("addvolume with a removevolume-only role: %v, want 403", err)
 	}
 }

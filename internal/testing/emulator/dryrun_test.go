@@ -9,7 +9,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -67,27 +67,27 @@ func TestIgnoreDryRunAppliesTheDryRun(t *testing.T) {
 
 	// VM-level "dry run" addvolume, then "dry run" removevolume.
 	o := addOpts("data1", "data1")
-	o.DryRun = kubevirt.DryRunAll
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", o); err != nil {
+	o.DryRun = virtapi.DryRunAll
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", o); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "data1", "data1")
 	if _, found := vmHasVolume(e.getVM(t, ns, "vm1"), "data1"); !found {
 		t.Fatal("VM-level dry-run addvolume did not reach the VM spec")
 	}
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: []string{"Some"}}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1", DryRun: []string{"Some"}}); err != nil {
 		t.Fatalf("an unknown dryRun value is dropped unread: %v", err)
 	}
 	e.detached(t, ns, "vm1", "data1")
 
 	// VMI-level "dry run" addvolume, then "dry run" removevolume.
 	o = addOpts("data2", "data2")
-	o.DryRun = kubevirt.DryRunAll
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", o); err != nil {
+	o.DryRun = virtapi.DryRunAll
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", o); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "data2", "data2")
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data2", DryRun: kubevirt.DryRunAll}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data2", DryRun: virtapi.DryRunAll}); err != nil {
 		t.Fatal(err)
 	}
 	e.detached(t, ns, "vm1", "data2")
@@ -96,7 +96,7 @@ func TestIgnoreDryRunAppliesTheDryRun(t *testing.T) {
 	if err := e.emu.SetIgnoreDryRun(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", o); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", o); err != nil {
 		t.Fatal(err)
 	}
 	consistently(t, 300*time.Millisecond, func() error {

@@ -13,7 +13,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -30,7 +30,7 @@ func TestVMAdoptsOrphanVMIAndSyncsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", addOpts("extra", "extra")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", addOpts("extra", "extra")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "extra", "extra")

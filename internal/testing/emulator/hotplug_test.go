@@ -12,7 +12,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -106,7 +106,7 @@ func TestVMAddRemoveVolumeDeclarative(t *testing.T) {
 	e.runningVMI(t, ns, "vm1")
 
 	start := time.Now()
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	if hot, found := vmHasVolume(e.getVM(t, ns, "vm1"), "data1"); !found || !hot {
@@ -122,7 +122,7 @@ func TestVMAddRemoveVolumeDeclarative(t *testing.T) {
 	}
 
 	start = time.Now()
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
 		t.Fatal(err)
 	}
 	e.detached(t, ns, "vm1", "data1")
@@ -151,11 +151,11 @@ func TestVMAddRemoveVolumeWithHotplugGate(t *testing.T) {
 	e.pvc(t, ns, "data2")
 	e.runningVMI(t, ns, "vm1")
 
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	_, pod1 := e.attached(t, ns, "vm1", "data1", "data1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data2", "data2")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data2", "data2")); err != nil {
 		t.Fatal(err)
 	}
 	vmi, pod2 := e.attached(t, ns, "vm1", "data2", "data2")
@@ -183,7 +183,7 @@ func TestVMAddRemoveVolumeWithHotplugGate(t *testing.T) {
 		return nil
 	})
 
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VM, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
 		t.Fatal(err)
 	}
 	e.detached(t, ns, "vm1", "data1")
@@ -197,12 +197,12 @@ func TestVMIRemoveVolumeOnVMOwnedVMINeedsHotplugGate(t *testing.T) {
 	e.vm(t, ns, "vm1")
 	e.pvc(t, ns, "data1")
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "data1", "data1")
 
-	err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"})
+	err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"})
 	if !apierrors.IsBadRequest(err) || apierrors.ReasonForError(err) != metav1.StatusReasonBadRequest {
 		t.Fatalf("VMI-level removevolume with the gate off: %v, want 400 BadRequest", err)
 	}
@@ -213,7 +213,7 @@ func TestVMIRemoveVolumeOnVMOwnedVMINeedsHotplugGate(t *testing.T) {
 	if err := e.emu.SetFeatureGates(ctx, emulator.GateHotplugVolumes); err != nil {
 		t.Fatal(err)
 	}
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
 		t.Fatalf("VMI-level removevolume with HotplugVolumes on: %v", err)
 	}
 	e.detached(t, ns, "vm1", "data1")
@@ -238,11 +238,11 @@ func TestStandaloneVMIAddVolumeWithDefaultGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runningVMI(t, ns, "solo")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "solo", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "solo", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "solo", "data1", "data1")
-	if err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "solo", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
+	if err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "solo", &virtv1.RemoveVolumeOptions{Name: "data1"}); err != nil {
 		t.Fatal(err)
 	}
 	e.detached(t, ns, "solo", "data1")
@@ -254,7 +254,7 @@ func TestHotplugWaitsForPVC(t *testing.T) {
 	ns := e.namespace(t)
 	e.vm(t, ns, "vm1")
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("late", "late-claim")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("late", "late-claim")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 3*time.Second, func() error {

@@ -15,7 +15,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -44,7 +44,7 @@ func TestPausedObjectsAreLeftAlone(t *testing.T) {
 	e.vm(t, ns, "vm1")
 	e.pvc(t, ns, "data1")
 	e.runningVMI(t, ns, "vm1")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VM, ns, "vm1", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "vm1", "data1", "data1")
@@ -120,8 +120,8 @@ func TestInjectedFaults(t *testing.T) {
 	e.runningVMI(t, ns, "solo")
 	add := func(c rest.Interface) error {
 		o := addOpts("data1", "data1")
-		o.DryRun = kubevirt.DryRunAll
-		return kubevirt.AddVolume(ctx, c, kubevirt.VMI, ns, "solo", o)
+		o.DryRun = virtapi.DryRunAll
+		return virtapi.AddVolume(ctx, c, virtapi.VMI, ns, "solo", o)
 	}
 
 	e.emu.InjectFaults(emulator.Fault{Count: 2, Status: http.StatusInternalServerError})
@@ -138,7 +138,7 @@ func TestInjectedFaults(t *testing.T) {
 	if err := add(e.sub); err != nil {
 		t.Errorf("addvolume must not take a removevolume fault: %v", err)
 	}
-	err := kubevirt.RemoveVolume(ctx, e.sub, kubevirt.VMI, ns, "solo", &virtv1.RemoveVolumeOptions{Name: "x"})
+	err := virtapi.RemoveVolume(ctx, e.sub, virtapi.VMI, ns, "solo", &virtv1.RemoveVolumeOptions{Name: "x"})
 	if !apierrors.IsConflict(err) || e.emu.PendingFaults() != 0 {
 		t.Errorf("removevolume: %v, want the injected 409", err)
 	}
@@ -146,7 +146,7 @@ func TestInjectedFaults(t *testing.T) {
 	e.emu.InjectFaults(emulator.Fault{Hang: true})
 	cfg := rest.CopyConfig(e.cp.Config)
 	cfg.Timeout = 500 * time.Millisecond
-	short, err := kubevirt.NewSubresourceClient(cfg)
+	short, err := virtapi.NewSubresourceClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

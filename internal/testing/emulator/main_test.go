@@ -20,7 +20,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/controlplane"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
@@ -85,7 +85,7 @@ func runWithEnv(m *testing.M) (int, error) {
 	if e.cl, err = client.New(cp.Config, client.Options{Scheme: scheme}); err != nil {
 		return 0, err
 	}
-	if e.sub, err = kubevirt.NewSubresourceClient(cp.Config); err != nil {
+	if e.sub, err = virtapi.NewSubresourceClient(cp.Config); err != nil {
 		return 0, err
 	}
 	env = e

@@ -9,7 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -55,7 +55,7 @@ func raceRound(t *testing.T, e *testEnv, ns string, round, n int) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "vm1", addOpts(names[i], names[i]))
+			errs[i] = virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "vm1", addOpts(names[i], names[i]))
 		}()
 	}
 	wg.Wait()

@@ -15,7 +15,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
 
@@ -105,14 +105,14 @@ func (r *vmiRecorder) volumeSteps(volume string) []string {
 // addVolume and removeVolume call the VM route and fail the test on error.
 func (e *testEnv) addVolume(t *testing.T, ns, vm, name, claim string) {
 	t.Helper()
-	if err := kubevirt.AddVolume(context.Background(), e.sub, kubevirt.VM, ns, vm, addOpts(name, claim)); err != nil {
+	if err := virtapi.AddVolume(context.Background(), e.sub, virtapi.VM, ns, vm, addOpts(name, claim)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (e *testEnv) removeVolume(t *testing.T, ns, vm, name string) {
 	t.Helper()
-	if err := kubevirt.RemoveVolume(context.Background(), e.sub, kubevirt.VM, ns, vm, &virtv1.RemoveVolumeOptions{Name: name}); err != nil {
+	if err := virtapi.RemoveVolume(context.Background(), e.sub, virtapi.VM, ns, vm, &virtv1.RemoveVolumeOptions{Name: name}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -262,7 +262,7 @@ func TestFinalVMILosesItsAttachmentPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runningVMI(t, ns, "solo")
-	if err := kubevirt.AddVolume(ctx, e.sub, kubevirt.VMI, ns, "solo", addOpts("data1", "data1")); err != nil {
+	if err := virtapi.AddVolume(ctx, e.sub, virtapi.VMI, ns, "solo", addOpts("data1", "data1")); err != nil {
 		t.Fatal(err)
 	}
 	e.attached(t, ns, "solo", "data1", "data1")

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/snapshot"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // DefaultDriver is the CSI driver name the local environment registers.

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/act"
-	"github.com/tether-dev/tether/internal/check"
-	"github.com/tether-dev/tether/internal/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 

@@ -1,0 +1,100 @@
+package act
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/kevent"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+)
+
+// Event reasons (contract: users alert on them).
+const (
+	ReasonOrphanDetached     = "TetherOrphanDetached"
+	ReasonDanglingRemoved    = "TetherDanglingReferenceRemoved"
+	ReasonOrphanDetachFailed = "TetherOrphanDetachFailed"
+	ReasonActionRefused      = "TetherActionRefused"
+	ReasonActionPending      = "TetherActionPending"
+	ReasonActionDeferred     = "TetherActionDeferred"
+	// StaleVolumeAttachment's outcomes.
+	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
+	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
+)
+
+// Recorder writes one core/v1 Event per action outcome on the finding's
+// subject, synchronously (a one-shot command exits right after acting).
+type Recorder struct {
+	Client    client.Client
+	Component string
+}
+
+func newClient(cfg *rest.Config) (client.Client, error) { return clients.New(cfg) }
+
+func reasonFor(f check.Finding, o Outcome) (string, string) {
+	stale := f.Check == check.StaleVolumeAttachment
+	switch o {
+	case Applied:
+		switch {
+		case f.Check == check.DanglingVolumeReference:
+			return ReasonDanglingRemoved, corev1.EventTypeNormal
+		case stale:
+			return ReasonStaleAttachmentReleased, corev1.EventTypeNormal
+		}
+		return ReasonOrphanDetached, corev1.EventTypeNormal
+	case Pending:
+		return ReasonActionPending, corev1.EventTypeWarning
+	case Migrating:
+		return ReasonActionDeferred, corev1.EventTypeNormal
+	case Refused:
+		return ReasonActionRefused, corev1.EventTypeNormal
+	default:
+		if stale {
+			return ReasonStaleAttachmentReleaseFailed, corev1.EventTypeWarning
+		}
+		return ReasonOrphanDetachFailed, corev1.EventTypeWarning
+	}
+}
+
+func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
+	reason, typ := reasonFor(f, res.Outcome)
+	r.Event(ctx, f, reason, typ, fmt.Sprintf("%s %s volume %q: %s (finding %s)", f.Check, f.Action.Type, f.Volume, res.Message, f.ID))
+}
+
+// Event records one Event on the finding's subject. Best effort: an Event
+// that cannot be written never changes an outcome. Its name, message and
+// action are fitted to the API server's limits (kevent), so a long object
+// name or message never makes the Event vanish.
+func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg string) {
+	if r == nil || r.Client == nil || f.Object.Name == "" {
+		return
+	}
+	apiVersion, evNS, objNS := "kubevirt.io/v1", f.Namespace, f.Namespace
+	switch f.Object.Kind {
+	case "Pod", "PersistentVolumeClaim":
+		apiVersion = "v1"
+	case "DataVolume":
+		apiVersion = "cdi.kubevirt.io/v1beta1"
+	case "PersistentVolume":
+		apiVersion, evNS, objNS = "v1", metav1.NamespaceDefault, ""
+	case check.KindVolumeAttachment:
+		apiVersion, evNS, objNS = "storage.k8s.io/v1", metav1.NamespaceDefault, ""
+	}
+	ev := kevent.New(kevent.Spec{
+		Namespace:  evNS,
+		NameSuffix: fmt.Sprintf("tether-%s-%s", f.ID, rand.String(5)),
+		Labels:     map[string]string{"tether.dev/finding": f.ID},
+		Object: corev1.ObjectReference{
+			APIVersion: apiVersion, Kind: f.Object.Kind, Namespace: objNS, Name: f.Object.Name, UID: f.Object.UID,
+		},
+		Reason: reason, Type: typ, Message: msg, Action: string(f.Action.Type), Component: r.Component,
+	}, time.Now())
+	_ = r.Client.Create(ctx, ev)
+}

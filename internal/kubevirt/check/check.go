@@ -1,0 +1,237 @@
+// Package check holds tether's decisions: pure functions from a snapshot, a
+// policy and the current time to findings, each with its evidence and either
+// a safe action or the reason no action is safe.
+//
+// Nothing in this package may do I/O, read the clock or keep state between
+// calls: the same input always gives the same findings, which is what lets
+// act re-run a check on freshly read objects before it changes anything.
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// Check names (contract: users pass them to --checks and scripts read them).
+const (
+	OrphanHotplugVolume = "OrphanHotplugVolume"
+	OrphanAttachmentPod = "OrphanAttachmentPod"
+	// DanglingVolumeReference: a VM or VMI refers to storage that is gone.
+	DanglingVolumeReference = "DanglingVolumeReference"
+	// StaleVolumeAttachment: a CSI VolumeAttachment nothing needs any more.
+	StaleVolumeAttachment = "StaleVolumeAttachment"
+	// MultiAttachConflict: a pod waits for a ReadWriteOnce volume attached
+	// to another node.
+	MultiAttachConflict = "MultiAttachConflict"
+	// BlockedDeletion: an object stuck terminating on a protection finalizer.
+	BlockedDeletion = "BlockedDeletion"
+)
+
+// Input is what every check decides from. Make it with NewInput; the checks
+// prepare a hand-built Input the same way.
+type Input struct {
+	Snapshot *snapshot.Snapshot
+	Index    *snapshot.Index
+	Policy   Policy
+	Now      time.Time
+
+	scope inScope
+	memo  *memo
+}
+
+// NewInput prepares an input: it indexes the snapshot, applies the policy
+// defaults and compiles the scope. An Input serves one goroutine.
+func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
+	p = p.withDefaults()
+	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now, scope: p.Scope.compile(), memo: &memo{}}
+}
+
+// ready returns in itself if NewInput made it, else an input NewInput makes
+// from its snapshot, policy and time.
+func (in Input) ready() Input {
+	if in.memo != nil {
+		return in
+	}
+	return NewInput(in.Snapshot, in.Policy, in.Now)
+}
+
+// memo keeps lookups that a pass needs rarely, built on first use and only
+// for the namespaces that need them. It caches; it never decides.
+type memo struct {
+	claimUses map[string]map[string][]claimUse
+	launchers map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance
+	gates     *snapshot.HotplugGates
+	before19  *bool
+	owners    []knownOwner
+}
+
+type knownOwner struct {
+	own   Ownership
+	known bool
+}
+
+// owner returns ResolveOwner of the snapshot's VMI i, resolved once: the
+// hot-plug and the dangling check both ask about every VMI.
+func (in Input) owner(i int) Ownership {
+	if in.memo.owners == nil {
+		in.memo.owners = make([]knownOwner, len(in.Snapshot.VMIs))
+	}
+	o := &in.memo.owners[i]
+	if !o.known {
+		o.own, o.known = ResolveOwner(in.Index, &in.Snapshot.VMIs[i]), true
+	}
+	return o.own
+}
+
+// hotplugGates returns the snapshot's FeatureGates.Hotplug, evaluated once.
+func (in Input) hotplugGates() snapshot.HotplugGates {
+	if in.memo.gates == nil {
+		g := in.Snapshot.FeatureGates.Hotplug()
+		in.memo.gates = &g
+	}
+	return *in.memo.gates
+}
+
+// before19 returns kubeVirtBefore19 of the snapshot's gates, decided once.
+func (in Input) before19() bool {
+	if in.memo.before19 == nil {
+		b := kubeVirtBefore19(in.Snapshot.FeatureGates)
+		in.memo.before19 = &b
+	}
+	return *in.memo.before19
+}
+
+// vmiByLauncher returns the VMI in ns whose status.activePods lists pod uid
+// (one of its virt-launcher pods), or nil.
+func (in Input) vmiByLauncher(ns string, uid types.UID) *kubevirtv1.VirtualMachineInstance {
+	if in.memo.launchers == nil {
+		in.memo.launchers = map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance{}
+	}
+	byUID, ok := in.memo.launchers[ns]
+	if !ok {
+		byUID = map[types.UID]*kubevirtv1.VirtualMachineInstance{}
+		for _, vmi := range in.Index.VMIsIn(ns) {
+			for pod := range vmi.Status.ActivePods {
+				byUID[pod] = vmi
+			}
+		}
+		in.memo.launchers[ns] = byUID
+	}
+	return byUID[uid]
+}
+
+// claimUse is a VMI volume status entry whose volume uses a claim.
+type claimUse struct {
+	vmi    *kubevirtv1.VirtualMachineInstance
+	volume string
+}
+
+// claimUses returns the VMI volumes in ns — listed in the status or in the
+// spec — that may use claim (see snapshot.VolumeStatusClaims).
+func (in Input) claimUses(ns, claim string) []claimUse {
+	if in.memo.claimUses == nil {
+		in.memo.claimUses = map[string]map[string][]claimUse{}
+	}
+	uses, ok := in.memo.claimUses[ns]
+	if !ok {
+		uses = map[string][]claimUse{}
+		for _, vmi := range in.Index.VMIsIn(ns) {
+			seen := map[[2]string]bool{} // claim, volume
+			add := func(c string, u claimUse) {
+				if k := [2]string{c, u.volume}; c != "" && !seen[k] {
+					seen[k] = true
+					uses[c] = append(uses[c], u)
+				}
+			}
+			for i := range vmi.Status.VolumeStatus {
+				vs := &vmi.Status.VolumeStatus[i]
+				snapshot.EachVolumeStatusClaim(vmi, vs, func(c string) { add(c, claimUse{vmi: vmi, volume: vs.Name}) })
+			}
+			// The spec counts too: virt-controller may have created the
+			// pod for a spec volume before it recorded it in the status.
+			for i := range vmi.Spec.Volumes {
+				v := &vmi.Spec.Volumes[i]
+				add(snapshot.ClaimName(v), claimUse{vmi: vmi, volume: v.Name})
+			}
+		}
+		in.memo.claimUses[ns] = uses
+	}
+	return uses[claim]
+}
+
+// Check is a named check and its doc line.
+type Check struct {
+	Name string
+	// Doc says in one line what a finding of this check proves.
+	Doc string
+	Run func(Input) []Finding
+}
+
+// All returns every check, in a fixed order.
+func All() []Check {
+	return []Check{
+		{Name: OrphanHotplugVolume, Doc: "a hot-plugged VMI volume that nothing wants any more", Run: FindOrphanHotplugVolumes},
+		{Name: OrphanAttachmentPod, Doc: "a hot-plug attachment pod that no VMI references", Run: FindOrphanAttachmentPods},
+		{Name: DanglingVolumeReference, Doc: "a VM or VMI volume whose PVC or DataVolume is missing, being deleted or failed, or whose attachment pod is gone", Run: FindDanglingVolumeReferences},
+		{Name: StaleVolumeAttachment, Doc: "a CSI VolumeAttachment whose node or PV is gone, or that no running pod on its node needs", Run: FindStaleVolumeAttachments},
+		{Name: MultiAttachConflict, Doc: "a pod waiting for a ReadWriteOnce volume that is attached to another node", Run: FindMultiAttachConflicts},
+		{Name: BlockedDeletion, Doc: "a PVC, PV or DataVolume stuck terminating on a protection finalizer, and who holds it", Run: FindBlockedDeletions},
+	}
+}
+
+// Names returns the names of all checks.
+func Names() []string {
+	all := All()
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// Lookup returns the check called name, or an error naming the valid checks.
+func Lookup(name string) (Check, error) {
+	for _, c := range All() {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return Check{}, fmt.Errorf("unknown check %q (valid checks: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Run runs the checks the policy selects (all when none are named; unknown
+// names are skipped, Validate reports them) and returns their findings sorted
+// by namespace, object, volume and check.
+func Run(s *snapshot.Snapshot, p Policy, now time.Time) []Finding {
+	in := NewInput(s, p, now)
+	var out []Finding
+	for _, c := range All() {
+		if len(p.Checks) == 0 || slices.Contains(p.Checks, c.Name) {
+			out = append(out, c.Run(in)...)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// Sort orders findings by namespace, object kind and name, volume and check.
+func Sort(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		return cmp.Or(
+			strings.Compare(a.Namespace, b.Namespace),
+			strings.Compare(a.Object.Kind, b.Object.Kind),
+			strings.Compare(a.Object.Name, b.Object.Name),
+			strings.Compare(a.Volume, b.Volume),
+			strings.Compare(a.Check, b.Check),
+			strings.Compare(string(a.Object.UID), string(b.Object.UID)),
+		)
+	})
+}

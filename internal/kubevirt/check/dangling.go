@@ -1,0 +1,292 @@
+package check
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// FindDanglingVolumeReferences proves that a VM or VMI refers to storage
+// that is not there: a PVC or DataVolume that is missing, being deleted or
+// (for a DataVolume) failed; and, the other way round, that a VMI's hot-plug
+// volume status names an attachment pod that is gone.
+//
+// Subjects, and how double reports are avoided:
+//   - a VM (Object kind VirtualMachine): every volume of
+//     spec.template.spec.volumes; spec.dataVolumeTemplates count as storage
+//     that virt-controller will create;
+//   - a VMI (Object kind VirtualMachineInstance): its spec volumes and
+//     status.volumeStatus entries, except those its owning VM's spec lists with
+//     the same claim (those are reported once, on the VM); and every hot-plug
+//     volume status whose attachment pod is gone while the claim is there.
+//
+// A DataVolume that is still provisioning is not dangling. Storage whose
+// deletion is postponed by a finalizer (a deletionTimestamp on an object
+// that still exists) is not dangling either: it is reported with the
+// finalizers that keep it, and never acted on. The only action is
+// removevolume of a hot-plugged reference, and it is safe only when the
+// check was asked for by name (Policy.Checks, e.g. `tether fix --check
+// DanglingVolumeReference`), no PVC and no DataVolume of the referenced
+// name exists at all, and the reference is unused: at VM level when the VM
+// has no VMI or its VMI provably does not use the volume, at VMI level for
+// a VMI-only hot-plug the VMI provably does not use. Boot and other
+// non-hot-pluggable disks are reported with the manual procedure only.
+//
+// Decisions, in order:
+//   - VMs in scope (vmInScope), the first spec volume of each name
+//     (decideVM): judgeStorage; a finding only when the storage is missing,
+//     failed or postponed;
+//   - VMIs in scope, each spec or status volume (decideVMI): the claim from
+//     the spec or the status, judgeStorage, attachPodGone; no finding when
+//     the VM's finding covers it (reportedOnVM); a finding when the storage
+//     is reported, or is present while the attachment pod is gone;
+//   - action (decideAction): none for postponed or present storage, a
+//     detach in progress or a disk that is not hot-pluggable; otherwise
+//     removevolume at VM or VMI level, held by safetyHolds, storage of the
+//     name existing, use (inUse), gates (gateHolds) and the request
+//     (Policy.Checks).
+func FindDanglingVolumeReferences(in Input) []Finding {
+	in = in.ready()
+	r := &danglingRun{in: in}
+	var out []Finding
+	for i := range in.Snapshot.VMs {
+		vm := &in.Snapshot.VMs[i]
+		if !r.vmInScope(vm) {
+			continue
+		}
+		vols := vm.Spec.Template.Spec.Volumes
+		for j := range vols {
+			if vols[j].Name == "" || !in.scope.volume(vols[j].Name) || snapshot.VMVolume(vm, vols[j].Name) != &vols[j] {
+				continue // out of scope, or a later duplicate of the name
+			}
+			if f, ok := r.decideVM(vm, &vols[j]); ok {
+				out = append(out, f)
+			}
+		}
+	}
+	for i := range in.Snapshot.VMIs {
+		vmi := &in.Snapshot.VMIs[i]
+		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
+			continue
+		}
+		own := in.owner(i)
+		r.names = appendVolumeNames(r.names[:0], vmi)
+		for _, name := range r.names {
+			if name == "" || !in.scope.volume(name) {
+				continue
+			}
+			if f, ok := r.decideVMI(vmi, own, name); ok {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// CheckDangling re-runs the DanglingVolumeReference decision for one
+// subject (kind VirtualMachine or VirtualMachineInstance) and volume,
+// typically on a snapshot built from freshly read objects. It returns false
+// when the reference is not dangling, out of scope, or the subject is gone.
+func CheckDangling(s *snapshot.Snapshot, p Policy, now time.Time, ns, kind, name, volume string) (Finding, bool) {
+	in := NewInput(s, p, now)
+	r := &danglingRun{in: in}
+	if volume == "" || !in.scope.volume(volume) {
+		return Finding{}, false
+	}
+	switch kind {
+	case kindVM:
+		vm := in.Index.VM(ns, name)
+		if vm == nil || !r.vmInScope(vm) {
+			return Finding{}, false
+		}
+		if vol := snapshot.VMVolume(vm, volume); vol != nil {
+			return r.decideVM(vm, vol)
+		}
+	case kindVMI:
+		vmi := in.Index.VMI(ns, name)
+		if vmi == nil || !named(vmi) || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) {
+			return Finding{}, false
+		}
+		return r.decideVMI(vmi, ResolveOwner(in.Index, vmi), volume)
+	}
+	return Finding{}, false
+}
+
+// Object kinds of this check's findings.
+const (
+	kindVM  = "VirtualMachine"
+	kindVMI = "VirtualMachineInstance"
+)
+
+// danglingRun is one pass of the check with its lazily built lookups.
+type danglingRun struct {
+	in          Input
+	podsByClaim map[string]map[string][]*corev1.Pod
+	templates   map[string]map[string]bool
+	// names is the volume names of the VMI at hand.
+	names []string
+	// pod is the attachment pod last looked up, by namespace and name: a
+	// VMI's hot-plugs usually share one.
+	podKey snapshot.Key
+	pod    *corev1.Pod
+}
+
+// attachmentPod returns the index's attachment pod ns/name.
+func (r *danglingRun) attachmentPod(ns, name string) *corev1.Pod {
+	if k := (snapshot.Key{Namespace: ns, Name: name}); r.pod == nil || k != r.podKey {
+		r.podKey, r.pod = k, r.in.Index.AttachmentPod(ns, name)
+	}
+	return r.pod
+}
+
+// vmInScope: the VM is named, in a scope namespace, and its template labels
+// (the labels its VMI gets) match the selector.
+func (r *danglingRun) vmInScope(vm *kubevirtv1.VirtualMachine) bool {
+	if !named(vm) || !r.in.scope.namespace(vm.Namespace) || vm.Spec.Template == nil {
+		return false
+	}
+	return r.in.scope.labels(vm.Spec.Template.ObjectMeta.Labels)
+}
+
+// reference is one volume reference of one subject and what was found
+// about it.
+type reference struct {
+	ns, volume string
+	onVM       bool
+	vm         *kubevirtv1.VirtualMachine         // the subject, or the VMI's owner
+	vmi        *kubevirtv1.VirtualMachineInstance // the subject, or the VM's VMI
+	own        Ownership                          // for a VMI subject
+	vol        *kubevirtv1.Volume                 // the subject's spec volume
+	status     *kubevirtv1.VolumeStatus           // the VMI's status entry, if any
+	src        source
+	st         storage
+	podGone    bool
+	podFacts   []string
+}
+
+func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Volume) (Finding, bool) {
+	src, ok := volumeSource(vol)
+	if !ok {
+		return Finding{}, false
+	}
+	ref := &reference{ns: vm.Namespace, volume: vol.Name, onVM: true, vm: vm, vol: vol, src: src}
+	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
+	if !ref.st.state.reported() {
+		return Finding{}, false // the VMI reports a gone attachment pod
+	}
+	if vmi := r.in.Index.VMI(ref.ns, vm.Name); vmi != nil {
+		ref.vmi, ref.status = vmi, volumeStatus(vmi, vol.Name)
+		ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
+	}
+	return r.build(ref), true
+}
+
+func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Ownership, name string) (Finding, bool) {
+	ref := &reference{ns: vmi.Namespace, volume: name, vmi: vmi, vm: own.VM, own: own,
+		vol: snapshot.VMIVolume(vmi, name), status: volumeStatus(vmi, name)}
+	src, ok := volumeSource(ref.vol)
+	if !ok && ref.vol == nil && ref.status != nil && ref.status.PersistentVolumeClaimInfo != nil && ref.status.PersistentVolumeClaimInfo.ClaimName != "" {
+		src, ok = source{kind: "PVC", name: ref.status.PersistentVolumeClaimInfo.ClaimName}, true
+	}
+	if !ok {
+		return Finding{}, false
+	}
+	ref.src = src
+	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
+	ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
+	switch {
+	case ref.st.state.reported() && r.reportedOnVM(ref):
+		return Finding{}, false
+	case ref.st.state.reported(), ref.st.state == storagePresent && ref.podGone:
+		return r.build(ref), true
+	}
+	return Finding{}, false
+}
+
+// reportedOnVM: the owning VM is in scope and its spec lists the volume with
+// the same storage, so the VM's finding covers it.
+func (r *danglingRun) reportedOnVM(ref *reference) bool {
+	if ref.own.VM == nil || !r.vmInScope(ref.own.VM) {
+		return false
+	}
+	src, ok := volumeSource(snapshot.VMVolume(ref.own.VM, ref.volume))
+	return ok && src.name == ref.src.name
+}
+
+// attachPodGone is the reverse direction: the hot-plug status of a Running,
+// settled VMI names an attachment pod for an attached volume, and no pod of
+// that name, or only one with another UID, exists. Volumes that are not yet
+// or no longer attached, and VMIs that migrate or terminate, legitimately
+// lack their pod for a while and are left alone.
+func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (bool, []string) {
+	if vs == nil || vs.HotplugVolume == nil || vs.HotplugVolume.AttachPodName == "" || !attachedPhase(vs.Phase) ||
+		vmi.Status.Phase != kubevirtv1.Running || IsMigrating(vmi) || IsTerminating(vmi) {
+		return false, nil
+	}
+	hp, ns := vs.HotplugVolume, vmi.Namespace
+	pod := r.attachmentPod(ns, hp.AttachPodName)
+	switch {
+	case pod == nil:
+		return true, []string{fmt.Sprintf("attachment pod %s/%s (uid %s) that VMI %s/%s names for volume %q does not exist",
+			ns, hp.AttachPodName, orNone(string(hp.AttachPodUID)), ns, vmi.Name, vs.Name)}
+	case IsTerminating(pod):
+		return false, nil // being replaced
+	case pod.UID != "" && hp.AttachPodUID != "" && pod.UID != hp.AttachPodUID:
+		return true, []string{fmt.Sprintf("attachment pod %s/%s exists with uid %s (%s), not uid %s that VMI %s/%s names for volume %q: it is a different pod",
+			ns, pod.Name, pod.UID, r.in.age(pod.CreationTimestamp), hp.AttachPodUID, ns, vmi.Name, vs.Name)}
+	}
+	return false, nil
+}
+
+// appendVolumeNames appends to names the VMI's spec volume names, then the
+// names of status entries that are not in the spec, each once.
+func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) []string {
+	start := len(names)
+	add := func(n string) {
+		for _, have := range names[start:] {
+			if have == n {
+				return
+			}
+		}
+		names = append(names, n)
+	}
+	for i := range vmi.Spec.Volumes {
+		add(vmi.Spec.Volumes[i].Name)
+	}
+	for i := range vmi.Status.VolumeStatus {
+		add(vmi.Status.VolumeStatus[i].Name)
+	}
+	return names
+}
+
+func volumeStatus(vmi *kubevirtv1.VirtualMachineInstance, name string) *kubevirtv1.VolumeStatus {
+	for i := range vmi.Status.VolumeStatus {
+		if vmi.Status.VolumeStatus[i].Name == name {
+			return &vmi.Status.VolumeStatus[i]
+		}
+	}
+	return nil
+}
+
+// templated reports whether a VM in ns has a dataVolumeTemplate called
+// name: virt-controller creates that DataVolume, whichever VM or VMI refers
+// to it.
+func (r *danglingRun) templated(ns, name string) bool {
+	if r.templates == nil {
+		r.templates = map[string]map[string]bool{}
+		for i := range r.in.Snapshot.VMs {
+			vm := &r.in.Snapshot.VMs[i]
+			for j := range vm.Spec.DataVolumeTemplates {
+				if r.templates[vm.Namespace] == nil {
+					r.templates[vm.Namespace] = map[string]bool{}
+				}
+				r.templates[vm.Namespace][vm.Spec.DataVolumeTemplates[j].Name] = true
+			}
+		}
+	}
+	return r.templates[ns][name]
+}

@@ -1,0 +1,340 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+func (r *danglingRun) build(ref *reference) Finding {
+	var obj ObjectRef
+	if ref.onVM {
+		obj = ObjectRef{Kind: kindVM, Name: ref.vm.Name, UID: ref.vm.UID}
+	} else {
+		obj = ObjectRef{Kind: kindVMI, Name: ref.vmi.Name, UID: ref.vmi.UID}
+	}
+	action, h := r.decideAction(ref)
+	ev := make([]string, 0, 2+len(ref.st.facts)+len(ref.podFacts)+len(h.facts))
+	ev = append(ev, r.referenceFact(ref))
+	ev = append(ev, ref.st.facts...)
+	ev = append(ev, ref.podFacts...)
+	ev = append(ev, h.facts...)
+	sev, msg := SeverityWarning, describeDangling(ref, obj)
+	if !ref.st.state.reported() {
+		sev = SeverityInfo
+	}
+	if frozen := r.freezesHotplug(ref); frozen != "" {
+		sev, msg = SeverityCritical, msg+"; "+frozen
+		ev = append(ev, frozen)
+	}
+	f := Finding{
+		Check:     DanglingVolumeReference,
+		Namespace: ref.ns,
+		Object:    obj,
+		Volume:    ref.volume,
+		Severity:  sev,
+		Message:   msg,
+		Evidence:  ev,
+		Action:    Action{Type: action, Safe: h.first == "", BlockedBy: h.first, Remedy: danglingRemedy(ref, action, h.first)},
+	}
+	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	return f
+}
+
+// freezesHotplug says, when it does, that the reference stops all hot-plug
+// work of its VMI: virt-controller looks up the PVC of every hot-plug
+// volume of the VMI spec, and a missing one is a sync error returned
+// before any attachment pod of that VMI is created or cleaned up
+// (pkg/virt-controller/watch/vmi/volume-hotplug.go:192-195,
+// pkg/storage/types/pvc.go:223-251, KubeVirt v1.9.0). "" otherwise.
+func (r *danglingRun) freezesHotplug(ref *reference) string {
+	vmi := ref.vmi
+	if vmi == nil || vmi.DeletionTimestamp != nil || !launched(vmi) || !ref.st.state.dangling() {
+		return ""
+	}
+	vol := snapshot.VMIVolume(vmi, ref.volume)
+	hot := vol != nil && (snapshot.Hotpluggable(vol) || (ref.status != nil && ref.status.HotplugVolume != nil))
+	if !hot || r.in.Index.PVC(ref.ns, ref.src.name) != nil {
+		return ""
+	}
+	return fmt.Sprintf("virt-controller finds no PVC %s/%s for hot-plug volume %q of VMI %s/%s, and stops every hot-plug attach and detach of that VMI until the reference goes or the PVC is back",
+		ref.ns, ref.src.name, ref.volume, ref.ns, vmi.Name)
+}
+
+// launched: virt-controller handles hot-plug volumes of a VMI whose
+// launcher pod runs (watch/vmi/lifecycle.go:207-241): phase Scheduled or
+// Running.
+func launched(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return vmi.Status.Phase == kubevirtv1.Scheduled || vmi.Status.Phase == kubevirtv1.Running
+}
+
+func describeDangling(ref *reference, obj ObjectRef) string {
+	subject := fmt.Sprintf("volume %q of %s %s/%s", ref.volume, shortKind(obj.Kind), ref.ns, obj.Name)
+	what := fmt.Sprintf("%s %q", ref.src.kind, ref.src.name)
+	switch ref.st.state {
+	case storageMissing:
+		return fmt.Sprintf("%s refers to %s, which does not exist", subject, what)
+	case storagePostponed:
+		return fmt.Sprintf("%s refers to %s, which is being deleted; its deletion is postponed by %s, so the reference is not dangling", subject, what, ref.st.keptBy)
+	case storageFailed:
+		return fmt.Sprintf("%s refers to %s, whose DataVolume failed", subject, what)
+	}
+	return fmt.Sprintf("hot-plug %s: the attachment pod its status names is gone", subject)
+}
+
+func shortKind(kind string) string {
+	if kind == kindVM {
+		return "VM"
+	}
+	return "VMI"
+}
+
+// referenceFact names the referring record and its age.
+func (r *danglingRun) referenceFact(ref *reference) string {
+	hot := "not hotpluggable"
+	if snapshot.Hotpluggable(ref.vol) {
+		hot = "hotpluggable"
+	}
+	if ref.onVM {
+		vm := ref.vm
+		return fmt.Sprintf("VM %s/%s (uid %s, %s) spec volume %q uses %s %q (%s)",
+			vm.Namespace, vm.Name, orNone(string(vm.UID)), r.in.age(vm.CreationTimestamp), ref.volume, ref.src.kind, ref.src.name, hot)
+	}
+	vmi := ref.vmi
+	where := "spec volume"
+	if ref.vol == nil {
+		where, hot = "status-only volume", "no longer in the VMI spec"
+	}
+	st := "no volume status"
+	if vs := ref.status; vs != nil {
+		pod := "<none>"
+		if vs.HotplugVolume != nil {
+			pod = orNone(vs.HotplugVolume.AttachPodName)
+		}
+		st = fmt.Sprintf("status phase %s, attachment pod %s", orNone(string(vs.Phase)), pod)
+	}
+	return fmt.Sprintf("VMI %s/%s (uid %s, %s) %s %q uses %s %q (%s; %s)",
+		vmi.Namespace, vmi.Name, orNone(string(vmi.UID)), r.in.age(vmi.CreationTimestamp), where, ref.volume, ref.src.kind, ref.src.name, hot, st)
+}
+
+// decideAction returns the action and every reason it must wait, in order:
+// what makes it no action at all (storage present, not hot-pluggable, a
+// detach under way), the safety holds, use, the API's gates, the request.
+func (r *danglingRun) decideAction(ref *reference) (ActionType, holds) {
+	var h holds
+	switch {
+	case ref.st.state == storagePostponed:
+		h.add(DeletionPostponed, fmt.Sprintf("%s still exists: its deletion is postponed by finalizers, so the reference is not dangling, and tether never removes a reference to storage that exists", ref.st.kept))
+		return None, h
+	case !ref.st.state.dangling():
+		h.add(ClaimExists, fmt.Sprintf("%s %s/%s exists: only the attachment pod record is dangling", ref.src.kind, ref.ns, ref.src.name))
+		return None, h
+	case !ref.onVM && ref.vol == nil:
+		h.add(DetachInProgress, fmt.Sprintf("VMI %s/%s spec no longer lists volume %q: detach in progress", ref.ns, ref.vmi.Name, ref.volume))
+		return None, h
+	case !snapshot.Hotpluggable(ref.vol):
+		h.add(VolumeNotHotpluggable, fmt.Sprintf("%s spec volume %q is not hotpluggable (a boot or regular disk): removevolume refuses it", r.subjectName(ref), ref.volume))
+		return None, h
+	}
+	action := VMIRemoveVolume
+	if ref.onVM {
+		action = VMRemoveVolume
+	}
+	r.safetyHolds(&h, ref)
+	if !ref.st.gone {
+		h.add(StorageExists, r.existing(ref))
+	}
+	if why := r.inUse(ref); len(why) > 0 {
+		reason := VolumeInUse
+		if ref.onVM {
+			reason = VMRunning
+			why = append([]string{fmt.Sprintf("VM %s/%s has VMI %s (phase %s)", ref.ns, ref.vm.Name, ref.vmi.Name, orNone(string(ref.vmi.Status.Phase)))}, why...)
+		}
+		for _, w := range why {
+			h.add(reason, w)
+		}
+	}
+	r.gateHolds(&h, ref, action)
+	if !slices.Contains(r.in.Policy.Checks, DanglingVolumeReference) {
+		h.add(NotRequested, "removing dangling references was not requested (it needs the check named, e.g. tether fix --check DanglingVolumeReference)")
+	}
+	return action, h
+}
+
+func (r *danglingRun) subjectName(ref *reference) string {
+	if ref.onVM {
+		return fmt.Sprintf("VM %s/%s", ref.ns, ref.vm.Name)
+	}
+	return fmt.Sprintf("VMI %s/%s", ref.ns, ref.vmi.Name)
+}
+
+// safetyHolds: terminating VM or VMI, migrating VMI, a VMI-level call on a
+// VMI that is not Running, a removal already pending, a detach under way.
+func (r *danglingRun) safetyHolds(h *holds, ref *reference) {
+	vm, vmi := ref.vm, ref.vmi
+	if vm != nil && IsTerminating(vm) {
+		h.add(VMTerminating, fmt.Sprintf("VM %s/%s is terminating (deletionTimestamp %s)", vm.Namespace, vm.Name, vm.DeletionTimestamp.UTC().Format(time.RFC3339)))
+	}
+	if vmi != nil {
+		if IsTerminating(vmi) {
+			h.add(VMITerminating, fmt.Sprintf("VMI %s/%s is terminating (deletionTimestamp %s)", vmi.Namespace, vmi.Name, vmi.DeletionTimestamp.UTC().Format(time.RFC3339)))
+		}
+		if IsMigrating(vmi) {
+			ms := vmi.Status.MigrationState
+			h.add(VMIMigrating, fmt.Sprintf("VMI %s/%s is migrating (node %s to %s)", vmi.Namespace, vmi.Name, orNone(ms.SourceNode), orNone(ms.TargetNode)))
+		}
+		if !ref.onVM && vmi.Status.Phase != kubevirtv1.Running {
+			h.add(VMINotRunning, fmt.Sprintf("VMI %s/%s phase is %s, not Running", vmi.Namespace, vmi.Name, orNone(string(vmi.Status.Phase))))
+		}
+	}
+	if vm != nil && HasPendingRemove(vm, ref.volume) {
+		h.add(RemovalPending, fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, ref.volume))
+	}
+	if vm != nil && HasPendingAdd(vm, ref.volume) {
+		h.add(AdditionPending, fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, ref.volume))
+	}
+	if vs := ref.status; vs != nil && isDetaching(vs.Phase) {
+		h.add(DetachInProgress, fmt.Sprintf("volume %q phase is %s: detach in progress", ref.volume, vs.Phase))
+	}
+}
+
+// existing names the objects of the referenced name that still exist.
+func (r *danglingRun) existing(ref *reference) string {
+	var have []string
+	if pvc := r.in.Index.PVC(ref.ns, ref.src.name); pvc != nil {
+		have = append(have, fmt.Sprintf("PVC %s/%s (uid %s)", ref.ns, pvc.Name, orNone(string(pvc.UID))))
+	}
+	if dv := r.in.Index.DataVolume(ref.ns, ref.src.name); dv != nil {
+		have = append(have, fmt.Sprintf("DataVolume %s/%s (uid %s, phase %s)", ref.ns, dv.Name, orNone(string(dv.UID)), orNone(string(dv.Status.Phase))))
+	}
+	return fmt.Sprintf("%s still exists: CDI may retry or re-create the claim, and a reference is removed only when no PVC and no DataVolume of that name exists", strings.Join(have, " and "))
+}
+
+// inUse returns why the VMI may still use the volume; none means the
+// reference is provably unused: the VMI status does not show the volume
+// attached, and no attachment pod mounts the claim. A VM without a VMI uses
+// nothing. (That no PVC or DataVolume of the name exists at all is required
+// separately, whether or not there is a VMI.)
+func (r *danglingRun) inUse(ref *reference) []string {
+	if ref.vmi == nil {
+		return nil
+	}
+	var why []string
+	if vs := ref.status; vs != nil {
+		pod := ""
+		if vs.HotplugVolume != nil {
+			pod = vs.HotplugVolume.AttachPodName
+		}
+		if pod != "" || attachedPhase(vs.Phase) {
+			why = append(why, fmt.Sprintf("VMI %s/%s status shows volume %q attached (phase %s, attachment pod %s)", ref.ns, ref.vmi.Name, ref.volume, orNone(string(vs.Phase)), orNone(pod)))
+		}
+	}
+	for _, pod := range r.mountingPods(ref.ns, ref.src.name) {
+		why = append(why, fmt.Sprintf("attachment pod %s/%s (uid %s) mounts claim %s", ref.ns, pod.Name, orNone(string(pod.UID)), ref.src.name))
+	}
+	return why
+}
+
+// gateHolds records what the removevolume API would refuse for gates: the
+// VMI-level call of a VM-owned VMI needs HotplugVolumes (as for
+// OrphanHotplugVolume); the VM-level call needs HotplugVolumes or the
+// DeclarativeHotplugVolumes gate, which is on unless disabled.
+func (r *danglingRun) gateHolds(h *holds, ref *reference, action ActionType) {
+	gates := r.in.hotplugGates()
+	switch action {
+	case VMIRemoveVolume:
+		sub := &subject{vmi: ref.vmi, status: &kubevirtv1.VolumeStatus{Name: ref.volume}, vmiFacts: vmiFacts{own: ref.own}}
+		apiHolds(h, r.in, sub, action)
+	case VMRemoveVolume:
+		// pkg/virt-api/rest/volumes.go:63-65,75-78: neither gate, 400.
+		if gates.Known && !gates.HotplugVolumes && !gates.Declarative {
+			h.add(HotplugGateDisabled, "KubeVirt feature gates HotplugVolumes and DeclarativeHotplugVolumes are both off, so the volume API refuses every call: "+gates.Basis)
+		}
+	}
+}
+
+// removeByHand is how an operator drops the reference: removevolume for a
+// hot-plugged volume, an edit of the spec otherwise.
+func removeByHand(ref *reference, kind, name string) string {
+	if snapshot.Hotpluggable(ref.vol) {
+		cmd := fmt.Sprintf("`virtctl removevolume %s -n %s --volume-name=%s", name, ref.ns, ref.volume)
+		if ref.onVM {
+			cmd += " --persist"
+		}
+		return cmd + "`"
+	}
+	return fmt.Sprintf("stop the VM and delete volume %s and its disk from the spec (`kubectl edit %s %s -n %s`)", ref.volume, kind, name, ref.ns)
+}
+
+// danglingRemedy is the manual procedure, given the first block.
+func danglingRemedy(ref *reference, action ActionType, block BlockReason) string {
+	ns, vol := ref.ns, ref.volume
+	var name, kind string
+	if ref.onVM {
+		name, kind = ref.vm.Name, "vm"
+	} else {
+		name, kind = ref.vmi.Name, "vmi"
+	}
+	cmd := fmt.Sprintf("virtctl removevolume %s -n %s --volume-name=%s", name, ns, vol)
+	verify := fmt.Sprintf("`kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'`", name, ns)
+	if action == VMRemoveVolume {
+		cmd += " --persist"
+		verify = fmt.Sprintf("`kubectl get vm %s -n %s -o jsonpath='{.spec.template.spec.volumes[*].name}'`", name, ns)
+	}
+	base := fmt.Sprintf("%s --dry-run && %s; then check that %s no longer lists %s", cmd, cmd, verify, vol)
+	restore := fmt.Sprintf("if the data is still needed, restore %s %s/%s from backup instead (`kubectl get %s %s -n %s`)",
+		ref.src.kind, ns, ref.src.name, strings.ToLower(ref.src.kind), ref.src.name, ns)
+	stopVM := fmt.Sprintf("`virtctl stop %s -n %s`", name, ns)
+	switch block {
+	case "":
+		return base
+	case NotRequested:
+		return fmt.Sprintf("%s; otherwise `tether fix --check %s --object %s/%s --apply`, or by hand: %s", restore, DanglingVolumeReference, ns, name, base)
+	case DeletionPostponed:
+		return fmt.Sprintf("%s is being deleted, and its deletion is postponed by %s; a Kubernetes deletion cannot be undone. "+
+			"To keep the data, make its PersistentVolume outlive the claim first (`kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}'`, then `kubectl patch pv <that PV> -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'`) or back it up. "+
+			"To let the deletion finish, remove the reference yourself: %s; tether never removes a reference to storage that still exists",
+			ref.st.kept, ref.st.keptBy, ref.src.name, ns, removeByHand(ref, kind, name))
+	case StorageExists:
+		return fmt.Sprintf("check why %s %s/%s is still there (`kubectl get dv,pvc %s -n %s`); if it is abandoned, delete it, re-run the audit, then: %s",
+			strings.ToLower(ref.src.kind), ns, ref.src.name, ref.src.name, ns, base)
+	case ClaimExists:
+		return fmt.Sprintf("virt-controller normally re-creates the attachment pod: watch `kubectl get pods -n %s -l kubevirt.io=hotplug-disk` and `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'`; if it does not, read the virt-controller logs, or restart the VM (`virtctl restart %s -n %s`)",
+			ns, name, ns, name, ns)
+	case VolumeNotHotpluggable:
+		if ref.onVM || ref.vm != nil {
+			vm := name
+			if ref.vm != nil {
+				vm = ref.vm.Name
+			}
+			return fmt.Sprintf("a boot or regular disk cannot be removed with removevolume: restore %s %s/%s from backup, or stop the VM (`virtctl stop %s -n %s`) and remove volume %s and its disk from the VM spec (`kubectl edit vm %s -n %s`)",
+				ref.src.kind, ns, ref.src.name, vm, ns, vol, vm, ns)
+		}
+		return fmt.Sprintf("a boot or regular disk of a standalone VMI cannot be removed: restore %s %s/%s from backup, or re-create the VMI without it (`kubectl get vmi %s -n %s -o yaml`)",
+			ref.src.kind, ns, ref.src.name, name, ns)
+	case VMRunning:
+		return fmt.Sprintf("%s; otherwise stop the VM (%s), re-run the audit, then: %s", restore, stopVM, base)
+	case VolumeInUse:
+		return fmt.Sprintf("the VMI may still use the volume (see evidence): %s; otherwise confirm inside the guest that it is unused and then: %s, or restart the VM (`virtctl restart %s -n %s`)", restore, base, name, ns)
+	case VMITerminating, VMTerminating:
+		return fmt.Sprintf("wait until the deletion finishes (`kubectl get %s %s -n %s`), then re-run the audit", kind, name, ns)
+	case VMIMigrating:
+		return fmt.Sprintf("wait for the migration to end (`kubectl get vmim -n %s`), re-run the audit, then: %s", ns, base)
+	case VMINotRunning:
+		return fmt.Sprintf("the VMI-level removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); %s", name, ns, restore)
+	case RemovalPending:
+		return fmt.Sprintf("a removal is already requested; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'`", ref.vm.Name, ns)
+	case AdditionPending:
+		return fmt.Sprintf("KubeVirt has not applied an addvolume request for it yet; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'` and re-run the audit once the request is gone", ref.vm.Name, ns)
+	case DetachInProgress:
+		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and re-run the audit when it settles", name, ns)
+	case HotplugGateDisabled, HotplugGateUnknown:
+		return fmt.Sprintf("enable the HotplugVolumes feature gate (`kubectl get kubevirt -A -o jsonpath='{..developerConfiguration.featureGates}'`), then: %s", base)
+	}
+	return base
+}

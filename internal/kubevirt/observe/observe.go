@@ -1,0 +1,172 @@
+// Package observe reads everything a decision needs into one snapshot: one
+// paginated LIST per kind, never a GET per object. It never writes.
+//
+// Label selectors are NOT sent to the server: a VM whose labels differ from
+// its VMI's, or an attachment pod whose VMI is outside the selector, would
+// then look missing and turn into a false "orphan". Scope is applied by the
+// checks instead; only the namespace narrows the LISTs.
+package observe
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/findingrecord"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// DefaultPageSize is the LIST page size (the "limit" parameter), kubectl's
+// chunk size.
+const DefaultPageSize = 500
+
+// Unpaged as Options.PageSize reads each kind in one LIST.
+const Unpaged = -1
+
+// TenantSource is a tenant cluster to read VolumeAttachments and PVs from.
+type TenantSource struct {
+	Name string
+	// Namespace is the infra namespace whose VMs are this tenant's nodes;
+	// empty means the namespace each node names.
+	Namespace string
+	// Driver is the tenant's CSI driver name; "" is csi.kubevirt.io.
+	Driver string
+	// MatchNodesByName: see snapshot.Tenant.
+	MatchNodesByName bool
+	Config           *rest.Config
+}
+
+// Options scope a read.
+type Options struct {
+	// Namespace limits the namespaced LISTs; empty means all namespaces.
+	Namespace string
+	// PageSize is the LIST page size: 0 means DefaultPageSize, Unpaged
+	// one LIST per kind.
+	PageSize int64
+	Tenants  []TenantSource
+	// TenantTimeout bounds each tenant's reads; an unreachable tenant becomes
+	// "unknown" evidence, never "not wanted". Default 10s.
+	TenantTimeout time.Duration
+	// Progress, when set, is told the kind and the count read so far after
+	// each page. Kinds are read concurrently: calls may come from several
+	// goroutines at once.
+	Progress func(kind string, n int)
+	// Kinds, when set, are the only kinds read (check.Reads of the checks
+	// to run); zero reads every kind.
+	Kinds snapshot.Kinds
+	// Pages, when set, reads the VMIs and VMs as bytes and decodes only
+	// what decisions read of them (see PageReader); the objects it reads
+	// are lean (snapshot.Lean).
+	Pages *PageReader
+	// Lean makes every other object lean as its page arrives: a one-shot
+	// read then holds only what decisions read.
+	Lean bool
+	// GoneNodeRecordsIn, when set, is the controller's namespace: its
+	// durable records there of since when Nodes have been missing
+	// (Snapshot.NodesGoneSince) are read, for the opt-in rule that fences
+	// nodes gone for long. Records in other namespaces are no evidence.
+	GoneNodeRecordsIn string
+}
+
+// Observe reads the infra cluster (and the tenants) into a snapshot.
+func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapshot, error) {
+	if o.PageSize == 0 {
+		o.PageSize = DefaultPageSize
+	}
+	k := o.Kinds
+	if k == 0 {
+		k = snapshot.AllKinds
+	}
+	s := &snapshot.Snapshot{}
+	// VMIs before VMs: a VM created between the two LISTs then has no VMI
+	// in the snapshot, rather than a VMI whose VM looks gone. The chain
+	// keeps that order of resourceVersions while the LISTs overlap.
+	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k, Pages: o.Pages, Lean: o.Lean}
+	ch := newChain(ctx)
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
+	if o.Pages != nil {
+		vmiStep.lean = func(ctx context.Context, ns string, page func(int)) (err error) {
+			vmis.Items, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, page)
+			return err
+		}
+	}
+	read.add(ch, c, vmiStep)
+	// Every pod when a storage check needs their users; the attachment
+	// pods are then picked out of them, without a second LIST.
+	fill := read.addStorage(ch, c, s)
+	if k.Has(snapshot.KindKubeVirt) {
+		ch.add(func(ctx context.Context, first func()) error {
+			s.FeatureGates = Gates(ctx, c)
+			return nil
+		})
+	}
+	if err := ch.wait(); err != nil {
+		return nil, err
+	}
+	s.VMIs = vmis.Items
+	fill()
+	if s.Pods != nil {
+		s.AttachmentPods = attachmentPods(s.Pods)
+	}
+	if o.GoneNodeRecordsIn != "" && k.Has(snapshot.KindStorage) {
+		s.NodesGoneSince = findingrecord.ReadNodesGone(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
+	}
+	for _, t := range o.Tenants {
+		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
+	}
+	return snapshot.New(*s), nil
+}
+
+func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {
+	out := snapshot.Tenant{Name: t.Name, Namespace: t.Namespace, Driver: t.Driver, MatchNodesByName: t.MatchNodesByName}
+	timeout := o.TenantTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cfg := rest.CopyConfig(t.Config)
+	cfg.Timeout = timeout
+	c, err := clients.New(cfg)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	var vas storagev1.VolumeAttachmentList
+	var pvs corev1.PersistentVolumeList
+	var nodes corev1.NodeList
+	var csiNodes storagev1.CSINodeList
+	for _, l := range []client.ObjectList{&vas, &pvs, &nodes, &csiNodes} {
+		if _, err := listAll(ctx, c, l, "", o.PageSize); err != nil {
+			out.Error = err.Error()
+			return out
+		}
+	}
+	var drv storagev1.CSIDriver
+	switch err := c.Get(ctx, client.ObjectKey{Name: out.CSIDriver()}, &drv); {
+	case apierrors.IsNotFound(err):
+		out.DriverMissing = true
+	case err != nil:
+		out.Error = err.Error()
+		return out
+	}
+	out.Reachable = true
+	out.VolumeAttachments, out.PVs = vas.Items, pvs.Items
+	byNode := make(map[string]*storagev1.CSINode, len(csiNodes.Items))
+	for i := range csiNodes.Items {
+		byNode[csiNodes.Items[i].Name] = &csiNodes.Items[i]
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		out.Nodes = append(out.Nodes, snapshot.NewTenantNode(n, byNode[n.Name], out.CSIDriver()))
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// The functions below read one subject live (never from a cache) right
+// before an action, so the check can be re-run on fresh state.
+
+// ForVolume reads, live, the VMI subject ns/name (see VMI) for re-checking
+// one hot-plugged volume, with the tenants that may serve the namespace.
+//
+// The order matters: a tenant read may take up to Options.TenantTimeout, so
+// the tenants come first and the VMI and VM last. An action's write then
+// rests on VMI and VM state read right before it, not on state as old as
+// every tenant's timeout together.
+func ForVolume(ctx context.Context, c client.Client, o Options, ns, name string) (*snapshot.Snapshot, error) {
+	var tenants []snapshot.Tenant
+	for _, t := range o.Tenants {
+		if t.Namespace == "" || t.Namespace == ns {
+			tenants = append(tenants, readTenant(ctx, t, o))
+		}
+	}
+	return VMI(ctx, c, ns, name, Tenants{Read: tenants})
+}
+
+// ForAttachmentPod reads the pod ns/name and every VMI of its namespace (any
+// of them may still list the pod's volumes) for re-checking one pod.
+func ForAttachmentPod(ctx context.Context, c client.Client, o Options, ns, name string) (*snapshot.Snapshot, error) {
+	s := snapshot.Snapshot{}
+	var pod corev1.Pod
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return snapshot.New(s), nil
+		}
+		return nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
+	}
+	s.AttachmentPods = []corev1.Pod{pod}
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if _, err := listAll(ctx, c, &vmis, ns, o.PageSize); err != nil {
+		return nil, fmt.Errorf("listing VMIs in %s: %w", ns, err)
+	}
+	s.VMIs = vmis.Items
+	return snapshot.New(s), nil
+}
