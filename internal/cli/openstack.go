@@ -13,10 +13,10 @@ import (
 
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
 	osact "github.com/tether-dev/tether/internal/openstack/act"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // newOpenStack is `tether openstack`: audit and fix of the two records
@@ -98,7 +98,7 @@ func (f *osFlags) connect(ctx context.Context) (*observe.Clients, error) {
 }
 
 // observe reads a snapshot.
-func (f *osFlags) observe(ctx context.Context, c *observe.Clients) (*openstack.Snapshot, error) {
+func (f *osFlags) observe(ctx context.Context, c *observe.Clients) (*snapshot.Snapshot, error) {
 	return observe.Observe(ctx, c, observe.Options{Project: f.project, PageSize: f.pageSize})
 }
 
@@ -144,7 +144,7 @@ Exit code: 0 no findings, 1 findings, 2 error.`,
 // printOpenStackAudit writes the findings as `tether audit` does: an
 // AuditReport for json and yaml; a table, then each finding's evidence and
 // remedy.
-func printOpenStackAudit(w io.Writer, format string, s *openstack.Snapshot, fs []check.Finding) error {
+func printOpenStackAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
 	if fs == nil {
 		fs = []check.Finding{}
 	}

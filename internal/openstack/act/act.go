@@ -25,9 +25,9 @@ import (
 
 	tact "github.com/tether-dev/tether/internal/kubevirt/act"
 	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
 	"github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // Causes of this package, beside tether's own (act.AlreadyGone, ...).
@@ -73,7 +73,7 @@ func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
 		return tact.Result{Outcome: tact.Refused, Message: fmt.Sprintf("the plan marks it not safe (blocked by %s)", f.Action.BlockedBy)}
 	}
 	server, volume := string(f.Object.UID), f.Volume
-	var attachment *openstack.Attachment
+	var attachment *snapshot.Attachment
 	if f.Check == check.StaleCinderAttachment {
 		at, err := observe.Attachment(ctx, e.Clients, f.Object.Name)
 		if err != nil {
@@ -110,7 +110,7 @@ func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
 
 // recheck re-runs f's check on the live snapshot and says how the fresh
 // finding differs from f ("" when it is the same, still safe).
-func (e *Executor) recheck(f tcheck.Finding, snap *openstack.Snapshot) string {
+func (e *Executor) recheck(f tcheck.Finding, snap *snapshot.Snapshot) string {
 	p := e.Policy
 	p.Checks = []string{f.Check}
 	for _, fresh := range check.Run(snap, p, e.now()) {

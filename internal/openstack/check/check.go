@@ -17,7 +17,7 @@ import (
 	"time"
 
 	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // Check names (contract: users pass them to --check and scripts read them).
@@ -143,20 +143,20 @@ func Lookup(name string) (Check, error) {
 
 // Input is what every check decides from.
 type Input struct {
-	Snapshot *openstack.Snapshot
-	Index    *openstack.Index
+	Snapshot *snapshot.Snapshot
+	Index    *snapshot.Index
 	Policy   Policy
 	Now      time.Time
 }
 
 // NewInput indexes s.
-func NewInput(s *openstack.Snapshot, p Policy, now time.Time) Input {
+func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
 	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now}
 }
 
 // Run runs the checks the policy selects and returns their findings sorted
 // by project, object, volume and check.
-func Run(s *openstack.Snapshot, p Policy, now time.Time) []tcheck.Finding {
+func Run(s *snapshot.Snapshot, p Policy, now time.Time) []tcheck.Finding {
 	in := NewInput(s, p, now)
 	var out []tcheck.Finding
 	for _, c := range All() {

@@ -6,17 +6,17 @@ import (
 	"time"
 
 	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // Fixture helpers: small composable options.
 
-type world struct{ s openstack.Snapshot }
+type world struct{ s snapshot.Snapshot }
 
-func (w *world) server(id string, opts ...func(*openstack.Server)) *world {
-	s := openstack.Server{ID: id, Name: "vm-" + id, Project: "p1", Status: "ACTIVE", VMState: "active"}
+func (w *world) server(id string, opts ...func(*snapshot.Server)) *world {
+	s := snapshot.Server{ID: id, Name: "vm-" + id, Project: "p1", Status: "ACTIVE", VMState: "active"}
 	for _, o := range opts {
 		o(&s)
 	}
@@ -24,8 +24,8 @@ func (w *world) server(id string, opts ...func(*openstack.Server)) *world {
 	return w
 }
 
-func (w *world) volume(id string, opts ...func(*openstack.Volume)) *world {
-	v := openstack.Volume{ID: id, Name: "vol-" + id, Project: "p1", Status: "in-use", Updated: now.Add(-time.Hour)}
+func (w *world) volume(id string, opts ...func(*snapshot.Volume)) *world {
+	v := snapshot.Volume{ID: id, Name: "vol-" + id, Project: "p1", Status: "in-use", Updated: now.Add(-time.Hour)}
 	for _, o := range opts {
 		o(&v)
 	}
@@ -34,39 +34,39 @@ func (w *world) volume(id string, opts ...func(*openstack.Volume)) *world {
 }
 
 func (w *world) attachment(id, volume, server, status string) *world {
-	w.s.Attachments = append(w.s.Attachments, openstack.Attachment{ID: id, VolumeID: volume, Instance: server, Status: status})
+	w.s.Attachments = append(w.s.Attachments, snapshot.Attachment{ID: id, VolumeID: volume, Instance: server, Status: status})
 	return w
 }
 
-func lists(volume string) func(*openstack.Server) {
-	return func(s *openstack.Server) { s.Volumes = append(s.Volumes, openstack.ServerVolume{VolumeID: volume}) }
+func lists(volume string) func(*snapshot.Server) {
+	return func(s *snapshot.Server) { s.Volumes = append(s.Volumes, snapshot.ServerVolume{VolumeID: volume}) }
 }
 
-func listsWith(volume, attachment, device string) func(*openstack.Server) {
-	return func(s *openstack.Server) {
-		s.Volumes = append(s.Volumes, openstack.ServerVolume{VolumeID: volume, AttachmentID: attachment, BDM: "bdm-" + volume, Device: device})
+func listsWith(volume, attachment, device string) func(*snapshot.Server) {
+	return func(s *snapshot.Server) {
+		s.Volumes = append(s.Volumes, snapshot.ServerVolume{VolumeID: volume, AttachmentID: attachment, BDM: "bdm-" + volume, Device: device})
 	}
 }
 
-func task(t string) func(*openstack.Server) { return func(s *openstack.Server) { s.TaskState = t } }
+func task(t string) func(*snapshot.Server) { return func(s *snapshot.Server) { s.TaskState = t } }
 
 // state sets the API status and the vm_state together, as Nova maps one
 // to the other (nova/api/openstack/common.py _STATE_MAP).
-func state(status, vm string) func(*openstack.Server) {
-	return func(s *openstack.Server) { s.Status, s.VMState = status, vm }
+func state(status, vm string) func(*snapshot.Server) {
+	return func(s *snapshot.Server) { s.Status, s.VMState = status, vm }
 }
 
 // stopped is a server powered off (`openstack server stop`).
 var stopped = state("SHUTOFF", "stopped")
 
-func vmState(st string) func(*openstack.Server) { return func(s *openstack.Server) { s.VMState = st } }
-func root(dev string) func(*openstack.Server) {
-	return func(s *openstack.Server) { s.RootDevice = dev }
+func vmState(st string) func(*snapshot.Server) { return func(s *snapshot.Server) { s.VMState = st } }
+func root(dev string) func(*snapshot.Server) {
+	return func(s *snapshot.Server) { s.RootDevice = dev }
 }
-func status(st string, age time.Duration) func(*openstack.Volume) {
-	return func(v *openstack.Volume) { v.Status, v.Updated = st, now.Add(-age) }
+func status(st string, age time.Duration) func(*snapshot.Volume) {
+	return func(v *snapshot.Volume) { v.Status, v.Updated = st, now.Add(-age) }
 }
-func multiattach(v *openstack.Volume) { v.Multiattach = true }
+func multiattach(v *snapshot.Volume) { v.Multiattach = true }
 
 // seenLongAgo marks every finding of w as first seen well before the grace
 // period, so the tables see the other holds.

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // FindDanglingNovaAttachments finds block device mappings that Nova lists
@@ -32,8 +32,8 @@ func FindDanglingNovaAttachments(in Input) []tcheck.Finding {
 
 // dangling is the finding for the mapping sv of server s, if it has no
 // Cinder counterpart.
-func (in Input) dangling(s *openstack.Server, sv openstack.ServerVolume) (tcheck.Finding, bool) {
-	var recorded *openstack.Attachment
+func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (tcheck.Finding, bool) {
+	var recorded *snapshot.Attachment
 	if sv.AttachmentID != "" {
 		recorded = in.Index.Attachments[sv.AttachmentID]
 	}
@@ -90,8 +90,8 @@ func (in Input) dangling(s *openstack.Server, sv openstack.ServerVolume) (tcheck
 
 // liveOthers are the live Cinder attachments of the volume for servers
 // other than subject.
-func (in Input) liveOthers(volumeID, subject string) []*openstack.Attachment {
-	var out []*openstack.Attachment
+func (in Input) liveOthers(volumeID, subject string) []*snapshot.Attachment {
+	var out []*snapshot.Attachment
 	for _, at := range in.Index.AttachmentsByVolume[volumeID] {
 		if at.Instance != subject && liveAttachment(at.Status) {
 			out = append(out, at)
@@ -101,7 +101,7 @@ func (in Input) liveOthers(volumeID, subject string) []*openstack.Attachment {
 }
 
 // mappingFacts is the evidence line of Nova's mapping.
-func mappingFacts(s *openstack.Server, sv openstack.ServerVolume) string {
+func mappingFacts(s *snapshot.Server, sv snapshot.ServerVolume) string {
 	line := fmt.Sprintf("openstack --os-compute-api-version 2.89 server volume list %s: lists volume %s", s.ID, sv.VolumeID)
 	if sv.AttachmentID != "" || sv.BDM != "" {
 		line += fmt.Sprintf(" (attachment %s, BDM %s, device %s)", orNone(sv.AttachmentID), orNone(sv.BDM), orNone(sv.Device))
@@ -109,17 +109,17 @@ func mappingFacts(s *openstack.Server, sv openstack.ServerVolume) string {
 	return line
 }
 
-func goneRemedy(s *openstack.Server, sv openstack.ServerVolume) string {
+func goneRemedy(s *snapshot.Server, sv snapshot.ServerVolume) string {
 	return fmt.Sprintf("Nova's API cannot detach a volume Cinder does not know (DELETE os-volume_attachments answers 404). On Nova 2023.2 or later, rebooting the server (`openstack server reboot %s`) makes Nova delete mappings whose Cinder attachment is gone; on older releases, delete the server (`openstack server delete %s`) or remove the mapping in Nova's database. Confirm first with `openstack volume show %s`",
 		s.ID, s.ID, sv.VolumeID)
 }
 
-func elsewhereRemedy(s *openstack.Server, sv openstack.ServerVolume) string {
+func elsewhereRemedy(s *snapshot.Server, sv snapshot.ServerVolume) string {
 	return fmt.Sprintf("do not detach through Nova: its detach deletes the Cinder attachment it records, which another server uses. Confirm with `openstack --os-volume-api-version 3.27 volume attachment list --volume-id %s`, stop server %s, and decide which server should hold the volume",
 		sv.VolumeID, s.ID)
 }
 
-func recreateRemedy(s *openstack.Server, sv openstack.ServerVolume) string {
+func recreateRemedy(s *snapshot.Server, sv snapshot.ServerVolume) string {
 	return fmt.Sprintf("on Nova 2023.2 or later, rebooting the server (`openstack server reboot %s`) deletes the mapping; on any release, give the mapping a Cinder attachment again, then let Nova detach: `openstack --os-volume-api-version 3.54 volume attachment create --mode rw %s %s`, `openstack --os-volume-api-version 3.44 volume attachment complete ATTACHMENT`, `openstack server remove volume %s %s`, then delete the attachment Nova's detach leaves (`openstack --os-volume-api-version 3.27 volume attachment delete ATTACHMENT`)",
 		s.ID, sv.VolumeID, s.ID, s.ID, sv.VolumeID)
 }

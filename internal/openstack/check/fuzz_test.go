@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // snapshotFrom builds a small snapshot from fuzz bytes: 3 servers, 3
 // volumes, up to 6 attachments, with ids drawn from small sets so that
 // records meet.
-func snapshotFrom(data []byte) *openstack.Snapshot {
+func snapshotFrom(data []byte) *snapshot.Snapshot {
 	next := func() byte {
 		if len(data) == 0 {
 			return 0
@@ -30,15 +30,15 @@ func snapshotFrom(data []byte) *openstack.Snapshot {
 	tasks := []string{"", "", "", "migrating", "resize_prep", "shelving", "deleting"}
 	vms := []string{"active", "active", "stopped", "stopped", "building", "resized", "deleted", "soft-deleted",
 		"shelved_offloaded", "shelved", "paused", "suspended", "rescued", "error"}
-	s := &openstack.Snapshot{}
+	s := &snapshot.Snapshot{}
 	for _, id := range servers[:3] {
-		sv := openstack.Server{ID: id, Name: id, Project: "p", Status: "ACTIVE", TaskState: pick(tasks), VMState: pick(vms)}
+		sv := snapshot.Server{ID: id, Name: id, Project: "p", Status: "ACTIVE", TaskState: pick(tasks), VMState: pick(vms)}
 		if next()%4 == 0 {
 			sv.RootDevice = "/dev/vda"
 		}
 		for _, v := range volumes {
 			if b := next(); b%3 == 0 {
-				m := openstack.ServerVolume{VolumeID: v, Device: pick([]string{"/dev/vda", "/dev/vdb"})}
+				m := snapshot.ServerVolume{VolumeID: v, Device: pick([]string{"/dev/vda", "/dev/vdb"})}
 				if b%2 == 0 {
 					m.AttachmentID = pick([]string{"a0", "a1", "a2", "a3", "a4", "a5", "a9"})
 				}
@@ -48,11 +48,11 @@ func snapshotFrom(data []byte) *openstack.Snapshot {
 		s.Servers = append(s.Servers, sv)
 	}
 	for _, id := range volumes[:3] {
-		s.Volumes = append(s.Volumes, openstack.Volume{ID: id, Project: "p", Status: pick(vstat),
+		s.Volumes = append(s.Volumes, snapshot.Volume{ID: id, Project: "p", Status: pick(vstat),
 			Multiattach: next()%3 == 0, Updated: now.Add(-time.Duration(next()) * 5 * time.Second)})
 	}
 	for i := range int(next() % 7) {
-		s.Attachments = append(s.Attachments, openstack.Attachment{ID: fmt.Sprintf("a%d", i), VolumeID: pick(volumes),
+		s.Attachments = append(s.Attachments, snapshot.Attachment{ID: fmt.Sprintf("a%d", i), VolumeID: pick(volumes),
 			Instance: pick(servers), Status: pick(astat)})
 	}
 	return s
@@ -104,7 +104,7 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 		if again := Run(s, Policy{Grace: grace, FirstSeen: seen}, now); !reflect.DeepEqual(fs, again) {
 			t.Fatal("Run is not deterministic")
 		}
-		server := func(id string) *openstack.Server {
+		server := func(id string) *snapshot.Server {
 			for i := range s.Servers {
 				if s.Servers[i].ID == id {
 					return &s.Servers[i]
@@ -112,7 +112,7 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			}
 			return nil
 		}
-		volume := func(id string) *openstack.Volume {
+		volume := func(id string) *snapshot.Volume {
 			for i := range s.Volumes {
 				if s.Volumes[i].ID == id {
 					return &s.Volumes[i]
@@ -120,14 +120,14 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			}
 			return nil
 		}
-		listed := func(sv *openstack.Server, v string) bool {
-			return sv != nil && slices.ContainsFunc(sv.Volumes, func(m openstack.ServerVolume) bool { return m.VolumeID == v })
+		listed := func(sv *snapshot.Server, v string) bool {
+			return sv != nil && slices.ContainsFunc(sv.Volumes, func(m snapshot.ServerVolume) bool { return m.VolumeID == v })
 		}
-		idle := func(sv *openstack.Server) bool {
+		idle := func(sv *snapshot.Server) bool {
 			return sv.TaskState == "" && sv.VMState != "building" && sv.VMState != "resized"
 		}
-		deleted := func(sv *openstack.Server) bool { return sv == nil || sv.VMState == "deleted" }
-		stopped := func(sv *openstack.Server) bool {
+		deleted := func(sv *snapshot.Server) bool { return sv == nil || sv.VMState == "deleted" }
+		stopped := func(sv *snapshot.Server) bool {
 			return sv.VMState == "stopped" || sv.VMState == "shelved_offloaded"
 		}
 		live := func(st string) bool { return st != "detached" && st != "deleted" }
@@ -145,7 +145,7 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			}
 			subject := string(fd.Object.UID)
 			if fd.Check == StaleCinderAttachment {
-				var at *openstack.Attachment
+				var at *snapshot.Attachment
 				for i := range s.Attachments {
 					if s.Attachments[i].ID == fd.Object.Name {
 						at = &s.Attachments[i]
@@ -188,7 +188,7 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 	})
 }
 
-func deepCopy(s *openstack.Snapshot) *openstack.Snapshot {
+func deepCopy(s *snapshot.Snapshot) *snapshot.Snapshot {
 	c := *s
 	c.Servers = slices.Clone(s.Servers)
 	for i := range c.Servers {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // transitionalVolume are the volume statuses Cinder passes through on its
@@ -33,7 +33,7 @@ func liveAttachment(status string) bool { return status != "detached" && status 
 // serverGone says whether Nova's record of the server says it is deleted
 // (vm_state deleted or status DELETED); a soft-deleted server can still be
 // restored and counts as present.
-func serverGone(s *openstack.Server) bool {
+func serverGone(s *snapshot.Server) bool {
 	return s == nil || s.VMState == "deleted" || s.Status == "DELETED"
 }
 
@@ -44,7 +44,7 @@ func serverGone(s *openstack.Server) bool {
 // have a guest using its disks (active, paused, suspended, rescued, and
 // error, which Nova sets whatever the hypervisor does) or keeps them
 // connected on the host (shelved).
-func serverStopped(s *openstack.Server) bool {
+func serverStopped(s *snapshot.Server) bool {
 	switch s.VMState {
 	case "stopped", "shelved_offloaded":
 		return true
@@ -57,7 +57,7 @@ func serverStopped(s *openstack.Server) bool {
 // holdServer blocks a's action while Nova is working on the server, and,
 // as a's action cuts the compute host's connection to the volume, while
 // the server is not stopped.
-func holdServer(a *tcheck.Action, s *openstack.Server, volumeID string) {
+func holdServer(a *tcheck.Action, s *snapshot.Server, volumeID string) {
 	switch {
 	case s == nil || !a.Safe:
 	case s.TaskState != "":
@@ -72,7 +72,7 @@ func holdServer(a *tcheck.Action, s *openstack.Server, volumeID string) {
 
 // runningRemedy says why a server that is not stopped holds the repair of
 // volumeID and how to let it proceed; then is the repair by hand.
-func runningRemedy(s *openstack.Server, volumeID, then string) string {
+func runningRemedy(s *snapshot.Server, volumeID, then string) string {
 	return fmt.Sprintf("server %s is %s (vm_state %s): its guest may still use volume %s through the compute host's connection, whatever Nova's and Cinder's records say, and the repair would cut that connection. "+
 		"Make sure the guest no longer needs the volume, stop the server (`openstack server stop %s`), confirm `openstack server show %s -c status` says SHUTOFF, then run `tether openstack fix` again (or repair by hand: %s)",
 		s.ID, s.Status, orNone(s.VMState), volumeID, s.ID, s.ID, then)
@@ -81,7 +81,7 @@ func runningRemedy(s *openstack.Server, volumeID, then string) string {
 // holdVolume blocks a's action while the volume is in a transitional
 // status younger than the grace period, or multiattach and used by a
 // server other than subject.
-func (in Input) holdVolume(a *tcheck.Action, v *openstack.Volume, subject string) {
+func (in Input) holdVolume(a *tcheck.Action, v *snapshot.Volume, subject string) {
 	if v == nil || !a.Safe {
 		return
 	}
@@ -112,13 +112,13 @@ func (in Input) usersOtherThan(volumeID, subject string) []string {
 }
 
 // serverFacts is the evidence line about a server.
-func serverFacts(s *openstack.Server) string {
+func serverFacts(s *snapshot.Server) string {
 	return fmt.Sprintf("openstack server show %s: name %q, project %s, status %s, vm_state %s, task_state %s",
 		s.ID, s.Name, s.Project, s.Status, orNone(s.VMState), orNone(s.TaskState))
 }
 
 // volumeFacts is the evidence line about a volume.
-func (in Input) volumeFacts(v *openstack.Volume) string {
+func (in Input) volumeFacts(v *snapshot.Volume) string {
 	age := "unknown"
 	if !v.Updated.IsZero() {
 		age = in.Now.Sub(v.Updated).Round(time.Second).String()

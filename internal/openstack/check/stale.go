@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // FindStaleCinderAttachments finds Cinder attachments that hold a volume
@@ -37,7 +37,7 @@ func FindStaleCinderAttachments(in Input) []tcheck.Finding {
 
 // stale is the finding for a live attachment whose server s (nil when Nova
 // does not list it) does not list its volume.
-func (in Input) stale(at *openstack.Attachment, s *openstack.Server) tcheck.Finding {
+func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) tcheck.Finding {
 	v := in.Index.Volumes[at.VolumeID]
 	project := ""
 	if v != nil {
@@ -78,7 +78,7 @@ func (in Input) stale(at *openstack.Attachment, s *openstack.Server) tcheck.Find
 }
 
 // serverVolumesFacts is the evidence line of the volumes Nova lists for s.
-func serverVolumesFacts(s *openstack.Server) string {
+func serverVolumesFacts(s *snapshot.Server) string {
 	line := fmt.Sprintf("openstack --os-compute-api-version 2.89 server volume list %s:", s.ID)
 	if len(s.Volumes) == 0 {
 		return line + " none"
@@ -95,12 +95,12 @@ func serverVolumesFacts(s *openstack.Server) string {
 	return line
 }
 
-func deleteRemedy(at *openstack.Attachment) string {
+func deleteRemedy(at *snapshot.Attachment) string {
 	return fmt.Sprintf("confirm `openstack server show %s` fails with No server found, then `openstack --os-volume-api-version 3.27 volume attachment delete %s` (Cinder asks Nova first and refuses with 409 while Nova uses it)",
 		at.Instance, at.ID)
 }
 
-func forceDetachRemedy(at *openstack.Attachment) string {
+func forceDetachRemedy(at *snapshot.Attachment) string {
 	return fmt.Sprintf("confirm `openstack server volume list %s` does not list %s and the server has no task, then as admin: POST /v3/{project}/volumes/%s/action {\"os-force_detach\": {\"attachment_id\": %q}}; Cinder asks Nova first and refuses while Nova uses the attachment",
 		at.Instance, at.VolumeID, at.VolumeID, at.ID)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // Subject reads live, one object at a time, everything the checks decide
@@ -18,8 +18,8 @@ import (
 // 404), every Cinder attachment of the volume, and each other server those
 // attachments name with its mappings. Run on the result, a check decides
 // about this server and volume exactly as on a full snapshot.
-func Subject(ctx context.Context, c *Clients, serverID, volumeID string) (*openstack.Snapshot, error) {
-	s := &openstack.Snapshot{}
+func Subject(ctx context.Context, c *Clients, serverID, volumeID string) (*snapshot.Snapshot, error) {
+	s := &snapshot.Snapshot{}
 	if err := addServer(ctx, c, s, serverID); err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func Subject(ctx context.Context, c *Clients, serverID, volumeID string) (*opens
 
 // addServer reads the server live into s (once; nothing when Nova answers
 // 404) with its mappings.
-func addServer(ctx context.Context, c *Clients, s *openstack.Snapshot, id string) error {
+func addServer(ctx context.Context, c *Clients, s *snapshot.Snapshot, id string) error {
 	if id == "" {
 		return nil
 	}
@@ -74,7 +74,7 @@ func addServer(ctx context.Context, c *Clients, s *openstack.Snapshot, id string
 }
 
 // Attachment reads one Cinder attachment live; nil when Cinder answers 404.
-func Attachment(ctx context.Context, c *Clients, id string) (*openstack.Attachment, error) {
+func Attachment(ctx context.Context, c *Clients, id string) (*snapshot.Attachment, error) {
 	a, err := attachments.Get(ctx, c.BlockStorage, id).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		return nil, nil
@@ -82,5 +82,5 @@ func Attachment(ctx context.Context, c *Clients, id string) (*openstack.Attachme
 	if err != nil {
 		return nil, apiError("Cinder", "reading attachment "+id, c.BlockStorage.Microversion, err)
 	}
-	return &openstack.Attachment{ID: a.ID, VolumeID: a.VolumeID, Instance: a.Instance, Status: a.Status}, nil
+	return &snapshot.Attachment{ID: a.ID, VolumeID: a.VolumeID, Instance: a.Instance, Status: a.Status}, nil
 }

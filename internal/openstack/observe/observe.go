@@ -24,7 +24,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
 	"github.com/gophercloud/gophercloud/v2/pagination"
 
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
 // Options narrow what is read.
@@ -42,12 +42,12 @@ type Options struct {
 // Observe reads a snapshot: servers (detail), volumes (detail) and Cinder
 // attachments, each list paginated, then os-volume_attachments of the
 // servers that list a volume Cinder does not hold for them.
-func Observe(ctx context.Context, c *Clients, o Options) (*openstack.Snapshot, error) {
+func Observe(ctx context.Context, c *Clients, o Options) (*snapshot.Snapshot, error) {
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
 	}
-	s := &openstack.Snapshot{Taken: now()}
+	s := &snapshot.Snapshot{Taken: now()}
 	var err error
 	if s.Servers, err = listServers(ctx, c.Compute, o); err != nil {
 		return nil, err
@@ -92,15 +92,15 @@ type novaServer struct {
 	} `json:"os-extended-volumes:volumes_attached"`
 }
 
-func (n novaServer) model() openstack.Server {
-	s := openstack.Server{ID: n.ID, Name: n.Name, Project: n.TenantID, Status: n.Status, TaskState: n.TaskState, VMState: n.VMState, RootDevice: n.Root}
+func (n novaServer) model() snapshot.Server {
+	s := snapshot.Server{ID: n.ID, Name: n.Name, Project: n.TenantID, Status: n.Status, TaskState: n.TaskState, VMState: n.VMState, RootDevice: n.Root}
 	for _, v := range n.Volumes {
-		s.Volumes = append(s.Volumes, openstack.ServerVolume{VolumeID: v.ID})
+		s.Volumes = append(s.Volumes, snapshot.ServerVolume{VolumeID: v.ID})
 	}
 	return s
 }
 
-func listServers(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]openstack.Server, error) {
+func listServers(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]snapshot.Server, error) {
 	out, err := collect(ctx, servers.List(c, servers.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}), "servers", novaServer.model)
 	if err != nil {
 		return nil, apiError("Nova", "listing servers (GET /servers/detail?all_tenants=1)", c.Microversion, err)
@@ -140,12 +140,12 @@ type cinderVolume struct {
 	Created     string `json:"created_at"`
 }
 
-func (v cinderVolume) model() openstack.Volume {
+func (v cinderVolume) model() snapshot.Volume {
 	updated := parseTime(v.Updated)
 	if updated.IsZero() {
 		updated = parseTime(v.Created)
 	}
-	return openstack.Volume{ID: v.ID, Name: v.Name, Project: v.TenantID, Status: v.Status, Multiattach: v.Multiattach, Updated: updated}
+	return snapshot.Volume{ID: v.ID, Name: v.Name, Project: v.TenantID, Status: v.Status, Multiattach: v.Multiattach, Updated: updated}
 }
 
 // parseTime reads Cinder's time stamps, which carry no zone and mean UTC
@@ -159,7 +159,7 @@ func parseTime(s string) time.Time {
 	return time.Time{}
 }
 
-func listVolumes(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]openstack.Volume, error) {
+func listVolumes(ctx context.Context, c *gophercloud.ServiceClient, o Options) ([]snapshot.Volume, error) {
 	out, err := collect(ctx, volumes.List(c, volumes.ListOpts{AllTenants: true, TenantID: o.Project, Limit: o.PageSize}), "volumes", cinderVolume.model)
 	if err != nil {
 		return nil, apiError("Cinder", "listing volumes (GET /volumes/detail?all_tenants=1)", c.Microversion, err)
@@ -172,8 +172,8 @@ func listVolumes(ctx context.Context, c *gophercloud.ServiceClient, o Options) (
 // link (cinder/api/v3/views/attachments.py builds only "attachments"), so
 // a client that follows links stops after the first page; this one asks
 // again after the last id until a page comes back empty.
-func listAttachments(ctx context.Context, c *gophercloud.ServiceClient, opts attachments.ListOpts, pageSize int) ([]openstack.Attachment, error) {
-	var out []openstack.Attachment
+func listAttachments(ctx context.Context, c *gophercloud.ServiceClient, opts attachments.ListOpts, pageSize int) ([]snapshot.Attachment, error) {
+	var out []snapshot.Attachment
 	seen := map[string]bool{}
 	opts.Limit = pageSize
 	for {
@@ -192,7 +192,7 @@ func listAttachments(ctx context.Context, c *gophercloud.ServiceClient, opts att
 			}
 			seen[a.ID] = true
 			fresh++
-			out = append(out, openstack.Attachment{ID: a.ID, VolumeID: a.VolumeID, Instance: a.Instance, Status: a.Status})
+			out = append(out, snapshot.Attachment{ID: a.ID, VolumeID: a.VolumeID, Instance: a.Instance, Status: a.Status})
 		}
 		if fresh == 0 {
 			return out, nil
@@ -213,7 +213,7 @@ type novaMapping struct {
 
 // readMappings replaces the volumes of s with Nova's mappings, which carry
 // the attachment id and BDM uuid.
-func readMappings(ctx context.Context, c *gophercloud.ServiceClient, s *openstack.Server) error {
+func readMappings(ctx context.Context, c *gophercloud.ServiceClient, s *snapshot.Server) error {
 	p, err := volumeattach.List(c, s.ID).AllPages(ctx)
 	if err != nil {
 		return apiError("Nova", "listing the volumes of server "+s.ID+" (GET /servers/"+s.ID+"/os-volume_attachments)", c.Microversion, err)
@@ -224,7 +224,7 @@ func readMappings(ctx context.Context, c *gophercloud.ServiceClient, s *openstac
 	}
 	s.Volumes = s.Volumes[:0]
 	for _, m := range ms {
-		s.Volumes = append(s.Volumes, openstack.ServerVolume{VolumeID: m.VolumeID, AttachmentID: m.AttachmentID, BDM: m.BDM, Device: m.Device})
+		s.Volumes = append(s.Volumes, snapshot.ServerVolume{VolumeID: m.VolumeID, AttachmentID: m.AttachmentID, BDM: m.BDM, Device: m.Device})
 	}
 	return nil
 }

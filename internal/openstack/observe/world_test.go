@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/openstack"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
 )
 
@@ -95,7 +95,7 @@ func TestObserveTheRealServices(t *testing.T) {
 			t.Errorf("volume %s: %+v, want status %s in project %s", id, v, want, w.Project)
 		}
 	}
-	for id, want := range map[string]openstack.Attachment{
+	for id, want := range map[string]snapshot.Attachment{
 		healthyAt:   {ID: healthyAt, VolumeID: healthy, Instance: s1, Status: "attached"},
 		staleAt:     {ID: staleAt, VolumeID: stale, Instance: ghost, Status: "attached"},
 		forgottenAt: {ID: forgottenAt, VolumeID: forgotten, Instance: s2, Status: "attached"},
@@ -146,9 +146,9 @@ func TestObserveTheRealServices(t *testing.T) {
 	if n := count(got, "/attachments/detail"); n != len(more.Attachments)+1 {
 		t.Errorf("paged: %d attachment requests for %d attachments, want one more than attachments", n, len(more.Attachments))
 	}
-	same(t, "servers", ids(more.Servers, func(s openstack.Server) string { return s.ID }), ids(paged.Servers, func(s openstack.Server) string { return s.ID }))
-	same(t, "volumes", ids(more.Volumes, func(v openstack.Volume) string { return v.ID }), ids(paged.Volumes, func(v openstack.Volume) string { return v.ID }))
-	same(t, "attachments", ids(more.Attachments, func(a openstack.Attachment) string { return a.ID }), ids(paged.Attachments, func(a openstack.Attachment) string { return a.ID }))
+	same(t, "servers", ids(more.Servers, func(s snapshot.Server) string { return s.ID }), ids(paged.Servers, func(s snapshot.Server) string { return s.ID }))
+	same(t, "volumes", ids(more.Volumes, func(v snapshot.Volume) string { return v.ID }), ids(paged.Volumes, func(v snapshot.Volume) string { return v.ID }))
+	same(t, "attachments", ids(more.Attachments, func(a snapshot.Attachment) string { return a.ID }), ids(paged.Attachments, func(a snapshot.Attachment) string { return a.ID }))
 }
 
 func ids[T any](xs []T, id func(T) string) []string {

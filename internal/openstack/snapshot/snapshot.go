@@ -1,11 +1,11 @@
-// Package openstack is tether's model of the two records OpenStack keeps of
+// Package snapshot is tether's model of the two records OpenStack keeps of
 // one volume attachment: Nova's block device mappings (listed per server)
 // and Cinder's attachments (listed per volume and on their own). observe
 // fills a Snapshot from the APIs, check decides from it, act repairs.
 //
 // The model holds only what decisions read; it has no behaviour beyond
 // indexing, and nothing here does I/O.
-package openstack
+package snapshot
 
 import "time"
 
