@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
@@ -20,11 +21,11 @@ func FuzzAuditJSON(f *testing.F) {
 	f.Add("", "", "", []byte{}, uint8(0))
 	f.Add("default", "vol\"ume\\", "line\nbreak\ttab", []byte("evidence"), uint8(0xff))
 	f.Fuzz(func(t *testing.T, ns, text, evidence string, raw []byte, shape uint8) {
-		var fs []check.Finding
+		var fs []drift.Finding
 		for i := 0; i < int(shape%4); i++ {
-			fd := check.Finding{ID: text, Check: check.OrphanHotplugVolume, Namespace: ns, Volume: string(raw), Message: text + evidence,
-				Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: evidence, UID: "uid"},
-				Action: check.Action{Type: check.VMRemoveVolume, Safe: shape&16 != 0, Remedy: string(raw) + text}}
+			fd := drift.Finding{ID: text, Check: check.OrphanHotplugVolume, Namespace: ns, Volume: string(raw), Message: text + evidence,
+				Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: evidence, UID: "uid"},
+				Action: drift.Action{Type: check.VMRemoveVolume, Safe: shape&16 != 0, Remedy: string(raw) + text}}
 			switch (int(shape>>2) + i) % 3 {
 			case 1:
 				fd.Evidence = []string{}
@@ -32,7 +33,7 @@ func FuzzAuditJSON(f *testing.F) {
 				fd.Evidence = []string{evidence, string(raw), text}
 			}
 			if shape&32 != 0 {
-				fd.Action.BlockedBy = check.BlockReason(text)
+				fd.Action.BlockedBy = drift.BlockReason(text)
 			}
 			fs = append(fs, fd)
 		}
@@ -48,7 +49,7 @@ func FuzzAuditJSON(f *testing.F) {
 			t.Fatal(err)
 		}
 		if fs == nil {
-			fs = []check.Finding{}
+			fs = []drift.Finding{}
 		}
 		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}
 		for _, tn := range s.Tenants {
@@ -70,9 +71,9 @@ func TestAppendFinding_knowsEveryField(t *testing.T) {
 		typ  reflect.Type
 		want []string
 	}{
-		{reflect.TypeOf(check.Finding{}), []string{"id", "check", "namespace", "object", "volume", "severity", "message", "evidence", "action"}},
-		{reflect.TypeOf(check.ObjectRef{}), []string{"kind", "name", "uid"}},
-		{reflect.TypeOf(check.Action{}), []string{"type", "safe", "blockedBy,omitempty", "remedy"}},
+		{reflect.TypeOf(drift.Finding{}), []string{"id", "check", "namespace", "object", "volume", "severity", "message", "evidence", "action"}},
+		{reflect.TypeOf(drift.ObjectRef{}), []string{"kind", "name", "uid"}},
+		{reflect.TypeOf(drift.Action{}), []string{"type", "safe", "blockedBy,omitempty", "remedy"}},
 	} {
 		var got []string
 		for i := 0; i < c.typ.NumField(); i++ {

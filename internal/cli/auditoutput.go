@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/report/dot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 )
@@ -64,7 +64,7 @@ type reportList struct {
 // writePolicyReports writes fs as a YAML List of policy reports: one per
 // namespace with findings (and the one namespace in scope, so that a rerun
 // with no findings there empties it) and the cluster report of the scope.
-func writePolicyReports(w io.Writer, p auditPrint, fs []check.Finding) error {
+func writePolicyReports(w io.Writer, p auditPrint, fs []drift.Finding) error {
 	es := make([]policyreport.Entry, len(fs))
 	for i, f := range fs {
 		es[i] = policyreport.Entry{Finding: f, Seen: p.now}

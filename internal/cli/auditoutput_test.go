@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
@@ -53,8 +54,8 @@ func TestCheckOutput_auditFormatsOnlyForAudit(t *testing.T) {
 }
 
 func TestWritePolicyReports_namespaceScope(t *testing.T) {
-	fs := []check.Finding{{ID: "a1", Check: check.OrphanAttachmentPod, Namespace: "ns1", Severity: check.SeverityWarning,
-		Object: check.ObjectRef{Kind: "Pod", Name: "hp-volume-x", UID: "u"}}}
+	fs := []drift.Finding{{ID: "a1", Check: check.OrphanAttachmentPod, Namespace: "ns1", Severity: drift.SeverityWarning,
+		Object: drift.ObjectRef{Kind: "Pod", Name: "hp-volume-x", UID: "u"}}}
 	var b bytes.Buffer
 	p := auditPrint{format: "policyreport", api: policyreport.WGPolicy, namespace: "ns1", now: time.Unix(100, 0)}
 	if err := printAudit(&b, p, &snapshot.Snapshot{}, fs); err != nil {

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 )
 
 // appendFinding appends f as json.MarshalIndent(f, "    ", "  ") writes it
@@ -12,7 +12,7 @@ import (
 // second, indenting pass: tens of thousands of findings are most of an
 // audit's own time otherwise. FuzzAuditJSON holds it to MarshalIndent
 // byte for byte, and TestAppendFinding_knowsEveryField to Finding's fields.
-func appendFinding(b []byte, f *check.Finding) []byte {
+func appendFinding(b []byte, f *drift.Finding) []byte {
 	const in1, in2 = "\n      ", "\n        "
 	b = append(b, '{')
 	b = appendField(b, in1, "id", f.ID, true)

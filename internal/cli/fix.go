@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -17,10 +18,10 @@ const DefaultFixMaxActions = 10
 
 // planItem is one finding with what fix did or would do about it.
 type planItem struct {
-	Finding check.Finding `json:"finding"`
+	Finding drift.Finding `json:"finding"`
 	// Planned: the action would be taken (dry run) or was attempted.
-	Planned bool        `json:"planned"`
-	Result  *act.Result `json:"result,omitempty"`
+	Planned bool          `json:"planned"`
+	Result  *drift.Result `json:"result,omitempty"`
 	// Skipped says why a safe action was left out (e.g. --max reached).
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -68,7 +69,7 @@ type fixOptions struct {
 	warnedCount bool
 
 	// reviewed holds the --plan file's planned findings by id (Validate).
-	reviewed map[string]check.Finding
+	reviewed map[string]drift.Finding
 	// Set by Complete.
 	resolved       *options
 	stdout, stderr io.Writer
@@ -162,10 +163,10 @@ func (o *fixOptions) applyPlan(ctx context.Context, snap *snapshot.Snapshot, ite
 		}
 		r := ex.Apply(ctx, items[i].Finding, ev)
 		items[i].Result = &r
-		if r.Outcome != act.Applied {
+		if r.Outcome != drift.Applied {
 			failed++
 		}
-		if r.Outcome == act.Applied || r.Outcome == act.Pending {
+		if r.Outcome == drift.Applied || r.Outcome == drift.Pending {
 			o.count(ctx, items[i].Finding, r)
 		}
 	}
@@ -173,7 +174,7 @@ func (o *fixOptions) applyPlan(ctx context.Context, snap *snapshot.Snapshot, ite
 }
 
 // plan marks the safe findings to act on, up to max.
-func plan(findings []check.Finding, max int) []planItem {
+func plan(findings []drift.Finding, max int) []planItem {
 	items := make([]planItem, 0, len(findings))
 	n := 0
 	for _, f := range findings {
@@ -193,11 +194,11 @@ func plan(findings []check.Finding, max int) []planItem {
 
 // filterObject keeps the findings about object (NAMESPACE/NAME); an empty
 // object keeps them all.
-func filterObject(fs []check.Finding, object string) []check.Finding {
+func filterObject(fs []drift.Finding, object string) []drift.Finding {
 	if object == "" {
 		return fs
 	}
-	var out []check.Finding
+	var out []drift.Finding
 	for _, f := range fs {
 		if f.Namespace+"/"+f.Object.Name == object {
 			out = append(out, f)

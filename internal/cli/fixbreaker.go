@@ -11,9 +11,8 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // `tether fix --apply` and the controller share one blast-radius limit
@@ -46,7 +45,7 @@ func (o *fixOptions) breakerAllows(ctx context.Context) error {
 
 // count records an action of fix in --controller-namespace; a failure is
 // reported and does not stop the run (the action is done).
-func (o *fixOptions) count(ctx context.Context, f check.Finding, r act.Result) {
+func (o *fixOptions) count(ctx context.Context, f drift.Finding, r drift.Result) {
 	c, err := clients.New(o.resolved.config)
 	if err == nil {
 		err = findingrecord.RecordFixAction(ctx, client.WithFieldOwner(c, "tether-fix"), o.scope.controllerNamespace, findingrecord.FixAction{

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 )
 
 // ChangedSincePlan starts the Skipped text of a reviewed plan's finding that
@@ -20,7 +20,7 @@ const notInPlan = "not in the reviewed plan"
 // readPlan reads a plan written by `tether fix -o json` and returns the
 // findings it would have acted on, by id. Anything else is an error that
 // names the file and how to write a plan: nothing is acted on.
-func readPlan(path string) (map[string]check.Finding, error) {
+func readPlan(path string) (map[string]drift.Finding, error) {
 	const how = "write the plan with `tether fix -o json > plan.json` (without --apply) and review it"
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -38,7 +38,7 @@ func readPlan(path string) (map[string]check.Finding, error) {
 	case p.Applied:
 		return nil, fmt.Errorf("--plan %s: this is the report of a run that already applied its plan; %s", path, how)
 	}
-	out := map[string]check.Finding{}
+	out := map[string]drift.Finding{}
 	for i, it := range p.Items {
 		if !it.Planned {
 			continue
@@ -54,7 +54,7 @@ func readPlan(path string) (map[string]check.Finding, error) {
 // differs says how a fresh finding differs from the reviewed one in what
 // the action would touch, or "" when it is the same action on the same
 // object.
-func differs(reviewed, fresh check.Finding) string {
+func differs(reviewed, fresh drift.Finding) string {
 	switch {
 	case reviewed.Check != fresh.Check:
 		return fmt.Sprintf("check %s, reviewed %s", fresh.Check, reviewed.Check)
@@ -77,8 +77,8 @@ func differs(reviewed, fresh check.Finding) string {
 // that no longer matches is reported as changed since the plan, and fresh
 // safe findings the plan did not hold are left out. It returns the items
 // and how many reviewed findings changed.
-func planReviewed(fresh []check.Finding, reviewed map[string]check.Finding, max int) ([]planItem, int) {
-	var matched []check.Finding
+func planReviewed(fresh []drift.Finding, reviewed map[string]drift.Finding, max int) ([]planItem, int) {
+	var matched []drift.Finding
 	var rest []planItem
 	seen := map[string]bool{}
 	changed := 0

@@ -8,14 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
-func finding(id, uid, volume string, safe bool) check.Finding {
-	f := check.Finding{ID: id, Check: check.OrphanHotplugVolume, Namespace: "ns", Volume: volume,
-		Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-" + id, UID: types.UID("uid-" + uid)},
-		Action: check.Action{Type: check.VMIRemoveVolume, Safe: safe}}
+func finding(id, uid, volume string, safe bool) drift.Finding {
+	f := drift.Finding{ID: id, Check: check.OrphanHotplugVolume, Namespace: "ns", Volume: volume,
+		Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-" + id, UID: types.UID("uid-" + uid)},
+		Action: drift.Action{Type: check.VMIRemoveVolume, Safe: safe}}
 	if !safe {
 		f.Action.BlockedBy = "Migrating"
 	}
@@ -23,7 +25,7 @@ func finding(id, uid, volume string, safe bool) check.Finding {
 }
 
 // writePlan saves what `tether fix -o json` prints for findings.
-func writePlan(t *testing.T, findings []check.Finding) string {
+func writePlan(t *testing.T, findings []drift.Finding) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := printPlan(&b, "json", "NAMESPACE", plan(findings, 10), false); err != nil {
@@ -38,7 +40,7 @@ func writePlan(t *testing.T, findings []check.Finding) string {
 
 func TestReadPlan_roundTripsTheJSONPlan(t *testing.T) {
 	a, b, blocked := finding("a", "1", "v1", true), finding("b", "2", "v2", true), finding("c", "3", "v3", false)
-	got, err := readPlan(writePlan(t, []check.Finding{a, b, blocked}))
+	got, err := readPlan(writePlan(t, []drift.Finding{a, b, blocked}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,12 +81,12 @@ func TestReadPlan_badInputNamesTheFileAndTheFix(t *testing.T) {
 
 func TestPlanReviewed(t *testing.T) {
 	same, moved, gone, unsafe := finding("a", "1", "v1", true), finding("b", "2", "v2", true), finding("c", "3", "v3", true), finding("d", "4", "v4", true)
-	reviewed := map[string]check.Finding{"a": same, "b": moved, "c": gone, "d": unsafe}
+	reviewed := map[string]drift.Finding{"a": same, "b": moved, "c": gone, "d": unsafe}
 	movedNow := moved
 	movedNow.Object.UID = "uid-recreated" // same id, another object: never act on it
 	unsafeNow := finding("d", "4", "v4", false)
 	newSafe := finding("e", "5", "v5", true)
-	items, changed := planReviewed([]check.Finding{same, movedNow, unsafeNow, newSafe}, reviewed, 10)
+	items, changed := planReviewed([]drift.Finding{same, movedNow, unsafeNow, newSafe}, reviewed, 10)
 	if changed != 3 {
 		t.Errorf("changed = %d, want 3 (moved, gone, no longer safe)", changed)
 	}
@@ -111,7 +113,7 @@ func TestPlanReviewed(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("missing items %v", want)
 	}
-	if items, _ := planReviewed([]check.Finding{same}, map[string]check.Finding{"a": same}, 0); items[0].Planned {
+	if items, _ := planReviewed([]drift.Finding{same}, map[string]drift.Finding{"a": same}, 0); items[0].Planned {
 		t.Error("--max 0 still planned a reviewed finding")
 	}
 }

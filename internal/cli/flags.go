@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -137,7 +138,7 @@ type options struct {
 	policy    check.Policy
 	observe   observe.Options
 	output    string
-	minSev    check.Severity
+	minSev    drift.Severity
 	// extraKinds are read beyond what the checks decide from (what an
 	// output format shows).
 	extraKinds snapshot.Kinds
@@ -167,7 +168,7 @@ func (f *scopeFlags) resolve() (*options, error) {
 
 // parse checks the flags that need nothing else and returns the selector
 // and the minimum severity they name.
-func (f *scopeFlags) parse() (labels.Selector, check.Severity, error) {
+func (f *scopeFlags) parse() (labels.Selector, drift.Severity, error) {
 	if err := f.checkOutput(); err != nil {
 		return nil, "", err
 	}
@@ -191,14 +192,14 @@ func (f *scopeFlags) parse() (labels.Selector, check.Severity, error) {
 }
 
 // severity parses --min-severity.
-func (f *scopeFlags) severity() (check.Severity, error) {
+func (f *scopeFlags) severity() (drift.Severity, error) {
 	switch f.minSeverity {
 	case "info":
-		return check.SeverityInfo, nil
+		return drift.SeverityInfo, nil
 	case "warning":
-		return check.SeverityWarning, nil
+		return drift.SeverityWarning, nil
 	case "critical":
-		return check.SeverityCritical, nil
+		return drift.SeverityCritical, nil
 	}
 	return "", fmt.Errorf("--min-severity %q is not supported: use info, warning or critical", f.minSeverity)
 }

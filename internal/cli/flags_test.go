@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 )
@@ -134,19 +135,19 @@ func FuzzParseTenant(f *testing.F) {
 }
 
 func TestPlan_boundsSafeActions(t *testing.T) {
-	safe := check.Finding{ID: "s", Action: check.Action{Type: check.VMIRemoveVolume, Safe: true}}
-	blocked := check.Finding{ID: "b", Action: check.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIMigrating}}
+	safe := drift.Finding{ID: "s", Action: drift.Action{Type: check.VMIRemoveVolume, Safe: true}}
+	blocked := drift.Finding{ID: "b", Action: drift.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIMigrating}}
 	for _, c := range []struct {
 		name        string
-		findings    []check.Finding
+		findings    []drift.Finding
 		max         int
 		wantPlanned int
 		wantSkipped int
 	}{
-		{"three safe, max 2 -> two planned, one skipped", []check.Finding{safe, safe, safe}, 2, 2, 1},
-		{"blocked only -> nothing planned", []check.Finding{blocked, blocked}, 10, 0, 0},
-		{"max 0 -> nothing planned", []check.Finding{safe, blocked}, 0, 0, 1},
-		{"mixed, room -> safe planned, blocked never", []check.Finding{blocked, safe, blocked, safe}, 10, 2, 0},
+		{"three safe, max 2 -> two planned, one skipped", []drift.Finding{safe, safe, safe}, 2, 2, 1},
+		{"blocked only -> nothing planned", []drift.Finding{blocked, blocked}, 10, 0, 0},
+		{"max 0 -> nothing planned", []drift.Finding{safe, blocked}, 0, 0, 1},
+		{"mixed, room -> safe planned, blocked never", []drift.Finding{blocked, safe, blocked, safe}, 10, 2, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			items := plan(c.findings, c.max)

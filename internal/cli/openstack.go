@@ -11,8 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	osact "github.com/tether-dev/tether/internal/openstack/act"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
@@ -144,9 +143,9 @@ Exit code: 0 no findings, 1 findings, 2 error.`,
 // printOpenStackAudit writes the findings as `tether audit` does: an
 // AuditReport for json and yaml; a table, then each finding's evidence and
 // remedy.
-func printOpenStackAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []check.Finding) error {
+func printOpenStackAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []drift.Finding) error {
 	if fs == nil {
-		fs = []check.Finding{}
+		fs = []drift.Finding{}
 	}
 	switch format {
 	case "json":
@@ -241,7 +240,7 @@ func (o *osFixOptions) run(cmd *cobra.Command) error {
 		}
 		r := ex.Apply(ctx, items[i].Finding)
 		items[i].Result = &r
-		if r.Outcome != act.Applied {
+		if r.Outcome != drift.Applied {
 			failed++
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
 )
@@ -72,7 +72,7 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &report); err != nil || report.Kind != "AuditReport" || report.APIVersion != APIVersion {
 		t.Fatalf("audit -o json: %v: %s", err, out)
 	}
-	byVolume := map[string]check.Finding{}
+	byVolume := map[string]drift.Finding{}
 	for _, f := range report.Findings {
 		byVolume[f.Volume] = f
 	}
@@ -81,7 +81,7 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	if f := byVolume[dangling]; f.Check != oscheck.DanglingNovaAttachment || string(f.Object.UID) != s || f.Namespace != w.Project || f.Action.Safe || f.Action.BlockedBy != oscheck.ServerRunning {
 		t.Errorf("dangling finding: %+v", f)
 	}
-	if f := byVolume[stale]; f.Check != oscheck.StaleCinderAttachment || f.Object.Name != staleAt || f.Action.Safe || f.Action.BlockedBy != oscheck.NotSeenTwice {
+	if f := byVolume[stale]; f.Check != oscheck.StaleCinderAttachment || f.Object.Name != staleAt || f.Action.Safe || f.Action.BlockedBy != drift.NotSeenTwice {
 		t.Errorf("stale finding: %+v", f)
 	}
 

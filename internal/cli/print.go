@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/report/dot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
@@ -25,7 +25,7 @@ type AuditReport struct {
 	Kind       string          `json:"kind"`
 	Tenants    []tenantStatus  `json:"tenants,omitempty"`
 	Warnings   []string        `json:"warnings,omitempty"`
-	Findings   []check.Finding `json:"findings"`
+	Findings   []drift.Finding `json:"findings"`
 }
 
 type tenantStatus struct {
@@ -102,9 +102,9 @@ func streamAuditJSON(w io.Writer, r AuditReport) error {
 // printAudit writes the audit report: an AuditReport document for json and
 // yaml; for table, the tenant and snapshot warnings, one row per finding,
 // then each finding's evidence and remedy.
-func printAudit(out io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Finding) error {
+func printAudit(out io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Finding) error {
 	if fs == nil {
-		fs = []check.Finding{}
+		fs = []drift.Finding{}
 	}
 	// One write per 64 KiB, not one per line: an audit may print hundreds
 	// of thousands of lines.
@@ -115,7 +115,7 @@ func printAudit(out io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Fi
 	return w.Flush()
 }
 
-func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Finding) error {
+func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Finding) error {
 	switch format := p.format; format {
 	case "policyreport":
 		return writePolicyReports(w, p, fs)
@@ -161,7 +161,7 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []check.Find
 
 // writeFindingTable writes the findings' table, then each one's why. scope
 // heads the column of f.Namespace (NAMESPACE, or PROJECT in OpenStack).
-func writeFindingTable(w io.Writer, scope string, fs []check.Finding) error {
+func writeFindingTable(w io.Writer, scope string, fs []drift.Finding) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\tCHECK\t%s\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS\n", scope)
 	for _, f := range fs {
@@ -178,7 +178,7 @@ func writeFindingTable(w io.Writer, scope string, fs []check.Finding) error {
 }
 
 // printWhy writes a finding's message, evidence and remedy.
-func printWhy(w io.Writer, f check.Finding) {
+func printWhy(w io.Writer, f drift.Finding) {
 	fmt.Fprintf(w, "\n[%s] %s\n", f.ID, f.Message)
 	for _, e := range f.Evidence {
 		fmt.Fprintf(w, "  - %s\n", e)
@@ -236,7 +236,7 @@ func printPlan(w io.Writer, format, scope string, items []planItem, applied bool
 }
 
 // status says in a word or two whether an action is safe, and if not why.
-func status(a check.Action) string { return policyreport.Status(a) }
+func status(a drift.Action) string { return policyreport.Status(a) }
 
 // kindShort is the short, kubectl-style name the tables show for kind;
 // other kinds in lower case.

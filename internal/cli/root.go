@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -158,7 +159,7 @@ func newChecks() *cobra.Command {
 }
 
 // scan reads the cluster and runs the checks.
-func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot, []check.Finding, error) {
+func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot, []drift.Finding, error) {
 	c, err := clients.New(o.config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
@@ -209,7 +209,7 @@ func (rs *records) window(ctx context.Context, now time.Time) (window, error) {
 // never stored.
 func actedOn(rec *v1alpha1.Finding) bool {
 	switch rec.Status.Reason {
-	case string(act.Applied), string(act.Pending), ReasonResolvedAfterAction:
+	case string(drift.Applied), string(drift.Pending), ReasonResolvedAfterAction:
 		return true
 	}
 	return false

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
 )
 
 // none is a window whose records show no action and no trip.
@@ -150,11 +150,11 @@ func TestRecentActions_countsAppliedPendingAndClaims(t *testing.T) {
 	breaker := rec(findingrecord.BreakerName, v1alpha1.PhaseBlocked, findingrecord.BreakerTripped, at(time.Second))
 	breaker.Spec.Check = findingrecord.BreakerCheck
 	got := recentActions([]v1alpha1.Finding{
-		rec("applied", v1alpha1.PhaseResolved, string(act.Applied), at(time.Minute)),
-		rec("pending", v1alpha1.PhaseActing, string(act.Pending), at(time.Minute)),
+		rec("applied", v1alpha1.PhaseResolved, string(drift.Applied), at(time.Minute)),
+		rec("pending", v1alpha1.PhaseActing, string(drift.Pending), at(time.Minute)),
 		rec("claimed", v1alpha1.PhaseActing, "", at(time.Minute)),
-		rec("refused", v1alpha1.PhaseBlocked, string(act.Refused), at(time.Minute)),
-		rec("old", v1alpha1.PhaseResolved, string(act.Applied), at(2*time.Hour)),
+		rec("refused", v1alpha1.PhaseBlocked, string(drift.Refused), at(time.Minute)),
+		rec("old", v1alpha1.PhaseResolved, string(drift.Applied), at(2*time.Hour)),
 		rec("never", v1alpha1.PhaseWaiting, "", nil),
 		breaker,
 	}, t0, time.Hour)

@@ -39,6 +39,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -108,7 +109,7 @@ type Options struct {
 // server's dry run and the write, and right after the action returned,
 // before its outcome is stored.
 type Faults struct {
-	AfterClaim, AfterDryRun, AfterAction func(check.Finding)
+	AfterClaim, AfterDryRun, AfterAction func(drift.Finding)
 }
 
 // Run builds the manager and runs until ctx ends.

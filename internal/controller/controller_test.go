@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
@@ -37,7 +38,7 @@ func TestController_orphan_waitsGraceThenActs(t *testing.T) {
 	}
 	w.waitVMI("vm-a", "pvc-a detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-a") })
 	t.Logf("detached %s after the grace period ended (stored times have second precision)", time.Since(actAfter).Round(10*time.Millisecond))
-	w.waitFinding("vm-a", "pvc-a", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-a", "pvc-a", v1alpha1.PhaseResolved, string(drift.Applied))
 	if evs := w.events(act.ReasonOrphanDetached); len(evs) != 1 {
 		t.Fatalf("want one %s event, got %d", act.ReasonOrphanDetached, len(evs))
 	}
@@ -145,7 +146,7 @@ func TestController_migrating_blockedThenActs(t *testing.T) {
 	w.waitVMI("vm-m", "pvc-m detached after the migration", func(v *kubevirtv1.VirtualMachineInstance) bool {
 		return !lists(v, "pvc-m") && v.Status.MigrationState != nil && v.Status.MigrationState.Completed
 	})
-	w.waitFinding("vm-m", "pvc-m", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-m", "pvc-m", v1alpha1.PhaseResolved, string(drift.Applied))
 }
 
 // Dry-run mode records the finding and never acts.
@@ -209,8 +210,8 @@ func TestController_leaderElection_exactlyOneActs(t *testing.T) {
 	for _, id := range []string{"replica-a", "replica-b"} {
 		w.start(w.cfg(time.Second), elected("tether-test-"+w.ns, id))
 	}
-	w.waitFinding("vm-l", "pvc-l1", v1alpha1.PhaseResolved, string(act.Applied))
-	w.waitFinding("vm-l", "pvc-l2", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-l", "pvc-l1", v1alpha1.PhaseResolved, string(drift.Applied))
+	w.waitFinding("vm-l", "pvc-l2", v1alpha1.PhaseResolved, string(drift.Applied))
 	who := map[string]int{}
 	for _, e := range w.events(act.ReasonOrphanDetached) {
 		who[e.ReportingInstance]++

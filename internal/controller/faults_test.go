@@ -21,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -56,9 +57,9 @@ func (w *world) startKillable(cfg *config.Config, faults func(kill func()) *cont
 }
 
 // once returns a hook that kills the process the first time it runs.
-func once(kill func()) func(check.Finding) {
+func once(kill func()) func(drift.Finding) {
 	var o sync.Once
-	return func(check.Finding) { o.Do(kill) }
+	return func(drift.Finding) { o.Do(kill) }
 }
 
 // diesAt runs a process with a limit of max actions on one orphan, lets it
@@ -128,7 +129,7 @@ func TestFaults_killedAfterClaim_claimCountsAndNoDoubleAction(t *testing.T) {
 	}
 
 	w.resetBreaker()
-	w.waitFinding("vm-c", "pvc-c", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-c", "pvc-c", v1alpha1.PhaseResolved, string(drift.Applied))
 	if n := len(w.events(act.ReasonOrphanDetached)); n != 1 {
 		t.Fatalf("want exactly one detach, got %d", n)
 	}
@@ -216,7 +217,7 @@ func TestFaults_leaderStoppedAfterTrip_standbyKeepsTheTrip(t *testing.T) {
 	}
 	reset := time.Now()
 	w.resetBreaker()
-	w.waitFinding("vm-f", held, v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-f", held, v1alpha1.PhaseResolved, string(drift.Applied))
 	t.Logf("acting resumed %s after the reset", time.Since(reset).Round(100*time.Millisecond))
 	evs = w.events(act.ReasonOrphanDetached)
 	if len(evs) != 2 {
@@ -238,11 +239,11 @@ func TestFaults_secondControllerWithoutElection_doesNotActAlongside(t *testing.T
 	w.orphan("vm-2", "pvc-2a")
 	lease := "tether-test-" + w.ns
 	stopFirst := w.start(w.cfg(time.Second), elected(lease, "in-cluster"))
-	w.waitFinding("vm-2", "pvc-2a", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-2", "pvc-2a", v1alpha1.PhaseResolved, string(drift.Applied))
 	// Another config (no grace), no --leader-elect.
 	w.start(w.cfg(0), elected(lease, "laptop"), func(o *controller.Options) { o.LeaderElect = false })
 	w.orphan("vm-2", "pvc-2b")
-	w.waitFinding("vm-2", "pvc-2b", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-2", "pvc-2b", v1alpha1.PhaseResolved, string(drift.Applied))
 	who := map[string]int{}
 	for _, e := range w.events(act.ReasonOrphanDetached) {
 		who[e.ReportingInstance]++
@@ -252,7 +253,7 @@ func TestFaults_secondControllerWithoutElection_doesNotActAlongside(t *testing.T
 	}
 	stopFirst()
 	w.orphan("vm-2", "pvc-2c")
-	w.waitFinding("vm-2", "pvc-2c", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-2", "pvc-2c", v1alpha1.PhaseResolved, string(drift.Applied))
 	who = map[string]int{}
 	for _, e := range w.events(act.ReasonOrphanDetached) {
 		who[e.ReportingInstance]++
@@ -275,7 +276,7 @@ func TestFaults_leaderStoppedMidGrace_standbyKeepsTheDeadline(t *testing.T) {
 	w.start(w.cfg(grace), elected(lease, "replica-b"))
 	time.Sleep(3 * time.Second)
 	stopLeader()
-	after := w.waitFinding("vm-g", "pvc-g", v1alpha1.PhaseResolved, string(act.Applied))
+	after := w.waitFinding("vm-g", "pvc-g", v1alpha1.PhaseResolved, string(drift.Applied))
 	if !after.Status.FirstObserved.Equal(before.Status.FirstObserved) {
 		t.Fatalf("the change of leader moved the first sight: %s -> %s", before.Status.FirstObserved, after.Status.FirstObserved)
 	}
@@ -357,7 +358,7 @@ func TestFaults_killedBetweenDryRunAndWrite_actsOnceAfterRestart(t *testing.T) {
 		t.Fatal("the write happened although the process died after the dry run")
 	}
 	w.start(cfg)
-	w.waitFinding("vm-d", "pvc-d", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-d", "pvc-d", v1alpha1.PhaseResolved, string(drift.Applied))
 	if n := len(w.events(act.ReasonOrphanDetached)); n != 1 {
 		t.Fatalf("want exactly one detach, got %d", n)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -59,7 +60,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// checks that need more (claims, pods) would report falsely here.
 	policy := r.Policy
 	policy.Checks = config.ControllerChecks()
-	current := map[string]check.Finding{}
+	current := map[string]drift.Finding{}
 	for _, f := range check.Run(snap, policy, now) {
 		if f.Object.UID == vmi.UID && r.Records.Config.Enabled(f.Check) {
 			current[f.ID] = f
@@ -106,7 +107,7 @@ func (r *HotplugReconciler) snapshotFor(ctx context.Context, key client.ObjectKe
 
 // apply acts on a hot-plug finding; the live re-check needs no evidence
 // from the pass.
-func (r *HotplugReconciler) apply(ctx context.Context, f check.Finding) act.Result {
+func (r *HotplugReconciler) apply(ctx context.Context, f drift.Finding) drift.Result {
 	return r.Executor.Apply(ctx, f, act.Evidence{})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/testing/fixture"
@@ -90,7 +91,7 @@ func TestReconcile_runsOnlyTheControllerChecks(t *testing.T) {
 	}
 }
 
-func resolvedRecord(f check.Finding) *v1alpha1.Finding {
+func resolvedRecord(f drift.Finding) *v1alpha1.Finding {
 	return &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), UID: "old-run",
 			CreationTimestamp: metav1.NewTime(t0.Add(-24 * time.Hour))},
@@ -106,7 +107,7 @@ func resolvedRecord(f check.Finding) *v1alpha1.Finding {
 // nor the old creationTimestamp — can shorten the new grace period.
 func TestSyncFinding_resolvedRecordIsReplaced(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	old := resolvedRecord(f)
 	var preconditionUID string
 	c := fakeClient(interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
@@ -143,7 +144,7 @@ func TestSyncFinding_resolvedRecordIsReplaced(t *testing.T) {
 // new one (or the create races another): the subject is requeued.
 func TestSyncFinding_replacementAlreadyExists_requeues(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	old := resolvedRecord(f)
 	c := fakeClient(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 		return apierrors.NewAlreadyExists(schema.GroupResource{Group: "tether.dev", Resource: "findings"}, obj.GetName())
@@ -159,7 +160,7 @@ func TestSyncFinding_replacementAlreadyExists_requeues(t *testing.T) {
 // subject is requeued.
 func TestSyncFinding_resolvedRecordGone_requeues(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	old := resolvedRecord(f)
 	c := fakeClient(interceptor.Funcs{})
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
@@ -177,8 +178,8 @@ func TestSyncFinding_resolvedRecordGone_requeues(t *testing.T) {
 // action back to the budget, and its grace period starts again.
 func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	f := safeFinding()
-	f.Action.Type = check.None // the executor refuses it without any request
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Action.Type = drift.None // the executor refuses it without any request
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	rec := ours(&v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
 		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
@@ -201,7 +202,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
 		t.Fatal(err)
 	}
-	if stored.Status.Reason != string(act.Refused) || stored.Status.SafeSince != nil || stored.Status.ActAfter != nil {
+	if stored.Status.Reason != string(drift.Refused) || stored.Status.SafeSince != nil || stored.Status.ActAfter != nil {
 		t.Fatalf("status %+v: want Refused with the grace clock cleared", stored.Status)
 	}
 	if !r.Records.Budget.take(t0.Add(time.Second), "ns/other", window{}) {
@@ -213,11 +214,11 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 // records show: the limit is not reset.
 func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	earlier := &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orphanhotplugvolume-before"},
 		Spec:       v1alpha1.FindingSpec{ID: "before", Check: check.OrphanHotplugVolume, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
-		Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(act.Applied),
+		Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(drift.Applied),
 			LastAttempt: mt(t0.Add(-time.Minute))},
 	}
 	rec := ours(&v1alpha1.Finding{

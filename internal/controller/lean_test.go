@@ -14,7 +14,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/protect"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -57,7 +57,7 @@ func TestController_leanCaches_stillDecideAndAct(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	w.waitVMI("vm-lean", "pvc-lean detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-lean") })
-	w.waitFinding("vm-lean", "pvc-lean", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-lean", "pvc-lean", v1alpha1.PhaseResolved, string(drift.Applied))
 	testenv.Eventually(t, 30*time.Second, "finalizer on the stopped VM's disk", func() (bool, error) {
 		var got corev1.PersistentVolumeClaim
 		err := w.c.Get(w.ctx, client.ObjectKeyFromObject(disk), &got)

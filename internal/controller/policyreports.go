@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 )
@@ -149,13 +150,13 @@ func entryOf(rec *v1alpha1.Finding, scope string) (policyreport.Entry, bool) {
 		st.Phase == "" || finished(rec) {
 		return policyreport.Entry{}, false
 	}
-	f := check.Finding{
+	f := drift.Finding{
 		ID: rec.Spec.ID, Check: rec.Spec.Check, Namespace: rec.Namespace,
-		Object:   check.ObjectRef{Kind: rec.Spec.Subject.Kind, Name: rec.Spec.Subject.Name, UID: rec.Spec.Subject.UID},
+		Object:   drift.ObjectRef{Kind: rec.Spec.Subject.Kind, Name: rec.Spec.Subject.Name, UID: rec.Spec.Subject.UID},
 		Volume:   rec.Spec.Volume,
-		Severity: check.Severity(st.Severity), Message: st.Message, Evidence: st.Evidence,
-		Action: check.Action{Type: check.ActionType(st.Action.Type), Safe: st.Action.Safe,
-			BlockedBy: check.BlockReason(st.Action.BlockedBy), Remedy: st.Action.Remedy},
+		Severity: drift.Severity(st.Severity), Message: st.Message, Evidence: st.Evidence,
+		Action: drift.Action{Type: drift.ActionType(st.Action.Type), Safe: st.Action.Safe,
+			BlockedBy: drift.BlockReason(st.Action.BlockedBy), Remedy: st.Action.Remedy},
 	}
 	if policyreport.ClusterScoped(f.Object.Kind) {
 		// Filed in the controller's namespace: no namespace of its own.

@@ -9,12 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 )
 
-func reportRecord(ns, name, chk, kind string, phase v1alpha1.Phase, sev check.Severity) v1alpha1.Finding {
+func reportRecord(ns, name, chk, kind string, phase v1alpha1.Phase, sev drift.Severity) v1alpha1.Finding {
 	first := metav1.NewTime(time.Unix(1_790_000_000, 0))
 	return v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelScope: "s1"}},
@@ -30,14 +31,14 @@ func reportRecord(ns, name, chk, kind string, phase v1alpha1.Phase, sev check.Se
 // namespaced scope writes no cluster report.
 func TestWantedReports(t *testing.T) {
 	recs := []v1alpha1.Finding{
-		reportRecord("a", "r1", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, check.SeverityWarning),
-		reportRecord("a", "r2", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseResolved, check.SeverityWarning),
-		reportRecord("b", "r3", check.MultiAttachConflict, "Pod", v1alpha1.PhaseObserved, check.SeverityInfo),
-		reportRecord("tether-system", "r4", check.StaleVolumeAttachment, "VolumeAttachment", v1alpha1.PhaseBlocked, check.SeverityWarning),
-		reportRecord("c", "r5", check.OrphanHotplugVolume, "VirtualMachineInstance", "", check.SeverityWarning),
-		reportRecord("tether-system", findingrecord.BreakerName, findingrecord.BreakerCheck, "Namespace", v1alpha1.PhaseBlocked, check.SeverityCritical),
-		reportRecord("tether-system", "fix", findingrecord.FixCheck, "VirtualMachine", v1alpha1.PhaseResolved, check.SeverityWarning),
-		reportRecord("d", "r6", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, check.SeverityWarning),
+		reportRecord("a", "r1", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
+		reportRecord("a", "r2", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseResolved, drift.SeverityWarning),
+		reportRecord("b", "r3", check.MultiAttachConflict, "Pod", v1alpha1.PhaseObserved, drift.SeverityInfo),
+		reportRecord("tether-system", "r4", check.StaleVolumeAttachment, "VolumeAttachment", v1alpha1.PhaseBlocked, drift.SeverityWarning),
+		reportRecord("c", "r5", check.OrphanHotplugVolume, "VirtualMachineInstance", "", drift.SeverityWarning),
+		reportRecord("tether-system", findingrecord.BreakerName, findingrecord.BreakerCheck, "Namespace", v1alpha1.PhaseBlocked, drift.SeverityCritical),
+		reportRecord("tether-system", "fix", findingrecord.FixCheck, "VirtualMachine", v1alpha1.PhaseResolved, drift.SeverityWarning),
+		reportRecord("d", "r6", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
 	}
 	recs[7].Labels[v1alpha1.LabelScope] = "other"
 	got := wantedReports(recs, reportOptions{API: policyreport.WGPolicy, Scope: "s1"})
@@ -81,8 +82,8 @@ func TestWantedReports(t *testing.T) {
 // (digest unknown).
 func TestPlanReports(t *testing.T) {
 	recs := []v1alpha1.Finding{
-		reportRecord("a", "r1", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, check.SeverityWarning),
-		reportRecord("b", "r2", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, check.SeverityWarning),
+		reportRecord("a", "r1", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
+		reportRecord("b", "r2", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
 	}
 	o := reportOptions{API: policyreport.WGPolicy, Scope: "s1"}
 	st := reportState{}

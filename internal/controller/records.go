@@ -18,9 +18,9 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
@@ -55,12 +55,12 @@ type records struct {
 	// afterClaim and afterAction, when set, run right after the Acting
 	// claim is stored and right after the action returns (fault-injection
 	// tests stop the process there).
-	afterClaim, afterAction func(check.Finding)
+	afterClaim, afterAction func(drift.Finding)
 }
 
 // applyFunc carries out one finding's action through package act, which
 // re-reads live state and re-checks before it writes.
-type applyFunc func(context.Context, check.Finding) act.Result
+type applyFunc func(context.Context, drift.Finding) drift.Result
 
 // watchClock is when the process made its first decision (as leader): the
 // time from which it has watched without a gap.
@@ -98,18 +98,18 @@ type subject struct {
 	observeEvery time.Duration
 	// observed builds the Event recorded when the record is created; nil
 	// records EventFindingObserved with the finding's message.
-	observed func(check.Finding) (reason, typ, msg string)
+	observed func(drift.Finding) (reason, typ, msg string)
 }
 
 // recordName is the Finding object's name: check and id, both stable.
-func recordName(f check.Finding) string {
+func recordName(f drift.Finding) string {
 	return findingrecord.Name(f.Check, f.ID)
 }
 
 // sync creates or updates one record, acts through apply when the decision
 // says so, and returns when to look again.
-func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f check.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
-	log := rs.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), check.Qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
+func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
+	log := rs.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), drift.Qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
 	rec, wait, err := rs.current(ctx, log, f, rec, now)
 	if err != nil || wait > 0 {
 		return wait, err
@@ -168,7 +168,7 @@ func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f ch
 // nil when there is none or when the stored one was retired (finished, or
 // its times are no evidence), and how long to wait when a finished record
 // is still cooling down.
-func (rs *records) current(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, time.Duration, error) {
+func (rs *records) current(ctx context.Context, log logr.Logger, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, time.Duration, error) {
 	if rec != nil && finished(rec) {
 		if wait := rs.coolingDown(rec, now); wait > 0 {
 			// Acted on recently: the record is what the blast-radius
@@ -197,7 +197,7 @@ func (rs *records) current(ctx context.Context, log logr.Logger, f check.Finding
 }
 
 // announce is the Event that tells of a new record.
-func (s subject) announce(f check.Finding) (reason, typ, msg string) {
+func (s subject) announce(f drift.Finding) (reason, typ, msg string) {
 	if s.observed != nil {
 		return s.observed(f)
 	}
@@ -206,7 +206,7 @@ func (s subject) announce(f check.Finding) (reason, typ, msg string) {
 
 // overBudget turns a decision to act into Blocked(BlastRadiusExceeded) and
 // tells once per record.
-func (rs *records) overBudget(ctx context.Context, log logr.Logger, f check.Finding, rec *v1alpha1.Finding, st *step) {
+func (rs *records) overBudget(ctx context.Context, log logr.Logger, f drift.Finding, rec *v1alpha1.Finding, st *step) {
 	st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonBlastRadius
 	st.Status.Message = rs.blastRadiusMessage()
 	st.Act = false
@@ -268,7 +268,7 @@ func (rs *records) retire(ctx context.Context, rec *v1alpha1.Finding) error {
 // the action timeout, and counts it. An action that changed nothing (the
 // live re-check refused, the VMI migrates, RBAC forbade it) gives its
 // budget back.
-func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, taken time.Time) act.Result {
+func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFunc, f drift.Finding, rec *v1alpha1.Finding, taken time.Time) drift.Result {
 	actx, cancel := context.WithTimeout(ctx, rs.Config.ActionTimeout.Duration)
 	started := time.Now()
 	res := apply(actx, f)
@@ -285,13 +285,13 @@ func (rs *records) runAction(ctx context.Context, log logr.Logger, apply applyFu
 // changedNothing reports whether an action's result proves that nothing was
 // written: the live state said not safe now, or the API server forbade the
 // dry run or the write.
-func changedNothing(res act.Result) bool {
-	return res.Outcome == act.Refused || res.Outcome == act.Migrating || apierrors.IsForbidden(res.Err)
+func changedNothing(res drift.Result) bool {
+	return res.Outcome == drift.Refused || res.Outcome == drift.Migrating || apierrors.IsForbidden(res.Err)
 }
 
 // act records Acting, runs the action and stores the outcome; it returns
 // the action's result (zero when the claim was not stored and nothing ran).
-func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f check.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (act.Result, time.Duration, error) {
+func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f drift.Finding, rec *v1alpha1.Finding, st v1alpha1.FindingStatus, taken time.Time) (drift.Result, time.Duration, error) {
 	// The claim carries the attempt's time: should the process die during
 	// the action, the record still counts in the next budget window. It
 	// also carries a claim id of its own, so it is always a real write
@@ -301,7 +301,7 @@ func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f 
 	st.Claim = rs.claimID(taken)
 	if err := rs.claim(ctx, rec, st); err != nil {
 		rs.Budget.refund(recordKey(rec), taken) // nothing was done
-		return act.Result{}, 0, err             // conflict or error: requeue and decide again
+		return drift.Result{}, 0, err           // conflict or error: requeue and decide again
 	}
 	if rs.afterClaim != nil {
 		rs.afterClaim(f)
@@ -320,23 +320,23 @@ func (rs *records) act(ctx context.Context, log logr.Logger, apply applyFunc, f 
 }
 
 // outcome is the record's status after an action, and when to look again.
-func (rs *records) outcome(st v1alpha1.FindingStatus, res act.Result) (v1alpha1.FindingStatus, time.Duration) {
+func (rs *records) outcome(st v1alpha1.FindingStatus, res drift.Result) (v1alpha1.FindingStatus, time.Duration) {
 	now := rs.Now()
 	st.LastAttempt = mt(now)
 	st.Message = res.Message
 	st.Reason = string(res.Outcome)
 	switch res.Outcome {
-	case act.Applied:
+	case drift.Applied:
 		st.Phase, st.ResolvedAt, st.Attempts = v1alpha1.PhaseResolved, mt(now), 0
 		return st, 0
-	case act.Pending:
+	case drift.Pending:
 		st.Phase = v1alpha1.PhaseActing
 		return st, pendingRequeue
 	}
 	st.Attempts++
 	st.Phase = v1alpha1.PhaseFailed
 	switch {
-	case res.Outcome == act.Refused || res.Outcome == act.Migrating:
+	case res.Outcome == drift.Refused || res.Outcome == drift.Migrating:
 		// The live state says not safe now: the grace period starts
 		// again once the action is safe again.
 		st.Phase = v1alpha1.PhaseBlocked
@@ -373,7 +373,7 @@ const pendingRequeue = 10 * time.Second
 
 // resolveGone resolves every open record of this controller's scope whose
 // finding is not current (see scopeID).
-func (rs *records) resolveGone(ctx context.Context, current map[string]check.Finding, recs map[string]*v1alpha1.Finding, now time.Time) error {
+func (rs *records) resolveGone(ctx context.Context, current map[string]drift.Finding, recs map[string]*v1alpha1.Finding, now time.Time) error {
 	var errs []error
 	for id, rec := range recs {
 		if ofOtherScope(rec, rs.scope()) {
@@ -400,7 +400,7 @@ func (rs *records) resolve(ctx context.Context, rec *v1alpha1.Finding, now time.
 	return rs.writeStatus(ctx, rec, st)
 }
 
-func (rs *records) create(ctx context.Context, subj subject, f check.Finding) (*v1alpha1.Finding, error) {
+func (rs *records) create(ctx context.Context, subj subject, f drift.Finding) (*v1alpha1.Finding, error) {
 	rec := &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: subj.namespace,
@@ -510,7 +510,7 @@ func (rs *records) writeStatus(ctx context.Context, rec *v1alpha1.Finding, st v1
 }
 
 // event records an Event about f's object.
-func (rs *records) event(ctx context.Context, f check.Finding, reason, typ, msg string) {
+func (rs *records) event(ctx context.Context, f drift.Finding, reason, typ, msg string) {
 	if rs.Recorder != nil {
 		rs.Recorder.Event(ctx, f, reason, typ, msg)
 	}

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/testing/fixture"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 func TestCoolingDown(t *testing.T) {
@@ -45,7 +46,7 @@ func TestCoolingDown(t *testing.T) {
 // next process clamps them to it (trusted) and the first sight moves.
 func TestSync_newRecordTimesNotBeforeItsCreation(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	created := metav1.NewTime(t0) // the server's time, whole seconds
 	c := fakeClient(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 		if err := c.Create(ctx, obj, opts...); err != nil {
@@ -58,7 +59,7 @@ func TestSync_newRecordTimesNotBeforeItsCreation(t *testing.T) {
 	rs := testRecords(t, c, cfg)
 	pass := t0.Add(-20 * time.Millisecond) // the pass's clock, read before the create
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	apply := func(context.Context, check.Finding) act.Result { t.Fatal("acted"); return act.Result{} }
+	apply := func(context.Context, drift.Finding) drift.Result { t.Fatal("acted"); return drift.Result{} }
 	if _, err := rs.sync(context.Background(), apply, vmiSubject(vmi), f, nil, pass); err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +93,12 @@ func TestRecentActions_countsAClaimWithoutOutcome(t *testing.T) {
 // runs: a process that dies during the action leaves a record that counts.
 func TestSync_claimCarriesTheAttemptTime(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	c := fakeClient(interceptor.Funcs{})
 	rs := testRecords(t, c, graceConfig(0, check.OrphanHotplugVolume))
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
 	ran := false
-	apply := func(ctx context.Context, f check.Finding) act.Result {
+	apply := func(ctx context.Context, f drift.Finding) drift.Result {
 		ran = true
 		var claim v1alpha1.Finding
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: recordName(f)}, &claim); err != nil {
@@ -106,7 +107,7 @@ func TestSync_claimCarriesTheAttemptTime(t *testing.T) {
 		if claim.Status.Phase != v1alpha1.PhaseActing || claim.Status.LastAttempt == nil || !claim.Status.LastAttempt.Time.Equal(t0) {
 			t.Fatalf("during the action the record shows phase %s, lastAttempt %v: want the claim with the attempt's time", claim.Status.Phase, claim.Status.LastAttempt)
 		}
-		return act.Result{Outcome: act.Applied}
+		return drift.Result{Outcome: drift.Applied}
 	}
 	if _, err := rs.sync(context.Background(), apply, vmiSubject(vmi), f, nil, t0); err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestSync_claimCarriesTheAttemptTime(t *testing.T) {
 // and one whose cache is behind gets a conflict on its own claim.
 func TestSync_neverActsAlongsideAnotherClaim(t *testing.T) {
 	f := safeFinding()
-	f.Namespace, f.Object = "ns", check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
 	waiting := ours(&v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
@@ -139,11 +140,11 @@ func TestSync_neverActsAlongsideAnotherClaim(t *testing.T) {
 	}
 	seenByA, seenByB := read(), read() // both caches at the same resourceVersion
 	ran := 0
-	apply := func(context.Context, check.Finding) act.Result { ran++; return act.Result{Outcome: act.Applied} }
+	apply := func(context.Context, drift.Finding) drift.Result { ran++; return drift.Result{Outcome: drift.Applied} }
 	block := make(chan struct{})
 	// A claims and, while its action runs, B decides.
 	a := testRecords(t, c, cfg)
-	a.afterClaim = func(check.Finding) {
+	a.afterClaim = func(drift.Finding) {
 		b := testRecords(t, c, cfg)
 		if _, err := b.sync(context.Background(), apply, vmiSubject(vmi), f, seenByB, t0); err == nil {
 			t.Error("B claimed over A's claim from a stale cache")

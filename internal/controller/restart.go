@@ -24,6 +24,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -107,8 +108,8 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 // findingsOf runs DanglingVolumeReference on the snapshot and keeps the
 // findings about vm or its VMI whose storage is dangling, by volume name.
-func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) []check.Finding {
-	var out []check.Finding
+func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) []drift.Finding {
+	var out []drift.Finding
 	for _, f := range check.Run(s, r.Policy, r.Now()) {
 		ours := f.Object.UID == vm.UID || (vmi != nil && f.Object.UID == vmi.UID)
 		if f.Check != check.DanglingVolumeReference || !ours || f.Action.BlockedBy == check.ClaimExists {
@@ -122,7 +123,7 @@ func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.Virt
 
 // handle decides about one finding of a starting VM, keeping its record,
 // and returns when to look again.
-func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
+func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
 	log := r.Log.WithValues("finding", f.ID, "vm", vm.Namespace+"/"+vm.Name, "volume", f.Volume)
 	now := r.Now()
 	rec, st, wait, err := r.record(ctx, log, vm, f, rec, now)
@@ -175,11 +176,11 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 	switch {
 	case err != nil:
 		return 0, err
-	case res.Outcome == act.Applied:
+	case res.Outcome == drift.Applied:
 		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
 			fmt.Sprintf("removed hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
 		return 0, nil
-	case res.Outcome == act.Pending, res.Outcome == act.Refused, res.Outcome == act.Migrating:
+	case res.Outcome == drift.Pending, res.Outcome == drift.Refused, res.Outcome == drift.Migrating:
 		// Nothing more to do now; the executor recorded why. Look again.
 		return requeue, nil
 	}
@@ -189,7 +190,7 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 
 // apply removes a dangling reference; the live re-check needs no evidence
 // from the pass.
-func (r *RestartReconciler) apply(ctx context.Context, f check.Finding) act.Result {
+func (r *RestartReconciler) apply(ctx context.Context, f drift.Finding) drift.Result {
 	return r.Executor.Apply(ctx, f, act.Evidence{})
 }
 
@@ -218,11 +219,11 @@ func (r *RestartReconciler) settle(vm types.UID, volume string, now time.Time) t
 // settling drops the first sight of every volume of vm that has no safe
 // finding now: a reference that stopped dangling (its claim came back) or
 // became unsafe starts its settle period again when it dangles again.
-func (r *RestartReconciler) settling(vm types.UID, findings []check.Finding) {
+func (r *RestartReconciler) settling(vm types.UID, findings []drift.Finding) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for volume := range r.seen[vm] {
-		if !slices.ContainsFunc(findings, func(f check.Finding) bool { return f.Volume == volume && f.Action.Safe }) {
+		if !slices.ContainsFunc(findings, func(f drift.Finding) bool { return f.Volume == volume && f.Action.Safe }) {
 			delete(r.seen[vm], volume)
 		}
 	}
@@ -285,8 +286,8 @@ func (r *RestartReconciler) forget(vm types.UID) {
 }
 
 // event records an Event on the VM (also for a finding on its VMI).
-func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f check.Finding, reason, typ, msg string) {
-	f.Object = check.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
+func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, reason, typ, msg string) {
+	f.Object = drift.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
 	r.Records.event(ctx, f, reason, typ, msg)
 }
 

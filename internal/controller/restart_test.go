@@ -13,6 +13,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/testing/emulator"
@@ -167,7 +168,7 @@ func TestController_onRestart_stoppedThenStarted_removesDanglingHotplug(t *testi
 	w.waitEvent("vm-s", act.ReasonDanglingRemoved)
 	// Like the other modes, it keeps a Finding record: its action is
 	// claimed there, counted, and visible with kubectl.
-	rec := w.waitFinding("vm-s", "data", v1alpha1.PhaseResolved, string(act.Applied))
+	rec := w.waitFinding("vm-s", "data", v1alpha1.PhaseResolved, string(drift.Applied))
 	if rec.Spec.Check != check.DanglingVolumeReference || rec.Status.LastAttempt == nil || rec.Status.Claim == "" {
 		t.Errorf("the record does not show the action: %+v", rec)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/testing/fixture"
@@ -122,10 +123,10 @@ func FuzzRestartSettle(f *testing.F) {
 				r.forget("vm")
 				clear(stretch)
 			}
-			var findings []check.Finding
+			var findings []drift.Finding
 			for j, volume := range []string{"v1", "v2"} {
 				if b&(0x10<<j) != 0 {
-					findings = append(findings, check.Finding{Volume: volume, Action: check.Action{Type: check.VMRemoveVolume, Safe: true}})
+					findings = append(findings, drift.Finding{Volume: volume, Action: drift.Action{Type: check.VMRemoveVolume, Safe: true}})
 				} else {
 					delete(stretch, volume)
 				}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
@@ -46,7 +47,7 @@ func (r *RestartReconciler) vmRecords(ctx context.Context, vm *kubevirtv1.Virtua
 // record brings f's record up to date and returns it with the decided
 // step; a wait above zero means the record is cooling down after an action
 // and the finding is left alone until then.
-func (r *RestartReconciler) record(ctx context.Context, log logr.Logger, vm *kubevirtv1.VirtualMachine, f check.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, step, time.Duration, error) {
+func (r *RestartReconciler) record(ctx context.Context, log logr.Logger, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, step, time.Duration, error) {
 	rs := r.Records
 	rec, wait, err := rs.current(ctx, log, f, rec, now)
 	if err != nil || wait > 0 {
@@ -69,7 +70,7 @@ func (r *RestartReconciler) record(ctx context.Context, log logr.Logger, vm *kub
 
 // resolveVM resolves the VM's open records whose finding is not current
 // (none is when the VM is not starting).
-func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, current []check.Finding) error {
+func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, current []drift.Finding) error {
 	recs, err := r.vmRecords(ctx, vm)
 	if err != nil || len(recs) == 0 {
 		return err
@@ -78,8 +79,8 @@ func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.Virtua
 }
 
 // byID indexes findings by id.
-func byID(fs []check.Finding) map[string]check.Finding {
-	out := make(map[string]check.Finding, len(fs))
+func byID(fs []drift.Finding) map[string]drift.Finding {
+	out := make(map[string]drift.Finding, len(fs))
 	for _, f := range fs {
 		out[f.ID] = f
 	}

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // Reasons the controller itself gives for holding a safe action.
@@ -31,7 +31,7 @@ const (
 
 // stepInput is what decides a finding record's next state.
 type stepInput struct {
-	Finding check.Finding
+	Finding drift.Finding
 	// Record is the stored Finding object, or nil when there is none yet.
 	Record  *v1alpha1.Finding
 	Now     time.Time

@@ -9,17 +9,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func safeFinding() check.Finding {
-	return check.Finding{ID: "abc", Check: check.OrphanHotplugVolume, Severity: check.SeverityWarning,
-		Action: check.Action{Type: check.VMIRemoveVolume, Safe: true}}
+func safeFinding() drift.Finding {
+	return drift.Finding{ID: "abc", Check: check.OrphanHotplugVolume, Severity: drift.SeverityWarning,
+		Action: drift.Action{Type: check.VMIRemoveVolume, Safe: true}}
 }
 
-func blockedFinding(r check.BlockReason) check.Finding {
+func blockedFinding(r drift.BlockReason) drift.Finding {
 	f := safeFinding()
 	f.Action.Safe, f.Action.BlockedBy = false, r
 	return f
@@ -80,7 +81,7 @@ func TestDecide(t *testing.T) {
 	grace := 10 * time.Minute
 	for _, c := range []struct {
 		name        string
-		f           check.Finding
+		f           drift.Finding
 		rec         *v1alpha1.Finding
 		now         time.Time
 		dryRun      bool
@@ -183,7 +184,7 @@ func TestDecide(t *testing.T) {
 		{name: "failed twice, backoff over -> act again", f: safeFinding(),
 			rec: record(firstAt(t0.Add(-time.Hour)), safeAt(t0.Add(-time.Hour)), failed(2, t0.Add(-10*time.Second))), now: t0,
 			wantPhase: v1alpha1.PhaseActing, wantAct: true, wantFirst: t0.Add(-time.Hour), wantSafe: t0.Add(-time.Hour)},
-		{name: "information only -> observed", f: check.Finding{ID: "i", Severity: check.SeverityInfo, Action: check.Action{Type: check.None}}, now: t0,
+		{name: "information only -> observed", f: drift.Finding{ID: "i", Severity: drift.SeverityInfo, Action: drift.Action{Type: drift.None}}, now: t0,
 			wantPhase: v1alpha1.PhaseObserved, wantFirst: t0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -225,7 +226,7 @@ func TestDecide(t *testing.T) {
 func TestDecide_holdClearsRestartsGrace(t *testing.T) {
 	grace := 10 * time.Minute
 	rec := record(createdAt(t0))
-	apply := func(f check.Finding, now time.Time) step {
+	apply := func(f drift.Finding, now time.Time) step {
 		st := decide(stepInput{Finding: f, Record: rec, Now: now, Grace: grace, WatchingSince: t0})
 		rec.Status = st.Status
 		return st
@@ -393,7 +394,7 @@ func TestDecide_evidenceAgesFollowLastObserved(t *testing.T) {
 		})
 	}
 	f := blockedFinding("")
-	f.Action.Type = check.None
+	f.Action.Type = drift.None
 	f.Message = "claim data has been terminating for 5m30s"
 	f.Evidence = []string{"pod job (created 1h2m33s ago) on node n1", "finalizer x"}
 	for _, c := range []struct {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -97,7 +98,7 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	}
 	policy := r.Policy
 	policy.Checks = r.Checks
-	current := map[string]check.Finding{}
+	current := map[string]drift.Finding{}
 	for _, f := range check.Run(snap, policy, now) {
 		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
 			current[f.ID] = f
@@ -148,11 +149,11 @@ func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.
 
 // syncAll keeps the record of every current finding and returns when to
 // look again and what could not be recorded.
-func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot, current map[string]check.Finding, records map[string]*v1alpha1.Finding, now time.Time) (time.Duration, []error) {
+func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot, current map[string]drift.Finding, records map[string]*v1alpha1.Finding, now time.Time) (time.Duration, []error) {
 	nodes := nodesOf(snap)
 	// The live re-check sees the same durable node-gone records as the pass.
 	ev := act.Evidence{NodesGoneSince: snap.NodesGoneSince}
-	apply := func(ctx context.Context, f check.Finding) act.Result { return r.Executor.Apply(ctx, f, ev) }
+	apply := func(ctx context.Context, f drift.Finding) drift.Result { return r.Executor.Apply(ctx, f, ev) }
 	var errs []error
 	requeue := storageResync
 	for id, f := range current {
@@ -232,7 +233,7 @@ func nodesOf(s *snapshot.Snapshot) subjectNodes {
 // in the controller's own namespace, where only the controller writes;
 // others in the namespace they concern (the claim's, the pod's), else in
 // the controller's own; owned by its subject.
-func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, f check.Finding) subject {
+func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, f drift.Finding) subject {
 	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
 	}}
@@ -266,12 +267,12 @@ func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, 
 // finding's message, who holds the volume and the remedy. The finding's
 // evidence already follows the namespace-privacy rule, and the Event is
 // recorded on the waiting pod, in its namespace.
-func multiAttachEvent(f check.Finding) (reason, typ, msg string) {
+func multiAttachEvent(f drift.Finding) (reason, typ, msg string) {
 	return EventMultiAttach, corev1.EventTypeWarning, multiAttachText(f)
 }
 
 // multiAttachText is the text of multiAttachEvent.
-func multiAttachText(f check.Finding) string {
+func multiAttachText(f drift.Finding) string {
 	parts := []string{f.Message}
 	if len(f.Evidence) > 1 {
 		parts = append(parts, f.Evidence[1:]...)

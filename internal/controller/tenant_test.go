@@ -15,7 +15,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -53,14 +53,14 @@ func TestController_tenantEvidence_detachesWhatTheTenantDropped(t *testing.T) {
 	w.orphan("vm-t", "pvc-dropped")
 	w.startWithTenant(tenant.Kubeconfig)
 
-	w.waitFinding("vm-t", "pvc-dropped", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-t", "pvc-dropped", v1alpha1.PhaseResolved, string(drift.Applied))
 	if !lists(w.vmi("vm-t"), "pvc-kept") || w.finding("vm-t", "pvc-kept") != nil {
 		t.Fatal("the volume the tenant attaches was touched or reported")
 	}
 	if err := tc.Delete(w.ctx, va); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFinding("vm-t", "pvc-kept", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-t", "pvc-kept", v1alpha1.PhaseResolved, string(drift.Applied))
 	w.waitVMI("vm-t", "pvc-kept detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-kept") })
 }
 
@@ -125,7 +125,7 @@ func TestController_tenantNodeMappedLater_actsOnlyThen(t *testing.T) {
 	if err := tc.Update(w.ctx, bare); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFinding("vm-l", "pvc-l", v1alpha1.PhaseResolved, string(act.Applied))
+	w.waitFinding("vm-l", "pvc-l", v1alpha1.PhaseResolved, string(drift.Applied))
 }
 
 // startWithTenant starts the controller with a 1s grace, no VMI-only opt-in

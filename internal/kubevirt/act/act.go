@@ -24,44 +24,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
-
-// Outcome is how an attempt ended (contract: shown in plans, Events, metrics).
-type Outcome string
-
-// Outcomes.
-const (
-	// Applied: the change was made and the volume (or pod) is gone.
-	Applied Outcome = "Applied"
-	// Pending: the change was accepted but had not converged within the wait.
-	Pending Outcome = "Pending"
-	// Refused: the action was not safe (blocked, or the live re-check
-	// disagreed with the plan); nothing was changed.
-	Refused Outcome = "Refused"
-	// Migrating: the VMI migrates (read from its status.migrationState
-	// before acting, or answered by the VM route); nothing was changed;
-	// retry after the migration ended.
-	Migrating Outcome = "Migrating"
-	// Failed: the server refused or errored (a webhook denial, an
-	// authorization failure, a server error, a volume virt-handler does not
-	// unmount); nothing is known to have changed, or the change is stuck.
-	Failed Outcome = "Failed"
-)
-
-// Result is the outcome of one action.
-type Result struct {
-	FindingID string
-	Outcome   Outcome
-	Message   string
-	// Cause says which reason of the Outcome applied ("" when Applied
-	// without anything to note).
-	Cause Cause `json:",omitempty"`
-	Err   error `json:"-"`
-}
 
 // Executor applies actions against a live cluster.
 type Executor struct {
@@ -83,7 +51,7 @@ type Executor struct {
 	Recorder *Recorder
 	// AfterDryRun, when set, runs between the accepted dry run and the
 	// write (fault-injection tests stop the process there).
-	AfterDryRun func(check.Finding)
+	AfterDryRun func(drift.Finding)
 }
 
 // Evidence is what the caller's pass knows that a live read cannot see
@@ -117,8 +85,8 @@ func (e *Executor) now() time.Time {
 
 // Apply carries out f's action if, and only if, it is still safe. The
 // action type picks the action; ev is the pass's durable evidence.
-func (e *Executor) Apply(ctx context.Context, f check.Finding, ev Evidence) Result {
-	var r Result
+func (e *Executor) Apply(ctx context.Context, f drift.Finding, ev Evidence) drift.Result {
+	var r drift.Result
 	var a action
 	switch f.Action.Type {
 	case check.VMRemoveVolume, check.VMIRemoveVolume:
@@ -130,9 +98,9 @@ func (e *Executor) Apply(ctx context.Context, f check.Finding, ev Evidence) Resu
 	}
 	switch {
 	case !f.Action.Safe:
-		r = Result{Outcome: Refused, Message: fmt.Sprintf("action %s is not safe: blocked by %s", f.Action.Type, f.Action.BlockedBy)}
+		r = drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf("action %s is not safe: blocked by %s", f.Action.Type, f.Action.BlockedBy)}
 	case a.targets == nil:
-		r = Result{Outcome: Refused, Message: fmt.Sprintf("no action to take (%s)", f.Action.Type)}
+		r = drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf("no action to take (%s)", f.Action.Type)}
 	default:
 		r = e.guarded(ctx, f, a)
 	}
@@ -147,26 +115,26 @@ type action struct {
 	// read reads the subject live.
 	read func(context.Context) (*snapshot.Snapshot, error)
 	// check re-makes the finding from the fresh snapshot at now.
-	check func(s *snapshot.Snapshot, now time.Time) (check.Finding, bool)
+	check func(s *snapshot.Snapshot, now time.Time) (drift.Finding, bool)
 	// explain, when set, says better why a finding no longer made holds
 	// no more ("" when it cannot).
 	explain func(*snapshot.Snapshot) string
 	// targets derives the write from the fresh snapshot, or refuses.
-	targets func(*snapshot.Snapshot) (*write, *Result)
+	targets func(*snapshot.Snapshot) (*write, *drift.Result)
 }
 
 // write is one change: made for real, or only asked of the server as a
 // dry run.
 type write struct {
 	// do makes the change, or with dryRun asks the server whether it would.
-	do func(ctx context.Context, dryRun bool) *Result
+	do func(ctx context.Context, dryRun bool) *drift.Result
 	// fingerprint, when set, makes the protocol re-check once more after the
 	// dry run and refuse when the fingerprint moved: for writes that take no
 	// precondition.
 	fingerprint func(*snapshot.Snapshot) string
 	// done is the outcome once the write was accepted: a wait for the change
 	// to converge, or a message.
-	done func(context.Context) Result
+	done func(context.Context) drift.Result
 }
 
 // guarded runs an action through the one write protocol of this package:
@@ -177,15 +145,15 @@ type write struct {
 // observe.VMReferences), and nothing slow comes between those reads and the
 // write: the removevolume subresource takes no UID or resourceVersion
 // precondition, so this is as close as tether can hold them.
-func (e *Executor) guarded(ctx context.Context, f check.Finding, a action) Result {
-	var r Result
+func (e *Executor) guarded(ctx context.Context, f drift.Finding, a action) drift.Result {
+	var r drift.Result
 	for try := 1; ; try++ {
 		r = e.guardedOnce(ctx, f, a)
-		if r.Cause != Race || try == raceAttempts || !e.pause(ctx) {
+		if r.Cause != drift.Race || try == raceAttempts || !e.pause(ctx) {
 			break
 		}
 	}
-	if r.Cause == Race {
+	if r.Cause == drift.Race {
 		r.Message = fmt.Sprintf("%s; gave up after %d tries, each from a fresh live re-read and re-check", r.Message, raceAttempts)
 	}
 	return r
@@ -209,7 +177,7 @@ func (e *Executor) pause(ctx context.Context) bool {
 }
 
 // guardedOnce is one try of the protocol described at guarded.
-func (e *Executor) guardedOnce(ctx context.Context, f check.Finding, a action) Result {
+func (e *Executor) guardedOnce(ctx context.Context, f drift.Finding, a action) drift.Result {
 	first, refusal := e.recheck(ctx, f, a)
 	if refusal != nil {
 		return *refusal
@@ -242,22 +210,22 @@ func (e *Executor) guardedOnce(ctx context.Context, f check.Finding, a action) R
 // reached turns a write's answer that the goal was already reached (a
 // removevolume answered "does not exist", confirmed by a live re-read) into
 // the wait for convergence; any other refusal stays as it is.
-func reached(ctx context.Context, w *write, r Result) Result {
-	if r.Cause != AlreadyGone {
+func reached(ctx context.Context, w *write, r drift.Result) drift.Result {
+	if r.Cause != drift.AlreadyGone {
 		return r
 	}
 	res := w.done(ctx)
-	res.Cause = AlreadyGone
+	res.Cause = drift.AlreadyGone
 	res.Message = r.Message + "; " + res.Message
 	return res
 }
 
 // recheck reads the subject live and re-runs the check. It returns the
 // fresh snapshot, or a refusal when the plan no longer holds.
-func (e *Executor) recheck(ctx context.Context, f check.Finding, a action) (*snapshot.Snapshot, *Result) {
+func (e *Executor) recheck(ctx context.Context, f drift.Finding, a action) (*snapshot.Snapshot, *drift.Result) {
 	s, err := a.read(ctx)
 	if err != nil {
-		return nil, &Result{Outcome: Failed, Message: "live re-read failed", Err: err}
+		return nil, &drift.Result{Outcome: drift.Failed, Message: "live re-read failed", Err: err}
 	}
 	fresh, ok := a.check(s, e.now())
 	if reason := stillSame(f, fresh, ok); reason != "" {
@@ -267,15 +235,15 @@ func (e *Executor) recheck(ctx context.Context, f check.Finding, a action) (*sna
 			}
 		}
 		if ok && fresh.Action.BlockedBy == check.VMIMigrating {
-			return nil, &Result{Outcome: Migrating, Cause: MigrationInProgress, Message: "live re-check: " + reason + "; retry after the migration ended"}
+			return nil, &drift.Result{Outcome: drift.Migrating, Cause: MigrationInProgress, Message: "live re-check: " + reason + "; retry after the migration ended"}
 		}
-		return nil, &Result{Outcome: Refused, Message: "live re-check: " + reason}
+		return nil, &drift.Result{Outcome: drift.Refused, Message: "live re-check: " + reason}
 	}
 	return s, nil
 }
 
 // stillSame compares a planned finding with the one re-made from live state.
-func stillSame(planned, fresh check.Finding, found bool) string {
+func stillSame(planned, fresh drift.Finding, found bool) string {
 	switch {
 	case !found:
 		return "the condition no longer holds (volume wanted again, already gone, or subject gone)"
@@ -299,7 +267,7 @@ func withDryRun[O any](dryRun bool, opts ...O) []O {
 
 // refused turns the error of a write step into its refusal, nil when there
 // was none; on the dry run the step is "dry-run <step>".
-func refused(dryRun bool, step string, err error) *Result {
+func refused(dryRun bool, step string, err error) *drift.Result {
 	if err == nil {
 		return nil
 	}
@@ -313,28 +281,28 @@ func refused(dryRun bool, step string, err error) *Result {
 // waitFor polls converged until it holds, for at most the executor's wait
 // timeout: Applied with the message done, else Pending with late(timeout),
 // or Pending when ctx ends first.
-func (e *Executor) waitFor(ctx context.Context, converged func(context.Context) bool, done string, late func(time.Duration) string) Result {
+func (e *Executor) waitFor(ctx context.Context, converged func(context.Context) bool, done string, late func(time.Duration) string) drift.Result {
 	timeout, interval := e.waitTimeout(), e.pollInterval()
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		return converged(ctx), nil
 	})
 	switch {
 	case err == nil:
-		return Result{Outcome: Applied, Message: done}
+		return drift.Result{Outcome: drift.Applied, Message: done}
 	case ctx.Err() != nil:
-		return Result{Outcome: Pending, Message: "stopped waiting: " + ctx.Err().Error(), Err: ctx.Err()}
+		return drift.Result{Outcome: drift.Pending, Message: "stopped waiting: " + ctx.Err().Error(), Err: ctx.Err()}
 	}
-	return Result{Outcome: Pending, Message: late(timeout)}
+	return drift.Result{Outcome: drift.Pending, Message: late(timeout)}
 }
 
 // moved refuses when the fingerprints of the first and the last live
 // re-check differ: an object was changed, or deleted and re-created under
 // the same name (another UID), in between.
-func moved(before, after string) *Result {
+func moved(before, after string) *drift.Result {
 	if before == after {
 		return nil
 	}
-	return &Result{Outcome: Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", before, after)}
+	return &drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf("live re-check: objects changed during the dry run (%s -> %s); try again", before, after)}
 }
 
 // resourceVersions fingerprints the VMs and VMIs of a snapshot by name, UID
@@ -350,15 +318,15 @@ func resourceVersions(s *snapshot.Snapshot) string {
 	return strings.TrimSuffix(b.String(), " ")
 }
 
-func serverRefusal(step string, err error) Result {
+func serverRefusal(step string, err error) drift.Result {
 	switch {
 	case apierrors.IsConflict(err):
-		return Result{Outcome: Refused, Cause: Conflict, Message: step + " answered 409 Conflict: the object changed since the live re-read (its precondition failed), and nothing was changed; the next pass decides again", Err: err}
+		return drift.Result{Outcome: drift.Refused, Cause: drift.Conflict, Message: step + " answered 409 Conflict: the object changed since the live re-read (its precondition failed), and nothing was changed; the next pass decides again", Err: err}
 	case apierrors.IsNotFound(err):
-		return Result{Outcome: Refused, Cause: SubjectGone, Message: step + " answered 404 Not Found: the object is already gone", Err: err}
+		return drift.Result{Outcome: drift.Refused, Cause: drift.SubjectGone, Message: step + " answered 404 Not Found: the object is already gone", Err: err}
 	}
 	a := classifyAnswer(err)
-	return Result{Outcome: a.outcome, Cause: a.cause, Message: step + ": " + a.hint + ": " + err.Error(), Err: err}
+	return drift.Result{Outcome: a.outcome, Cause: a.cause, Message: step + ": " + a.hint + ": " + err.Error(), Err: err}
 }
 
 func (e *Executor) waitTimeout() time.Duration {

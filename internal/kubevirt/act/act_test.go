@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -29,7 +30,7 @@ func TestApply_vmiOnlyOrphanWithTenantEvidence_detached(t *testing.T) {
 		t.Fatalf("want a safe VMIRemoveVolume, got %+v", f.Action)
 	}
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Applied {
+	if r.Outcome != drift.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
 	if vmi := s.vmi("node-a"); vmi == nil || lists(vmi, "pvc-orphan") {
@@ -64,7 +65,7 @@ func TestApply_tenantWantsVolumeAgainAfterPlan_refused(t *testing.T) {
 	t.Cleanup(func() { _ = tc.Delete(s.ctx, va); _ = tc.Delete(s.ctx, pv) })
 
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Refused {
+	if r.Outcome != drift.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
 	if vmi := s.vmi("node-b"); !hasHotplug(vmi, "pvc-back") {
@@ -121,7 +122,7 @@ func TestApply_migrationStartsAfterPlan_refused(t *testing.T) {
 	})
 	s.waitVMI("node-e", "migration started", check.IsMigrating)
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Migrating || r.Cause != act.MigrationInProgress || !strings.Contains(r.Message, string(check.VMIMigrating)) {
+	if r.Outcome != drift.Migrating || r.Cause != act.MigrationInProgress || !strings.Contains(r.Message, string(check.VMIMigrating)) {
 		t.Fatalf("want Migrating by %s, got %s/%s: %s", check.VMIMigrating, r.Outcome, r.Cause, r.Message)
 	}
 	if !hasHotplug(s.vmi("node-e"), "pvc-e") {
@@ -139,7 +140,7 @@ func TestApply_blockedFinding_refusedWithoutCalls(t *testing.T) {
 		t.Fatalf("want blocked by %s, got %+v", check.VMIOnlyHotplug, f.Action)
 	}
 	r := s.executor(policy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Refused {
+	if r.Outcome != drift.Refused {
 		t.Fatalf("want Refused, got %s", r.Outcome)
 	}
 	if !hasHotplug(s.vmi("node-g"), "pvc-g") {
@@ -160,7 +161,7 @@ func TestApply_tenantAuthoritative_vmLevelRemoval(t *testing.T) {
 		t.Fatalf("want a safe VMRemoveVolume, got %+v", f.Action)
 	}
 	r := s.executor(p, s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Applied {
+	if r.Outcome != drift.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
 	var fresh kubevirtv1.VirtualMachine

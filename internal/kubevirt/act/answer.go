@@ -8,49 +8,23 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/tether-dev/tether/internal/drift"
 )
 
-// Cause names what happened when an action did not simply apply: which
-// answer the server gave, read by what it means, or what the live state
-// showed. The Outcome stays one of five (contract); Cause says which of
-// its reasons it was.
-type Cause string
-
-// Causes.
+// KubeVirt's causes, beside the ones every platform meets (internal/drift).
 const (
-	// AlreadyGone: removevolume answered 409 "does not exist" and a live
-	// re-read shows the volume left the addressed spec: the goal was
-	// reached by someone else.
-	AlreadyGone Cause = "AlreadyGone"
-	// SubjectGone: the VM or VMI addressed is gone (404).
-	SubjectGone Cause = "SubjectGone"
-	// Conflict: virt-api's validation refused the call (409): the volume
-	// is not hotpluggable, already exists, or a queued request clashes.
-	Conflict Cause = "Conflict"
 	// NotRunning: the VMI is not Running (409 "VMI is not running").
-	NotRunning Cause = "NotRunning"
-	// Race: the JSON patch virt-api wrote failed its `test` (422): the VM
-	// or VMI changed in between.
-	Race Cause = "Race"
-	// Denied: an admission webhook denied virt-api's patch (other 422).
-	Denied Cause = "Denied"
+	NotRunning drift.Cause = "NotRunning"
 	// GateMissing: the feature gate the call needs is off (400): neither
 	// hot-plug gate, or HotplugVolumes for a VM-owned VMI.
-	GateMissing Cause = "GateMissing"
+	GateMissing drift.Cause = "GateMissing"
 	// MigrationInProgress: the VMI migrates (read before acting, or 422
 	// from the VM route under HotplugVolumes).
-	MigrationInProgress Cause = "MigrationInProgress"
-	// Unauthorized: virt-api's own authorization refused the caller (401).
-	Unauthorized Cause = "Unauthorized"
-	// Forbidden: RBAC refused the caller (403).
-	Forbidden Cause = "Forbidden"
-	// Timeout: the call timed out; nothing is known to have changed.
-	Timeout Cause = "Timeout"
-	// ServerError: any other refusal or error.
-	ServerError Cause = "ServerError"
+	MigrationInProgress drift.Cause = "MigrationInProgress"
 	// UnmountStuck: the volume left the VMI spec, but virt-handler has not
 	// unmounted it within the wait.
-	UnmountStuck Cause = "UnmountStuck"
+	UnmountStuck drift.Cause = "UnmountStuck"
 )
 
 // Messages of virt-api (pkg/virt-api/rest/volumes.go and subresource.go,
@@ -75,8 +49,8 @@ const (
 // answer is what one error answer of virt-api to addvolume/removevolume
 // means, and what tether does about it.
 type answer struct {
-	cause   Cause
-	outcome Outcome
+	cause   drift.Cause
+	outcome drift.Outcome
 	// hint says what the answer means for the operator.
 	hint string
 }
@@ -88,30 +62,30 @@ func classifyAnswer(err error) answer {
 	code, msg := statusOf(err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return answer{Timeout, Failed, "timed out; nothing is known to have changed"}
+		return answer{drift.Timeout, drift.Failed, "timed out; nothing is known to have changed"}
 	case code == http.StatusNotFound:
-		return answer{SubjectGone, Refused, "the VM or VMI is gone; nothing to remove"}
+		return answer{drift.SubjectGone, drift.Refused, "the VM or VMI is gone; nothing to remove"}
 	case code == http.StatusConflict && strings.Contains(msg, msgDoesNotExist):
-		return answer{AlreadyGone, Refused, "virt-api says the volume does not exist"}
+		return answer{drift.AlreadyGone, drift.Refused, "virt-api says the volume does not exist"}
 	case code == http.StatusConflict && strings.Contains(msg, msgNotRunning):
-		return answer{NotRunning, Refused, "the VMI is not running; try again once it runs"}
+		return answer{NotRunning, drift.Refused, "the VMI is not running; try again once it runs"}
 	case code == http.StatusConflict:
-		return answer{Conflict, Refused, "virt-api's validation refused the call; retrying will not help until the VM or VMI changes"}
+		return answer{drift.Conflict, drift.Refused, "virt-api's validation refused the call; retrying will not help until the VM or VMI changes"}
 	case code == http.StatusBadRequest && (strings.Contains(msg, msgGateOff) || strings.Contains(msg, msgOwnedByVM)):
-		return answer{GateMissing, Refused, "the KubeVirt feature gate this call needs is off; see the finding's remedy"}
+		return answer{GateMissing, drift.Refused, "the KubeVirt feature gate this call needs is off; see the finding's remedy"}
 	case code == http.StatusUnprocessableEntity && strings.Contains(msg, msgMigrationInProgress):
-		return answer{MigrationInProgress, Migrating, "the VMI migrates; retry after the migration ended"}
+		return answer{MigrationInProgress, drift.Migrating, "the VMI migrates; retry after the migration ended"}
 	case code == http.StatusUnprocessableEntity && isPatchTestFailure(err, msg):
-		return answer{Race, Refused, "the VM or VMI changed while virt-api patched it; re-read and retry"}
+		return answer{drift.Race, drift.Refused, "the VM or VMI changed while virt-api patched it; re-read and retry"}
 	case code == http.StatusUnprocessableEntity:
-		return answer{Denied, Failed, "an admission webhook denied the change; read its message"}
+		return answer{drift.Denied, drift.Failed, "an admission webhook denied the change; read its message"}
 	case code == http.StatusUnauthorized:
-		return answer{Unauthorized, Failed, "virt-api's own authorization refused tether's account; grant it the KubeVirt subresource permissions"}
+		return answer{drift.Unauthorized, drift.Failed, "virt-api's own authorization refused tether's account; grant it the KubeVirt subresource permissions"}
 	case code == http.StatusForbidden:
-		return answer{Forbidden, Failed, "forbidden: tether's account may not do this, and nothing was changed; grant the permission " +
+		return answer{drift.Forbidden, drift.Failed, "forbidden: tether's account may not do this, and nothing was changed; grant the permission " +
 			"(for the storage remediations: `kubectl apply -k config/rbac/storage-remediation`), or run in dry run"}
 	}
-	return answer{ServerError, Failed, "refused; nothing is known to have changed"}
+	return answer{drift.ServerError, drift.Failed, "refused; nothing is known to have changed"}
 }
 
 // statusOf is an error's HTTP status code (0 if none) and message.
@@ -143,9 +117,9 @@ func isPatchTestFailure(err error, msg string) bool {
 }
 
 // volumeRefusal is the result of a volume call answered with err.
-func volumeRefusal(step string, err error) Result {
+func volumeRefusal(step string, err error) drift.Result {
 	a := classifyAnswer(err)
-	return Result{Outcome: a.outcome, Cause: a.cause, Err: err,
+	return drift.Result{Outcome: a.outcome, Cause: a.cause, Err: err,
 		Message: fmt.Sprintf("%s answered %s (%s): %s", step, answerName(err), a.hint, err.Error())}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
 
@@ -24,8 +25,8 @@ type virtAPIAnswer struct {
 	name      string
 	status    *apierrors.StatusError // JSON metav1.Status body
 	plain     int                    // or a text/plain answer with this code
-	want      Cause
-	wantOut   Outcome
+	want      drift.Cause
+	wantOut   drift.Outcome
 	wantRetry bool
 }
 
@@ -48,34 +49,34 @@ func virtAPIAnswers() []virtAPIAnswer {
 	}
 	return []virtAPIAnswer{
 		// volumes.go:314 (verifyVolumeOption), 409 at 190-193 and 228-231.
-		{name: "remove of a volume that is gone", status: conflict(vmi, "Unable to remove volume [pvc-a] because it does not exist"), want: AlreadyGone, wantOut: Refused},
-		{name: "remove on VM route of a volume that is gone", status: conflict(vm, "Unable to remove volume [pvc-a] because it does not exist"), want: AlreadyGone, wantOut: Refused},
+		{name: "remove of a volume that is gone", status: conflict(vmi, "Unable to remove volume [pvc-a] because it does not exist"), want: drift.AlreadyGone, wantOut: drift.Refused},
+		{name: "remove on VM route of a volume that is gone", status: conflict(vm, "Unable to remove volume [pvc-a] because it does not exist"), want: drift.AlreadyGone, wantOut: drift.Refused},
 		// volumes.go:305.
-		{name: "not hotpluggable", status: conflict(vmi, "Unable to remove volume [pvc-a] because it is not hotpluggable"), want: Conflict, wantOut: Refused},
+		{name: "not hotpluggable", status: conflict(vmi, "Unable to remove volume [pvc-a] because it is not hotpluggable"), want: drift.Conflict, wantOut: drift.Refused},
 		// volumes.go:298,301.
-		{name: "add: name exists", status: conflict(vm, "Unable to add volume [pvc-a] because volume with that name already exists"), want: Conflict, wantOut: Refused},
+		{name: "add: name exists", status: conflict(vm, "Unable to add volume [pvc-a] because volume with that name already exists"), want: drift.Conflict, wantOut: drift.Refused},
 		// volumes.go:436 (queue, HotplugVolumes), 409 at 263-266.
-		{name: "duplicate remove request", status: conflict(vm, "a remove volume request for volume [pvc-a] already exists and is still being processed"), want: Conflict, wantOut: Refused},
+		{name: "duplicate remove request", status: conflict(vm, "a remove volume request for volume [pvc-a] already exists and is still being processed"), want: drift.Conflict, wantOut: drift.Refused},
 		// subresource.go:54, volumes.go:224-226.
-		{name: "VMI not running", status: conflict(vmi, "VMI is not running"), want: NotRunning, wantOut: Refused},
+		{name: "VMI not running", status: conflict(vmi, "VMI is not running"), want: NotRunning, wantOut: drift.Refused},
 		// volumes.go:40,75-78.
-		{name: "no hot-plug gate", status: apierrors.NewBadRequest("Enable DeclarativeHotplugVolumes or HotplugVolumes feature gate to use this API."), want: GateMissing, wantOut: Refused},
+		{name: "no hot-plug gate", status: apierrors.NewBadRequest("Enable DeclarativeHotplugVolumes or HotplugVolumes feature gate to use this API."), want: GateMissing, wantOut: drift.Refused},
 		// volumes.go:220-222.
-		{name: "VM-owned VMI without HotplugVolumes", status: apierrors.NewBadRequest("VMI ns/vm-a is owned by a VM"), want: GateMissing, wantOut: Refused},
-		{name: "bad request otherwise", status: apierrors.NewBadRequest("RemoveVolumeOptions requires name to be set"), want: ServerError, wantOut: Failed},
-		{name: "JSON-patch test race", status: race, want: Race, wantOut: Refused, wantRetry: true},
+		{name: "VM-owned VMI without HotplugVolumes", status: apierrors.NewBadRequest("VMI ns/vm-a is owned by a VM"), want: GateMissing, wantOut: drift.Refused},
+		{name: "bad request otherwise", status: apierrors.NewBadRequest("RemoveVolumeOptions requires name to be set"), want: drift.ServerError, wantOut: drift.Failed},
+		{name: "JSON-patch test race", status: race, want: drift.Race, wantOut: drift.Refused, wantRetry: true},
 		// vms-admitter.go:450-456.
-		{name: "HotplugVolumes VM route while migrating", status: webhook("Cannot handle volume requests while VMI migration is in progress"), want: MigrationInProgress, wantOut: Migrating},
+		{name: "HotplugVolumes VM route while migrating", status: webhook("Cannot handle volume requests while VMI migration is in progress"), want: MigrationInProgress, wantOut: drift.Migrating},
 		// storagehotplug.go:37-66; vmi-update-admitter.go:101-118.
-		{name: "webhook: update restricted", status: webhook("update of VMI object is restricted"), want: Denied, wantOut: Failed},
+		{name: "webhook: update restricted", status: webhook("update of VMI object is restricted"), want: drift.Denied, wantOut: drift.Failed},
 		// vms-admitter.go: snapshot in progress.
-		{name: "webhook: snapshot in progress", status: webhook(`Cannot update vm disks or volumes until snapshot "s" completes`), want: Denied, wantOut: Failed},
+		{name: "webhook: snapshot in progress", status: webhook(`Cannot update vm disks or volumes until snapshot "s" completes`), want: drift.Denied, wantOut: drift.Failed},
 		// subresource.go:232-255.
-		{name: "VMI gone", status: apierrors.NewNotFound(vmi, "vm-a"), want: SubjectGone, wantOut: Refused},
-		{name: "server error", status: apierrors.NewInternalError(errors.New("unable to patch vm")), want: ServerError, wantOut: Failed},
+		{name: "VMI gone", status: apierrors.NewNotFound(vmi, "vm-a"), want: drift.SubjectGone, wantOut: drift.Refused},
+		{name: "server error", status: apierrors.NewInternalError(errors.New("unable to patch vm")), want: drift.ServerError, wantOut: drift.Failed},
 		// api.go:906-919: virt-api's own SubjectAccessReview, text/plain 401.
-		{name: "virt-api authorization", plain: http.StatusUnauthorized, want: Unauthorized, wantOut: Failed},
-		{name: "RBAC", status: apierrors.NewForbidden(vmi, "vm-a", errors.New("no")), want: Forbidden, wantOut: Failed},
+		{name: "virt-api authorization", plain: http.StatusUnauthorized, want: drift.Unauthorized, wantOut: drift.Failed},
+		{name: "RBAC", status: apierrors.NewForbidden(vmi, "vm-a", errors.New("no")), want: drift.Forbidden, wantOut: drift.Failed},
 	}
 }
 
@@ -93,10 +94,10 @@ func TestClassifyAnswer_virtAPIAnswers(t *testing.T) {
 			if got.cause != c.want || got.outcome != c.wantOut {
 				t.Fatalf("%v: got %s/%s, want %s/%s", err, got.cause, got.outcome, c.want, c.wantOut)
 			}
-			if (got.cause == Race) != c.wantRetry {
-				t.Fatalf("retry: got %v, want %v", got.cause == Race, c.wantRetry)
+			if (got.cause == drift.Race) != c.wantRetry {
+				t.Fatalf("retry: got %v, want %v", got.cause == drift.Race, c.wantRetry)
 			}
-			if got.outcome == Migrating && got.cause != MigrationInProgress {
+			if got.outcome == drift.Migrating && got.cause != MigrationInProgress {
 				t.Fatalf("Migrating without a migration: %s", got.cause)
 			}
 		})
@@ -129,7 +130,7 @@ func serveAnswer(t *testing.T, c virtAPIAnswer) error {
 
 // A timeout is Failed, never a refusal: the write may have happened.
 func TestClassifyAnswer_timeout(t *testing.T) {
-	if a := classifyAnswer(context.DeadlineExceeded); a.cause != Timeout || a.outcome != Failed {
+	if a := classifyAnswer(context.DeadlineExceeded); a.cause != drift.Timeout || a.outcome != drift.Failed {
 		t.Fatalf("got %+v", a)
 	}
 }

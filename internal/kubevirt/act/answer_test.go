@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 )
@@ -30,18 +30,18 @@ func TestApply_serverAnswers_readByMeaning(t *testing.T) {
 	conflict := `Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io "node-f": `
 	for _, c := range []struct {
 		fault   emulator.Fault
-		want    act.Outcome
-		cause   act.Cause
+		want    drift.Outcome
+		cause   drift.Cause
 		message string
 	}{
-		{emulator.Fault{Status: 409, Message: conflict + "Unable to remove volume [pvc-f] because it is not hotpluggable"}, act.Refused, act.Conflict, "not hotpluggable"},
-		{emulator.Fault{Status: 409, Message: conflict + "VMI is not running"}, act.Refused, act.NotRunning, "not running"},
+		{emulator.Fault{Status: 409, Message: conflict + "Unable to remove volume [pvc-f] because it is not hotpluggable"}, drift.Refused, drift.Conflict, "not hotpluggable"},
+		{emulator.Fault{Status: 409, Message: conflict + "VMI is not running"}, drift.Refused, act.NotRunning, "not running"},
 		// "does not exist" while a live re-read still finds it: not gone.
-		{emulator.Fault{Status: 409, Message: conflict + "Unable to remove volume [pvc-f] because it does not exist"}, act.Refused, act.Conflict, "still lists"},
+		{emulator.Fault{Status: 409, Message: conflict + "Unable to remove volume [pvc-f] because it does not exist"}, drift.Refused, drift.Conflict, "still lists"},
 		// Each try fails its dry run: three tries, then a refusal.
-		{emulator.Fault{Status: 422, Count: 3, Message: "the server rejected our request due to an error in our request"}, act.Refused, act.Race, "after 3 tries"},
-		{emulator.Fault{Status: 422, Message: `admission webhook "x" denied the request: update of VMI object is restricted`}, act.Failed, act.Denied, "webhook"},
-		{emulator.Fault{Status: 500}, act.Failed, act.ServerError, "refused"},
+		{emulator.Fault{Status: 422, Count: 3, Message: "the server rejected our request due to an error in our request"}, drift.Refused, drift.Race, "after 3 tries"},
+		{emulator.Fault{Status: 422, Message: `admission webhook "x" denied the request: update of VMI object is restricted`}, drift.Failed, drift.Denied, "webhook"},
+		{emulator.Fault{Status: 500}, drift.Failed, drift.ServerError, "refused"},
 	} {
 		c.fault.Namespace, c.fault.Name = s.ns, "node-f"
 		s.env.Emulator.InjectFaults(c.fault)
@@ -63,14 +63,14 @@ func TestApply_serverAnswers_readByMeaning(t *testing.T) {
 func TestApply_raceLostOnce_appliedOnRetry(t *testing.T) {
 	s := newScene(t)
 	f, ex := s.plannedOrphan("node-r", "pvc-r")
-	ex.AfterDryRun = func(check.Finding) {
+	ex.AfterDryRun = func(drift.Finding) {
 		// The write (not the dry run) loses the race, once.
 		s.env.Emulator.InjectFaults(emulator.Fault{Status: 422, Namespace: s.ns, Name: "node-r",
 			Message: "the server rejected our request due to an error in our request"})
 		ex.AfterDryRun = nil
 	}
 	r := ex.Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Applied {
+	if r.Outcome != drift.Applied {
 		t.Fatalf("want Applied, got %s/%s: %s", r.Outcome, r.Cause, r.Message)
 	}
 }
@@ -83,7 +83,7 @@ func TestApply_removedByOtherBeforeWrite_alreadyGone(t *testing.T) {
 	f, ex := s.plannedOrphan("node-x", "pvc-x")
 	ex.Subresources = racingSubresources(t, s.sub)
 	r := ex.Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Applied || r.Cause != act.AlreadyGone {
+	if r.Outcome != drift.Applied || r.Cause != drift.AlreadyGone {
 		t.Fatalf("want Applied/AlreadyGone, got %s/%s: %s", r.Outcome, r.Cause, r.Message)
 	}
 	if lists(s.vmi("node-x"), "pvc-x") {
@@ -138,7 +138,7 @@ func racingSubresources(t *testing.T, real rest.Interface) rest.Interface {
 // plannedOrphan runs a VM, hot-plugs volume at VMI level, and plans its
 // safe VMIRemoveVolume with tenant evidence; it returns the finding and an
 // executor for it.
-func (s *scene) plannedOrphan(vm, volume string) (check.Finding, *act.Executor) {
+func (s *scene) plannedOrphan(vm, volume string) (drift.Finding, *act.Executor) {
 	s.t.Helper()
 	s.runningVM(vm)
 	s.hotplug(virtapi.VMI, vm, volume)

@@ -11,6 +11,7 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -21,7 +22,7 @@ import (
 // DanglingVolumeReference: from the VM spec (VM-level removevolume) or from
 // a running VMI (VMI-level). Every object of the reference's snapshot is
 // fingerprinted: a change to any of them between dry run and write refuses.
-func (e *Executor) removeDangling(f check.Finding) action {
+func (e *Executor) removeDangling(f drift.Finding) action {
 	kind := virtapi.VMI
 	if f.Object.Kind == "VirtualMachine" {
 		kind = virtapi.VM
@@ -30,7 +31,7 @@ func (e *Executor) removeDangling(f check.Finding) action {
 		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return observe.VMReferences(ctx, e.Client, f.Namespace, f.Object.Name, observe.Claims{Volume: f.Volume})
 		},
-		check: func(s *snapshot.Snapshot, now time.Time) (check.Finding, bool) {
+		check: func(s *snapshot.Snapshot, now time.Time) (drift.Finding, bool) {
 			return check.CheckDangling(s, e.Policy, now, f.Namespace, f.Object.Kind, f.Object.Name, f.Volume)
 		},
 		explain: storageBack,
@@ -39,7 +40,7 @@ func (e *Executor) removeDangling(f check.Finding) action {
 	if kind == virtapi.VM {
 		done = e.vmSpecDropped(f)
 	}
-	a.targets = func(s *snapshot.Snapshot) (*write, *Result) {
+	a.targets = func(s *snapshot.Snapshot) (*write, *drift.Result) {
 		return e.removeVolumeWrite(s, kind, f.Namespace, f.Object.Name, f.Volume, danglingVersions, done)
 	}
 	return a
@@ -85,8 +86,8 @@ func danglingVersions(s *snapshot.Snapshot) string {
 // vmSpecDropped waits until the VM's template no longer lists the volume
 // (with the HotplugVolumes gate the request is queued in the VM status
 // first and applied by virt-controller).
-func (e *Executor) vmSpecDropped(f check.Finding) func(context.Context) Result {
-	return func(ctx context.Context) Result {
+func (e *Executor) vmSpecDropped(f drift.Finding) func(context.Context) drift.Result {
+	return func(ctx context.Context) drift.Result {
 		dropped := func(ctx context.Context) bool {
 			var vm kubevirtv1.VirtualMachine
 			err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vm)

@@ -9,6 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -28,7 +29,7 @@ func danglingPolicy() check.Policy {
 // danglingPlan observes the namespace and returns the DanglingVolumeReference
 // finding about object name (kind VirtualMachine or VirtualMachineInstance)
 // and volume.
-func (s *scene) danglingPlan(p check.Policy, kind, name, volume string) check.Finding {
+func (s *scene) danglingPlan(p check.Policy, kind, name, volume string) drift.Finding {
 	s.t.Helper()
 	snap, err := observe.Observe(s.ctx, s.c, observe.Options{Namespace: s.ns})
 	if err != nil {
@@ -40,7 +41,7 @@ func (s *scene) danglingPlan(p check.Policy, kind, name, volume string) check.Fi
 		}
 	}
 	s.t.Fatalf("no DanglingVolumeReference finding for %s %s/%s volume %s", kind, s.ns, name, volume)
-	return check.Finding{}
+	return drift.Finding{}
 }
 
 func (s *scene) getVM(name string) *kubevirtv1.VirtualMachine {
@@ -99,11 +100,11 @@ func TestApply_danglingHotplugOfStoppedVM_removedFromVMSpec(t *testing.T) {
 	if !f.Action.Safe || f.Action.Type != check.VMRemoveVolume {
 		t.Fatalf("want a safe VMRemoveVolume, got %+v\nevidence: %q", f.Action, f.Evidence)
 	}
-	if p := s.danglingPlan(policy(), "VirtualMachine", "vm-a", "pvc-gone"); p.Action.Safe || p.Action.BlockedBy != check.NotRequested {
-		t.Fatalf("without naming the check: want blocked by %s, got %+v", check.NotRequested, p.Action)
+	if p := s.danglingPlan(policy(), "VirtualMachine", "vm-a", "pvc-gone"); p.Action.Safe || p.Action.BlockedBy != drift.NotRequested {
+		t.Fatalf("without naming the check: want blocked by %s, got %+v", drift.NotRequested, p.Action)
 	}
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Applied {
+	if r.Outcome != drift.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
 	vm := s.getVM("vm-a")
@@ -121,10 +122,10 @@ func TestApply_danglingBootDisk_reportOnly(t *testing.T) {
 	s := newScene(t)
 	s.create(fixture.VM("vm-b", fixture.WithVolume("root", fixture.PVC("root-gone"))))
 	f := s.danglingPlan(danglingPolicy(), "VirtualMachine", "vm-b", "root")
-	if f.Action.Safe || f.Action.Type != check.None || f.Action.BlockedBy != check.VolumeNotHotpluggable || !strings.Contains(f.Action.Remedy, "kubectl edit vm vm-b") {
+	if f.Action.Safe || f.Action.Type != drift.None || f.Action.BlockedBy != check.VolumeNotHotpluggable || !strings.Contains(f.Action.Remedy, "kubectl edit vm vm-b") {
 		t.Fatalf("want report only (%s) with the manual procedure, got %+v", check.VolumeNotHotpluggable, f.Action)
 	}
-	if r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{}); r.Outcome != act.Refused {
+	if r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{}); r.Outcome != drift.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-b"), "root") {
@@ -160,9 +161,9 @@ func TestApply_danglingHotplugOfRunningVM_refused(t *testing.T) {
 	}
 	// Even a plan that claimed otherwise is re-checked live and refused.
 	forged := f
-	forged.Action = check.Action{Type: check.VMRemoveVolume, Safe: true}
+	forged.Action = drift.Action{Type: check.VMRemoveVolume, Safe: true}
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged, act.Evidence{})
-	if r.Outcome != act.Refused {
+	if r.Outcome != drift.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-c"), "pvc-held") || !hasHotplug(s.vmi("vm-c"), "pvc-held") {
@@ -182,7 +183,7 @@ func TestApply_danglingClaimRecreatedAfterPlan_refused(t *testing.T) {
 	}
 	s.create(fixture.PVC("pvc-back"))
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, "PVC "+s.ns+"/pvc-back exists") {
+	if r.Outcome != drift.Refused || !strings.Contains(r.Message, "PVC "+s.ns+"/pvc-back exists") {
 		t.Fatalf("want Refused naming the re-created claim, got %s: %s", r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-d"), "pvc-back") {
@@ -208,7 +209,7 @@ func TestApply_danglingUnusedHotplugOfRunningVM_removed(t *testing.T) {
 		t.Fatalf("want a safe VMRemoveVolume, got %+v\nevidence: %q", f.Action, f.Evidence)
 	}
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Applied {
+	if r.Outcome != drift.Applied {
 		t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
 	if specLists(s.getVM("vm-e"), "pvc-never") {
@@ -248,7 +249,7 @@ func TestApply_danglingWithPendingAddition_refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.AdditionPending)) {
+	if r.Outcome != drift.Refused || !strings.Contains(r.Message, string(check.AdditionPending)) {
 		t.Fatalf("want Refused by %s, got %s: %s", check.AdditionPending, r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-f"), "pvc-add") {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
@@ -41,7 +42,7 @@ func dryRunProblem(g snapshot.FeatureGates) string {
 
 // dryRunRefusal refuses a removevolume call before its dry run when the
 // server may not honour dryRun: there, the dry run would remove the volume.
-func dryRunRefusal(g snapshot.FeatureGates, kind virtapi.Kind, ns, name, volume string) *Result {
+func dryRunRefusal(g snapshot.FeatureGates, kind virtapi.Kind, ns, name, volume string) *drift.Result {
 	problem := dryRunProblem(g)
 	if problem == "" {
 		return nil
@@ -50,7 +51,7 @@ func dryRunRefusal(g snapshot.FeatureGates, kind virtapi.Kind, ns, name, volume 
 	if kind == virtapi.VM {
 		persist = " --persist"
 	}
-	return &Result{Outcome: Refused, Message: fmt.Sprintf(
+	return &drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf(
 		"%s: virt-api before v0.49 drops the dryRun field of removevolume, so tether's server-side dry run would really remove the volume; nothing was changed. "+
 			"Upgrade KubeVirt to v0.49 or later, or check the finding's evidence yourself and then run `virtctl removevolume %s -n %s --volume-name=%s%s` (without --dry-run, which such a server ignores too)",
 		problem, name, ns, volume, persist)}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
@@ -89,7 +90,7 @@ func TestDryRunRefusal(t *testing.T) {
 		t.Fatalf("v1.9.0 refused: %s", r.Message)
 	}
 	r := dryRunRefusal(snapshot.FeatureGates{Known: true, KubeVirtVersion: "v0.48.0"}, virtapi.VM, "ns", "vm", "vol")
-	if r == nil || r.Outcome != Refused {
+	if r == nil || r.Outcome != drift.Refused {
 		t.Fatalf("v0.48.0: want Refused, got %+v", r)
 	}
 	for _, want := range []string{"v0.48.0", "Upgrade KubeVirt to v0.49 or later", "`virtctl removevolume vm -n ns --volume-name=vol --persist`"} {
@@ -161,7 +162,7 @@ func TestMoved(t *testing.T) {
 			if (r != nil) != c.refuse {
 				t.Errorf("%s: want refused %v, got %+v", c.name, c.refuse, r)
 			}
-			if r != nil && r.Outcome != Refused {
+			if r != nil && r.Outcome != drift.Refused {
 				t.Errorf("%s: outcome %s", c.name, r.Outcome)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kevent"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
@@ -38,10 +39,10 @@ type Recorder struct {
 
 func newClient(cfg *rest.Config) (client.Client, error) { return clients.New(cfg) }
 
-func reasonFor(f check.Finding, o Outcome) (string, string) {
+func reasonFor(f drift.Finding, o drift.Outcome) (string, string) {
 	stale := f.Check == check.StaleVolumeAttachment
 	switch o {
-	case Applied:
+	case drift.Applied:
 		switch {
 		case f.Check == check.DanglingVolumeReference:
 			return ReasonDanglingRemoved, corev1.EventTypeNormal
@@ -49,11 +50,11 @@ func reasonFor(f check.Finding, o Outcome) (string, string) {
 			return ReasonStaleAttachmentReleased, corev1.EventTypeNormal
 		}
 		return ReasonOrphanDetached, corev1.EventTypeNormal
-	case Pending:
+	case drift.Pending:
 		return ReasonActionPending, corev1.EventTypeWarning
-	case Migrating:
+	case drift.Migrating:
 		return ReasonActionDeferred, corev1.EventTypeNormal
-	case Refused:
+	case drift.Refused:
 		return ReasonActionRefused, corev1.EventTypeNormal
 	default:
 		if stale {
@@ -63,7 +64,7 @@ func reasonFor(f check.Finding, o Outcome) (string, string) {
 	}
 }
 
-func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
+func (r *Recorder) record(ctx context.Context, f drift.Finding, res drift.Result) {
 	reason, typ := reasonFor(f, res.Outcome)
 	r.Event(ctx, f, reason, typ, fmt.Sprintf("%s %s volume %q: %s (finding %s)", f.Check, f.Action.Type, f.Volume, res.Message, f.ID))
 }
@@ -72,7 +73,7 @@ func (r *Recorder) record(ctx context.Context, f check.Finding, res Result) {
 // that cannot be written never changes an outcome. Its name, message and
 // action are fitted to the API server's limits (kevent), so a long object
 // name or message never makes the Event vanish.
-func (r *Recorder) Event(ctx context.Context, f check.Finding, reason, typ, msg string) {
+func (r *Recorder) Event(ctx context.Context, f drift.Finding, reason, typ, msg string) {
 	if r == nil || r.Client == nil || f.Object.Name == "" {
 		return
 	}

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // An object whose name is as long as Kubernetes allows (253) still gets its
@@ -30,10 +30,10 @@ func TestRecorder_longObjectNames(t *testing.T) {
 			},
 		}
 		s.create(pvc)
-		obj := check.ObjectRef{Kind: "PersistentVolumeClaim", Name: name, UID: pvc.UID}
-		f := check.Finding{Check: "DanglingVolumeReference", Namespace: s.ns, Object: obj, Volume: "v",
-			Action: check.Action{Type: check.None}}
-		f.ID = check.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+		obj := drift.ObjectRef{Kind: "PersistentVolumeClaim", Name: name, UID: pvc.UID}
+		f := drift.Finding{Check: "DanglingVolumeReference", Namespace: s.ns, Object: obj, Volume: "v",
+			Action: drift.Action{Type: drift.None}}
+		f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 		rec.Event(s.ctx, f, "TetherTest", corev1.EventTypeNormal, "long name")
 		evs := s.events(f.ID)
 		if len(evs) != 1 {
@@ -55,9 +55,9 @@ func TestRecorder_longObjectNames(t *testing.T) {
 func TestRecorder_longMessageAndNoAction(t *testing.T) {
 	s := newScene(t)
 	rec := &act.Recorder{Client: s.c, Component: "tether"}
-	obj := check.ObjectRef{Kind: "VirtualMachine", Name: "vm-1", UID: "00000000-0000-0000-0000-000000000001"}
-	f := check.Finding{Check: "DanglingVolumeReference", Namespace: s.ns, Object: obj, Volume: "v"}
-	f.ID = check.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	obj := drift.ObjectRef{Kind: "VirtualMachine", Name: "vm-1", UID: "00000000-0000-0000-0000-000000000001"}
+	f := drift.Finding{Check: "DanglingVolumeReference", Namespace: s.ns, Object: obj, Volume: "v"}
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	msg := strings.Repeat("evidence ", 400) // 3600 characters
 	rec.Event(s.ctx, f, "TetherTest", corev1.EventTypeWarning, msg)
 	evs := s.events(f.ID)

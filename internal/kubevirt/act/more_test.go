@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -32,7 +33,7 @@ func TestApply_volumeReAddedToVMSpecAfterPlan_refused(t *testing.T) {
 	waitVMSpecLists(s, "node-r", "pvc-r")
 
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, "no longer holds") {
+	if r.Outcome != drift.Refused || !strings.Contains(r.Message, "no longer holds") {
 		t.Fatalf("want Refused (wanted again), got %s: %s", r.Outcome, r.Message)
 	}
 	if !hasHotplug(s.vmi("node-r"), "pvc-r") {
@@ -65,14 +66,14 @@ func TestApply_orphanAttachmentPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]check.Finding{}
+	byName := map[string]drift.Finding{}
 	for _, f := range check.Run(snap, p, time.Now()) {
 		if f.Check == check.OrphanAttachmentPod {
 			byName[f.Object.Name] = f
 		}
 	}
-	if f := byName["hp-volume-stray"]; f.Action.Safe || f.Action.BlockedBy != check.NotRequested {
-		t.Fatalf("without the request: want blocked by %s, got %+v", check.NotRequested, f.Action)
+	if f := byName["hp-volume-stray"]; f.Action.Safe || f.Action.BlockedBy != drift.NotRequested {
+		t.Fatalf("without the request: want blocked by %s, got %+v", drift.NotRequested, f.Action)
 	}
 	if f := byName["hp-volume-busy"]; f.Action.Safe || f.Action.BlockedBy != check.VolumeStillListed {
 		t.Fatalf("busy pod: want blocked by %s, got %+v", check.VolumeStillListed, f.Action)
@@ -82,7 +83,7 @@ func TestApply_orphanAttachmentPod(t *testing.T) {
 	for _, f := range check.Run(snap, p, time.Now()) {
 		if f.Check == check.OrphanAttachmentPod && f.Object.Name == "hp-volume-stray" {
 			r := s.executor(p, observe.Options{}).Apply(s.ctx, f, act.Evidence{})
-			if r.Outcome != act.Applied {
+			if r.Outcome != drift.Applied {
 				t.Fatalf("want Applied, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -17,28 +18,28 @@ import (
 
 // deletePod deletes an orphaned attachment pod: live re-check, server dry
 // run, then a delete preconditioned on the UID and resourceVersion read.
-func (e *Executor) deletePod(f check.Finding) action {
+func (e *Executor) deletePod(f drift.Finding) action {
 	a := action{
 		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return observe.ForAttachmentPod(ctx, e.Client, e.Observe, f.Namespace, f.Object.Name)
 		},
-		check: func(s *snapshot.Snapshot, now time.Time) (check.Finding, bool) {
+		check: func(s *snapshot.Snapshot, now time.Time) (drift.Finding, bool) {
 			return check.CheckAttachmentPod(s, e.Policy, now, f.Namespace, f.Object.Name)
 		},
 	}
-	a.targets = func(s *snapshot.Snapshot) (*write, *Result) {
+	a.targets = func(s *snapshot.Snapshot) (*write, *drift.Result) {
 		pod := s.AttachmentPods[0]
 		pre := client.Preconditions(metav1.Preconditions{UID: &pod.UID, ResourceVersion: &pod.ResourceVersion})
 		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
-		do := func(ctx context.Context, dryRun bool) *Result {
+		do := func(ctx context.Context, dryRun bool) *drift.Result {
 			err := e.Client.Delete(ctx, target, withDryRun[client.DeleteOption](dryRun, pre)...)
 			if !dryRun && apierrors.IsConflict(err) {
-				return &Result{Outcome: Refused, Message: "the pod changed since the re-check (precondition failed); nothing deleted", Err: err}
+				return &drift.Result{Outcome: drift.Refused, Message: "the pod changed since the re-check (precondition failed); nothing deleted", Err: err}
 			}
 			return refused(dryRun, "delete", err)
 		}
-		done := func(context.Context) Result {
-			return Result{Outcome: Applied, Message: fmt.Sprintf("deleted attachment pod %s/%s (uid %s)", pod.Namespace, pod.Name, pod.UID)}
+		done := func(context.Context) drift.Result {
+			return drift.Result{Outcome: drift.Applied, Message: fmt.Sprintf("deleted attachment pod %s/%s (uid %s)", pod.Namespace, pod.Name, pod.UID)}
 		}
 		return &write{do: do, done: done}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -21,7 +22,7 @@ func TestApply_danglingToPostponedClaim_refused(t *testing.T) {
 	s.deletePVC("held", false) // Terminating; the apiserver's kubernetes.io/pvc-protection holds it
 
 	f := s.danglingPlan(danglingPolicy(), "VirtualMachine", "vm-h", "held")
-	if f.Action.Safe || f.Action.BlockedBy != check.DeletionPostponed || f.Action.Type != check.None {
+	if f.Action.Safe || f.Action.BlockedBy != check.DeletionPostponed || f.Action.Type != drift.None {
 		t.Fatalf("want no action, blocked by %s; got %+v\nevidence: %q", check.DeletionPostponed, f.Action, f.Evidence)
 	}
 	if !strings.Contains(strings.Join(f.Evidence, "\n"), "deletion postponed by") {
@@ -29,9 +30,9 @@ func TestApply_danglingToPostponedClaim_refused(t *testing.T) {
 	}
 	// A plan that claims the removal is safe is refused live.
 	forged := f
-	forged.Action = check.Action{Type: check.VMRemoveVolume, Safe: true}
+	forged.Action = drift.Action{Type: check.VMRemoveVolume, Safe: true}
 	r := s.executor(danglingPolicy(), observe.Options{}).Apply(s.ctx, forged, act.Evidence{})
-	if r.Outcome != act.Refused {
+	if r.Outcome != drift.Refused {
 		t.Fatalf("want Refused, got %s: %s", r.Outcome, r.Message)
 	}
 	if !specLists(s.getVM("vm-h"), "held") {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -141,7 +142,7 @@ func (s *scene) tenant() observe.Options {
 }
 
 // plan observes the namespace and returns the finding for vmi/volume.
-func (s *scene) plan(p check.Policy, o observe.Options, vmi, volume string) check.Finding {
+func (s *scene) plan(p check.Policy, o observe.Options, vmi, volume string) drift.Finding {
 	s.t.Helper()
 	o.Namespace = s.ns
 	snap, err := observe.Observe(s.ctx, s.c, o)
@@ -154,7 +155,7 @@ func (s *scene) plan(p check.Policy, o observe.Options, vmi, volume string) chec
 		}
 	}
 	s.t.Fatalf("no OrphanHotplugVolume finding for %s/%s volume %s", s.ns, vmi, volume)
-	return check.Finding{}
+	return drift.Finding{}
 }
 
 func (s *scene) executor(p check.Policy, o observe.Options) *act.Executor {
@@ -181,9 +182,9 @@ func policy() check.Policy {
 
 // refusedUntouched asserts that r is a refusal naming reason and that the
 // VMI still has the volume hot-plugged and Ready.
-func (s *scene) refusedUntouched(r act.Result, reason check.BlockReason, vmi, volume string) {
+func (s *scene) refusedUntouched(r drift.Result, reason drift.BlockReason, vmi, volume string) {
 	s.t.Helper()
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(reason)) {
+	if r.Outcome != drift.Refused || !strings.Contains(r.Message, string(reason)) {
 		s.t.Fatalf("want Refused by %s, got %s: %s", reason, r.Outcome, r.Message)
 	}
 	if !hasHotplug(s.vmi(vmi), volume) {

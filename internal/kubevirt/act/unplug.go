@@ -9,7 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
@@ -17,8 +17,8 @@ import (
 // volumeGone waits, for at most the executor's wait timeout, until the
 // VMI's status no longer lists the volume, and then decides from the last
 // read what the unplug has reached (decideUnplug).
-func (e *Executor) volumeGone(f check.Finding, kind virtapi.Kind) func(context.Context) Result {
-	return func(ctx context.Context) Result {
+func (e *Executor) volumeGone(f drift.Finding, kind virtapi.Kind) func(context.Context) drift.Result {
+	return func(ctx context.Context) drift.Result {
 		var last *kubevirtv1.VirtualMachineInstance
 		gone := func(ctx context.Context) bool {
 			var vmi kubevirtv1.VirtualMachineInstance
@@ -37,7 +37,7 @@ func (e *Executor) volumeGone(f check.Finding, kind virtapi.Kind) func(context.C
 			func(timeout time.Duration) string {
 				return fmt.Sprintf("%s removevolume %q accepted, but the VMI could not be read to follow it for %s", kindWord(kind), f.Volume, timeout)
 			})
-		if res.Outcome == Applied || ctx.Err() != nil || last == nil {
+		if res.Outcome == drift.Applied || ctx.Err() != nil || last == nil {
 			return res
 		}
 		return decideUnplug(last, f.Volume, kind, e.waitTimeout())
@@ -62,10 +62,10 @@ func (e *Executor) volumeGone(f check.Finding, kind virtapi.Kind) func(context.C
 //     it; a pod is never deleted while it holds such a volume
 //     (volume-hotplug.go:105-117), so this does not end by itself (Failed,
 //     UnmountStuck).
-func decideUnplug(vmi *kubevirtv1.VirtualMachineInstance, volume string, kind virtapi.Kind, waited time.Duration) Result {
+func decideUnplug(vmi *kubevirtv1.VirtualMachineInstance, volume string, kind virtapi.Kind, waited time.Duration) drift.Result {
 	vs := volumeStatusOf(vmi, volume)
 	if vs == nil {
-		return Result{Outcome: Applied, Message: fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), volume)}
+		return drift.Result{Outcome: drift.Applied, Message: fmt.Sprintf("%s removevolume %q done; the volume left the VMI status", kindWord(kind), volume)}
 	}
 	what := fmt.Sprintf("%s removevolume %q accepted", kindWord(kind), volume)
 	pod := "<none>"
@@ -78,11 +78,11 @@ func decideUnplug(vmi *kubevirtv1.VirtualMachineInstance, volume string, kind vi
 	}
 	switch {
 	case snapshot.VMIVolume(vmi, volume) != nil:
-		return Result{Outcome: Pending, Message: fmt.Sprintf("%s, but after %s the VMI spec still lists it: virt-controller has not applied the removal yet (phase %s)", what, waited, vs.Phase)}
+		return drift.Result{Outcome: drift.Pending, Message: fmt.Sprintf("%s, but after %s the VMI spec still lists it: virt-controller has not applied the removal yet (phase %s)", what, waited, vs.Phase)}
 	case vs.Phase == kubevirtv1.HotplugVolumeUnMounted || vs.Phase == kubevirtv1.HotplugVolumeDetaching:
-		return Result{Outcome: Pending, Message: fmt.Sprintf("%s; after %s virt-handler has unmounted it (phase %s) and attachment pod %s is being removed", what, waited, vs.Phase, pod)}
+		return drift.Result{Outcome: drift.Pending, Message: fmt.Sprintf("%s; after %s virt-handler has unmounted it (phase %s) and attachment pod %s is being removed", what, waited, vs.Phase, pod)}
 	}
-	return Result{Outcome: Failed, Cause: UnmountStuck, Message: fmt.Sprintf(
+	return drift.Result{Outcome: drift.Failed, Cause: UnmountStuck, Message: fmt.Sprintf(
 		"%s and the VMI spec no longer lists it, but virt-handler on node %s has not unmounted %q after %s (phase %s, attachment pod %s); "+
 			"check virt-handler on that node (`kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide`) and its logs",
 		what, node, volume, waited, vs.Phase, pod)}

@@ -7,6 +7,7 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
 
@@ -33,16 +34,16 @@ func TestDecideUnplug(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		vmi     *kubevirtv1.VirtualMachineInstance
-		outcome Outcome
-		cause   Cause
+		outcome drift.Outcome
+		cause   drift.Cause
 		says    string
 	}{
-		{"entry gone", vmi(false, "", false), Applied, "", "left the VMI status"},
-		{"queued, spec still lists it", vmi(true, kubevirtv1.VolumeReady, true), Pending, "", "virt-controller has not applied the removal"},
-		{"unmounted, pod going", vmi(false, kubevirtv1.HotplugVolumeUnMounted, true), Pending, "", "has unmounted it"},
-		{"detaching", vmi(false, kubevirtv1.HotplugVolumeDetaching, true), Pending, "", "attachment pod hp-volume-x is being removed"},
-		{"Ready, handler has not unmounted", vmi(false, kubevirtv1.VolumeReady, true), Failed, UnmountStuck, `virt-handler on node node-7 has not unmounted "vol" after 1m0s`},
-		{"MountedToPod, handler has not unmounted", vmi(false, kubevirtv1.HotplugVolumeMounted, true), Failed, UnmountStuck, "phase MountedToPod"},
+		{"entry gone", vmi(false, "", false), drift.Applied, "", "left the VMI status"},
+		{"queued, spec still lists it", vmi(true, kubevirtv1.VolumeReady, true), drift.Pending, "", "virt-controller has not applied the removal"},
+		{"unmounted, pod going", vmi(false, kubevirtv1.HotplugVolumeUnMounted, true), drift.Pending, "", "has unmounted it"},
+		{"detaching", vmi(false, kubevirtv1.HotplugVolumeDetaching, true), drift.Pending, "", "attachment pod hp-volume-x is being removed"},
+		{"Ready, handler has not unmounted", vmi(false, kubevirtv1.VolumeReady, true), drift.Failed, UnmountStuck, `virt-handler on node node-7 has not unmounted "vol" after 1m0s`},
+		{"MountedToPod, handler has not unmounted", vmi(false, kubevirtv1.HotplugVolumeMounted, true), drift.Failed, UnmountStuck, "phase MountedToPod"},
 	} {
 		r := decideUnplug(c.vmi, "vol", virtapi.VMI, time.Minute)
 		if r.Outcome != c.outcome || r.Cause != c.cause || !strings.Contains(r.Message, c.says) {

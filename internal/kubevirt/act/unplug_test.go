@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
@@ -33,7 +34,7 @@ func TestApply_handlerNeverUnmounts_boundedUnmountStuck(t *testing.T) {
 	if took := time.Since(started); took > 20*time.Second {
 		t.Errorf("the wait took %s, want it bounded by about %s", took, ex.WaitTimeout)
 	}
-	if r.Outcome != act.Failed || r.Cause != act.UnmountStuck || !strings.Contains(r.Message, `has not unmounted "pvc-h" after 2s`) ||
+	if r.Outcome != drift.Failed || r.Cause != act.UnmountStuck || !strings.Contains(r.Message, `has not unmounted "pvc-h" after 2s`) ||
 		!strings.Contains(r.Message, "virt-handler on node "+vmi.Status.NodeName) {
 		t.Fatalf("want Failed/UnmountStuck naming node %s, got %s/%s: %s", vmi.Status.NodeName, r.Outcome, r.Cause, r.Message)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -30,18 +31,18 @@ import (
 // attachment desired on a fenced node, as the pod garbage collector does for
 // out-of-service nodes) needs no opt-in; the forced ones are counted in
 // tether_forced_detach_total.
-func (e *Executor) fixStaleAttachment(f check.Finding, ev Evidence) action {
+func (e *Executor) fixStaleAttachment(f drift.Finding, ev Evidence) action {
 	var now time.Time // of the re-check, for the holders too
 	a := action{
 		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return observe.ForVolumeAttachment(ctx, e.Client, e.Observe, f.Object.Name, ev.NodesGoneSince)
 		},
-		check: func(s *snapshot.Snapshot, t time.Time) (check.Finding, bool) {
+		check: func(s *snapshot.Snapshot, t time.Time) (drift.Finding, bool) {
 			now = t
 			return check.CheckVolumeAttachment(s, e.Policy, t, f.Object.Name)
 		},
 	}
-	a.targets = func(s *snapshot.Snapshot) (*write, *Result) {
+	a.targets = func(s *snapshot.Snapshot) (*write, *drift.Result) {
 		va := s.VolumeAttachments[0]
 		switch f.Action.Type {
 		case check.DeletePodsOnFencedNode:
@@ -64,7 +65,7 @@ func fencingReason(s *snapshot.Snapshot, va *storagev1.VolumeAttachment) string 
 // Every forced-step series exists from the start at 0, so that a rate or
 // an increase of tether_forced_detach_total sees the first forced step.
 func init() {
-	for _, a := range []check.ActionType{check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer} {
+	for _, a := range []drift.ActionType{check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer} {
 		for _, r := range []string{metrics.FencedOutOfService, metrics.FencedNodeGone} {
 			metrics.ForcedDetach.WithLabelValues(string(a), r)
 		}
@@ -73,12 +74,12 @@ func init() {
 
 // deleteHolders force-deletes (grace period 0) each pod, dry run first for
 // all of them, each write preconditioned on the UID and resourceVersion read.
-func (e *Executor) deleteHolders(pods []*corev1.Pod, node string) (*write, *Result) {
+func (e *Executor) deleteHolders(pods []*corev1.Pod, node string) (*write, *drift.Result) {
 	if len(pods) == 0 {
-		return nil, &Result{Outcome: Refused, Message: "live re-check: no pod keeps the attachment desired any more"}
+		return nil, &drift.Result{Outcome: drift.Refused, Message: "live re-check: no pod keeps the attachment desired any more"}
 	}
 	var done []string
-	do := func(ctx context.Context, dryRun bool) *Result {
+	do := func(ctx context.Context, dryRun bool) *drift.Result {
 		for _, p := range pods {
 			target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
 			pre := client.Preconditions(metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion})
@@ -98,9 +99,9 @@ func (e *Executor) deleteHolders(pods []*corev1.Pod, node string) (*write, *Resu
 		}
 		return nil
 	}
-	applied := func(ctx context.Context) Result {
+	applied := func(ctx context.Context) drift.Result {
 		logf.FromContext(ctx).Info("force-deleted pods on fenced node", "node", node, "pods", done)
-		return Result{Outcome: Applied, Message: fmt.Sprintf("force-deleted pod(s) %s bound to fenced node %s; the attach/detach controller detaches the volume", strings.Join(done, ", "), node)}
+		return drift.Result{Outcome: drift.Applied, Message: fmt.Sprintf("force-deleted pod(s) %s bound to fenced node %s; the attach/detach controller detaches the volume", strings.Join(done, ", "), node)}
 	}
 	return &write{do: do, done: applied}, nil
 }
@@ -110,20 +111,20 @@ func (e *Executor) deleteHolders(pods []*corev1.Pod, node string) (*write, *Resu
 func (e *Executor) deleteVA(va *storagev1.VolumeAttachment, reason string) *write {
 	pre := client.Preconditions(metav1.Preconditions{UID: &va.UID, ResourceVersion: &va.ResourceVersion})
 	target := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va.Name}}
-	do := func(ctx context.Context, dryRun bool) *Result {
+	do := func(ctx context.Context, dryRun bool) *drift.Result {
 		return refused(dryRun, "delete", e.Client.Delete(ctx, target, withDryRun[client.DeleteOption](dryRun, pre)...))
 	}
-	done := func(ctx context.Context) Result {
+	done := func(ctx context.Context) drift.Result {
 		metrics.ForcedDetach.WithLabelValues(string(check.DeleteVolumeAttachment), reason).Inc()
 		logf.FromContext(ctx).Info("forced: deleted stale VolumeAttachment", "volumeAttachment", va.Name, "node", va.Spec.NodeName, "reason", reason)
-		return Result{Outcome: Applied, Message: fmt.Sprintf("forced: deleted VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
+		return drift.Result{Outcome: drift.Applied, Message: fmt.Sprintf("forced: deleted VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
 	}
 	return &write{do: do, done: done}
 }
 
 // removeAttacherFinalizer removes the external-attacher finalizers with a
 // JSON patch whose test ops pin the finalizer list and resourceVersion read.
-func (e *Executor) removeAttacherFinalizer(va *storagev1.VolumeAttachment, reason string) (*write, *Result) {
+func (e *Executor) removeAttacherFinalizer(va *storagev1.VolumeAttachment, reason string) (*write, *drift.Result) {
 	keep := slices.DeleteFunc(slices.Clone(va.Finalizers), func(f string) bool { return strings.HasPrefix(f, snapshot.AttacherFinalizerPrefix) })
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/resourceVersion", "value": va.ResourceVersion},
@@ -132,17 +133,17 @@ func (e *Executor) removeAttacherFinalizer(va *storagev1.VolumeAttachment, reaso
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
-		return nil, &Result{Outcome: Failed, Message: "building the patch", Err: err}
+		return nil, &drift.Result{Outcome: drift.Failed, Message: "building the patch", Err: err}
 	}
 	patch := client.RawPatch(types.JSONPatchType, body)
 	target := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va.Name}}
-	do := func(ctx context.Context, dryRun bool) *Result {
+	do := func(ctx context.Context, dryRun bool) *drift.Result {
 		return refused(dryRun, "patch", e.Client.Patch(ctx, target, patch, withDryRun[client.PatchOption](dryRun)...))
 	}
-	done := func(ctx context.Context) Result {
+	done := func(ctx context.Context) drift.Result {
 		metrics.ForcedDetach.WithLabelValues(string(check.RemoveAttacherFinalizer), reason).Inc()
 		logf.FromContext(ctx).Info("forced: removed attacher finalizer", "volumeAttachment", va.Name, "node", va.Spec.NodeName, "reason", reason)
-		return Result{Outcome: Applied, Message: fmt.Sprintf("forced: removed the attacher finalizer of VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
+		return drift.Result{Outcome: drift.Applied, Message: fmt.Sprintf("forced: removed the attacher finalizer of VolumeAttachment %s (node %s, fencing: %s)", va.Name, va.Spec.NodeName, reason)}
 	}
 	return &write{do: do, done: done}, nil
 }

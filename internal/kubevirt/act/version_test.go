@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -47,9 +48,9 @@ func (s *scene) untouched(d time.Duration, what string, still func() bool) {
 
 // refusedForVersion asserts a refusal made before any call, naming the
 // version found and the remedy.
-func refusedForVersion(t *testing.T, r act.Result, found string) {
+func refusedForVersion(t *testing.T, r drift.Result, found string) {
 	t.Helper()
-	if r.Outcome != act.Refused {
+	if r.Outcome != drift.Refused {
 		t.Fatalf("want Refused, got %s: %s (%v)", r.Outcome, r.Message, r.Err)
 	}
 	for _, want := range []string{found, "v0.49", "dryRun", "virtctl removevolume"} {
@@ -101,7 +102,7 @@ func TestApply_kubeVirtVersionUnknown_refused(t *testing.T) {
 	f := s.plan(policy(), s.tenant(), "node-u", "pvc-u")
 	s.kubeVirt("", false)
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
-	if r.Outcome != act.Refused || !strings.Contains(r.Message, string(check.HotplugGateUnknown)) {
+	if r.Outcome != drift.Refused || !strings.Contains(r.Message, string(check.HotplugGateUnknown)) {
 		t.Fatalf("want Refused by %s, got %s: %s", check.HotplugGateUnknown, r.Outcome, r.Message)
 	}
 	s.untouched(500*time.Millisecond, "VMI status", func() bool { return hasHotplug(s.vmi("node-u"), "pvc-u") })
@@ -121,7 +122,7 @@ func TestApply_kubeVirtVersionUnknown_vmLevelRefusedBeforeDryRun(t *testing.T) {
 // stoppedVMDanglingPlan creates a stopped VM with a boot disk and a
 // hot-plugged claim "pvc-gone", deletes the claim, and plans its
 // DanglingVolumeReference finding.
-func (s *scene) stoppedVMDanglingPlan(vm string) check.Finding {
+func (s *scene) stoppedVMDanglingPlan(vm string) drift.Finding {
 	s.t.Helper()
 	s.create(fixture.PVC("root"), fixture.PVC("pvc-gone"),
 		fixture.VM(vm, fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("pvc-gone", fixture.PVC("pvc-gone"), fixture.Hotpluggable())))

@@ -9,6 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -20,7 +21,7 @@ import (
 // refuse unless the server is known to honour dryRun (KubeVirt v0.49 or
 // later), dry run, re-check that nothing moved, call, and wait until the
 // volume is gone.
-func (e *Executor) removeVolume(f check.Finding) action {
+func (e *Executor) removeVolume(f drift.Finding) action {
 	if f.Check == check.DanglingVolumeReference {
 		return e.removeDangling(f)
 	}
@@ -28,17 +29,17 @@ func (e *Executor) removeVolume(f check.Finding) action {
 		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return observe.ForVolume(ctx, e.Client, e.Observe, f.Namespace, f.Object.Name)
 		},
-		check: func(s *snapshot.Snapshot, now time.Time) (check.Finding, bool) {
+		check: func(s *snapshot.Snapshot, now time.Time) (drift.Finding, bool) {
 			return check.CheckVolume(s, e.Policy, now, f.Namespace, f.Object.Name, f.Volume)
 		},
 	}
-	a.targets = func(s *snapshot.Snapshot) (*write, *Result) {
+	a.targets = func(s *snapshot.Snapshot) (*write, *drift.Result) {
 		kind, name := virtapi.VMI, f.Object.Name
 		if f.Action.Type == check.VMRemoveVolume {
 			kind = virtapi.VM
 			own := check.ResolveOwner(s.Index(), &s.VMIs[0])
 			if own.VM == nil {
-				return nil, &Result{Outcome: Refused, Message: "live re-check: the owning VM is gone"}
+				return nil, &drift.Result{Outcome: drift.Refused, Message: "live re-check: the owning VM is gone"}
 			}
 			name = own.VM.Name
 		}
@@ -50,18 +51,18 @@ func (e *Executor) removeVolume(f check.Finding) action {
 // removeVolumeWrite is the removevolume call on kind ns/name, refused before
 // its dry run when the server may not honour dryRun.
 func (e *Executor) removeVolumeWrite(s *snapshot.Snapshot, kind virtapi.Kind, ns, name, volume string,
-	fingerprint func(*snapshot.Snapshot) string, done func(context.Context) Result) (*write, *Result) {
+	fingerprint func(*snapshot.Snapshot) string, done func(context.Context) drift.Result) (*write, *drift.Result) {
 	if refusal := dryRunRefusal(s.FeatureGates, kind, ns, name, volume); refusal != nil {
 		return nil, refusal
 	}
-	do := func(ctx context.Context, dryRun bool) *Result {
+	do := func(ctx context.Context, dryRun bool) *drift.Result {
 		opts, step := &kubevirtv1.RemoveVolumeOptions{Name: volume}, "removevolume"
 		if dryRun {
 			opts.DryRun, step = virtapi.DryRunAll, "dry run"
 		}
 		if err := virtapi.RemoveVolume(ctx, e.Subresources, kind, ns, name, opts); err != nil {
 			r := volumeRefusal(step, err)
-			if r.Cause == AlreadyGone {
+			if r.Cause == drift.AlreadyGone {
 				r = e.confirmGone(ctx, kind, ns, name, volume, r)
 			}
 			return &r
@@ -75,14 +76,14 @@ func (e *Executor) removeVolumeWrite(s *snapshot.Snapshot, kind virtapi.Kind, ns
 // answered "does not exist": when its spec no longer lists the volume, the
 // goal is reached (AlreadyGone); otherwise the answer disagrees with the
 // live state and the action is refused as a conflict.
-func (e *Executor) confirmGone(ctx context.Context, kind virtapi.Kind, ns, name, volume string, r Result) Result {
+func (e *Executor) confirmGone(ctx context.Context, kind virtapi.Kind, ns, name, volume string, r drift.Result) drift.Result {
 	listed, err := e.specLists(ctx, kind, ns, name, volume)
 	switch {
 	case err != nil:
-		r.Outcome, r.Cause = Failed, ServerError
+		r.Outcome, r.Cause = drift.Failed, drift.ServerError
 		r.Message += "; the live re-read to confirm it failed: " + err.Error()
 	case listed:
-		r.Outcome, r.Cause = Refused, Conflict
+		r.Outcome, r.Cause = drift.Refused, drift.Conflict
 		r.Message += fmt.Sprintf("; but a live re-read of %s %s/%s still lists %q: nothing was changed, the next pass decides again", kind, ns, name, volume)
 	default:
 		r.Message += fmt.Sprintf("; a live re-read confirms %s %s/%s no longer lists %q: already removed", kind, ns, name, volume)

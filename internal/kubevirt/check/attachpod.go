@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -30,9 +31,9 @@ const maxListedUses = 3
 //   - finding: DeleteAttachmentPod, held (podHolds) by a VMI still listing
 //     one of its claims, the owner VMI terminating or migrating, the minimum
 //     age, and Policy.DeleteAttachmentPods.
-func FindOrphanAttachmentPods(in Input) []Finding {
+func FindOrphanAttachmentPods(in Input) []drift.Finding {
 	in = in.ready()
-	var out []Finding
+	var out []drift.Finding
 	pods := in.Snapshot.AttachmentPods
 	for i := range pods {
 		if f, ok := decidePod(in, &pods[i]); ok {
@@ -45,11 +46,11 @@ func FindOrphanAttachmentPods(in Input) []Finding {
 // CheckAttachmentPod re-runs the OrphanAttachmentPod decision for one pod,
 // typically on a snapshot built from freshly read objects. It returns false
 // when the pod is referenced, terminating, out of scope or absent.
-func CheckAttachmentPod(s *snapshot.Snapshot, p Policy, now time.Time, ns, name string) (Finding, bool) {
+func CheckAttachmentPod(s *snapshot.Snapshot, p Policy, now time.Time, ns, name string) (drift.Finding, bool) {
 	in := NewInput(s, p, now)
 	pod := in.Index.AttachmentPod(ns, name)
 	if pod == nil {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	return decidePod(in, pod)
 }
@@ -62,18 +63,18 @@ type podOwner struct {
 
 // decidePod is the OrphanAttachmentPod decision for one attachment pod:
 // false when it is out of scope, terminating or referenced by a VMI.
-func decidePod(in Input, pod *corev1.Pod) (Finding, bool) {
+func decidePod(in Input, pod *corev1.Pod) (drift.Finding, bool) {
 	if !named(pod) || !in.scope.namespace(pod.Namespace) || IsTerminating(pod) || !podVolumesInScope(in.scope, pod) {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	if referenced(in.Index, pod) {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	owner := resolvePodOwner(in, pod)
 	if in.scope.selector != nil && (owner.vmi == nil || !in.scope.labels(owner.vmi.Labels)) {
 		// The selector is on VMI labels: a pod whose VMI is unknown cannot
 		// be shown to be in scope.
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	unref := unreferencedFacts(in.Index, pod)
 	claims := PodClaims(pod)
@@ -82,17 +83,17 @@ func decidePod(in Input, pod *corev1.Pod) (Finding, bool) {
 	ev = append(ev, unref...)
 	block, holdFacts := podHolds(in, pod, owner, claims)
 	ev = append(ev, holdFacts...)
-	f := Finding{
+	f := drift.Finding{
 		Check:     OrphanAttachmentPod,
 		Namespace: pod.Namespace,
-		Object:    ObjectRef{Kind: "Pod", Name: pod.Name, UID: pod.UID},
+		Object:    drift.ObjectRef{Kind: "Pod", Name: pod.Name, UID: pod.UID},
 		Volume:    strings.Join(claims, ","),
-		Severity:  SeverityWarning,
+		Severity:  drift.SeverityWarning,
 		Message:   fmt.Sprintf("attachment pod %s/%s is referenced by no VMI", pod.Namespace, pod.Name),
 		Evidence:  ev,
-		Action:    Action{Type: DeleteAttachmentPod, Safe: block == "", BlockedBy: block, Remedy: podRemedy(pod, block)},
+		Action:    drift.Action{Type: DeleteAttachmentPod, Safe: block == "", BlockedBy: block, Remedy: podRemedy(pod, block)},
 	}
-	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f, true
 }
 
@@ -183,7 +184,7 @@ func unreferencedFacts(ix *snapshot.Index, pod *corev1.Pod) []string {
 // podHolds applies, in order: a VMI still listing one of the pod's claims,
 // the owner VMI terminating or migrating, the minimum age, and the explicit
 // request to delete.
-func podHolds(in Input, pod *corev1.Pod, owner podOwner, claims []string) (BlockReason, []string) {
+func podHolds(in Input, pod *corev1.Pod, owner podOwner, claims []string) (drift.BlockReason, []string) {
 	var h holds
 	listedBy(&h, in, pod.Namespace, claims)
 	if vmi := owner.vmi; vmi != nil {
@@ -201,7 +202,7 @@ func podHolds(in Input, pod *corev1.Pod, owner podOwner, claims []string) (Block
 		h.add(AttachmentPodTooYoung, fmt.Sprintf("pod age %s is below the minimum %s", age.Round(time.Second), minAge))
 	}
 	if !in.Policy.DeleteAttachmentPods {
-		h.add(NotRequested, "deleting attachment pods was not requested")
+		h.add(drift.NotRequested, "deleting attachment pods was not requested")
 	}
 	return h.first, h.facts
 }
@@ -230,7 +231,7 @@ func quoteList(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-func podRemedy(pod *corev1.Pod, block BlockReason) string {
+func podRemedy(pod *corev1.Pod, block drift.BlockReason) string {
 	ns, name := pod.Namespace, pod.Name
 	del := fmt.Sprintf("`kubectl delete pod %s -n %s --dry-run=server && kubectl delete pod %s -n %s`", name, ns, name, ns)
 	verify := fmt.Sprintf("check that `kubectl get vmi -n %s -o yaml | grep -n %s` finds nothing", ns, name)

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/tether-dev/tether/internal/drift"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -34,8 +35,8 @@ func runPodCases(t *testing.T, cases []podCase) {
 
 func podSafe() *outcome { return safe(DeleteAttachmentPod) }
 
-func podBlocked(r BlockReason, evidence ...string) *outcome {
-	return blocked(SeverityWarning, DeleteAttachmentPod, r, evidence...)
+func podBlocked(r drift.BlockReason, evidence ...string) *outcome {
+	return blocked(drift.SeverityWarning, DeleteAttachmentPod, r, evidence...)
 }
 
 // TestOrphanAttachmentPodReferenced: a pod any VMI references gives no finding.
@@ -69,13 +70,13 @@ func TestOrphanAttachmentPodOrphans(t *testing.T) {
 		{"owner vmi gone, old, deletion requested -> warning, safe DeleteAttachmentPod",
 			[]any{f.AttachmentPod("hp-volume-a", f.OwnedBy(vmi), f.Claims("c1"))}, deletePods, podSafe()},
 		{"owner vmi gone, deletion not requested -> warning, blocked NotRequested",
-			[]any{f.AttachmentPod("hp-volume-a", f.OwnedBy(vmi), f.Claims("c1"))}, nil, podBlocked(NotRequested, "does not exist")},
+			[]any{f.AttachmentPod("hp-volume-a", f.OwnedBy(vmi), f.Claims("c1"))}, nil, podBlocked(drift.NotRequested, "does not exist")},
 		{"owner vmi re-created with a new uid -> warning, safe",
 			[]any{recreated, f.AttachmentPod("hp-volume-a", f.OwnedBy(vmi), f.Claims("c1"))}, deletePods, podSafe()},
 		{"owner vmi exists and names another pod -> warning, safe",
 			[]any{f.VMI("a", f.WithHotplug("v1", f.Claim("c2"), f.AttachPod("hp-volume-zzz"))), f.AttachmentPod("hp-volume-a", f.OwnedBy(vmi), f.Claims("c1"))}, deletePods, podSafe()},
 		{"vmi names the pod with another uid -> warning, safe",
-			[]any{stale, f.AttachmentPod("hp-volume-a", f.Claims("c9"))}, deletePods, &outcome{severity: SeverityWarning, action: DeleteAttachmentPod, safe: true, evidence: []string{"old-uid"}}},
+			[]any{stale, f.AttachmentPod("hp-volume-a", f.Claims("c9"))}, deletePods, &outcome{severity: drift.SeverityWarning, action: DeleteAttachmentPod, safe: true, evidence: []string{"old-uid"}}},
 		{"launcher pod not active in any vmi -> warning, safe",
 			[]any{f.AttachmentPod("hp-volume-a", f.LaunchedBy(vmi), f.Claims("c1"))}, deletePods, podSafe()},
 		{"no owner at all -> warning, safe",
@@ -120,7 +121,7 @@ func TestOrphanAttachmentPodScope(t *testing.T) {
 		{"volume prefix does not match -> no finding",
 			[]any{f.AttachmentPod("hp-volume-a", f.Claims("c1"))}, func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, noFinding()},
 		{"volume prefix matches every volume -> warning",
-			[]any{f.AttachmentPod("hp-volume-a", f.Claims("pvc-1", "pvc-2"))}, func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, podBlocked(NotRequested)},
+			[]any{f.AttachmentPod("hp-volume-a", f.Claims("pvc-1", "pvc-2"))}, func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, podBlocked(drift.NotRequested)},
 		{"volume prefix matches only some volumes -> no finding",
 			[]any{f.AttachmentPod("hp-volume-a", f.Claims("pvc-1", "c2"))}, func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, noFinding()},
 	})

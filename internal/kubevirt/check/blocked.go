@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/protect"
 )
@@ -37,12 +38,12 @@ import (
 //     claim or Bound phase, VolumeAttachments (blockedPV);
 //   - finding (blockage.finding): report only; the message says whether a
 //     user is left.
-func FindBlockedDeletions(in Input) []Finding {
+func FindBlockedDeletions(in Input) []drift.Finding {
 	in = in.ready()
 	if in.scope.selector != nil {
 		return nil
 	}
-	var out []Finding
+	var out []drift.Finding
 	s := in.Snapshot
 	for i := range s.PVCs {
 		pvc := &s.PVCs[i]
@@ -103,7 +104,7 @@ func (b *blockage) fact(format string, args ...any) {
 	b.facts = append(b.facts, fmt.Sprintf(format, args...))
 }
 
-func blockedPVC(in Input, pvc *corev1.PersistentVolumeClaim) Finding {
+func blockedPVC(in Input, pvc *corev1.PersistentVolumeClaim) drift.Finding {
 	b := &blockage{in: in, obj: pvc, kind: "PersistentVolumeClaim", ns: pvc.Namespace}
 	if slices.Contains(pvc.Finalizers, snapshot.PVCProtectionFinalizer) {
 		b.podUsers(pvc)
@@ -160,7 +161,7 @@ func (b *blockage) inUse(ref protect.Ref) {
 // blockedPV explains a terminating PV: pv-protection is held by a claim that
 // still exists and is bound to it (or by the Bound phase), an
 // external-attacher finalizer by the VolumeAttachments of the PV.
-func blockedPV(in Input, pv *corev1.PersistentVolume) Finding {
+func blockedPV(in Input, pv *corev1.PersistentVolume) drift.Finding {
 	b := &blockage{in: in, obj: pv, kind: "PersistentVolume"}
 	ns, claim := snapshot.ClaimOf(pv)
 	if slices.Contains(pv.Finalizers, snapshot.PVProtectionFinalizer) {
@@ -197,34 +198,34 @@ func blockedPV(in Input, pv *corev1.PersistentVolume) Finding {
 	return b.finding(pv.Name)
 }
 
-func (b *blockage) finding(volume string) Finding {
+func (b *blockage) finding(volume string) drift.Finding {
 	obj, in := b.obj, b.in
 	ts := obj.GetDeletionTimestamp()
-	head := fmt.Sprintf("%s %s (uid %s) has been terminating for %s; finalizers: %s", b.kind, Qualified(b.ns, obj.GetName()), orNone(string(obj.GetUID())),
+	head := fmt.Sprintf("%s %s (uid %s) has been terminating for %s; finalizers: %s", b.kind, drift.Qualified(b.ns, obj.GetName()), orNone(string(obj.GetUID())),
 		in.Now.Sub(ts.Time).Round(1e9), quoteList(obj.GetFinalizers()))
-	block, sev := HeldByUsers, SeverityInfo
+	block, sev := HeldByUsers, drift.SeverityInfo
 	show := fmt.Sprintf("`kubectl get %s %s%s -o yaml`", strings.ToLower(b.kind), obj.GetName(), nsFlag(b.ns))
 	remedy := fmt.Sprintf("see %s; release it: %s", show, strings.Join(b.remedies, "; "))
 	if b.users == 0 {
-		block, sev = FinalizerNotReleased, SeverityWarning
+		block, sev = FinalizerNotReleased, drift.SeverityWarning
 		remedy = fmt.Sprintf("no user is left (%s), yet finalizer(s) %s stay: check that their controller runs (kube-controller-manager's PVC/PV protection controllers, external-attacher, `tether controller` for %s) and read its logs; removing a finalizer by hand skips the check it stands for",
 			show, strings.Join(b.idle, ", "), protect.Finalizer)
 	}
-	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, Qualified(b.ns, obj.GetName()), b.users)
+	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, drift.Qualified(b.ns, obj.GetName()), b.users)
 	if b.users == 0 {
-		msg = fmt.Sprintf("%s %s is stuck terminating: no user left, but finalizer(s) %s stay", b.kind, Qualified(b.ns, obj.GetName()), strings.Join(b.idle, ", "))
+		msg = fmt.Sprintf("%s %s is stuck terminating: no user left, but finalizer(s) %s stay", b.kind, drift.Qualified(b.ns, obj.GetName()), strings.Join(b.idle, ", "))
 	}
-	f := Finding{
+	f := drift.Finding{
 		Check:     BlockedDeletion,
 		Namespace: b.ns,
-		Object:    ObjectRef{Kind: b.kind, Name: obj.GetName(), UID: obj.GetUID()},
+		Object:    drift.ObjectRef{Kind: b.kind, Name: obj.GetName(), UID: obj.GetUID()},
 		Volume:    volume,
 		Severity:  sev,
 		Message:   msg,
 		Evidence:  append([]string{head}, b.facts...),
-		Action:    Action{Type: None, BlockedBy: block, Remedy: remedy},
+		Action:    drift.Action{Type: drift.None, BlockedBy: block, Remedy: remedy},
 	}
-	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f
 }
 

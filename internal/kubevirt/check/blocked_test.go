@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/protect"
 
@@ -25,15 +26,15 @@ func TestBlockedDeletion(t *testing.T) {
 		{name: "PVC held by a finished pod -> names the pod and how to release it",
 			items:  []any{deletingPVC(time.Hour, pvcProt), user("job", f.Finished(now.Add(-2*time.Hour)))},
 			object: "data",
-			want:   blocked(SeverityInfo, None, HeldByUsers, "pod job (phase Succeeded, finished) on node node-1 still references the claim")},
+			want:   blocked(drift.SeverityInfo, drift.None, HeldByUsers, "pod job (phase Succeeded, finished) on node node-1 still references the claim")},
 		{name: "PVC held by a running pod -> names the pod",
 			items:  []any{deletingPVC(time.Hour, pvcProt), user("app")},
 			object: "data",
-			want:   blocked(SeverityInfo, None, HeldByUsers, "pod app (phase Running) on node node-1 uses the claim")},
+			want:   blocked(drift.SeverityInfo, drift.None, HeldByUsers, "pod app (phase Running) on node node-1 uses the claim")},
 		{name: "PVC referenced only by an unscheduled pod -> nobody holds it, the controller should release it",
 			items:  []any{deletingPVC(time.Hour, pvcProt), user("pending", f.BoundTo(""))},
 			object: "data",
-			want:   blocked(SeverityWarning, None, FinalizerNotReleased, "no scheduled pod references the claim")},
+			want:   blocked(drift.SeverityWarning, drift.None, FinalizerNotReleased, "no scheduled pod references the claim")},
 		{name: "PVC deleted moments ago -> no finding",
 			items:  []any{deletingPVC(10*time.Second, pvcProt), user("app")},
 			object: "data", want: noFinding()},
@@ -43,17 +44,17 @@ func TestBlockedDeletion(t *testing.T) {
 		{name: "PVC held by tether.dev/in-use -> names the VMs, in the protection controller's words",
 			items:  []any{deletingPVC(time.Hour, protect.Finalizer), f.VM("vm-a", f.WithVolume("data", f.PVC("data")))},
 			object: "data",
-			want: blocked(SeverityInfo, None, HeldByUsers,
+			want: blocked(drift.SeverityInfo, drift.None, HeldByUsers,
 				protect.PostponedMessage(protect.Ref{Kind: protect.KindPVC, Namespace: "default", Name: "data"}, []string{"vm-a"}))},
 		{name: "PV held by pv-protection while its claim exists -> names the claim",
 			items: []any{f.PVC("data", f.ClaimRef("", "pv-1")),
 				dataPV(f.Finalizers(snapshot.PVProtectionFinalizer), f.Terminating(now.Add(-time.Hour)))},
 			object: "pv-1",
-			want:   blocked(SeverityInfo, None, HeldByUsers, "bound to claim default/data")},
+			want:   blocked(drift.SeverityInfo, drift.None, HeldByUsers, "bound to claim default/data")},
 		{name: "PV held by the attacher finalizer while attached -> names the VolumeAttachment",
 			items:  []any{dataPV(f.Finalizers(snapshot.AttacherFinalizer(f.CSIDriverName)), f.Terminating(now.Add(-time.Hour))), va1("node-1")},
 			object: "pv-1",
-			want:   blocked(SeverityInfo, None, HeldByUsers, "VolumeAttachment va-1 to node node-1")},
+			want:   blocked(drift.SeverityInfo, drift.None, HeldByUsers, "VolumeAttachment va-1 to node node-1")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

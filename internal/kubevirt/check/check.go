@@ -8,7 +8,6 @@
 package check
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -172,7 +172,7 @@ type Check struct {
 	Name string
 	// Doc says in one line what a finding of this check proves.
 	Doc string
-	Run func(Input) []Finding
+	Run func(Input) []drift.Finding
 }
 
 // All returns every check, in a fixed order.
@@ -210,28 +210,14 @@ func Lookup(name string) (Check, error) {
 // Run runs the checks the policy selects (all when none are named; unknown
 // names are skipped, Validate reports them) and returns their findings sorted
 // by namespace, object, volume and check.
-func Run(s *snapshot.Snapshot, p Policy, now time.Time) []Finding {
+func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
 	in := NewInput(s, p, now)
-	var out []Finding
+	var out []drift.Finding
 	for _, c := range All() {
 		if len(p.Checks) == 0 || slices.Contains(p.Checks, c.Name) {
 			out = append(out, c.Run(in)...)
 		}
 	}
-	Sort(out)
+	drift.Sort(out)
 	return out
-}
-
-// Sort orders findings by namespace, object kind and name, volume and check.
-func Sort(fs []Finding) {
-	slices.SortStableFunc(fs, func(a, b Finding) int {
-		return cmp.Or(
-			strings.Compare(a.Namespace, b.Namespace),
-			strings.Compare(a.Object.Kind, b.Object.Kind),
-			strings.Compare(a.Object.Name, b.Object.Name),
-			strings.Compare(a.Volume, b.Volume),
-			strings.Compare(a.Check, b.Check),
-			strings.Compare(string(a.Object.UID), string(b.Object.UID)),
-		)
-	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -127,9 +128,9 @@ func TestRunSortsAndFiltersChecks(t *testing.T) {
 }
 
 func TestFindingIDIsStable(t *testing.T) {
-	obj := ObjectRef{Kind: "VirtualMachineInstance", Name: "a", UID: "u1"}
-	id := FindingID(OrphanHotplugVolume, "default", obj, "v1")
-	if id != FindingID(OrphanHotplugVolume, "default", obj, "v1") || len(id) != 12 {
+	obj := drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "a", UID: "u1"}
+	id := drift.FindingID(OrphanHotplugVolume, "default", obj, "v1")
+	if id != drift.FindingID(OrphanHotplugVolume, "default", obj, "v1") || len(id) != 12 {
 		t.Fatalf("FindingID not stable or not 12 hex digits: %q", id)
 	}
 	// The id is a contract: it is stored in Finding objects and logs.
@@ -138,10 +139,10 @@ func TestFindingIDIsStable(t *testing.T) {
 		t.Errorf("FindingID = %s, want %s", id, want)
 	}
 	for _, other := range []string{
-		FindingID(OrphanAttachmentPod, "default", obj, "v1"),
-		FindingID(OrphanHotplugVolume, "other", obj, "v1"),
-		FindingID(OrphanHotplugVolume, "default", ObjectRef{Kind: "VirtualMachineInstance", Name: "a", UID: "u2"}, "v1"),
-		FindingID(OrphanHotplugVolume, "default", obj, "v2"),
+		drift.FindingID(OrphanAttachmentPod, "default", obj, "v1"),
+		drift.FindingID(OrphanHotplugVolume, "other", obj, "v1"),
+		drift.FindingID(OrphanHotplugVolume, "default", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "a", UID: "u2"}, "v1"),
+		drift.FindingID(OrphanHotplugVolume, "default", obj, "v2"),
 	} {
 		if other == id {
 			t.Errorf("different findings share id %s", id)
@@ -182,7 +183,7 @@ func TestFindingJSON(t *testing.T) {
 	if m["check"] != "OrphanHotplugVolume" || m["severity"] != "warning" || m["volume"] != "v1" {
 		t.Errorf("finding = %s", raw)
 	}
-	safeJSON, _ := json.Marshal(Action{Type: VMRemoveVolume, Safe: true, Remedy: "r"})
+	safeJSON, _ := json.Marshal(drift.Action{Type: VMRemoveVolume, Safe: true, Remedy: "r"})
 	if strings.Contains(string(safeJSON), "blockedBy") {
 		t.Errorf("blockedBy must be omitted when empty: %s", safeJSON)
 	}
@@ -217,7 +218,7 @@ func TestEvidenceIsCheckable(t *testing.T) {
 
 // TestEveryBlockHasARemedy: each blocked finding explains what to do.
 func TestEveryBlockHasARemedy(t *testing.T) {
-	seen := map[BlockReason]string{}
+	seen := map[drift.BlockReason]string{}
 	forEachCombo(func(c combo) {
 		s, p := c.build()
 		for _, fd := range Run(s, p, now) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -49,10 +50,10 @@ import (
 //     removevolume at VM or VMI level, held by safetyHolds, storage of the
 //     name existing, use (inUse), gates (gateHolds) and the request
 //     (Policy.Checks).
-func FindDanglingVolumeReferences(in Input) []Finding {
+func FindDanglingVolumeReferences(in Input) []drift.Finding {
 	in = in.ready()
 	r := &danglingRun{in: in}
-	var out []Finding
+	var out []drift.Finding
 	for i := range in.Snapshot.VMs {
 		vm := &in.Snapshot.VMs[i]
 		if !r.vmInScope(vm) {
@@ -91,17 +92,17 @@ func FindDanglingVolumeReferences(in Input) []Finding {
 // subject (kind VirtualMachine or VirtualMachineInstance) and volume,
 // typically on a snapshot built from freshly read objects. It returns false
 // when the reference is not dangling, out of scope, or the subject is gone.
-func CheckDangling(s *snapshot.Snapshot, p Policy, now time.Time, ns, kind, name, volume string) (Finding, bool) {
+func CheckDangling(s *snapshot.Snapshot, p Policy, now time.Time, ns, kind, name, volume string) (drift.Finding, bool) {
 	in := NewInput(s, p, now)
 	r := &danglingRun{in: in}
 	if volume == "" || !in.scope.volume(volume) {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	switch kind {
 	case kindVM:
 		vm := in.Index.VM(ns, name)
 		if vm == nil || !r.vmInScope(vm) {
-			return Finding{}, false
+			return drift.Finding{}, false
 		}
 		if vol := snapshot.VMVolume(vm, volume); vol != nil {
 			return r.decideVM(vm, vol)
@@ -109,11 +110,11 @@ func CheckDangling(s *snapshot.Snapshot, p Policy, now time.Time, ns, kind, name
 	case kindVMI:
 		vmi := in.Index.VMI(ns, name)
 		if vmi == nil || !named(vmi) || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) {
-			return Finding{}, false
+			return drift.Finding{}, false
 		}
 		return r.decideVMI(vmi, ResolveOwner(in.Index, vmi), volume)
 	}
-	return Finding{}, false
+	return drift.Finding{}, false
 }
 
 // Object kinds of this check's findings.
@@ -168,15 +169,15 @@ type reference struct {
 	podFacts   []string
 }
 
-func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Volume) (Finding, bool) {
+func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Volume) (drift.Finding, bool) {
 	src, ok := volumeSource(vol)
 	if !ok {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	ref := &reference{ns: vm.Namespace, volume: vol.Name, onVM: true, vm: vm, vol: vol, src: src}
 	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
 	if !ref.st.state.reported() {
-		return Finding{}, false // the VMI reports a gone attachment pod
+		return drift.Finding{}, false // the VMI reports a gone attachment pod
 	}
 	if vmi := r.in.Index.VMI(ref.ns, vm.Name); vmi != nil {
 		ref.vmi, ref.status = vmi, volumeStatus(vmi, vol.Name)
@@ -185,7 +186,7 @@ func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Vo
 	return r.build(ref), true
 }
 
-func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Ownership, name string) (Finding, bool) {
+func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Ownership, name string) (drift.Finding, bool) {
 	ref := &reference{ns: vmi.Namespace, volume: name, vmi: vmi, vm: own.VM, own: own,
 		vol: snapshot.VMIVolume(vmi, name), status: volumeStatus(vmi, name)}
 	src, ok := volumeSource(ref.vol)
@@ -193,18 +194,18 @@ func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Owne
 		src, ok = source{kind: "PVC", name: ref.status.PersistentVolumeClaimInfo.ClaimName}, true
 	}
 	if !ok {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	ref.src = src
 	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
 	ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
 	switch {
 	case ref.st.state.reported() && r.reportedOnVM(ref):
-		return Finding{}, false
+		return drift.Finding{}, false
 	case ref.st.state.reported(), ref.st.state == storagePresent && ref.podGone:
 		return r.build(ref), true
 	}
-	return Finding{}, false
+	return drift.Finding{}, false
 }
 
 // reportedOnVM: the owning VM is in scope and its spec lists the volume with

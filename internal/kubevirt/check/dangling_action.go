@@ -8,15 +8,16 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
-func (r *danglingRun) build(ref *reference) Finding {
-	var obj ObjectRef
+func (r *danglingRun) build(ref *reference) drift.Finding {
+	var obj drift.ObjectRef
 	if ref.onVM {
-		obj = ObjectRef{Kind: kindVM, Name: ref.vm.Name, UID: ref.vm.UID}
+		obj = drift.ObjectRef{Kind: kindVM, Name: ref.vm.Name, UID: ref.vm.UID}
 	} else {
-		obj = ObjectRef{Kind: kindVMI, Name: ref.vmi.Name, UID: ref.vmi.UID}
+		obj = drift.ObjectRef{Kind: kindVMI, Name: ref.vmi.Name, UID: ref.vmi.UID}
 	}
 	action, h := r.decideAction(ref)
 	ev := make([]string, 0, 2+len(ref.st.facts)+len(ref.podFacts)+len(h.facts))
@@ -24,15 +25,15 @@ func (r *danglingRun) build(ref *reference) Finding {
 	ev = append(ev, ref.st.facts...)
 	ev = append(ev, ref.podFacts...)
 	ev = append(ev, h.facts...)
-	sev, msg := SeverityWarning, describeDangling(ref, obj)
+	sev, msg := drift.SeverityWarning, describeDangling(ref, obj)
 	if !ref.st.state.reported() {
-		sev = SeverityInfo
+		sev = drift.SeverityInfo
 	}
 	if frozen := r.freezesHotplug(ref); frozen != "" {
-		sev, msg = SeverityCritical, msg+"; "+frozen
+		sev, msg = drift.SeverityCritical, msg+"; "+frozen
 		ev = append(ev, frozen)
 	}
-	f := Finding{
+	f := drift.Finding{
 		Check:     DanglingVolumeReference,
 		Namespace: ref.ns,
 		Object:    obj,
@@ -40,9 +41,9 @@ func (r *danglingRun) build(ref *reference) Finding {
 		Severity:  sev,
 		Message:   msg,
 		Evidence:  ev,
-		Action:    Action{Type: action, Safe: h.first == "", BlockedBy: h.first, Remedy: danglingRemedy(ref, action, h.first)},
+		Action:    drift.Action{Type: action, Safe: h.first == "", BlockedBy: h.first, Remedy: danglingRemedy(ref, action, h.first)},
 	}
-	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f
 }
 
@@ -73,7 +74,7 @@ func launched(vmi *kubevirtv1.VirtualMachineInstance) bool {
 	return vmi.Status.Phase == kubevirtv1.Scheduled || vmi.Status.Phase == kubevirtv1.Running
 }
 
-func describeDangling(ref *reference, obj ObjectRef) string {
+func describeDangling(ref *reference, obj drift.ObjectRef) string {
 	subject := fmt.Sprintf("volume %q of %s %s/%s", ref.volume, shortKind(obj.Kind), ref.ns, obj.Name)
 	what := fmt.Sprintf("%s %q", ref.src.kind, ref.src.name)
 	switch ref.st.state {
@@ -125,21 +126,21 @@ func (r *danglingRun) referenceFact(ref *reference) string {
 // decideAction returns the action and every reason it must wait, in order:
 // what makes it no action at all (storage present, not hot-pluggable, a
 // detach under way), the safety holds, use, the API's gates, the request.
-func (r *danglingRun) decideAction(ref *reference) (ActionType, holds) {
+func (r *danglingRun) decideAction(ref *reference) (drift.ActionType, holds) {
 	var h holds
 	switch {
 	case ref.st.state == storagePostponed:
 		h.add(DeletionPostponed, fmt.Sprintf("%s still exists: its deletion is postponed by finalizers, so the reference is not dangling, and tether never removes a reference to storage that exists", ref.st.kept))
-		return None, h
+		return drift.None, h
 	case !ref.st.state.dangling():
 		h.add(ClaimExists, fmt.Sprintf("%s %s/%s exists: only the attachment pod record is dangling", ref.src.kind, ref.ns, ref.src.name))
-		return None, h
+		return drift.None, h
 	case !ref.onVM && ref.vol == nil:
 		h.add(DetachInProgress, fmt.Sprintf("VMI %s/%s spec no longer lists volume %q: detach in progress", ref.ns, ref.vmi.Name, ref.volume))
-		return None, h
+		return drift.None, h
 	case !snapshot.Hotpluggable(ref.vol):
 		h.add(VolumeNotHotpluggable, fmt.Sprintf("%s spec volume %q is not hotpluggable (a boot or regular disk): removevolume refuses it", r.subjectName(ref), ref.volume))
-		return None, h
+		return drift.None, h
 	}
 	action := VMIRemoveVolume
 	if ref.onVM {
@@ -161,7 +162,7 @@ func (r *danglingRun) decideAction(ref *reference) (ActionType, holds) {
 	}
 	r.gateHolds(&h, ref, action)
 	if !slices.Contains(r.in.Policy.Checks, DanglingVolumeReference) {
-		h.add(NotRequested, "removing dangling references was not requested (it needs the check named, e.g. tether fix --check DanglingVolumeReference)")
+		h.add(drift.NotRequested, "removing dangling references was not requested (it needs the check named, e.g. tether fix --check DanglingVolumeReference)")
 	}
 	return action, h
 }
@@ -244,7 +245,7 @@ func (r *danglingRun) inUse(ref *reference) []string {
 // VMI-level call of a VM-owned VMI needs HotplugVolumes (as for
 // OrphanHotplugVolume); the VM-level call needs HotplugVolumes or the
 // DeclarativeHotplugVolumes gate, which is on unless disabled.
-func (r *danglingRun) gateHolds(h *holds, ref *reference, action ActionType) {
+func (r *danglingRun) gateHolds(h *holds, ref *reference, action drift.ActionType) {
 	gates := r.in.hotplugGates()
 	switch action {
 	case VMIRemoveVolume:
@@ -272,7 +273,7 @@ func removeByHand(ref *reference, kind, name string) string {
 }
 
 // danglingRemedy is the manual procedure, given the first block.
-func danglingRemedy(ref *reference, action ActionType, block BlockReason) string {
+func danglingRemedy(ref *reference, action drift.ActionType, block drift.BlockReason) string {
 	ns, vol := ref.ns, ref.volume
 	var name, kind string
 	if ref.onVM {
@@ -293,7 +294,7 @@ func danglingRemedy(ref *reference, action ActionType, block BlockReason) string
 	switch block {
 	case "":
 		return base
-	case NotRequested:
+	case drift.NotRequested:
 		return fmt.Sprintf("%s; otherwise `tether fix --check %s --object %s/%s --apply`, or by hand: %s", restore, DanglingVolumeReference, ns, name, base)
 	case DeletionPostponed:
 		return fmt.Sprintf("%s is being deleted, and its deletion is postponed by %s; a Kubernetes deletion cannot be undone. "+

@@ -12,6 +12,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -72,7 +73,7 @@ func FuzzDanglingVolumeReference(f *testing.F) {
 
 func TestRandomSnapshotsKeepDanglingInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	seen := map[ActionType]int{}
+	seen := map[drift.ActionType]int{}
 	n := 20000
 	if testing.Short() {
 		n = 2000
@@ -94,7 +95,7 @@ func TestRandomSnapshotsKeepDanglingInvariants(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []ActionType{VMRemoveVolume, VMIRemoveVolume} {
+	for _, a := range []drift.ActionType{VMRemoveVolume, VMIRemoveVolume} {
 		if seen[a] == 0 && !testing.Short() {
 			t.Errorf("the generator never reached a safe %s", a)
 		}
@@ -110,7 +111,7 @@ func TestRandomSnapshotsKeepDanglingInvariants(t *testing.T) {
 // being deleted, and, with a VMI, does not use the volume (kvVolumeInUse)
 // and is not migrating (kvMigrating); no VM volume request may be pending
 // for it (kvRequestPending).
-func unsafeDangling(s *snapshot.Snapshot, p Policy, fd Finding) string {
+func unsafeDangling(s *snapshot.Snapshot, p Policy, fd drift.Finding) string {
 	ns := fd.Namespace
 	if !slices.Contains(p.Checks, DanglingVolumeReference) {
 		return "the check was not requested"

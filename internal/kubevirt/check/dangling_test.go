@@ -8,6 +8,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -51,8 +52,8 @@ func runDanglingCases(t *testing.T, cases []danglingCase) {
 	}
 }
 
-func onlyKind(fs []Finding, check, kind, name, volume string) []Finding {
-	var out []Finding
+func onlyKind(fs []drift.Finding, check, kind, name, volume string) []drift.Finding {
+	var out []drift.Finding
 	for _, fd := range only(fs, check, name, volume) {
 		if fd.Object.Kind == kind {
 			out = append(out, fd)
@@ -85,24 +86,24 @@ func TestDanglingVMStopped(t *testing.T) {
 	runDanglingCases(t, []danglingCase{
 		{name: "hot-plugged pvc present -> no finding", items: with(stoppedVM(hotPVC("c1")), f.PVC("c1")), want: noFinding()},
 		{name: "hot-plugged pvc missing -> safe VMRemoveVolume", items: stoppedVM(hotPVC("c1")),
-			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{`VM default/a (uid `, `age 1h0m0s) spec volume "v1" uses PVC "c1" (hotpluggable)`, "PVC default/c1 does not exist"}}},
+			want: &outcome{severity: drift.SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{`VM default/a (uid `, `age 1h0m0s) spec volume "v1" uses PVC "c1" (hotpluggable)`, "PVC default/c1 does not exist"}}},
 		{name: "hot-plugged pvc missing, not requested -> blocked NotRequested", items: stoppedVM(hotPVC("c1")), policy: notRequested,
-			want: blocked(SeverityWarning, VMRemoveVolume, NotRequested)},
+			want: blocked(drift.SeverityWarning, VMRemoveVolume, drift.NotRequested)},
 		// Kubernetes keeps an object with finalizers until the last one is
 		// removed: a Terminating claim still exists. tether's own
 		// protection keeps exactly this claim; removing the reference would
 		// release it and finish the deletion (review F1).
 		{name: "hot-plugged pvc being deleted, held by tether.dev/in-use -> blocked DeletionPostponed, no action",
 			items: with(stoppedVM(hotPVC("c1")), f.PVC("c1", f.Terminating(now.Add(-5*60e9)), f.Finalizers("tether.dev/in-use"))),
-			want:  blocked(SeverityWarning, None, DeletionPostponed, "PVC default/c1 (uid", "is being deleted", "5m0s ago", "deletion postponed by finalizers", "tether.dev/in-use")},
+			want:  blocked(drift.SeverityWarning, drift.None, DeletionPostponed, "PVC default/c1 (uid", "is being deleted", "5m0s ago", "deletion postponed by finalizers", "tether.dev/in-use")},
 		{name: "hot-plugged pvc being deleted, held by pvc-protection and another -> blocked DeletionPostponed",
 			items: with(stoppedVM(hotPVC("c1")), f.PVC("c1", f.Terminating(now), f.Finalizers("kubernetes.io/pvc-protection", "example.com/backup"))),
-			want:  blocked(SeverityWarning, None, DeletionPostponed, "kubernetes.io/pvc-protection, example.com/backup")},
+			want:  blocked(drift.SeverityWarning, drift.None, DeletionPostponed, "kubernetes.io/pvc-protection, example.com/backup")},
 		{name: "pvc reference, pvc missing, its data volume being deleted -> blocked DeletionPostponed",
 			items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Succeeded, f.Terminating(now), f.Finalizers("tether.dev/in-use"))),
-			want:  blocked(SeverityWarning, None, DeletionPostponed, "PVC default/d1 does not exist", "DataVolume default/d1 still exists: its deletion is postponed", "tether.dev/in-use")},
+			want:  blocked(drift.SeverityWarning, drift.None, DeletionPostponed, "PVC default/d1 does not exist", "DataVolume default/d1 still exists: its deletion is postponed", "tether.dev/in-use")},
 		{name: "boot disk pvc missing -> report only, blocked VolumeNotHotpluggable", items: []any{f.VM("a", f.WithVolume("v1", f.PVC("c1")))},
-			want: blocked(SeverityWarning, None, VolumeNotHotpluggable, "not hotpluggable")},
+			want: blocked(drift.SeverityWarning, drift.None, VolumeNotHotpluggable, "not hotpluggable")},
 		{name: "data volume importing -> no finding (still provisioning)", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.ImportInProgress)), want: noFinding()},
 		{name: "data volume waiting for first consumer -> no finding", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.WaitForFirstConsumer)), want: noFinding()},
 		{name: "data volume phase unset -> no finding", items: with(stoppedVM(hotDV("d1")), dvIn("")), want: noFinding()},
@@ -113,24 +114,24 @@ func TestDanglingVMStopped(t *testing.T) {
 		// CDI retries a failed DataVolume and re-creates the claim of a
 		// DataVolume that still exists.
 		{name: "pvc reference, pvc missing, data volume of that name failed -> blocked StorageExists", items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Failed)),
-			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is in phase Failed", "DataVolume default/d1 (uid", "still exists")},
+			want: blocked(drift.SeverityWarning, VMRemoveVolume, StorageExists, "is in phase Failed", "DataVolume default/d1 (uid", "still exists")},
 		{name: "data volume failed, its pvc exists -> blocked StorageExists", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Failed), f.PVC("d1")),
-			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "DataVolume default/d1", "phase Failed", "PVC default/d1 (uid")},
+			want: blocked(drift.SeverityWarning, VMRemoveVolume, StorageExists, "DataVolume default/d1", "phase Failed", "PVC default/d1 (uid")},
 		{name: "data volume being deleted -> blocked DeletionPostponed", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Succeeded, f.Terminating(now)), f.PVC("d1")),
-			want: blocked(SeverityWarning, None, DeletionPostponed, "DataVolume default/d1", "is being deleted")},
+			want: blocked(drift.SeverityWarning, drift.None, DeletionPostponed, "DataVolume default/d1", "is being deleted")},
 		{name: "data volume missing, dataVolumeTemplate will create it -> no finding", items: stoppedVM(hotDV("d1"), f.WithDataVolumeTemplate("d1")), want: noFinding()},
 		{name: "data volume missing, its pvc exists (garbage-collected) -> no finding", items: with(stoppedVM(hotDV("d1")), f.PVC("d1")), want: noFinding()},
 		{name: "data volume and pvc missing -> safe", items: stoppedVM(hotDV("d1")),
-			want: &outcome{severity: SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"nor a dataVolumeTemplate"}}},
+			want: &outcome{severity: drift.SeverityWarning, action: VMRemoveVolume, safe: true, evidence: []string{"nor a dataVolumeTemplate"}}},
 		{name: "data volume succeeded, pvc missing -> blocked StorageExists", items: with(stoppedVM(hotDV("d1")), dvIn(cdiv1.Succeeded)),
-			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
+			want: blocked(drift.SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
 		{name: "pvc reference, data volume succeeded, pvc missing -> blocked StorageExists", items: with(stoppedVM(hotPVC("d1")), dvIn(cdiv1.Succeeded)),
-			want: blocked(SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
-		{name: "vm terminating -> blocked VMTerminating", items: stoppedVM(hotPVC("c1"), f.Terminating(now)), want: blocked(SeverityWarning, VMRemoveVolume, VMTerminating)},
-		{name: "removal already pending -> blocked RemovalPending", items: stoppedVM(hotPVC("c1"), f.PendingRemove("v1")), want: blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
-		{name: "addition pending -> blocked AdditionPending", items: stoppedVM(hotPVC("c1"), f.PendingAdd("v1", f.PVC("c1"))), want: blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
+			want: blocked(drift.SeverityWarning, VMRemoveVolume, StorageExists, "is Succeeded but its PVC")},
+		{name: "vm terminating -> blocked VMTerminating", items: stoppedVM(hotPVC("c1"), f.Terminating(now)), want: blocked(drift.SeverityWarning, VMRemoveVolume, VMTerminating)},
+		{name: "removal already pending -> blocked RemovalPending", items: stoppedVM(hotPVC("c1"), f.PendingRemove("v1")), want: blocked(drift.SeverityWarning, VMRemoveVolume, RemovalPending)},
+		{name: "addition pending -> blocked AdditionPending", items: stoppedVM(hotPVC("c1"), f.PendingAdd("v1", f.PVC("c1"))), want: blocked(drift.SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
 		{name: "both hot-plug gates off -> blocked HotplugGateDisabled",
-			items: []any{f.VM("a", hotPVC("c1")), snapshotGates(nil, []string{snapshot.DeclarativeHotplugVolumesGate})}, want: blocked(SeverityWarning, VMRemoveVolume, HotplugGateDisabled)},
+			items: []any{f.VM("a", hotPVC("c1")), snapshotGates(nil, []string{snapshot.DeclarativeHotplugVolumesGate})}, want: blocked(drift.SeverityWarning, VMRemoveVolume, HotplugGateDisabled)},
 		{name: "gates unknown -> safe (the dry run decides)", items: []any{f.VM("a", hotPVC("c1")), f.GatesUnknown()}, want: safe(VMRemoveVolume)},
 		{name: "namespace out of scope -> no finding", items: stoppedVM(hotPVC("c1")), policy: func(p *Policy) { p.Scope.Namespaces = []string{"other"} }, want: noFinding()},
 		{name: "volume prefix out of scope -> no finding", items: stoppedVM(hotPVC("c1")), policy: func(p *Policy) { p.Scope.VolumePrefix = "pvc-" }, want: noFinding()},
@@ -147,21 +148,21 @@ func TestDanglingVMRunning(t *testing.T) {
 	gates := hotplugGate()
 	runDanglingCases(t, []danglingCase{
 		{name: "pvc being deleted, vmi has it attached -> blocked DeletionPostponed", items: []any{vm, attached, podA, f.PVC("c1", f.Terminating(now), f.Finalizers("kubernetes.io/pvc-protection")), gates},
-			want: blocked(SeverityWarning, None, DeletionPostponed, "PVC default/c1 still exists", "kubernetes.io/pvc-protection")},
+			want: blocked(drift.SeverityWarning, drift.None, DeletionPostponed, "PVC default/c1 still exists", "kubernetes.io/pvc-protection")},
 		{name: "pvc being deleted, vmi provably unused -> blocked DeletionPostponed", items: []any{vm, unused, f.PVC("c1", f.Terminating(now), f.Finalizers("tether.dev/in-use")), gates},
-			want: blocked(SeverityWarning, None, DeletionPostponed)},
+			want: blocked(drift.SeverityWarning, drift.None, DeletionPostponed)},
 		{name: "pvc missing, vmi status Ready with its pod (hot-plug claim missing: critical) -> blocked VMRunning", items: []any{vm, attached, podA, gates},
-			want: blocked(SeverityCritical, VMRemoveVolume, VMRunning)},
+			want: blocked(drift.SeverityCritical, VMRemoveVolume, VMRunning)},
 		{name: "pvc missing, vmi status pending without pod, no pod mounts it (hot-plug claim missing: critical) -> safe VMRemoveVolume (provably unused)", items: []any{vm, unused, gates},
 			want: criticalSafe(VMRemoveVolume)},
 		{name: "pvc missing, status pending, a pod still mounts the claim (hot-plug claim missing: critical) -> blocked VMRunning", items: []any{vm, unused, f.AttachmentPod("hp-volume-old", f.Claims("c1")), gates},
-			want: blocked(SeverityCritical, VMRemoveVolume, VMRunning, "hp-volume-old")},
+			want: blocked(drift.SeverityCritical, VMRemoveVolume, VMRunning, "hp-volume-old")},
 		{name: "pvc missing, unused, vmi migrating (hot-plug claim missing: critical) -> blocked VMIMigrating",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.Claim("c1"), f.AttachPod(""), f.VolumePhase(kubevirtv1.VolumePending)), f.Migrating()), gates},
-			want:  blocked(SeverityCritical, VMRemoveVolume, VMIMigrating)},
+			want:  blocked(drift.SeverityCritical, VMRemoveVolume, VMIMigrating)},
 		{name: "pvc missing, unused, vmi terminating -> blocked VMITerminating",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.Claim("c1"), f.AttachPod(""), f.VolumePhase(kubevirtv1.VolumePending)), f.Terminating(now)), gates},
-			want:  blocked(SeverityWarning, VMRemoveVolume, VMITerminating)},
+			want:  blocked(drift.SeverityWarning, VMRemoveVolume, VMITerminating)},
 		{name: "pvc missing, vmi has no status for it yet, no pod -> safe", items: []any{vm, f.VMI("a", f.OwnedBy(vm)), gates}, want: safe(VMRemoveVolume)},
 		{name: "no finding on the vmi for a volume the vm spec lists", items: []any{vm, attached, podA, gates}, kind: kindVMI, want: noFinding()},
 	})
@@ -179,26 +180,26 @@ func TestDanglingVMI(t *testing.T) {
 	runDanglingCases(t, []danglingCase{
 		{name: "vmi-only hot-plug, pvc missing, unused (hot-plug claim missing: critical) -> safe VMIRemoveVolume", items: []any{vm, vmiOnly(), gates}, kind: kindVMI, want: criticalSafe(VMIRemoveVolume)},
 		{name: "vmi-only hot-plug, not requested (hot-plug claim missing: critical) -> blocked NotRequested", items: []any{vm, vmiOnly(), gates}, kind: kindVMI, policy: notRequested,
-			want: blocked(SeverityCritical, VMIRemoveVolume, NotRequested)},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, drift.NotRequested)},
 		{name: "vmi-only hot-plug, HotplugVolumes gate off (hot-plug claim missing: critical) -> blocked HotplugGateDisabled", items: []any{vm, vmiOnly(), f.Gates()}, kind: kindVMI,
-			want: blocked(SeverityCritical, VMIRemoveVolume, HotplugGateDisabled)},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, HotplugGateDisabled)},
 		{name: "vmi-only hot-plug, gates unknown (hot-plug claim missing: critical) -> blocked HotplugGateUnknown", items: []any{vm, vmiOnly(), f.GatesUnknown()}, kind: kindVMI,
-			want: blocked(SeverityCritical, VMIRemoveVolume, HotplugGateUnknown)},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, HotplugGateUnknown)},
 		{name: "vmi-only hot-plug, pvc missing, status Ready with pod (hot-plug claim missing: critical) -> blocked VolumeInUse",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.AttachmentPod("hp-volume-a", f.Claims("v1")), gates}, kind: kindVMI,
-			want: blocked(SeverityCritical, VMIRemoveVolume, VolumeInUse, `status shows volume "v1" attached`)},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, VolumeInUse, `status shows volume "v1" attached`)},
 		{name: "vmi-only hot-plug, vmi not running -> blocked VMINotRunning", items: []any{vm, vmiOnly(f.Phase(kubevirtv1.Scheduling)), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
+			want: blocked(drift.SeverityWarning, VMIRemoveVolume, VMINotRunning)},
 		{name: "vmi-only hot-plug, vmi migrating (hot-plug claim missing: critical) -> blocked VMIMigrating", items: []any{vm, vmiOnly(f.Migrating()), gates}, kind: kindVMI,
-			want: blocked(SeverityCritical, VMIRemoveVolume, VMIMigrating)},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, VMIMigrating)},
 		{name: "vmi-only hot-plug, vmi terminating -> blocked VMITerminating", items: []any{vm, vmiOnly(f.Terminating(now)), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, VMIRemoveVolume, VMITerminating)},
+			want: blocked(drift.SeverityWarning, VMIRemoveVolume, VMITerminating)},
 		{name: "vmi-only hot-plug, detaching (hot-plug claim missing: critical) -> blocked DetachInProgress",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.AttachPod(""), f.VolumePhase(kubevirtv1.HotplugVolumeDetaching))), gates}, kind: kindVMI,
-			want: blocked(SeverityCritical, VMIRemoveVolume, DetachInProgress)},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, DetachInProgress)},
 		{name: "status-only entry, claim missing -> report only, DetachInProgress",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", f.StatusOnly())), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, None, DetachInProgress, "no longer lists")},
+			want: blocked(drift.SeverityWarning, drift.None, DetachInProgress, "no longer lists")},
 		{name: "vmi-only hot-plug of a provisioning data volume -> no finding",
 			items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1", append(pending, f.FromDataVolume("d1"))...)), dvIn(cdiv1.CloneInProgress), gates}, kind: kindVMI,
 			want: noFinding()},
@@ -207,7 +208,7 @@ func TestDanglingVMI(t *testing.T) {
 			want: noFinding()},
 		{name: "standalone vmi, boot disk pvc missing -> report only, VolumeNotHotpluggable",
 			items: []any{f.VMI("a", f.WithVolume("v1", f.PVC("c1"))), gates}, kind: kindVMI,
-			want: blocked(SeverityWarning, None, VolumeNotHotpluggable, "not hotpluggable")},
+			want: blocked(drift.SeverityWarning, drift.None, VolumeNotHotpluggable, "not hotpluggable")},
 		{name: "standalone vmi hot-plug, pvc missing, unused (hot-plug claim missing: critical) -> safe (no gate needed)", items: []any{f.VMI("a", f.WithHotplug("v1", pending...)), f.Gates()}, kind: kindVMI,
 			want: criticalSafe(VMIRemoveVolume)},
 		{name: "vm re-created with a new uid: the old vmi's volume is the vmi's (hot-plug claim missing: critical) -> reported on the vmi",
@@ -222,13 +223,13 @@ func TestDanglingAttachmentPod(t *testing.T) {
 	vm := f.VM("a", f.Running())
 	vmi := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"))
 	pvc, gates := f.PVC("v1"), hotplugGate()
-	reportOnly := blocked(SeverityInfo, None, ClaimExists, "hp-volume-a", "does not exist", "PVC default/v1 exists")
+	reportOnly := blocked(drift.SeverityInfo, drift.None, ClaimExists, "hp-volume-a", "does not exist", "PVC default/v1 exists")
 	runDanglingCases(t, []danglingCase{
 		{name: "claim and pod present -> no finding", items: []any{vm, vmi, pvc, f.AttachmentPod("hp-volume-a", f.Claims("v1")), gates}, kind: kindVMI, want: noFinding()},
 		{name: "claim present, pod missing -> info, report only (ClaimExists)", items: []any{vm, vmi, pvc, gates}, kind: kindVMI, want: reportOnly},
 		{name: "claim present, a pod of that name with another uid -> info, a different pod",
 			items: []any{vm, vmi, pvc, f.AttachmentPod("hp-volume-a", f.Claims("v1"), f.WithUID("other-uid")), gates}, kind: kindVMI,
-			want: blocked(SeverityInfo, None, ClaimExists, "exists with uid other-uid", "it is a different pod")},
+			want: blocked(drift.SeverityInfo, drift.None, ClaimExists, "exists with uid other-uid", "it is a different pod")},
 		{name: "claim present, pod being replaced (terminating) -> no finding",
 			items: []any{vm, vmi, pvc, f.AttachmentPod("hp-volume-a", f.Claims("v1"), f.Terminating(now)), gates}, kind: kindVMI, want: noFinding()},
 		{name: "claim present, pod missing, vmi migrating -> no finding", items: []any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.Migrating()), pvc, gates}, kind: kindVMI, want: noFinding()},
@@ -241,7 +242,7 @@ func TestDanglingAttachmentPod(t *testing.T) {
 			items: []any{f.VM("a", f.Running(), hotPVC("v1")), f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), pvc, gates}, kind: kindVMI, want: reportOnly},
 		{name: "claim missing and pod missing (hot-plug claim missing: critical) -> one finding with both facts",
 			items: []any{vm, vmi, gates}, kind: kindVMI,
-			want: blocked(SeverityCritical, VMIRemoveVolume, VolumeInUse, "PVC default/v1 does not exist", "hp-volume-a (uid")},
+			want: blocked(drift.SeverityCritical, VMIRemoveVolume, VolumeInUse, "PVC default/v1 does not exist", "hp-volume-a (uid")},
 	})
 }
 
@@ -280,7 +281,7 @@ func TestDanglingRemediesNameCommands(t *testing.T) {
 		f.VMI("b", f.OwnedBy(vm), f.WithHotplug("v2"), f.WithHotplug("v3", f.StatusOnly())),
 		f.VMI("c", f.WithHotplug("v4", f.Claim("here"))), f.PVC("here"),
 	)
-	var fs []Finding
+	var fs []drift.Finding
 	for _, fd := range Run(s, DefaultPolicy(), now) {
 		if fd.Check == DanglingVolumeReference {
 			fs = append(fs, fd)
@@ -323,8 +324,8 @@ func TestDanglingPostponedRemedy(t *testing.T) {
 
 // criticalSafe: a safe action on a reference that freezes its VMI's
 // hot-plug work (pkg/virt-controller/watch/vmi/volume-hotplug.go:192-195).
-func criticalSafe(a ActionType) *outcome {
-	return &outcome{severity: SeverityCritical, action: a, safe: true, evidence: []string{"stops every hot-plug attach and detach of that VMI"}}
+func criticalSafe(a drift.ActionType) *outcome {
+	return &outcome{severity: drift.SeverityCritical, action: a, safe: true, evidence: []string{"stops every hot-plug attach and detach of that VMI"}}
 }
 
 // A hot-plug reference whose PVC is missing on a launched VMI stops every
@@ -343,13 +344,13 @@ func TestDangling_hotplugClaimMissingFreezesTheVMI(t *testing.T) {
 	if len(cold) != 1 || len(hot) != 1 || len(notLaunched) != 1 {
 		t.Fatalf("want one finding each, got %d, %d, %d", len(cold), len(hot), len(notLaunched))
 	}
-	if cold[0].Severity != SeverityWarning || hot[0].Severity != SeverityCritical || hot[0].Severity.Rank() <= cold[0].Severity.Rank() {
+	if cold[0].Severity != drift.SeverityWarning || hot[0].Severity != drift.SeverityCritical || hot[0].Severity.Rank() <= cold[0].Severity.Rank() {
 		t.Fatalf("severity: cold-plug %s, hot-plug %s; want warning < critical", cold[0].Severity, hot[0].Severity)
 	}
 	if !strings.Contains(hot[0].Message, "stops every hot-plug attach and detach of that VMI") {
 		t.Errorf("message = %q", hot[0].Message)
 	}
-	if notLaunched[0].Severity != SeverityWarning {
+	if notLaunched[0].Severity != drift.SeverityWarning {
 		t.Errorf("a VMI without a launched pod: %s, want warning", notLaunched[0].Severity)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -63,7 +64,7 @@ func FuzzOrphanHotplugVolume(f *testing.F) {
 // in any other phase is still being attached or detached). A volume the VMI
 // spec no longer lists is already being detached. The tenant's word
 // (tenantWantsOrUnknown) and the owner VM (unsafeForOwner) come last.
-func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
+func unsafeVolume(s *snapshot.Snapshot, p Policy, fd drift.Finding) string {
 	vmi := findVMI(s, fd.Namespace, fd.Object.Name)
 	if vmi == nil || vmi.UID != fd.Object.UID {
 		return "the VMI does not exist"
@@ -106,7 +107,7 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd Finding) string {
 // needs the HotplugVolumes gate (kvGateOn). Without tenant evidence, a
 // VMI-only hot-plug is removed only on the operator's opt-in, and a
 // standalone VMI never.
-func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachineInstance, fd Finding) string {
+func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachineInstance, fd drift.Finding) string {
 	ref, vmOwned := kvVMOwned(vmi)
 	// Only tenants one of whose nodes is certainly the VMI's VM, and whose
 	// volume it is, speak for it (drvSaysNotWanted).
@@ -196,7 +197,7 @@ func vaHandle(t snapshot.Tenant, pvName *string, inline *corev1.PersistentVolume
 // (migrationState.targetAttachmentPodUID), the pod is in use. A pod being
 // deleted is already going; a young pod may not be in the status yet
 // (tether's minimum age); deletion is tether's opt-in.
-func unsafePod(s *snapshot.Snapshot, p Policy, now time.Time, fd Finding) string {
+func unsafePod(s *snapshot.Snapshot, p Policy, now time.Time, fd drift.Finding) string {
 	pod := findPod(s, fd.Namespace, fd.Object.Name)
 	minAge := p.MinAttachmentPodAge
 	if minAge == 0 {
@@ -321,7 +322,7 @@ func findVM(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachine {
 // every safe action, so that the invariants are not vacuous.
 func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	seen := map[ActionType]int{}
+	seen := map[drift.ActionType]int{}
 	n := 20000
 	if testing.Short() {
 		n = 2000
@@ -347,7 +348,7 @@ func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []ActionType{VMIRemoveVolume, VMRemoveVolume, DeleteAttachmentPod} {
+	for _, a := range []drift.ActionType{VMIRemoveVolume, VMRemoveVolume, DeleteAttachmentPod} {
 		if seen[a] == 0 && !testing.Short() {
 			t.Errorf("the generator never reached a safe %s", a)
 		}

@@ -7,6 +7,7 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -140,8 +141,8 @@ func expectVolume(c combo) *outcome {
 		return nil
 	}
 	vmExists := c.owner == "vm present"
-	var holds []BlockReason
-	add := func(ok bool, r BlockReason) {
+	var holds []drift.BlockReason
+	add := func(ok bool, r drift.BlockReason) {
 		if ok {
 			holds = append(holds, r)
 		}
@@ -173,10 +174,10 @@ func expectVolume(c combo) *outcome {
 	return o
 }
 
-func expectVerdict(c combo) (*outcome, BlockReason) {
-	warn := func(a ActionType) *outcome { return &outcome{severity: SeverityWarning, action: a} }
-	info := &outcome{severity: SeverityInfo, action: VMIRemoveVolume}
-	unknown := map[string]BlockReason{"tenant unreachable": TenantUnreachable, "tenant incomplete": TenantIncomplete}
+func expectVerdict(c combo) (*outcome, drift.BlockReason) {
+	warn := func(a drift.ActionType) *outcome { return &outcome{severity: drift.SeverityWarning, action: a} }
+	info := &outcome{severity: drift.SeverityInfo, action: VMIRemoveVolume}
+	unknown := map[string]drift.BlockReason{"tenant unreachable": TenantUnreachable, "tenant incomplete": TenantIncomplete}
 	switch {
 	case c.tenant == "tenant attaches it":
 		return nil, ""
@@ -190,7 +191,7 @@ func expectVerdict(c combo) (*outcome, BlockReason) {
 		return info, DetachInProgress
 	case c.owner != "vm present":
 		// The kube garbage collector deletes a VMI whose VM is gone.
-		return &outcome{severity: SeverityInfo, action: None}, OwnerGone
+		return &outcome{severity: drift.SeverityInfo, action: drift.None}, OwnerGone
 	case c.inSpec && c.tenantAuthoritative && c.tenant == "tenant does not attach it":
 		return warn(VMRemoveVolume), ""
 	case c.inSpec || c.pendingAdd:
@@ -201,11 +202,11 @@ func expectVerdict(c combo) (*outcome, BlockReason) {
 		// virt-controller removes VMI-only hot-plugs itself
 		// (pkg/storage/hotplug/hotplug.go:95-120); a VMI not Running is
 		// why it has not (hotplug.go:52-54).
-		sev := SeverityInfo
+		sev := drift.SeverityInfo
 		if c.hold == "vmi not running" {
-			sev = SeverityWarning
+			sev = drift.SeverityWarning
 		}
-		return &outcome{severity: sev, action: None}, DeclarativeSync
+		return &outcome{severity: sev, action: drift.None}, DeclarativeSync
 	case c.tenant == "tenant does not attach it" || c.pendingRemove:
 		return warn(VMIRemoveVolume), ""
 	case unknown[c.tenant] != "":

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -14,27 +15,27 @@ var now = fixture.Epoch().Add(time.Hour)
 
 // outcome is what a table case expects of the one finding about its subject.
 type outcome struct {
-	severity Severity
-	action   ActionType
+	severity drift.Severity
+	action   drift.ActionType
 	safe     bool
-	blocked  BlockReason
+	blocked  drift.BlockReason
 	// evidence are substrings that must each appear in some evidence line.
 	evidence []string
 }
 
 func noFinding() *outcome { return nil }
 
-func safe(a ActionType) *outcome {
-	return &outcome{severity: SeverityWarning, action: a, safe: true}
+func safe(a drift.ActionType) *outcome {
+	return &outcome{severity: drift.SeverityWarning, action: a, safe: true}
 }
 
-func blocked(sev Severity, a ActionType, r BlockReason, evidence ...string) *outcome {
+func blocked(sev drift.Severity, a drift.ActionType, r drift.BlockReason, evidence ...string) *outcome {
 	return &outcome{severity: sev, action: a, blocked: r, evidence: evidence}
 }
 
 // only returns the findings of check about object name (and volume, if set).
-func only(fs []Finding, check, name, volume string) []Finding {
-	var out []Finding
+func only(fs []drift.Finding, check, name, volume string) []drift.Finding {
+	var out []drift.Finding
 	for _, f := range fs {
 		if f.Check == check && f.Object.Name == name && (volume == "" || f.Volume == volume) {
 			out = append(out, f)
@@ -43,7 +44,7 @@ func only(fs []Finding, check, name, volume string) []Finding {
 	return out
 }
 
-func assertOutcome(t *testing.T, fs []Finding, want *outcome) {
+func assertOutcome(t *testing.T, fs []drift.Finding, want *outcome) {
 	t.Helper()
 	if want == nil {
 		if len(fs) != 0 {
@@ -79,12 +80,12 @@ func containsLine(lines []string, sub string) bool {
 }
 
 // assertWellFormed checks what every finding must satisfy.
-func assertWellFormed(t *testing.T, f Finding) {
+func assertWellFormed(t *testing.T, f drift.Finding) {
 	t.Helper()
 	switch {
 	case len(f.ID) != 12:
 		t.Errorf("id %q is not 12 hex digits", f.ID)
-	case f.ID != FindingID(f.Check, f.Namespace, f.Object, f.Volume):
+	case f.ID != drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume):
 		t.Errorf("id %q is not derived from the finding", f.ID)
 	case strings.Contains(f.Message, "\n") || f.Message == "":
 		t.Errorf("message must be one non-empty line: %q", f.Message)
@@ -94,7 +95,7 @@ func assertWellFormed(t *testing.T, f Finding) {
 		t.Errorf("finding has no remedy")
 	case f.Action.Safe == (f.Action.BlockedBy != ""):
 		t.Errorf("safe=%v contradicts blockedBy=%q", f.Action.Safe, f.Action.BlockedBy)
-	case f.Action.Safe && f.Severity.Rank() < SeverityWarning.Rank():
+	case f.Action.Safe && f.Severity.Rank() < drift.SeverityWarning.Rank():
 		t.Errorf("safe action on a %s finding", f.Severity)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -123,9 +124,9 @@ func (s *subject) claimName() string {
 //     a pending request, the volume phase, the verdict's own block, then
 //     what the API refuses (hotpluggable flag, the gates of the KubeVirt
 //     version); the first one is BlockedBy.
-func FindOrphanHotplugVolumes(in Input) []Finding {
+func FindOrphanHotplugVolumes(in Input) []drift.Finding {
 	in = in.ready()
-	var out []Finding
+	var out []drift.Finding
 	vmis := in.Snapshot.VMIs
 	for i := range vmis {
 		vmi := &vmis[i]
@@ -154,23 +155,23 @@ func FindOrphanHotplugVolumes(in Input) []Finding {
 // CheckVolume re-runs the OrphanHotplugVolume decision for one VMI volume,
 // typically on a snapshot built from freshly read objects. It returns false
 // when the volume is wanted, out of scope or not a hot-plugged volume.
-func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, volume string) (Finding, bool) {
+func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, volume string) (drift.Finding, bool) {
 	in := NewInput(s, p, now)
 	vmi := in.Index.VMI(ns, vmiName)
 	if vmi == nil || !named(vmi) || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) || !in.scope.volume(volume) {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	for j := range vmi.Status.VolumeStatus {
 		vs := &vmi.Status.VolumeStatus[j]
 		if vs.Name == volume {
 			if vs.HotplugVolume == nil {
-				return Finding{}, false
+				return drift.Finding{}, false
 			}
 			facts := lookupVMI(in.Index, vmi)
 			return decideVolume(in, vmi, vs, &facts)
 		}
 	}
-	return Finding{}, false
+	return drift.Finding{}, false
 }
 
 // firstStatus reports whether status entry j is the first of its name; the
@@ -184,13 +185,13 @@ func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
 	return true
 }
 
-func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, facts *vmiFacts) (Finding, bool) {
+func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, facts *vmiFacts) (drift.Finding, bool) {
 	sub := &subject{vmi: vmi, status: vs, vmiFacts: *facts}
 	v, ok := classify(in, sub)
 	// Keep the tenant nodes classify looked up for the VMI's other volumes.
 	facts.nodes, facts.more, facts.nodesKnown = sub.nodes, sub.more, sub.nodesKnown
 	if !ok {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	return buildVolumeFinding(in, sub, v), true
 }
@@ -198,10 +199,10 @@ func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirt
 // verdict is the outcome of classify: why the volume looks unwanted and what
 // would fix it.
 type verdict struct {
-	severity Severity
-	action   ActionType
+	severity drift.Severity
+	action   drift.ActionType
 	// block is a reason from the evidence itself (e.g. VMIOnlyHotplug).
-	block    BlockReason
+	block    drift.BlockReason
 	message  string
 	evidence []string
 	tenants  []string
@@ -252,7 +253,7 @@ func classifyStandalone(in Input, sub *subject) (verdict, bool) {
 	if tv.state == tenantDetaching {
 		return detachingVerdict(sub, tv, ev), true
 	}
-	return verdict{severity: SeverityWarning, action: VMIRemoveVolume, message: sub.describe("no tenant attaches it"),
+	return verdict{severity: drift.SeverityWarning, action: VMIRemoveVolume, message: sub.describe("no tenant attaches it"),
 		evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}, true
 }
 
@@ -294,20 +295,20 @@ func classifyVMOwned(in Input, sub *subject) (verdict, bool) {
 	if gates := in.hotplugGates(); gates.DeclarativeSync() {
 		return declarativeVerdict(in, sub, gates, append(ev, sub.tenantFacts(tv)...)), true
 	}
-	v := verdict{severity: SeverityWarning, action: VMIRemoveVolume, evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}
+	v := verdict{severity: drift.SeverityWarning, action: VMIRemoveVolume, evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}
 	switch {
 	case tv.state == tenantNotWanted:
 		v.message = sub.describe("not in the VM spec and no tenant attaches it")
 	case HasPendingRemove(vm, name):
 		v.message = sub.describe("its VM has a pending removevolume request")
 	case tv.state == tenantUnknown:
-		v.severity, v.block = SeverityInfo, tv.block
+		v.severity, v.block = drift.SeverityInfo, tv.block
 		v.message = sub.describe("VMI-only hot-plug; tenant evidence is not available")
 	case in.Policy.AllowVMIOnlyDetach:
 		v.message = sub.describe("VMI-only hot-plug; policy allows detaching those")
 		v.evidence = append(v.evidence, "policy allows detaching VMI-only hot-plugs without tenant evidence")
 	default:
-		v.severity, v.block = SeverityInfo, VMIOnlyHotplug
+		v.severity, v.block = drift.SeverityInfo, VMIOnlyHotplug
 		v.message = sub.describe("VMI-only hot-plug (not in the VM spec)")
 	}
 	return v, true
@@ -329,12 +330,12 @@ func classifyInSpec(in Input, sub *subject) (verdict, bool) {
 		fmt.Sprintf("VM %s/%s spec lists volume %q", vm.Namespace, vm.Name, sub.volume()),
 		"policy makes tenant evidence authoritative over the VM spec",
 	}
-	return verdict{severity: SeverityWarning, action: VMRemoveVolume, message: sub.describe("in the VM spec but no tenant attaches it"),
+	return verdict{severity: drift.SeverityWarning, action: VMRemoveVolume, message: sub.describe("in the VM spec but no tenant attaches it"),
 		evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}, true
 }
 
 func detachingVerdict(sub *subject, tv tenantView, ev []string) verdict {
-	return verdict{severity: SeverityInfo, action: VMIRemoveVolume, block: DetachInProgress,
+	return verdict{severity: drift.SeverityInfo, action: VMIRemoveVolume, block: DetachInProgress,
 		message: sub.describe("being detached by its tenant"), evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names}
 }
 

@@ -6,32 +6,33 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
-func buildVolumeFinding(in Input, sub *subject, v verdict) Finding {
+func buildVolumeFinding(in Input, sub *subject, v verdict) drift.Finding {
 	vmi := sub.vmi
 	block, holdFacts := volumeHolds(in, sub, v)
 	ev := make([]string, 0, 1+len(v.evidence)+len(holdFacts))
 	ev = append(ev, sub.listFact())
 	ev = append(ev, v.evidence...)
 	ev = append(ev, holdFacts...)
-	f := Finding{
+	f := drift.Finding{
 		Check:     OrphanHotplugVolume,
 		Namespace: vmi.Namespace,
-		Object:    ObjectRef{Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID},
+		Object:    drift.ObjectRef{Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID},
 		Volume:    sub.volume(),
 		Severity:  v.severity,
 		Message:   v.message,
 		Evidence:  ev,
-		Action: Action{
+		Action: drift.Action{
 			Type:      v.action,
 			Safe:      block == "",
 			BlockedBy: block,
 			Remedy:    volumeRemedy(in, sub, v, block),
 		},
 	}
-	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f
 }
 
@@ -47,11 +48,11 @@ func (s *subject) listFact() string {
 // holds collects the reasons an action must wait; the first one recorded is
 // the one reported as blockedBy, all of them become evidence.
 type holds struct {
-	first BlockReason
+	first drift.BlockReason
 	facts []string
 }
 
-func (h *holds) add(r BlockReason, fact string) {
+func (h *holds) add(r drift.BlockReason, fact string) {
 	if h.first == "" {
 		h.first = r
 	}
@@ -64,7 +65,7 @@ func (h *holds) add(r BlockReason, fact string) {
 // not running, removal or detach under way, volume not ready), then the
 // verdict's own block, then what the API would refuse (hotpluggable flag,
 // feature gate), in that order.
-func volumeHolds(in Input, sub *subject, v verdict) (BlockReason, []string) {
+func volumeHolds(in Input, sub *subject, v verdict) (drift.BlockReason, []string) {
 	var h holds
 	vmi, vm, name := sub.vmi, sub.own.VM, sub.volume()
 	ref := vmi.Namespace + "/" + vmi.Name
@@ -108,7 +109,7 @@ func volumePhaseHolds(h *holds, sub *subject) {
 }
 
 // apiHolds records what the removevolume API itself would refuse.
-func apiHolds(h *holds, in Input, sub *subject, action ActionType) {
+func apiHolds(h *holds, in Input, sub *subject, action drift.ActionType) {
 	vmi, name := sub.vmi, sub.volume()
 	switch action {
 	case VMRemoveVolume:

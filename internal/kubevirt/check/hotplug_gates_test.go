@@ -8,6 +8,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -36,9 +37,9 @@ func TestOrphanHotplugVolume_versionGatesOwnership(t *testing.T) {
 	tenant := f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))
 	owned := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"))
 	standalone := f.VMI("a", f.WithHotplug("v1"))
-	declSync := blocked(SeverityInfo, None, DeclarativeSync)
-	gateOff := blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)
-	gone := blocked(SeverityInfo, None, OwnerGone)
+	declSync := blocked(drift.SeverityInfo, drift.None, DeclarativeSync)
+	gateOff := blocked(drift.SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)
+	gone := blocked(drift.SeverityInfo, drift.None, OwnerGone)
 	for _, c := range []struct {
 		name  string
 		gates snapshot.FeatureGates
@@ -94,20 +95,20 @@ func TestOrphanHotplugVolume_declarativeDiagnosis(t *testing.T) {
 	}{
 		// hotplug.go:38-41.
 		{"updateVolumesStrategy Migration", []any{migrating, f.VMI("a", f.OwnedBy(migrating), f.WithHotplug("v1"))},
-			blocked(SeverityWarning, None, DeclarativeSync, "updateVolumesStrategy Migration")},
+			blocked(drift.SeverityWarning, drift.None, DeclarativeSync, "updateVolumesStrategy Migration")},
 		// vm.go:3284-3295.
 		{"dataVolumeTemplate not ready", []any{withDV, f.DataVolume("root", f.DVPhase(cdiv1.ImportInProgress)), f.VMI("a", f.OwnedBy(withDV), f.WithHotplug("v1"))},
-			blocked(SeverityWarning, None, DeclarativeSync, "DataVolume default/root", "ImportInProgress")},
+			blocked(drift.SeverityWarning, drift.None, DeclarativeSync, "DataVolume default/root", "ImportInProgress")},
 		// vm.go:120: a VM sync error.
 		{"VM sync failure condition", []any{failing, f.VMI("a", f.OwnedBy(failing), f.WithHotplug("v1"))},
-			blocked(SeverityWarning, None, DeclarativeSync, "HotPlugVolumeError")},
+			blocked(drift.SeverityWarning, drift.None, DeclarativeSync, "HotPlugVolumeError")},
 		// hotplug.go:52-54.
 		{"VMI not running", []any{plain, f.VMI("a", f.OwnedBy(plain), f.WithHotplug("v1"), f.Phase(kubevirtv1.Scheduled))},
-			blocked(SeverityWarning, None, VMINotRunning, "phase is Scheduled")},
+			blocked(drift.SeverityWarning, drift.None, VMINotRunning, "phase is Scheduled")},
 		// watch/vmi/storage.go:316-352: the spec lost it, the status keeps it.
 		{"VMI spec no longer lists it", []any{plain, f.VMI("a", f.OwnedBy(plain), f.WithHotplug("v1", f.StatusOnly()))},
-			blocked(SeverityWarning, None, DetachInProgress, "virt-handler on node")},
-		{"nothing to see", []any{plain, f.VMI("a", f.OwnedBy(plain), f.WithHotplug("v1"))}, blocked(SeverityInfo, None, DeclarativeSync)},
+			blocked(drift.SeverityWarning, drift.None, DetachInProgress, "virt-handler on node")},
+		{"nothing to see", []any{plain, f.VMI("a", f.OwnedBy(plain), f.WithHotplug("v1"))}, blocked(drift.SeverityInfo, drift.None, DeclarativeSync)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := Run(f.Snapshot(append(c.items, f.Gates())...), DefaultPolicy(), now)
@@ -132,7 +133,7 @@ func TestRemoveCmd_perVersion(t *testing.T) {
 	raw := `echo '{"name":"v1","dryRun":["All"]}' | kubectl replace --raw /apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/a/removevolume -f -`
 	for _, c := range []struct {
 		gates  snapshot.FeatureGates
-		action ActionType
+		action drift.ActionType
 		prefix string
 	}{
 		{kv("v1.9.0", nil, nil), VMIRemoveVolume, raw},

@@ -7,6 +7,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -20,12 +21,12 @@ import (
 func declarativeVerdict(in Input, sub *subject, gates snapshot.HotplugGates, ev []string) verdict {
 	ev = append(ev, "virt-controller syncs hot-plugs from the VM spec and removes VMI-only ones itself: "+gates.Basis)
 	stuck := syncDiagnosis(in, sub)
-	v := verdict{severity: SeverityInfo, action: None, block: DeclarativeSync, evidence: append(ev, stuck...)}
+	v := verdict{severity: drift.SeverityInfo, action: drift.None, block: DeclarativeSync, evidence: append(ev, stuck...)}
 	if len(stuck) == 0 {
 		v.message = sub.describe("VMI-only hot-plug that virt-controller removes on its next VM sync; if it persists, the VM sync or virt-handler is stuck")
 		return v
 	}
-	v.severity = SeverityWarning
+	v.severity = drift.SeverityWarning
 	v.message = sub.describe("VMI-only hot-plug that virt-controller has not removed: " + stuck[0])
 	return v
 }
@@ -74,6 +75,6 @@ func syncDiagnosis(in Input, sub *subject) []string {
 // has its owner reference stripped, and the VMI becomes standalone. Either
 // way there is nothing for tether to remove now.
 func ownerGoneVerdict(sub *subject, tv tenantView, ev []string) verdict {
-	return verdict{severity: SeverityInfo, action: None, block: OwnerGone, evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names,
+	return verdict{severity: drift.SeverityInfo, action: drift.None, block: OwnerGone, evidence: append(ev, sub.tenantFacts(tv)...), tenants: tv.names,
 		message: sub.describe("its VirtualMachine is gone: the garbage collector deletes the VMI and its hot-plugs; nothing to remove")}
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -86,7 +87,7 @@ func TestOrphanHotplugVolumeScope(t *testing.T) {
 	vmi := f.VMI("a", f.Labels("cluster", "c1"), f.WithHotplug("v1")) // VM gone below
 	gone := f.VMI("a", f.Owner("kubevirt.io/v1", "VirtualMachine", "a", "uid-gone", true), f.Labels("cluster", "c1"), f.WithHotplug("v1"))
 	gates := hotplugGate()
-	ownerGone := blocked(SeverityInfo, None, OwnerGone)
+	ownerGone := blocked(drift.SeverityInfo, drift.None, OwnerGone)
 	sel := func(s string) func(*Policy) {
 		return func(p *Policy) { p.Scope.Selector = labels.SelectorFromSet(labels.Set{"cluster": s}) }
 	}
@@ -111,15 +112,15 @@ func TestOrphanHotplugVolumeVMIOnly(t *testing.T) {
 	vmRemove := f.VM("a", f.Running(), f.PendingRemove("v1"))
 	runVolumeCases(t, []volumeCase{
 		{"vmi-only hotplug, vm present, no tenant -> info, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug, `VM default/a spec does not list volume "v1"`)},
+			[]any{vm, vmi, on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug, `VM default/a spec does not list volume "v1"`)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate on -> warning, safe VMIRemoveVolume", []any{vm, vmi, on}, allowVMIOnly, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate off -> warning, blocked HotplugGateDisabled",
-			[]any{vm, vmi, off}, allowVMIOnly, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled, "without the HotplugVolumes gate")},
+			[]any{vm, vmi, off}, allowVMIOnly, blocked(drift.SeverityWarning, VMIRemoveVolume, HotplugGateDisabled, "without the HotplugVolumes gate")},
 		// KubeVirt: listed beats disabled (featuregate/feature-gates.go:91-112).
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate listed as enabled and disabled -> warning, safe VMIRemoveVolume",
 			[]any{vm, vmi, gatesWith([]string{"HotplugVolumes"}, []string{"HotplugVolumes"})}, allowVMIOnly, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, no tenant, vmi-only detach allowed, gate unknown -> warning, blocked HotplugGateUnknown",
-			[]any{vm, vmi, unknown}, allowVMIOnly, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateUnknown)},
+			[]any{vm, vmi, unknown}, allowVMIOnly, blocked(drift.SeverityWarning, VMIRemoveVolume, HotplugGateUnknown)},
 		{"vmi-only hotplug, tenant does not attach it, gate on -> warning, safe VMIRemoveVolume", []any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, tenant attaches it to another node -> warning, safe VMIRemoveVolume",
 			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("b", "v1")), on}, nil, safe(VMIRemoveVolume)},
@@ -128,34 +129,34 @@ func TestOrphanHotplugVolumeVMIOnly(t *testing.T) {
 		{"vmi-only hotplug, tenant for this namespace does not attach it -> warning, safe",
 			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.ForNamespace("default")), on}, nil, safe(VMIRemoveVolume)},
 		{"vmi-only hotplug, tenant has no node of the VMI's name -> no tenant evidence: info, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("b")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("b")), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, tenant has no nodes at all -> no tenant evidence: info, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, f.Tenant("t1"), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			[]any{vm, vmi, f.Tenant("t1"), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, tenant only for another namespace -> info, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.ForNamespace("other")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.ForNamespace("other")), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, tenant does not attach it, gate off -> warning, blocked HotplugGateDisabled",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), off}, nil, blocked(SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), off}, nil, blocked(drift.SeverityWarning, VMIRemoveVolume, HotplugGateDisabled)},
 		{"vmi-only hotplug, tenant unreachable -> info, blocked TenantUnreachable",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("dial tcp: timeout")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable, "dial tcp: timeout")},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("dial tcp: timeout")), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, TenantUnreachable, "dial tcp: timeout")},
 		{"vmi-only hotplug, tenant unreachable, vmi-only detach allowed -> info, blocked TenantUnreachable",
-			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, allowVMIOnly, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
+			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, allowVMIOnly, blocked(drift.SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
 		{"vmi-only hotplug, one tenant does not attach it, another unreachable -> info, blocked TenantUnreachable",
-			[]any{vm, vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
+			[]any{vm, vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, TenantUnreachable)},
 		{"vmi-only hotplug, tenant attachment with unknown PV on the node -> info, blocked TenantIncomplete",
 			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.WithAttachment(f.VolumeAttachment("va-x", "a", "pv-missing"))), on}, nil,
-			blocked(SeverityInfo, VMIRemoveVolume, TenantIncomplete, `PV "pv-missing"`)},
+			blocked(drift.SeverityInfo, VMIRemoveVolume, TenantIncomplete, `PV "pv-missing"`)},
 		{"vmi-only hotplug, tenant attachment being deleted -> info, blocked DetachInProgress",
 			[]any{vm, vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
-			blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress, "is being deleted")},
+			blocked(drift.SeverityInfo, VMIRemoveVolume, DetachInProgress, "is being deleted")},
 		{"vmi-only hotplug, pending removevolume request -> warning, blocked RemovalPending",
-			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, RemovalPending)},
+			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), on}, nil, blocked(drift.SeverityWarning, VMIRemoveVolume, RemovalPending)},
 		{"vmi-only hotplug, owner ref without uid -> info, blocked VMIOnlyHotplug",
 			[]any{vm, f.VMI("a", f.Owner("kubevirt.io/v1", "VirtualMachine", "a", "", true), f.WithHotplug("v1")), on}, nil,
-			blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"vmi-only hotplug, no tenant, migrating -> info, blocked VMIMigrating",
-			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.Migrating()), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIMigrating)},
+			[]any{vm, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.Migrating()), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIMigrating)},
 		{"vmi-only hotplug, tenant does not attach it, vm terminating -> warning, blocked VMTerminating",
-			[]any{f.VM("a", f.Terminating(now)), vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, blocked(SeverityWarning, VMIRemoveVolume, VMTerminating)},
+			[]any{f.VM("a", f.Terminating(now)), vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VMTerminating)},
 	})
 }
 
@@ -164,19 +165,19 @@ func TestOrphanHotplugVolumeVMGone(t *testing.T) {
 	vm := f.VM("a", f.Running())
 	on := hotplugGate()
 	recreated := f.VM("a", f.WithUID("new-uid"), f.WithVolume("v1", f.PVC("v1"), f.Hotpluggable()))
-	gone := blocked(SeverityInfo, None, OwnerGone)
+	gone := blocked(drift.SeverityInfo, drift.None, OwnerGone)
 	runVolumeCases(t, []volumeCase{
 		{"vm gone, no tenant, gate on -> info, OwnerGone", []any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, gone},
 		{"vm gone, gates default -> info, OwnerGone", []any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Gates()}, nil, gone},
 		{"vm re-created with a new uid listing the volume -> info, OwnerGone",
-			[]any{recreated, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, &outcome{severity: SeverityInfo, action: None, blocked: OwnerGone, evidence: []string{"re-created"}}},
+			[]any{recreated, f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), on}, nil, &outcome{severity: drift.SeverityInfo, action: drift.None, blocked: OwnerGone, evidence: []string{"re-created"}}},
 		{"vm gone, tenant does not attach it -> info, OwnerGone",
 			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), on}, nil, gone},
 		{"vm gone, tenant unreachable -> info, OwnerGone",
 			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x")), on}, nil, gone},
 		{"vm gone, tenant detaching -> info, blocked DetachInProgress",
 			[]any{f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now))), on}, nil,
-			blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress)},
+			blocked(drift.SeverityInfo, VMIRemoveVolume, DetachInProgress)},
 	})
 }
 
@@ -187,9 +188,9 @@ func TestOrphanHotplugVolumeStandalone(t *testing.T) {
 		{"standalone vmi, tenant does not attach it, gates unknown -> warning, safe VMIRemoveVolume",
 			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), f.GatesUnknown()}, nil, safe(VMIRemoveVolume)},
 		{"standalone vmi, tenant does not attach it, migrating -> warning, blocked VMIMigrating",
-			[]any{f.VMI("a", f.WithHotplug("v1"), f.Migrating()), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, nil, blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating)},
+			[]any{f.VMI("a", f.WithHotplug("v1"), f.Migrating()), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VMIMigrating)},
 		{"standalone vmi, tenant detaching -> info, blocked DetachInProgress",
-			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now)))}, nil, blocked(SeverityInfo, VMIRemoveVolume, DetachInProgress)},
+			[]any{vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Attaches("a", "v1", f.Terminating(now)))}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, DetachInProgress)},
 		{"standalone vmi, one tenant does not attach it, another unreachable -> no finding",
 			[]any{vmi, f.Tenant("t0", f.Nodes("a", "b", "vm-a")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"), f.Unreachable("x"))}, nil, noFinding()},
 	})
@@ -205,11 +206,11 @@ func TestOrphanHotplugVolumeTenantAuthoritative(t *testing.T) {
 		{"volume in vm spec, tenant authoritative, tenant does not attach it -> warning, safe VMRemoveVolume",
 			[]any{vmSpec, f.VMI("a", f.OwnedBy(vmSpec), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1")), f.GatesUnknown()}, tenantAuthoritative, safe(VMRemoveVolume)},
 		{"volume in vm spec not hotpluggable, tenant authoritative, tenant does not attach it -> warning, blocked VolumeNotHotpluggable",
-			[]any{vmPlain, f.VMI("a", f.OwnedBy(vmPlain), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, VolumeNotHotpluggable)},
+			[]any{vmPlain, f.VMI("a", f.OwnedBy(vmPlain), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(drift.SeverityWarning, VMRemoveVolume, VolumeNotHotpluggable)},
 		{"volume in vm spec with pending removal, tenant authoritative -> warning, blocked RemovalPending",
-			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, RemovalPending)},
+			[]any{vmRemove, f.VMI("a", f.OwnedBy(vmRemove), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(drift.SeverityWarning, VMRemoveVolume, RemovalPending)},
 		{"volume in vm spec with pending addition, tenant authoritative -> warning, blocked AdditionPending",
-			[]any{vmAdd, f.VMI("a", f.OwnedBy(vmAdd), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
+			[]any{vmAdd, f.VMI("a", f.OwnedBy(vmAdd), f.WithHotplug("v1")), f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))}, tenantAuthoritative, blocked(drift.SeverityWarning, VMRemoveVolume, AdditionPending, "pending addvolume")},
 	})
 }
 
@@ -225,20 +226,20 @@ func TestOrphanHotplugVolumeHolds(t *testing.T) {
 		return []any{f.VMI("a", f.WithHotplug("v1", o...)), tenant, hotplugGate()}
 	}
 	runVolumeCases(t, []volumeCase{
-		{"standalone, vmi terminating -> warning, blocked VMITerminating", gone(f.Terminating(now)), nil, blocked(SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating")},
-		{"standalone, vmi migrating -> warning, blocked VMIMigrating", gone(f.Migrating()), nil, blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating, "node-1 to node-2")},
+		{"standalone, vmi terminating -> warning, blocked VMITerminating", gone(f.Terminating(now)), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating")},
+		{"standalone, vmi migrating -> warning, blocked VMIMigrating", gone(f.Migrating()), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VMIMigrating, "node-1 to node-2")},
 		{"standalone, migration completed -> warning, safe", gone(f.MigrationEnded(false)), nil, safe(VMIRemoveVolume)},
 		{"standalone, migration failed -> warning, safe", gone(f.MigrationEnded(true)), nil, safe(VMIRemoveVolume)},
 		{"standalone, vmi terminating and migrating -> warning, blocked VMITerminating", gone(f.Migrating(), f.Terminating(now)), nil,
-			blocked(SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating", "is migrating")},
-		{"standalone, vmi scheduled -> warning, blocked VMINotRunning", gone(f.Phase(kubevirtv1.Scheduled)), nil, blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
-		{"standalone, vmi phase empty -> warning, blocked VMINotRunning", gone(f.Phase("")), nil, blocked(SeverityWarning, VMIRemoveVolume, VMINotRunning)},
-		{"standalone, volume detaching -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeDetaching)), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
-		{"standalone, volume unmounted from pod -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeUnMounted)), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress)},
-		{"standalone, volume gone from vmi spec -> warning, blocked DetachInProgress", hp(f.StatusOnly()), nil, blocked(SeverityWarning, VMIRemoveVolume, DetachInProgress, "no longer lists")},
-		{"standalone, volume attached to node only -> warning, blocked VolumeNotReady", hp(f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode)), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
-		{"standalone, volume phase empty -> warning, blocked VolumeNotReady", hp(f.VolumePhase("")), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
-		{"standalone, vmi spec volume not hotpluggable -> warning, blocked VolumeNotHotpluggable", hp(f.NotHotpluggable()), nil, blocked(SeverityWarning, VMIRemoveVolume, VolumeNotHotpluggable)},
+			blocked(drift.SeverityWarning, VMIRemoveVolume, VMITerminating, "is terminating", "is migrating")},
+		{"standalone, vmi scheduled -> warning, blocked VMINotRunning", gone(f.Phase(kubevirtv1.Scheduled)), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VMINotRunning)},
+		{"standalone, vmi phase empty -> warning, blocked VMINotRunning", gone(f.Phase("")), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VMINotRunning)},
+		{"standalone, volume detaching -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeDetaching)), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, DetachInProgress)},
+		{"standalone, volume unmounted from pod -> warning, blocked DetachInProgress", hp(f.VolumePhase(kubevirtv1.HotplugVolumeUnMounted)), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, DetachInProgress)},
+		{"standalone, volume gone from vmi spec -> warning, blocked DetachInProgress", hp(f.StatusOnly()), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, DetachInProgress, "no longer lists")},
+		{"standalone, volume attached to node only -> warning, blocked VolumeNotReady", hp(f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode)), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
+		{"standalone, volume phase empty -> warning, blocked VolumeNotReady", hp(f.VolumePhase("")), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VolumeNotReady)},
+		{"standalone, vmi spec volume not hotpluggable -> warning, blocked VolumeNotHotpluggable", hp(f.NotHotpluggable()), nil, blocked(drift.SeverityWarning, VMIRemoveVolume, VolumeNotHotpluggable)},
 	})
 }
 
@@ -246,7 +247,7 @@ func TestMigrationStateWithoutStartCountsAsMigrating(t *testing.T) {
 	vmi := f.VMI("a", f.WithHotplug("v1"))
 	vmi.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{}
 	fs := Run(f.Snapshot(vmi, f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1"))), DefaultPolicy(), now)
-	assertOutcome(t, only(fs, OrphanHotplugVolume, "a", "v1"), blocked(SeverityWarning, VMIRemoveVolume, VMIMigrating))
+	assertOutcome(t, only(fs, OrphanHotplugVolume, "a", "v1"), blocked(drift.SeverityWarning, VMIRemoveVolume, VMIMigrating))
 }
 
 func TestCheckVolumeMatchesRun(t *testing.T) {
@@ -289,13 +290,13 @@ func TestOrphanHotplugVolumeTenantNodeMatching(t *testing.T) {
 	tenant := func(opts ...f.TenantOption) snapshot.Tenant {
 		return f.Tenant("t1", append([]f.TenantOption{f.ForNamespace("default"), f.Volumes("v1")}, opts...)...)
 	}
-	unmapped := blocked(SeverityInfo, VMIRemoveVolume, TenantNodeUnmapped)
+	unmapped := blocked(drift.SeverityInfo, VMIRemoveVolume, TenantNodeUnmapped)
 	runVolumeCases(t, []volumeCase{
 		{"node named otherwise, tied by providerID -> warning, safe, evidence says how",
 			[]any{vm, vmi, tenant(node("worker-0", nil)), on}, nil,
-			&outcome{severity: SeverityWarning, action: VMIRemoveVolume, safe: true, evidence: []string{"node worker-0 -> infra VM default/a by providerID kubevirt://a"}}},
+			&outcome{severity: drift.SeverityWarning, action: VMIRemoveVolume, safe: true, evidence: []string{"node worker-0 -> infra VM default/a by providerID kubevirt://a"}}},
 		{"node named like the VM but its providerID names another VM -> not this VM's node, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, tenant(node("a", func(n *snapshot.TenantNode) { n.ProviderID = "kubevirt://b" })), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			[]any{vm, vmi, tenant(node("a", func(n *snapshot.TenantNode) { n.ProviderID = "kubevirt://b" })), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 		{"node named like the VM, nothing else -> blocked TenantNodeUnmapped",
 			[]any{vm, vmi, tenant(node("a", bare)), on}, nil, unmapped},
 		{"node named like the VM, name matching opted in -> warning, safe",
@@ -334,8 +335,8 @@ func TestOrphanHotplugVolumeTenantNodeMatching(t *testing.T) {
 			nil, safe(VMIRemoveVolume)},
 		{"the tenant has no CSIDriver object -> blocked TenantIncomplete",
 			[]any{vm, vmi, tenant(node("worker-0", nil), func(t *snapshot.Tenant) { t.DriverMissing = true }), on}, nil,
-			blocked(SeverityInfo, VMIRemoveVolume, TenantIncomplete, "has no CSIDriver")},
+			blocked(drift.SeverityInfo, VMIRemoveVolume, TenantIncomplete, "has no CSIDriver")},
 		{"no tenant PV names the volume -> outside tenant evidence, blocked VMIOnlyHotplug",
-			[]any{vm, vmi, f.Tenant("t1", f.ForNamespace("default"), node("worker-0", nil)), on}, nil, blocked(SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
+			[]any{vm, vmi, f.Tenant("t1", f.ForNamespace("default"), node("worker-0", nil)), on}, nil, blocked(drift.SeverityInfo, VMIRemoveVolume, VMIOnlyHotplug)},
 	})
 }

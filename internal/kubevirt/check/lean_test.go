@@ -16,6 +16,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/protect"
 	"github.com/tether-dev/tether/internal/testing/fixture"
@@ -119,7 +120,7 @@ func controllerReadsDiffer(full, lean *snapshot.Snapshot) string {
 	return ""
 }
 
-func findingsJSON(t *testing.T, fs []Finding) []byte {
+func findingsJSON(t *testing.T, fs []drift.Finding) []byte {
 	t.Helper()
 	out, err := json.Marshal(fs)
 	if err != nil {

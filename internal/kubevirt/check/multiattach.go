@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -32,9 +33,9 @@ import (
 //   - holders: per other node, the pods there that use the PV (named in the
 //     pod's namespace, counted elsewhere);
 //   - finding: no action, BlockedBy VolumeHeldElsewhere.
-func FindMultiAttachConflicts(in Input) []Finding {
+func FindMultiAttachConflicts(in Input) []drift.Finding {
 	in = in.ready()
-	var out []Finding
+	var out []drift.Finding
 	pods := in.Snapshot.Pods
 	for i := range pods {
 		pod := &pods[i]
@@ -68,33 +69,33 @@ type holderNode struct {
 // decideMultiAttach is the MultiAttachConflict decision for one claim of a
 // scheduled pod: false unless the claim's PV is exclusive, needs attaching,
 // is not attached to the pod's node and is attached to another.
-func decideMultiAttach(in Input, pod *corev1.Pod, claim string) (Finding, bool) {
+func decideMultiAttach(in Input, pod *corev1.Pod, claim string) (drift.Finding, bool) {
 	pvc := in.Index.PVC(pod.Namespace, claim)
 	if pvc == nil || pvc.Spec.VolumeName == "" {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	pvName := pvc.Spec.VolumeName
 	pv := in.Index.PV(pvName)
 	if pv == nil || !exclusive(pv) {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	if pv.Spec.CSI != nil {
 		if d := in.Index.CSIDriver(pv.Spec.CSI.Driver); d != nil && d.Spec.AttachRequired != nil && !*d.Spec.AttachRequired {
-			return Finding{}, false
+			return drift.Finding{}, false
 		}
 	}
 	var holders []*holderNode
 	for _, va := range in.Index.VolumeAttachmentsOf(pvName) {
 		if va.Spec.NodeName == pod.Spec.NodeName {
 			if va.Status.Attached {
-				return Finding{}, false // attached where it is wanted
+				return drift.Finding{}, false // attached where it is wanted
 			}
 			continue
 		}
 		holders = append(holders, &holderNode{name: va.Spec.NodeName, va: va, node: in.Index.Node(va.Spec.NodeName)})
 	}
 	if len(holders) == 0 {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	sort.Slice(holders, func(i, j int) bool { return holders[i].name < holders[j].name })
 	ev := []string{fmt.Sprintf("pod %s/%s on node %s (%s) waits for claim %s (PV %s, access modes %s); no attachment of it to node %s is attached",
@@ -112,17 +113,17 @@ func decideMultiAttach(in Input, pod *corev1.Pod, claim string) (Finding, bool) 
 		}
 		ev = append(ev, holderFact(h))
 	}
-	f := Finding{
+	f := drift.Finding{
 		Check:     MultiAttachConflict,
 		Namespace: pod.Namespace,
-		Object:    ObjectRef{Kind: "Pod", Name: pod.Name, UID: pod.UID},
+		Object:    drift.ObjectRef{Kind: "Pod", Name: pod.Name, UID: pod.UID},
 		Volume:    claim,
-		Severity:  SeverityWarning,
+		Severity:  drift.SeverityWarning,
 		Message:   fmt.Sprintf("pod %s/%s waits for volume %s, which is exclusively attached to node %s", pod.Namespace, pod.Name, claim, holderNames(holders)),
 		Evidence:  ev,
-		Action:    Action{Type: None, BlockedBy: VolumeHeldElsewhere, Remedy: multiAttachRemedy(pod, claim, holders)},
+		Action:    drift.Action{Type: drift.None, BlockedBy: VolumeHeldElsewhere, Remedy: multiAttachRemedy(pod, claim, holders)},
 	}
-	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f, true
 }
 

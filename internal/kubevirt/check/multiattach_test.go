@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -23,10 +24,10 @@ func TestMultiAttachConflict(t *testing.T) {
 	}{
 		{name: "volume attached to a NotReady node with a pod there -> reported with the holder",
 			items: storageWorld(node("node-1", notReady()), node("node-2"), stuck("old"), waiting(), va1("node-1")),
-			want:  blocked(SeverityWarning, None, VolumeHeldElsewhere, "held by node node-1 (Ready=Unknown)", "used there by pod(s) old", "waits for claim data (PV pv-1")},
+			want:  blocked(drift.SeverityWarning, drift.None, VolumeHeldElsewhere, "held by node node-1 (Ready=Unknown)", "used there by pod(s) old", "waits for claim data (PV pv-1")},
 		{name: "volume attached to a gone node -> reported",
 			items: storageWorld(node("node-2"), waiting(), va1("node-1")),
-			want:  blocked(SeverityWarning, None, VolumeHeldElsewhere, "held by node node-1 (does not exist)", "no pod on it uses the volume")},
+			want:  blocked(drift.SeverityWarning, drift.None, VolumeHeldElsewhere, "held by node node-1 (does not exist)", "no pod on it uses the volume")},
 		{name: "volume attached where the pod runs -> no finding",
 			items: storageWorld(node("node-2"), waiting(), f.VolumeAttachment("va-2", "node-2", "pv-1", f.Driver(f.CSIDriverName), f.Attached())),
 			want:  noFinding()},

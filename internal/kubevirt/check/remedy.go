@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -13,7 +14,7 @@ import (
 // route only on 404 (pkg/virtctl/vm/remove_volume.go:49,73-101), so it
 // cannot make a VMI-level call on a VM-owned VMI: for the VMI level on 1.9,
 // or an unknown version, the command is a raw PUT to the VMI subresource.
-func removeCmd(sub *subject, action ActionType, g snapshot.FeatureGates) string {
+func removeCmd(sub *subject, action drift.ActionType, g snapshot.FeatureGates) string {
 	return removeCommand(sub, action, kubeVirtBefore19(g))
 }
 
@@ -28,7 +29,7 @@ func kubeVirtBefore19(g snapshot.FeatureGates) bool {
 }
 
 // removeCommand is removeCmd for a version known to be before v1.9 or not.
-func removeCommand(sub *subject, action ActionType, before19 bool) string {
+func removeCommand(sub *subject, action drift.ActionType, before19 bool) string {
 	ns, name, vol := sub.vmi.Namespace, sub.vmi.Name, sub.volume()
 	check := fmt.Sprintf("then check that `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'` no longer lists %s", name, ns, vol)
 	if action == VMIRemoveVolume && !before19 {
@@ -58,7 +59,7 @@ func tenantCmd(sub *subject, tenants []string) string {
 
 // volumeRemedy is the manual procedure for a volume finding: what to wait
 // for or verify first, given the block, then the command.
-func volumeRemedy(in Input, sub *subject, v verdict, block BlockReason) string {
+func volumeRemedy(in Input, sub *subject, v verdict, block drift.BlockReason) string {
 	ns, vmi := sub.vmi.Namespace, sub.vmi.Name
 	base := removeCommand(sub, v.action, in.before19())
 	switch block {

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -28,7 +29,7 @@ type tenantView struct {
 	state tenantState
 	// block is TenantUnreachable or TenantIncomplete when state is unknown,
 	// DetachInProgress when detaching.
-	block BlockReason
+	block drift.BlockReason
 	names []string
 }
 
@@ -79,7 +80,7 @@ func tenantFacts(facts *vmiFacts, tv tenantView, vm snapshot.InfraVM, volume, cl
 // tenant's volumes (a PV of its driver has the handle), and neither a
 // VolumeAttachment nor the kubelet of that node wants it. Only with explain
 // does it say why (wanted volumes never need to).
-func oneTenant(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snapshot.InfraVM, volume, claim string, explain bool) (tenantState, BlockReason, []string) {
+func oneTenant(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snapshot.InfraVM, volume, claim string, explain bool) (tenantState, drift.BlockReason, []string) {
 	var ev []string
 	if !t.Reachable {
 		if explain {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -46,9 +47,9 @@ const KindVolumeAttachment = "VolumeAttachment"
 //   - action (vaAction): delete the holders' pods, else remove the attacher
 //     finalizer of a deleting attachment, else delete it; held when not
 //     fenced, when a pod needs it, or when forcing lacks ForceDetach.
-func FindStaleVolumeAttachments(in Input) []Finding {
+func FindStaleVolumeAttachments(in Input) []drift.Finding {
 	in = in.ready()
-	var out []Finding
+	var out []drift.Finding
 	vas := in.Snapshot.VolumeAttachments
 	for i := range vas {
 		if f, ok := decideVA(in, &vas[i]); ok {
@@ -60,14 +61,14 @@ func FindStaleVolumeAttachments(in Input) []Finding {
 
 // CheckVolumeAttachment re-runs the StaleVolumeAttachment decision for the
 // VolumeAttachment name, typically on a snapshot of freshly read objects.
-func CheckVolumeAttachment(s *snapshot.Snapshot, p Policy, now time.Time, name string) (Finding, bool) {
+func CheckVolumeAttachment(s *snapshot.Snapshot, p Policy, now time.Time, name string) (drift.Finding, bool) {
 	in := NewInput(s, p, now)
 	for i := range s.VolumeAttachments {
 		if s.VolumeAttachments[i].Name == name {
 			return decideVA(in, &s.VolumeAttachments[i])
 		}
 	}
-	return Finding{}, false
+	return drift.Finding{}, false
 }
 
 // vaView is what is known about one VolumeAttachment.
@@ -97,14 +98,14 @@ func (v *vaView) fact(format string, args ...any) {
 
 // decideVA is the StaleVolumeAttachment decision for one VolumeAttachment:
 // false when it is out of scope or not stale.
-func decideVA(in Input, va *storagev1.VolumeAttachment) (Finding, bool) {
+func decideVA(in Input, va *storagev1.VolumeAttachment) (drift.Finding, bool) {
 	if va.Name == "" || va.Spec.NodeName == "" || in.scope.selector != nil {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	// Most attachments are fine: decide quietly first, and gather the
 	// evidence only for those that are stale.
 	if v, ok := judgeVA(in, va, true); !ok || !v.stale(in) {
-		return Finding{}, false
+		return drift.Finding{}, false
 	}
 	v, _ := judgeVA(in, va, false)
 	if len(v.live) == 0 {
@@ -116,17 +117,17 @@ func decideVA(in Input, va *storagev1.VolumeAttachment) (Finding, bool) {
 	}
 	fenced := judgeFencing(in, v)
 	action, block := vaAction(in, v, fenced)
-	f := Finding{
+	f := drift.Finding{
 		Check:    StaleVolumeAttachment,
-		Object:   ObjectRef{Kind: KindVolumeAttachment, Name: va.Name, UID: va.UID},
+		Object:   drift.ObjectRef{Kind: KindVolumeAttachment, Name: va.Name, UID: va.UID},
 		Volume:   v.pvName,
-		Severity: SeverityWarning,
+		Severity: drift.SeverityWarning,
 		Message:  fmt.Sprintf("VolumeAttachment %s of %s to node %s is stale: %s", va.Name, pvWord(v.pvName), va.Spec.NodeName, strings.Join(staleReasons(v), ", ")),
 		Evidence: v.facts,
-		Action:   Action{Type: action, Safe: block == "", BlockedBy: block, Remedy: vaRemedy(v, action, block)},
+		Action:   drift.Action{Type: action, Safe: block == "", BlockedBy: block, Remedy: vaRemedy(v, action, block)},
 	}
 	f.Namespace, _ = snapshot.ClaimOf(v.pv)
-	f.ID = FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f, true
 }
 

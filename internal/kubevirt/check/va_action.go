@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -51,7 +52,7 @@ func judgeFencing(in Input, v *vaView) bool {
 
 // vaAction picks the least forceful action that lets the detach proceed,
 // and says why it is not safe if it is not.
-func vaAction(in Input, v *vaView, fenced bool) (ActionType, BlockReason) {
+func vaAction(in Input, v *vaView, fenced bool) (drift.ActionType, drift.BlockReason) {
 	action := DeleteVolumeAttachment
 	switch {
 	case len(v.holders) > 0:
@@ -70,7 +71,7 @@ func vaAction(in Input, v *vaView, fenced bool) (ActionType, BlockReason) {
 		return action, ""
 	case !in.Policy.Storage.ForceDetach:
 		v.fact("%s bypasses the attacher's confirmation of the detach; it needs the explicit opt-in (--force-detach)", action)
-		return action, NotRequested
+		return action, drift.NotRequested
 	}
 	return action, ""
 }
@@ -101,7 +102,7 @@ func StaleHolders(s *snapshot.Snapshot, p Policy, now time.Time, name string) []
 	return nil
 }
 
-func vaRemedy(v *vaView, action ActionType, block BlockReason) string {
+func vaRemedy(v *vaView, action drift.ActionType, block drift.BlockReason) string {
 	name, node := v.va.Name, v.va.Spec.NodeName
 	taint := fmt.Sprintf("`kubectl taint node %s %s=nodeshutdown:NoExecute`", node, snapshot.OutOfServiceTaint)
 	pods := make([]string, 0, len(v.holders))
@@ -119,13 +120,13 @@ func vaRemedy(v *vaView, action ActionType, block BlockReason) string {
 		return fmt.Sprintf("make sure the machine that was node %s is powered off or cut off from the storage, then either enable the fencing rule for nodes gone for long, or do by hand: %s", node, manualVA(action, delPods, delVA, unfinalize, watch))
 	case block == VolumeInUse:
 		return fmt.Sprintf("pods on the re-created node %s use the volume while the attachment belongs to the previous node: drain them (`kubectl drain %s`), then %s, %s", node, node, delVA, watch)
-	case block == NotRequested:
+	case block == drift.NotRequested:
 		return fmt.Sprintf("a forced step, last resort: it bypasses the driver's confirmation that the volume left node %s; make sure it did (check the storage backend), then re-run with --force-detach, or by hand: %s", node, manualVA(action, delPods, delVA, unfinalize, watch))
 	}
 	return manualVA(action, delPods, delVA, unfinalize, watch)
 }
 
-func manualVA(action ActionType, delPods, delVA, unfinalize, watch string) string {
+func manualVA(action drift.ActionType, delPods, delVA, unfinalize, watch string) string {
 	switch action {
 	case DeletePodsOnFencedNode:
 		return fmt.Sprintf("%s; the attach/detach controller then detaches the volume itself; %s", delPods, watch)

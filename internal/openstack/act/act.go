@@ -23,21 +23,20 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 
-	tact "github.com/tether-dev/tether/internal/kubevirt/act"
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
-// Causes of this package, beside tether's own (act.AlreadyGone, ...).
+// Causes of this package, beside tether's own (drift.AlreadyGone, ...).
 const (
 	// NovaUsesAttachment: Cinder answered 409 because Nova records the
 	// attachment (ConflictNovaUsingAttachment); nothing was changed.
-	NovaUsesAttachment tact.Cause = "NovaUsesAttachment"
+	NovaUsesAttachment drift.Cause = "NovaUsesAttachment"
 	// Rejected: the service refused the request as invalid for the
 	// object's current state (400 or another 409); nothing was changed.
-	Rejected tact.Cause = "Rejected"
+	Rejected drift.Cause = "Rejected"
 )
 
 // Executor repairs findings against the live services.
@@ -62,15 +61,15 @@ func (e *Executor) now() time.Time {
 }
 
 // Apply carries out f's action after a live re-read and re-check.
-func (e *Executor) Apply(ctx context.Context, f tcheck.Finding) tact.Result {
+func (e *Executor) Apply(ctx context.Context, f drift.Finding) drift.Result {
 	res := e.apply(ctx, f)
 	res.FindingID = f.ID
 	return res
 }
 
-func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
+func (e *Executor) apply(ctx context.Context, f drift.Finding) drift.Result {
 	if !f.Action.Safe {
-		return tact.Result{Outcome: tact.Refused, Message: fmt.Sprintf("the plan marks it not safe (blocked by %s)", f.Action.BlockedBy)}
+		return drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf("the plan marks it not safe (blocked by %s)", f.Action.BlockedBy)}
 	}
 	server, volume := string(f.Object.UID), f.Volume
 	var attachment *snapshot.Attachment
@@ -80,7 +79,7 @@ func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
 			return failed("live re-read", err)
 		}
 		if at == nil {
-			return tact.Result{Outcome: tact.Applied, Cause: tact.AlreadyGone, Message: "Cinder attachment " + f.Object.Name + " is already gone"}
+			return drift.Result{Outcome: drift.Applied, Cause: drift.AlreadyGone, Message: "Cinder attachment " + f.Object.Name + " is already gone"}
 		}
 		attachment, server, volume = at, at.Instance, at.VolumeID
 	}
@@ -89,7 +88,7 @@ func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
 		return failed("live re-read", err)
 	}
 	if why := e.recheck(f, snap); why != "" {
-		return tact.Result{Outcome: tact.Refused, Message: "live re-check: " + why}
+		return drift.Result{Outcome: drift.Refused, Message: "live re-check: " + why}
 	}
 	switch f.Action.Type {
 	case check.DeleteCinderAttachment:
@@ -105,12 +104,12 @@ func (e *Executor) apply(ctx context.Context, f tcheck.Finding) tact.Result {
 	case check.RecreateAttachmentAndDetach:
 		return e.recreateAndDetach(ctx, server, volume)
 	}
-	return tact.Result{Outcome: tact.Refused, Message: fmt.Sprintf("no repair for action %s", f.Action.Type)}
+	return drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf("no repair for action %s", f.Action.Type)}
 }
 
 // recheck re-runs f's check on the live snapshot and says how the fresh
 // finding differs from f ("" when it is the same, still safe).
-func (e *Executor) recheck(f tcheck.Finding, snap *snapshot.Snapshot) string {
+func (e *Executor) recheck(f drift.Finding, snap *snapshot.Snapshot) string {
 	p := e.Policy
 	p.Checks = []string{f.Check}
 	for _, fresh := range check.Run(snap, p, e.now()) {
@@ -129,18 +128,18 @@ func (e *Executor) recheck(f tcheck.Finding, snap *snapshot.Snapshot) string {
 }
 
 // waitGone waits until Cinder no longer has the attachment.
-func (e *Executor) waitGone(ctx context.Context, id, done string) tact.Result {
+func (e *Executor) waitGone(ctx context.Context, id, done string) drift.Result {
 	deadline := e.now().Add(e.waitTimeout())
 	for {
 		at, err := observe.Attachment(ctx, e.Clients, id)
 		if err == nil && at == nil {
-			return tact.Result{Outcome: tact.Applied, Message: done}
+			return drift.Result{Outcome: drift.Applied, Message: done}
 		}
 		if e.now().After(deadline) {
-			return tact.Result{Outcome: tact.Pending, Cause: tact.Timeout, Message: fmt.Sprintf("%s: accepted, but the attachment is still listed after %s", done, e.waitTimeout())}
+			return drift.Result{Outcome: drift.Pending, Cause: drift.Timeout, Message: fmt.Sprintf("%s: accepted, but the attachment is still listed after %s", done, e.waitTimeout())}
 		}
 		if !e.pause(ctx) {
-			return tact.Result{Outcome: tact.Pending, Cause: tact.Timeout, Message: done + ": accepted; stopped waiting: " + ctx.Err().Error()}
+			return drift.Result{Outcome: drift.Pending, Cause: drift.Timeout, Message: done + ": accepted; stopped waiting: " + ctx.Err().Error()}
 		}
 	}
 }
@@ -167,12 +166,12 @@ func (e *Executor) pause(ctx context.Context) bool {
 	}
 }
 
-func failed(step string, err error) tact.Result {
-	return tact.Result{Outcome: tact.Failed, Cause: tact.ServerError, Message: step + " failed: " + err.Error(), Err: err}
+func failed(step string, err error) drift.Result {
+	return drift.Result{Outcome: drift.Failed, Cause: drift.ServerError, Message: step + " failed: " + err.Error(), Err: err}
 }
 
 // answer classifies a write's error: nil when it succeeded.
-func answer(step string, err error) *tact.Result {
+func answer(step string, err error) *drift.Result {
 	if err == nil {
 		return nil
 	}
@@ -186,15 +185,15 @@ func answer(step string, err error) *tact.Result {
 	case code.Actual == http.StatusConflict && strings.Contains(body, "using the Compute API"):
 		// cinder/exception.py ConflictNovaUsingAttachment (409): "Detach
 		// volume from instance %(instance_id)s using the Compute API".
-		return &tact.Result{Outcome: tact.Refused, Cause: NovaUsesAttachment, Message: step + ": Cinder answered 409 because Nova records this attachment; nothing was changed: " + body, Err: err}
+		return &drift.Result{Outcome: drift.Refused, Cause: NovaUsesAttachment, Message: step + ": Cinder answered 409 because Nova records this attachment; nothing was changed: " + body, Err: err}
 	case code.Actual == http.StatusNotFound:
-		return &tact.Result{Outcome: tact.Refused, Cause: tact.SubjectGone, Message: step + ": answered 404: the object is gone: " + body, Err: err}
+		return &drift.Result{Outcome: drift.Refused, Cause: drift.SubjectGone, Message: step + ": answered 404: the object is gone: " + body, Err: err}
 	case code.Actual == http.StatusConflict || code.Actual == http.StatusBadRequest:
-		return &tact.Result{Outcome: tact.Refused, Cause: Rejected, Message: fmt.Sprintf("%s: answered %d, nothing was changed: %s", step, code.Actual, body), Err: err}
+		return &drift.Result{Outcome: drift.Refused, Cause: Rejected, Message: fmt.Sprintf("%s: answered %d, nothing was changed: %s", step, code.Actual, body), Err: err}
 	case code.Actual == http.StatusUnauthorized:
-		return &tact.Result{Outcome: tact.Failed, Cause: tact.Unauthorized, Message: step + ": answered 401: check the cloud's credentials", Err: err}
+		return &drift.Result{Outcome: drift.Failed, Cause: drift.Unauthorized, Message: step + ": answered 401: check the cloud's credentials", Err: err}
 	case code.Actual == http.StatusForbidden:
-		return &tact.Result{Outcome: tact.Failed, Cause: tact.Forbidden, Message: step + ": answered 403: this repair needs the admin role", Err: err}
+		return &drift.Result{Outcome: drift.Failed, Cause: drift.Forbidden, Message: step + ": answered 403: this repair needs the admin role", Err: err}
 	}
-	return &tact.Result{Outcome: tact.Failed, Cause: tact.ServerError, Message: fmt.Sprintf("%s: answered %d: %s", step, code.Actual, body), Err: err}
+	return &drift.Result{Outcome: drift.Failed, Cause: drift.ServerError, Message: fmt.Sprintf("%s: answered %d: %s", step, code.Actual, body), Err: err}
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 
-	tact "github.com/tether-dev/tether/internal/kubevirt/act"
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
@@ -38,14 +37,14 @@ func executor(t *testing.T, w *ostest.World) *Executor {
 // planned observes the world and returns the finding of the check about
 // the volume, as a second observation a grace period after the first
 // would: the executor's policy records it as first seen two minutes ago.
-func planned(t *testing.T, e *Executor, checkName, volume string) tcheck.Finding {
+func planned(t *testing.T, e *Executor, checkName, volume string) drift.Finding {
 	t.Helper()
 	s, err := observe.Observe(context.Background(), e.Clients, observe.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Policy = check.Policy{Grace: time.Minute, FirstSeen: map[string]time.Time{}}
-	var found []tcheck.Finding
+	var found []drift.Finding
 	for _, f := range check.Run(s, check.Policy{Grace: time.Minute}, s.Taken) {
 		if f.Check == checkName && f.Volume == volume {
 			found = append(found, f)
@@ -61,7 +60,7 @@ func planned(t *testing.T, e *Executor, checkName, volume string) tcheck.Finding
 		}
 	}
 	t.Fatal("the finding is gone on the second run")
-	return tcheck.Finding{}
+	return drift.Finding{}
 }
 
 // novaDB is the world's Nova cell database (world.env TETHER_OS_NOVA_DB).
@@ -104,7 +103,7 @@ func liveAttachments(t *testing.T, w *ostest.World, volume string) []string {
 	return ids
 }
 
-func wantOutcome(t *testing.T, r tact.Result, o tact.Outcome, contains string) {
+func wantOutcome(t *testing.T, r drift.Result, o drift.Outcome, contains string) {
 	t.Helper()
 	if r.Outcome != o || !strings.Contains(r.Message+" "+string(r.Cause), contains) {
 		t.Fatalf("outcome %s (%s): %s; want %s with %q", r.Outcome, r.Cause, r.Message, o, contains)
@@ -120,14 +119,14 @@ func TestDeleteAttachmentOfServerNovaDoesNotKnow(t *testing.T) {
 	if f.Object.Name != a || f.Action.Type != check.DeleteCinderAttachment || !f.Action.Safe {
 		t.Fatalf("plan: %+v", f)
 	}
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "deleted Cinder attachment")
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "deleted Cinder attachment")
 	// Cinder: no attachment left, the volume is available again.
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder still lists %v", got)
 	}
 	w.WaitVolume(t, v, "available")
 	// Applying the same plan again finds the attachment gone.
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "AlreadyGone")
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "AlreadyGone")
 }
 
 func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
@@ -141,7 +140,7 @@ func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
 	if f.Action.Type != check.ForceDetachVolume || !f.Action.Safe {
 		t.Fatalf("plan: %+v", f)
 	}
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "force-detached")
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "force-detached")
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder still lists %v", got)
 	}
@@ -163,7 +162,7 @@ func TestRecreateAndDetachDanglingMapping(t *testing.T) {
 	if f.Action.Type != check.RecreateAttachmentAndDetach || !f.Action.Safe || string(f.Object.UID) != s {
 		t.Fatalf("plan: %+v", f)
 	}
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Applied, "Nova detached volume")
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "Nova detached volume")
 	// Nova: the mapping is gone, the other volume stays attached.
 	if w.NovaLists(t, s, v) {
 		t.Fatal("Nova still lists the volume")
@@ -191,7 +190,7 @@ func TestRefusedWhenTheServerListsTheVolumeAgain(t *testing.T) {
 	f := planned(t, e, check.StaleCinderAttachment, v)
 	// Nova's mapping comes back (the soft-delete undone) after the plan.
 	sql(t, w, "update block_device_mapping set deleted = 0, deleted_at = NULL where instance_uuid = ? and volume_id = ? and deleted != 0", s, v)
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "no longer holds")
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "no longer holds")
 	if got := liveAttachments(t, w, v); len(got) != 1 {
 		t.Fatalf("Cinder lists %v, want the one attachment untouched", got)
 	}
@@ -207,7 +206,7 @@ func TestRefusedWhenTheServerGotATask(t *testing.T) {
 	f := planned(t, e, check.DanglingNovaAttachment, v)
 	sql(t, w, "update instances set task_state = 'migrating' where uuid = ?", s)
 	t.Cleanup(func() { sql(t, w, "update instances set task_state = NULL where uuid = ?", s) })
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, string(check.ServerTaskState))
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, string(check.ServerTaskState))
 	// Nothing was written: no attachment was created, Nova keeps its mapping.
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder lists %v, want none", got)
@@ -230,7 +229,7 @@ func TestRunningServerHoldsTheRepairs(t *testing.T) {
 	w.ForgetBDM(t, s, forgot)
 	for _, tc := range []struct {
 		check, volume string
-		action        tcheck.ActionType
+		action        drift.ActionType
 	}{
 		{check.DanglingNovaAttachment, dangling, check.RecreateAttachmentAndDetach},
 		{check.StaleCinderAttachment, forgot, check.ForceDetachVolume},
@@ -240,7 +239,7 @@ func TestRunningServerHoldsTheRepairs(t *testing.T) {
 			!strings.Contains(f.Action.Remedy, "openstack server stop "+s) {
 			t.Fatalf("plan of %s: %+v, want %s blocked by ServerRunning, naming `openstack server stop %s`", tc.check, f, tc.action, s)
 		}
-		wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "ServerRunning")
+		wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "ServerRunning")
 	}
 	// Nova keeps the dangling mapping, Cinder holds nothing for it; Cinder
 	// keeps the forgotten mapping's attachment attached.
@@ -272,7 +271,7 @@ func TestRefusedWhenTheServerWasStartedAgain(t *testing.T) {
 		t.Fatalf("plan on the stopped server: %+v, want safe", f)
 	}
 	w.StartServer(t, s)
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, string(check.ServerRunning))
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, string(check.ServerRunning))
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder lists %v, want none", got)
 	}
@@ -294,7 +293,7 @@ func TestRefusedWhenTheVolumeStartedMoving(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, string(check.VolumeTransitional))
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, string(check.VolumeTransitional))
 	if got := liveAttachments(t, w, v); len(got) != 1 || !strings.HasPrefix(got[0], a) {
 		t.Fatalf("Cinder lists %v, want attachment %s untouched", got, a)
 	}
@@ -311,11 +310,11 @@ func TestCinderRefusesWritesOnAttachmentsNovaUses(t *testing.T) {
 	s, v := w.Server(t, "in-use"), w.Volume(t, "in-use")
 	a := w.Attach(t, s, v)
 	r := e.deleteAttachment(context.Background(), a)
-	if r == nil || r.Outcome != tact.Refused || r.Cause != NovaUsesAttachment {
+	if r == nil || r.Outcome != drift.Refused || r.Cause != NovaUsesAttachment {
 		t.Fatalf("delete: %+v, want Refused NovaUsesAttachment", r)
 	}
 	r = e.forceDetach(context.Background(), v, a)
-	if r == nil || r.Outcome != tact.Refused || r.Cause != NovaUsesAttachment {
+	if r == nil || r.Outcome != drift.Refused || r.Cause != NovaUsesAttachment {
 		t.Fatalf("force-detach: %+v, want Refused NovaUsesAttachment", r)
 	}
 	if got := liveAttachments(t, w, v); len(got) != 1 || !strings.HasPrefix(got[0], a+"/"+s+"/attached") {
@@ -333,8 +332,8 @@ func TestNotSafeIsNeverApplied(t *testing.T) {
 	v := w.Volume(t, "seen-once")
 	w.StaleAttachment(t, v)
 	f := planned(t, e, check.StaleCinderAttachment, v)
-	f.Action.Safe, f.Action.BlockedBy = false, check.NotSeenTwice
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "not safe")
+	f.Action.Safe, f.Action.BlockedBy = false, drift.NotSeenTwice
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "not safe")
 	if got := liveAttachments(t, w, v); len(got) != 1 {
 		t.Fatalf("Cinder lists %v, want the attachment untouched", got)
 	}
@@ -378,13 +377,13 @@ func TestRootDiskIsNeverDetached(t *testing.T) {
 	w.DeleteAttachmentAsNova(t, a)
 	w.WaitVolume(t, v, "available")
 	f := planned(t, e, check.DanglingNovaAttachment, v)
-	if f.Action.Type != tcheck.None || f.Action.Safe || f.Action.BlockedBy != check.RootVolume {
+	if f.Action.Type != drift.None || f.Action.Safe || f.Action.BlockedBy != check.RootVolume {
 		t.Fatalf("plan: %+v, want no action, blocked by RootVolume", f)
 	}
-	wantOutcome(t, e.Apply(context.Background(), f), tact.Refused, "not safe")
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "not safe")
 
 	r := e.recreateAndDetach(context.Background(), s, v)
-	if r.Outcome != tact.Refused || r.Cause != Rejected || !strings.Contains(r.Message, "root device") || !strings.Contains(r.Message, "deleted again") {
+	if r.Outcome != drift.Refused || r.Cause != Rejected || !strings.Contains(r.Message, "root device") || !strings.Contains(r.Message, "deleted again") {
 		t.Fatalf("repair of a root disk: %+v, want Refused (Rejected) naming the root device and the undo", r)
 	}
 	if got := liveAttachments(t, w, v); len(got) != 0 {

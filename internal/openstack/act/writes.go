@@ -8,15 +8,15 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/attachments"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
 
-	tact "github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/drift"
 )
 
 // deleteAttachment is DELETE /v3/{project}/attachments/{id} (block-storage
 // 3.27). Cinder answers 409 while Nova records the attachment.
-func (e *Executor) deleteAttachment(ctx context.Context, id string) *tact.Result {
+func (e *Executor) deleteAttachment(ctx context.Context, id string) *drift.Result {
 	err := attachments.Delete(ctx, e.Clients.BlockStorage, id).ExtractErr()
 	if gophercloud.ResponseCodeIs(err, 404) {
-		return &tact.Result{Outcome: tact.Applied, Cause: tact.AlreadyGone, Message: "Cinder attachment " + id + " was already gone"}
+		return &drift.Result{Outcome: drift.Applied, Cause: drift.AlreadyGone, Message: "Cinder attachment " + id + " was already gone"}
 	}
 	return answer("deleting Cinder attachment "+id, err)
 }
@@ -26,7 +26,7 @@ func (e *Executor) deleteAttachment(ctx context.Context, id string) *tact.Result
 // terminates the connection and deletes that attachment, and answers 409
 // while Nova records it. A guest may still use that connection, so the
 // check marks this safe only on a stopped server (ServerRunning).
-func (e *Executor) forceDetach(ctx context.Context, volume, attachment string) *tact.Result {
+func (e *Executor) forceDetach(ctx context.Context, volume, attachment string) *drift.Result {
 	c := e.Clients.BlockStorage
 	body := map[string]any{"os-force_detach": map[string]any{"attachment_id": attachment}}
 	resp, err := c.Post(ctx, c.ServiceURL("volumes", volume, "action"), body, nil, &gophercloud.RequestOpts{OkCodes: []int{202}})
@@ -49,14 +49,14 @@ func (e *Executor) forceDetach(ctx context.Context, volume, attachment string) *
 // detaches the disk on the hypervisor, so the check marks this safe only on
 // a stopped server (ServerRunning otherwise), and the live re-check holds
 // it to that.
-func (e *Executor) recreateAndDetach(ctx context.Context, server, volume string) tact.Result {
+func (e *Executor) recreateAndDetach(ctx context.Context, server, volume string) drift.Result {
 	bs := *e.Clients.BlockStorage
 	bs.Microversion = "3.44"
 	at, err := attachments.Create(ctx, &bs, attachments.CreateOpts{VolumeUUID: volume, InstanceUUID: server}).Extract()
 	if r := answer("creating a Cinder attachment of volume "+volume+" for server "+server, err); r != nil {
 		return *r
 	}
-	undo := func(r tact.Result) tact.Result {
+	undo := func(r drift.Result) drift.Result {
 		if err := attachments.Delete(ctx, &bs, at.ID).ExtractErr(); err != nil {
 			r.Message += fmt.Sprintf("; removing the attachment %s tether created failed too (%v): delete it with `openstack --os-volume-api-version 3.27 volume attachment delete %s`", at.ID, err, at.ID)
 		} else {
@@ -74,7 +74,7 @@ func (e *Executor) recreateAndDetach(ctx context.Context, server, volume string)
 		r.Message += fmt.Sprintf("; Cinder attachment %s stays for Nova's detach: delete it once Nova no longer lists the volume", at.ID)
 		return *r
 	}
-	if r := e.deleteAttachment(ctx, at.ID); r != nil && r.Outcome != tact.Applied {
+	if r := e.deleteAttachment(ctx, at.ID); r != nil && r.Outcome != drift.Applied {
 		r.Message = "Nova dropped its mapping, but " + r.Message
 		return *r
 	}
@@ -84,7 +84,7 @@ func (e *Executor) recreateAndDetach(ctx context.Context, server, volume string)
 
 // waitUnmapped waits until Nova no longer lists the volume on the server;
 // nil when it does not.
-func (e *Executor) waitUnmapped(ctx context.Context, server, volume string) *tact.Result {
+func (e *Executor) waitUnmapped(ctx context.Context, server, volume string) *drift.Result {
 	deadline := e.now().Add(e.waitTimeout())
 	for {
 		p, err := volumeattach.List(e.Clients.Compute, server).AllPages(ctx)
@@ -95,7 +95,7 @@ func (e *Executor) waitUnmapped(ctx context.Context, server, volume string) *tac
 			}
 		}
 		if e.now().After(deadline) || !e.pause(ctx) {
-			return &tact.Result{Outcome: tact.Pending, Cause: tact.Timeout, Message: fmt.Sprintf("Nova accepted the detach of volume %s from server %s but still lists it after %s", volume, server, e.waitTimeout())}
+			return &drift.Result{Outcome: drift.Pending, Cause: drift.Timeout, Message: fmt.Sprintf("Nova accepted the detach of volume %s from server %s but still lists it after %s", volume, server, e.waitTimeout())}
 		}
 	}
 }

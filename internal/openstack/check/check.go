@@ -10,13 +10,12 @@
 package check
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
@@ -35,54 +34,51 @@ const (
 	// DeleteCinderAttachment deletes the Cinder attachment
 	// (DELETE /v3/{project}/attachments/{id}, block-storage 3.27). Cinder
 	// itself asks Nova first and answers 409 while Nova uses it.
-	DeleteCinderAttachment tcheck.ActionType = "DeleteCinderAttachment"
+	DeleteCinderAttachment drift.ActionType = "DeleteCinderAttachment"
 	// ForceDetachVolume is the volume action os-force_detach with the
 	// attachment id: Cinder terminates the connection and deletes that
 	// one attachment.
-	ForceDetachVolume tcheck.ActionType = "ForceDetachVolume"
+	ForceDetachVolume drift.ActionType = "ForceDetachVolume"
 	// RecreateAttachmentAndDetach gives Nova's dangling mapping a Cinder
 	// attachment again (POST /attachments at 3.54, then os-complete), has
 	// Nova detach the volume (DELETE os-volume_attachments), and deletes
 	// the attachment Nova's detach leaves behind.
-	RecreateAttachmentAndDetach tcheck.ActionType = "RecreateAttachmentAndDetach"
+	RecreateAttachmentAndDetach drift.ActionType = "RecreateAttachmentAndDetach"
 )
 
 // Block reasons (contract: they appear in JSON output). Each names the fact
 // that has to change; the remedy says how to change it by hand.
 const (
-	// NotSeenTwice: the finding has not yet been observed twice, the grace
-	// period apart.
-	NotSeenTwice tcheck.BlockReason = "NotSeenTwice"
 	// ServerTaskState: the server has a task (migrating, resizing,
 	// rebuilding, shelving, ...): Nova is changing its mappings.
-	ServerTaskState tcheck.BlockReason = "ServerTaskState"
+	ServerTaskState drift.BlockReason = "ServerTaskState"
 	// ServerRunning: the repair cuts the compute host's connection to the
 	// volume, and the server is not stopped: its guest may still use the
 	// disk whatever Nova's or Cinder's database says. Only a server that
 	// is stopped (SHUTOFF) or shelved and offloaded (no host) is safe.
-	ServerRunning tcheck.BlockReason = "ServerRunning"
+	ServerRunning drift.BlockReason = "ServerRunning"
 	// ServerTransitional: the server's vm_state is one Nova is still
 	// working through (building, resized awaiting confirmation, ...).
-	ServerTransitional tcheck.BlockReason = "ServerTransitional"
+	ServerTransitional drift.BlockReason = "ServerTransitional"
 	// VolumeTransitional: the volume is attaching, detaching, reserved (or
 	// in another status Cinder passes through) and changed within the
 	// grace period.
-	VolumeTransitional tcheck.BlockReason = "VolumeTransitional"
+	VolumeTransitional drift.BlockReason = "VolumeTransitional"
 	// VolumeBusy: the volume is in a status the repair cannot start from
 	// (not available), whatever its age.
-	VolumeBusy tcheck.BlockReason = "VolumeBusy"
+	VolumeBusy drift.BlockReason = "VolumeBusy"
 	// MultiattachInUse: the volume is multiattach and another server
 	// still uses it.
-	MultiattachInUse tcheck.BlockReason = "MultiattachInUse"
+	MultiattachInUse drift.BlockReason = "MultiattachInUse"
 	// VolumeGone: Cinder does not list the volume; Nova's API cannot detach
 	// a volume Cinder does not know.
-	VolumeGone tcheck.BlockReason = "VolumeGone"
+	VolumeGone drift.BlockReason = "VolumeGone"
 	// AttachedElsewhere: Cinder holds the volume attached to another
 	// server; detaching through Nova could detach it there.
-	AttachedElsewhere tcheck.BlockReason = "AttachedElsewhere"
+	AttachedElsewhere drift.BlockReason = "AttachedElsewhere"
 	// RootVolume: the mapping is the server's root disk, which Nova never
 	// detaches.
-	RootVolume tcheck.BlockReason = "RootVolume"
+	RootVolume drift.BlockReason = "RootVolume"
 )
 
 // DefaultGrace is the grace period unless the policy says otherwise.
@@ -111,7 +107,7 @@ func (p Policy) grace() time.Duration {
 // Check is one named check.
 type Check struct {
 	Name, Doc string
-	Run       func(Input) []tcheck.Finding
+	Run       func(Input) []drift.Finding
 }
 
 // All returns the OpenStack checks.
@@ -154,28 +150,24 @@ func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
 	return Input{Snapshot: s, Index: s.Index(), Policy: p, Now: now}
 }
 
-// Run runs the checks the policy selects and returns their findings sorted
-// by project, object, volume and check.
-func Run(s *snapshot.Snapshot, p Policy, now time.Time) []tcheck.Finding {
+// Run runs the checks the policy selects and returns their findings in the
+// one order of drift.Sort.
+func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
 	in := NewInput(s, p, now)
-	var out []tcheck.Finding
+	var out []drift.Finding
 	for _, c := range All() {
 		if len(p.Checks) > 0 && !slices.Contains(p.Checks, c.Name) {
 			continue
 		}
 		out = append(out, c.Run(in)...)
 	}
-	slices.SortFunc(out, func(a, b tcheck.Finding) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Object.Kind, b.Object.Kind),
-			cmp.Compare(a.Object.Name, b.Object.Name), cmp.Compare(string(a.Object.UID), string(b.Object.UID)),
-			cmp.Compare(a.Volume, b.Volume), cmp.Compare(a.Check, b.Check))
-	})
+	drift.Sort(out)
 	return out
 }
 
 // seenTwice holds a finding whose action would otherwise be safe until it
 // was first seen at least the grace period ago.
-func (in Input) seenTwice(f *tcheck.Finding) {
+func (in Input) seenTwice(f *drift.Finding) {
 	if !f.Action.Safe {
 		return
 	}
@@ -185,7 +177,7 @@ func (in Input) seenTwice(f *tcheck.Finding) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("first seen %s ago (grace %s)", in.Now.Sub(first).Round(time.Second), g))
 		return
 	}
-	f.Action.Safe, f.Action.BlockedBy = false, NotSeenTwice
+	f.Action.Safe, f.Action.BlockedBy = false, drift.NotSeenTwice
 	if ok {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("first seen %s ago: not yet the grace period (%s) apart", in.Now.Sub(first).Round(time.Second), g))
 	} else {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
@@ -80,9 +80,9 @@ func seenLongAgo(w *world) Policy {
 
 type want struct {
 	check   string
-	action  tcheck.ActionType
+	action  drift.ActionType
 	safe    bool
-	blocked tcheck.BlockReason
+	blocked drift.BlockReason
 }
 
 func TestChecks(t *testing.T) {
@@ -193,17 +193,17 @@ func TestChecks(t *testing.T) {
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
 		{"mapping of a volume Cinder does not list -> no action",
 			(&world{}).server("s1", lists("v1")),
-			[]want{{DanglingNovaAttachment, tcheck.None, false, VolumeGone}}},
+			[]want{{DanglingNovaAttachment, drift.None, false, VolumeGone}}},
 		{"volume attached to another server -> no action, and no stale finding for it",
 			(&world{}).server("s1", lists("v1")).server("s2", lists("v1")).volume("v1").attachment("a2", "v1", "s2", "attached"),
-			[]want{{DanglingNovaAttachment, tcheck.None, false, AttachedElsewhere}}},
+			[]want{{DanglingNovaAttachment, drift.None, false, AttachedElsewhere}}},
 		{"recorded attachment belongs to another server -> no action",
 			(&world{}).server("s1", listsWith("v1", "a2", "/dev/vdb")).server("s2", lists("v1")).volume("v1", multiattach).
 				attachment("a2", "v1", "s2", "attached").attachment("a1", "v1", "s1", "attached"),
-			[]want{{DanglingNovaAttachment, tcheck.None, false, AttachedElsewhere}}},
+			[]want{{DanglingNovaAttachment, drift.None, false, AttachedElsewhere}}},
 		{"root disk -> no action",
 			(&world{}).server("s1", root("/dev/vda"), listsWith("v1", "a9", "/dev/vda")).volume("v1", status("available", time.Hour)),
-			[]want{{DanglingNovaAttachment, tcheck.None, false, RootVolume}}},
+			[]want{{DanglingNovaAttachment, drift.None, false, RootVolume}}},
 		{"server rebuilding -> held",
 			(&world{}).server("s1", task("rebuilding"), lists("v1")).volume("v1", status("available", time.Hour)),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, ServerTaskState}}},
@@ -242,8 +242,8 @@ func TestChecks(t *testing.T) {
 func TestSeenTwice(t *testing.T) {
 	w := (&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached")
 	first := Run(&w.s, Policy{Grace: time.Minute}, now)
-	if len(first) != 1 || first[0].Action.Safe || first[0].Action.BlockedBy != NotSeenTwice {
-		t.Fatalf("first observation: want one finding held NotSeenTwice, got %+v", first)
+	if len(first) != 1 || first[0].Action.Safe || first[0].Action.BlockedBy != drift.NotSeenTwice {
+		t.Fatalf("first observation: want one finding held drift.NotSeenTwice, got %+v", first)
 	}
 	id := first[0].ID
 	for _, tc := range []struct {
@@ -275,7 +275,7 @@ func TestFindingNamesProjectAndSubject(t *testing.T) {
 	if f.Namespace != "proj-a" || f.Object.Kind != "Server" || f.Object.Name != "vm-s1" || f.Object.UID != "s1" || f.Volume != "v1" {
 		t.Errorf("subject: %+v", f)
 	}
-	if f.ID != tcheck.FindingID(DanglingNovaAttachment, "proj-a", f.Object, "v1") {
+	if f.ID != drift.FindingID(DanglingNovaAttachment, "proj-a", f.Object, "v1") {
 		t.Errorf("id %s is not the FindingID of its subject", f.ID)
 	}
 }

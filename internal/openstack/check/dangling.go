@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
@@ -14,8 +14,8 @@ import (
 // the attachment id it records) while Cinder holds no live attachment of
 // that volume for that server: the volume is gone, the attachment is gone,
 // or the attachment the mapping records belongs to another server.
-func FindDanglingNovaAttachments(in Input) []tcheck.Finding {
-	var out []tcheck.Finding
+func FindDanglingNovaAttachments(in Input) []drift.Finding {
+	var out []drift.Finding
 	for i := range in.Snapshot.Servers {
 		s := &in.Snapshot.Servers[i]
 		if serverGone(s) {
@@ -32,7 +32,7 @@ func FindDanglingNovaAttachments(in Input) []tcheck.Finding {
 
 // dangling is the finding for the mapping sv of server s, if it has no
 // Cinder counterpart.
-func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (tcheck.Finding, bool) {
+func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (drift.Finding, bool) {
 	var recorded *snapshot.Attachment
 	if sv.AttachmentID != "" {
 		recorded = in.Index.Attachments[sv.AttachmentID]
@@ -41,18 +41,18 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (tcheck.F
 	if !elsewhere {
 		for _, at := range in.Index.AttachmentsByVolume[sv.VolumeID] {
 			if at.Instance == s.ID && liveAttachment(at.Status) {
-				return tcheck.Finding{}, false
+				return drift.Finding{}, false
 			}
 		}
 	}
-	f := tcheck.Finding{
+	f := drift.Finding{
 		Check:     DanglingNovaAttachment,
 		Namespace: s.Project,
-		Object:    tcheck.ObjectRef{Kind: "Server", Name: s.Name, UID: types.UID(s.ID)},
+		Object:    drift.ObjectRef{Kind: "Server", Name: s.Name, UID: types.UID(s.ID)},
 		Volume:    sv.VolumeID,
-		Severity:  tcheck.SeverityWarning,
+		Severity:  drift.SeverityWarning,
 	}
-	f.ID = tcheck.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	f.Evidence = append(f.Evidence, serverFacts(s), mappingFacts(s, sv))
 	v := in.Index.Volumes[sv.VolumeID]
 	others := in.liveOthers(sv.VolumeID, s.ID)
@@ -60,22 +60,22 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (tcheck.F
 	case v == nil:
 		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder does not list", s.ID, s.Name, sv.VolumeID)
 		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack volume show %s: not listed by Cinder (volumes list, all projects)", sv.VolumeID))
-		f.Action = tcheck.Action{Type: tcheck.None, BlockedBy: VolumeGone, Remedy: goneRemedy(s, sv)}
+		f.Action = drift.Action{Type: drift.None, BlockedBy: VolumeGone, Remedy: goneRemedy(s, sv)}
 	case elsewhere:
 		f.Message = fmt.Sprintf("server %s (%s) records Cinder attachment %s for volume %s, which Cinder holds for server %s", s.ID, s.Name, recorded.ID, sv.VolumeID, recorded.Instance)
 		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
-		f.Action = tcheck.Action{Type: tcheck.None, BlockedBy: AttachedElsewhere, Remedy: elsewhereRemedy(s, sv)}
+		f.Action = drift.Action{Type: drift.None, BlockedBy: AttachedElsewhere, Remedy: elsewhereRemedy(s, sv)}
 	case len(others) > 0 && !v.Multiattach:
 		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder holds attached to another server", s.ID, s.Name, sv.VolumeID)
 		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
-		f.Action = tcheck.Action{Type: tcheck.None, BlockedBy: AttachedElsewhere, Remedy: elsewhereRemedy(s, sv)}
+		f.Action = drift.Action{Type: drift.None, BlockedBy: AttachedElsewhere, Remedy: elsewhereRemedy(s, sv)}
 	default:
 		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, for which Cinder holds no attachment to it", s.ID, s.Name, sv.VolumeID)
 		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
-		f.Action = tcheck.Action{Type: RecreateAttachmentAndDetach, Safe: true, Remedy: recreateRemedy(s, sv)}
+		f.Action = drift.Action{Type: RecreateAttachmentAndDetach, Safe: true, Remedy: recreateRemedy(s, sv)}
 		if sv.Device != "" && sv.Device == s.RootDevice {
 			f.Action.Safe, f.Action.BlockedBy = false, RootVolume
-			f.Action.Type = tcheck.None
+			f.Action.Type = drift.None
 			f.Action.Remedy = fmt.Sprintf("the mapping is the root disk (%s) of server %s, which Nova never detaches; rebuild or delete the server", sv.Device, s.ID)
 		}
 		holdServer(&f.Action, s, sv.VolumeID)

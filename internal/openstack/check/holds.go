@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
@@ -57,7 +57,7 @@ func serverStopped(s *snapshot.Server) bool {
 // holdServer blocks a's action while Nova is working on the server, and,
 // as a's action cuts the compute host's connection to the volume, while
 // the server is not stopped.
-func holdServer(a *tcheck.Action, s *snapshot.Server, volumeID string) {
+func holdServer(a *drift.Action, s *snapshot.Server, volumeID string) {
 	switch {
 	case s == nil || !a.Safe:
 	case s.TaskState != "":
@@ -81,7 +81,7 @@ func runningRemedy(s *snapshot.Server, volumeID, then string) string {
 // holdVolume blocks a's action while the volume is in a transitional
 // status younger than the grace period, or multiattach and used by a
 // server other than subject.
-func (in Input) holdVolume(a *tcheck.Action, v *snapshot.Volume, subject string) {
+func (in Input) holdVolume(a *drift.Action, v *snapshot.Volume, subject string) {
 	if v == nil || !a.Safe {
 		return
 	}

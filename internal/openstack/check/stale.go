@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	tcheck "github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 )
 
@@ -17,8 +17,8 @@ import (
 // state every live Cinder attachment has a mapping on its server; a
 // transitional volume status or a server task marks the moments when it
 // does not yet.
-func FindStaleCinderAttachments(in Input) []tcheck.Finding {
-	var out []tcheck.Finding
+func FindStaleCinderAttachments(in Input) []drift.Finding {
+	var out []drift.Finding
 	for i := range in.Snapshot.Attachments {
 		at := &in.Snapshot.Attachments[i]
 		if !liveAttachment(at.Status) {
@@ -37,20 +37,20 @@ func FindStaleCinderAttachments(in Input) []tcheck.Finding {
 
 // stale is the finding for a live attachment whose server s (nil when Nova
 // does not list it) does not list its volume.
-func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) tcheck.Finding {
+func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) drift.Finding {
 	v := in.Index.Volumes[at.VolumeID]
 	project := ""
 	if v != nil {
 		project = v.Project
 	}
-	f := tcheck.Finding{
+	f := drift.Finding{
 		Check:     StaleCinderAttachment,
 		Namespace: project,
-		Object:    tcheck.ObjectRef{Kind: "Attachment", Name: at.ID, UID: types.UID(at.ID)},
+		Object:    drift.ObjectRef{Kind: "Attachment", Name: at.ID, UID: types.UID(at.ID)},
 		Volume:    at.VolumeID,
-		Severity:  tcheck.SeverityWarning,
+		Severity:  drift.SeverityWarning,
 	}
-	f.ID = tcheck.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	f.Evidence = append(f.Evidence, in.attachmentFacts(at.VolumeID))
 	if v != nil {
 		f.Evidence = append(f.Evidence, in.volumeFacts(v))
@@ -61,15 +61,15 @@ func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) tcheck.Findin
 	case s == nil:
 		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s, which Nova does not list", at.ID, at.VolumeID, at.Instance)
 		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack server show %s: not listed by Nova (servers list, all projects)", at.Instance))
-		f.Action = tcheck.Action{Type: DeleteCinderAttachment, Safe: true, Remedy: deleteRemedy(at)}
+		f.Action = drift.Action{Type: DeleteCinderAttachment, Safe: true, Remedy: deleteRemedy(at)}
 	case serverGone(s):
 		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s, which Nova lists as deleted", at.ID, at.VolumeID, at.Instance)
 		f.Evidence = append(f.Evidence, serverFacts(s))
-		f.Action = tcheck.Action{Type: DeleteCinderAttachment, Safe: true, Remedy: deleteRemedy(at)}
+		f.Action = drift.Action{Type: DeleteCinderAttachment, Safe: true, Remedy: deleteRemedy(at)}
 	default:
 		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s (%s), which does not list the volume", at.ID, at.VolumeID, s.ID, s.Name)
 		f.Evidence = append(f.Evidence, serverFacts(s), serverVolumesFacts(s))
-		f.Action = tcheck.Action{Type: ForceDetachVolume, Safe: true, Remedy: forceDetachRemedy(at)}
+		f.Action = drift.Action{Type: ForceDetachVolume, Safe: true, Remedy: forceDetachRemedy(at)}
 		holdServer(&f.Action, s, at.VolumeID)
 	}
 	in.holdVolume(&f.Action, v, at.Instance)

@@ -24,7 +24,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -32,14 +32,14 @@ import (
 const Reads = snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPVCs | snapshot.KindStorage
 
 // Write writes one digraph of fs over s.
-func Write(w io.Writer, s *snapshot.Snapshot, fs []check.Finding) error {
+func Write(w io.Writer, s *snapshot.Snapshot, fs []drift.Finding) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, "digraph tether {")
 	fmt.Fprintln(bw, "  rankdir=LR;")
 	fmt.Fprintln(bw, `  node [shape=box, style="rounded", fontname="Helvetica", fontsize=10];`)
 	fmt.Fprintln(bw, `  edge [fontname="Helvetica", fontsize=9];`)
 	fs = slices.Clone(fs)
-	slices.SortStableFunc(fs, func(a, b check.Finding) int {
+	slices.SortStableFunc(fs, func(a, b drift.Finding) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Check, b.Check), cmp.Compare(a.Object.Name, b.Object.Name),
 			cmp.Compare(a.Volume, b.Volume), cmp.Compare(a.ID, b.ID))
 	})
@@ -68,7 +68,7 @@ type edge struct {
 type graph struct {
 	prefix string
 	ix     *snapshot.Index
-	f      check.Finding
+	f      drift.Finding
 	nodes  []*node
 	byID   map[string]*node
 	edges  []edge
@@ -280,7 +280,7 @@ func (g *graph) write(w io.Writer, i int) {
 
 // status is what tether would do about a finding, in the words of the
 // audit's STATUS column.
-func status(a check.Action) string {
+func status(a drift.Action) string {
 	switch {
 	case a.Safe:
 		return "safe to " + string(a.Type)

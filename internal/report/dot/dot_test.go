@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	fx "github.com/tether-dev/tether/internal/testing/fixture"
@@ -20,7 +21,7 @@ var svg = flag.String("svg", "", "also render the picture of the test world to t
 // world is an orphan hot-plug: VM db no longer lists volume data, its VMI
 // on node-a still has it, attached by pod hp-volume-abc on node-a, through
 // claim data-pvc, PV pv-data and a VolumeAttachment to node-a.
-func world(t *testing.T) (*snapshot.Snapshot, []check.Finding) {
+func world(t *testing.T) (*snapshot.Snapshot, []drift.Finding) {
 	t.Helper()
 	vm := fx.VM("db")
 	vmi := fx.VMI("db", fx.OwnedBy(vm), fx.Running(), fx.OnNode("node-a"),
@@ -154,10 +155,10 @@ func TestWrite_chainAndHighlight(t *testing.T) {
 func TestWrite_missingClaimDashed(t *testing.T) {
 	vm := fx.VM("db")
 	vmi := fx.VMI("db", fx.OwnedBy(vm), fx.Running(), fx.OnNode("node-a"), fx.WithHotplug("data", fx.Claim("gone-pvc"), fx.VolumePhase("Ready")))
-	f := check.Finding{ID: "x1", Check: check.DanglingVolumeReference, Namespace: fx.Namespace, Volume: "data", Severity: check.SeverityCritical,
-		Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "db"}, Message: `claim "gone-pvc" is missing`}
+	f := drift.Finding{ID: "x1", Check: check.DanglingVolumeReference, Namespace: fx.Namespace, Volume: "data", Severity: drift.SeverityCritical,
+		Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "db"}, Message: `claim "gone-pvc" is missing`}
 	var b bytes.Buffer
-	if err := Write(&b, fx.Snapshot(vm, vmi), []check.Finding{f}); err != nil {
+	if err := Write(&b, fx.Snapshot(vm, vmi), []drift.Finding{f}); err != nil {
 		t.Fatal(err)
 	}
 	g := parse(t, b.String())
@@ -179,8 +180,8 @@ func TestWrite_tenantEvidence(t *testing.T) {
 	vm := fx.VM("db")
 	vmi := fx.VMI("db", fx.OwnedBy(vm), fx.Running(), fx.OnNode("node-a"),
 		fx.WithHotplug("data", fx.Claim("data"), fx.AttachPod("hp-volume-abc"), fx.VolumePhase("Ready")))
-	f := check.Finding{ID: "x2", Check: check.OrphanHotplugVolume, Namespace: fx.Namespace, Volume: "data", Severity: check.SeverityWarning,
-		Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "db"}, Action: check.Action{Type: check.VMIRemoveVolume, Safe: true}}
+	f := drift.Finding{ID: "x2", Check: check.OrphanHotplugVolume, Namespace: fx.Namespace, Volume: "data", Severity: drift.SeverityWarning,
+		Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "db"}, Action: drift.Action{Type: check.VMIRemoveVolume, Safe: true}}
 	for _, tc := range []struct {
 		name, tenant string
 		opts         []fx.TenantOption
@@ -195,7 +196,7 @@ func TestWrite_tenantEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
 			s := fx.Snapshot(vm, vmi, fx.PVC("data"), fx.Tenant(tc.tenant, tc.opts...))
-			if err := Write(&b, s, []check.Finding{f}); err != nil {
+			if err := Write(&b, s, []drift.Finding{f}); err != nil {
 				t.Fatal(err)
 			}
 			g := parse(t, b.String())

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/testing/crdinstall"
@@ -22,7 +23,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
 
 // list is what `tether audit -o policyreport` prints.
-func list(t *testing.T, api policyreport.API, ns string, fs []check.Finding) string {
+func list(t *testing.T, api policyreport.API, ns string, fs []drift.Finding) string {
 	t.Helper()
 	es := make([]policyreport.Entry, len(fs))
 	for i, f := range fs {
@@ -53,14 +54,14 @@ func TestApply_realAPIServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			ns := env.Namespace(t)
-			fs := []check.Finding{
-				{ID: "f1", Check: check.OrphanHotplugVolume, Namespace: ns, Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-a", UID: "u-a"},
-					Volume: "data", Severity: check.SeverityWarning, Message: "orphan", Evidence: []string{"not in the VM spec"},
-					Action: check.Action{Type: check.VMRemoveVolume, Safe: true, Remedy: "virtctl removevolume vm-a --volume-name=data --persist"}},
-				{ID: "f2", Check: check.OrphanHotplugVolume, Namespace: ns, Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-b", UID: "u-b"},
-					Volume: "x", Severity: check.SeverityInfo, Message: "VMI-only", Action: check.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIOnlyHotplug}},
-				{ID: "f3", Check: check.StaleVolumeAttachment, Namespace: ns, Object: check.ObjectRef{Kind: "VolumeAttachment", Name: "csi-" + ns, UID: "u-va"},
-					Volume: "pv-1", Severity: check.SeverityWarning, Message: "stale", Action: check.Action{Type: check.DeletePodsOnFencedNode, BlockedBy: check.NodeNotFenced}},
+			fs := []drift.Finding{
+				{ID: "f1", Check: check.OrphanHotplugVolume, Namespace: ns, Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-a", UID: "u-a"},
+					Volume: "data", Severity: drift.SeverityWarning, Message: "orphan", Evidence: []string{"not in the VM spec"},
+					Action: drift.Action{Type: check.VMRemoveVolume, Safe: true, Remedy: "virtctl removevolume vm-a --volume-name=data --persist"}},
+				{ID: "f2", Check: check.OrphanHotplugVolume, Namespace: ns, Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-b", UID: "u-b"},
+					Volume: "x", Severity: drift.SeverityInfo, Message: "VMI-only", Action: drift.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIOnlyHotplug}},
+				{ID: "f3", Check: check.StaleVolumeAttachment, Namespace: ns, Object: drift.ObjectRef{Kind: "VolumeAttachment", Name: "csi-" + ns, UID: "u-va"},
+					Volume: "pv-1", Severity: drift.SeverityWarning, Message: "stale", Action: drift.Action{Type: check.DeletePodsOnFencedNode, BlockedBy: check.NodeNotFenced}},
 			}
 			file := list(t, api, ns, fs)
 			if out, err := env.Kubectl(t, "apply", "--server-side", "--field-manager=tether", "--dry-run=server", "-f", file); err != nil {

@@ -5,15 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // blockReasons are every block reason package check defines, and none.
-var blockReasons = []check.BlockReason{"",
+var blockReasons = []drift.BlockReason{"",
 	check.VMIMigrating, check.VMITerminating, check.VMINotRunning, check.VMTerminating, check.VMIOnlyHotplug,
 	check.DeclarativeSync, check.OwnerGone, check.TenantUnreachable, check.TenantIncomplete, check.TenantNodeUnmapped,
 	check.HotplugGateDisabled, check.HotplugGateUnknown, check.RemovalPending, check.AdditionPending, check.DetachInProgress,
-	check.VolumeNotReady, check.VolumeNotHotpluggable, check.AttachmentPodTooYoung, check.VolumeStillListed, check.NotRequested,
+	check.VolumeNotReady, check.VolumeNotHotpluggable, check.AttachmentPodTooYoung, check.VolumeStillListed, drift.NotRequested,
 	check.NodeNotFenced, check.VolumeHeldElsewhere, check.HeldByUsers, check.FinalizerNotReleased, check.VMRunning,
 	check.VolumeInUse, check.ClaimExists, check.DeletionPostponed, check.StorageExists,
 }
@@ -35,13 +36,13 @@ func FuzzBuild(f *testing.F) {
 		for len(data) >= 5 {
 			b := data[:5]
 			data = data[5:]
-			sev := []check.Severity{check.SeverityInfo, check.SeverityWarning, check.SeverityCritical, ""}[b[0]%4]
-			fi := check.Finding{
+			sev := []drift.Severity{drift.SeverityInfo, drift.SeverityWarning, drift.SeverityCritical, ""}[b[0]%4]
+			fi := drift.Finding{
 				ID: string(rune('a' + b[1]%26)), Check: check.Names()[int(b[1])%len(check.Names())],
 				Namespace: []string{"", "a", "b"}[b[2]%3],
-				Object:    check.ObjectRef{Kind: kinds[int(b[3])%len(kinds)], Name: "x"},
+				Object:    drift.ObjectRef{Kind: kinds[int(b[3])%len(kinds)], Name: "x"},
 				Severity:  sev,
-				Action:    check.Action{Safe: b[4]&1 == 1, BlockedBy: blockReasons[int(b[4]>>1)%len(blockReasons)]},
+				Action:    drift.Action{Safe: b[4]&1 == 1, BlockedBy: blockReasons[int(b[4]>>1)%len(blockReasons)]},
 			}
 			es = append(es, Entry{Finding: fi, Seen: time.Unix(int64(b[4]), 0)})
 		}
@@ -79,7 +80,7 @@ func FuzzBuild(f *testing.F) {
 		}
 		for _, e := range es {
 			fi := e.Finding
-			proven := fi.Severity == check.SeverityWarning || fi.Severity == check.SeverityCritical
+			proven := fi.Severity == drift.SeverityWarning || fi.Severity == drift.SeverityCritical
 			judged := !unreadable[fi.Action.BlockedBy] && !midChange[fi.Action.BlockedBy]
 			if (ResultOf(fi) == Fail) != (proven && judged) {
 				t.Fatalf("%+v: result %s", fi, ResultOf(fi))

@@ -1,6 +1,7 @@
 package policyreport
 
 import (
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
@@ -24,7 +25,7 @@ const (
 
 // unreadable are the block reasons that say tether could not read evidence
 // it needs, so the check could not be judged: result error.
-var unreadable = map[check.BlockReason]bool{
+var unreadable = map[drift.BlockReason]bool{
 	check.TenantUnreachable:  true,
 	check.HotplugGateUnknown: true,
 }
@@ -33,7 +34,7 @@ var unreadable = map[check.BlockReason]bool{
 // someone else's hand right now (being deleted, migrated, detached,
 // attached, or a removal or addition is queued): the check waits for the
 // next pass to judge it, so the result is skip.
-var midChange = map[check.BlockReason]bool{
+var midChange = map[drift.BlockReason]bool{
 	check.VMIMigrating:          true,
 	check.VMITerminating:        true,
 	check.VMTerminating:         true,
@@ -59,14 +60,14 @@ var midChange = map[check.BlockReason]bool{
 //
 // tether lists findings, not every object it checked, so it never writes
 // pass: a finding that goes away leaves the report.
-func ResultOf(f check.Finding) string {
+func ResultOf(f drift.Finding) string {
 	switch b := f.Action.BlockedBy; {
 	case unreadable[b]:
 		return Error
 	case midChange[b]:
 		return Skip
 	}
-	if f.Severity.Rank() < check.SeverityWarning.Rank() {
+	if f.Severity.Rank() < drift.SeverityWarning.Rank() {
 		return Warn
 	}
 	return Fail
@@ -80,11 +81,11 @@ func ResultOf(f check.Finding) string {
 //   - medium: severity warning with a safe action (`tether fix` or the
 //     controller can remove it);
 //   - info: severity info, or unknown.
-func SeverityOf(f check.Finding) string {
+func SeverityOf(f drift.Finding) string {
 	switch f.Severity {
-	case check.SeverityCritical:
+	case drift.SeverityCritical:
 		return Critical
-	case check.SeverityWarning:
+	case drift.SeverityWarning:
 		if f.Action.Safe {
 			return Medium
 		}

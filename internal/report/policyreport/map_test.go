@@ -3,36 +3,37 @@ package policyreport
 import (
 	"testing"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
-func finding(sev check.Severity, safe bool, block check.BlockReason) check.Finding {
-	return check.Finding{Check: check.OrphanHotplugVolume, Namespace: "ns", Severity: sev,
-		Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vmi", UID: "u1"},
-		Action: check.Action{Type: check.VMRemoveVolume, Safe: safe, BlockedBy: block}}
+func finding(sev drift.Severity, safe bool, block drift.BlockReason) drift.Finding {
+	return drift.Finding{Check: check.OrphanHotplugVolume, Namespace: "ns", Severity: sev,
+		Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vmi", UID: "u1"},
+		Action: drift.Action{Type: check.VMRemoveVolume, Safe: safe, BlockedBy: block}}
 }
 
 func TestResultAndSeverity(t *testing.T) {
 	cases := []struct {
 		name             string
-		f                check.Finding
+		f                drift.Finding
 		result, severity string
 		scored           bool
 	}{
-		{"warning, safe -> fail, medium", finding(check.SeverityWarning, true, ""), Fail, Medium, true},
-		{"warning, report only -> fail, high", finding(check.SeverityWarning, false, ""), Fail, High, true},
-		{"warning, blocked by users -> fail, high", finding(check.SeverityWarning, false, check.HeldByUsers), Fail, High, true},
-		{"critical, blocked -> fail, critical", finding(check.SeverityCritical, false, check.VolumeInUse), Fail, Critical, true},
-		{"info -> warn, info", finding(check.SeverityInfo, false, check.VMIOnlyHotplug), Warn, Info, false},
+		{"warning, safe -> fail, medium", finding(drift.SeverityWarning, true, ""), Fail, Medium, true},
+		{"warning, report only -> fail, high", finding(drift.SeverityWarning, false, ""), Fail, High, true},
+		{"warning, blocked by users -> fail, high", finding(drift.SeverityWarning, false, check.HeldByUsers), Fail, High, true},
+		{"critical, blocked -> fail, critical", finding(drift.SeverityCritical, false, check.VolumeInUse), Fail, Critical, true},
+		{"info -> warn, info", finding(drift.SeverityInfo, false, check.VMIOnlyHotplug), Warn, Info, false},
 		{"unknown severity -> warn, info", finding("", false, ""), Warn, Info, false},
-		{"tenant unreachable -> error", finding(check.SeverityWarning, false, check.TenantUnreachable), Error, High, false},
-		{"KubeVirt CR unreadable -> error", finding(check.SeverityWarning, false, check.HotplugGateUnknown), Error, High, false},
-		{"VMI migrating -> skip", finding(check.SeverityWarning, false, check.VMIMigrating), Skip, High, false},
-		{"detach in progress -> skip", finding(check.SeverityWarning, false, check.DetachInProgress), Skip, High, false},
-		{"owner gone -> skip", finding(check.SeverityWarning, false, check.OwnerGone), Skip, High, false},
-		{"critical but terminating -> skip, critical", finding(check.SeverityCritical, false, check.VMITerminating), Skip, Critical, false},
-		{"info, tenant unreachable -> error, info", finding(check.SeverityInfo, false, check.TenantUnreachable), Error, Info, false},
-		{"node not fenced -> fail", finding(check.SeverityWarning, false, check.NodeNotFenced), Fail, High, true},
+		{"tenant unreachable -> error", finding(drift.SeverityWarning, false, check.TenantUnreachable), Error, High, false},
+		{"KubeVirt CR unreadable -> error", finding(drift.SeverityWarning, false, check.HotplugGateUnknown), Error, High, false},
+		{"VMI migrating -> skip", finding(drift.SeverityWarning, false, check.VMIMigrating), Skip, High, false},
+		{"detach in progress -> skip", finding(drift.SeverityWarning, false, check.DetachInProgress), Skip, High, false},
+		{"owner gone -> skip", finding(drift.SeverityWarning, false, check.OwnerGone), Skip, High, false},
+		{"critical but terminating -> skip, critical", finding(drift.SeverityCritical, false, check.VMITerminating), Skip, Critical, false},
+		{"info, tenant unreachable -> error, info", finding(drift.SeverityInfo, false, check.TenantUnreachable), Error, Info, false},
+		{"node not fenced -> fail", finding(drift.SeverityWarning, false, check.NodeNotFenced), Fail, High, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

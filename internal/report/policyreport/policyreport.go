@@ -22,7 +22,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/drift"
 )
 
 // API is a policy report API group/version.
@@ -162,7 +162,7 @@ const Category = "Volume attachments"
 
 // Entry is a finding and when it was observed (the result's timestamp).
 type Entry struct {
-	Finding check.Finding
+	Finding drift.Finding
 	Seen    time.Time
 	// Properties are added to the result's properties (the controller's
 	// phase and record of the finding); they never replace the finding's.
@@ -319,7 +319,7 @@ func ResultFor(e Entry) Result {
 
 // properties is a finding's evidence as the result's string properties,
 // and the entry's extra ones.
-func properties(f check.Finding, extra map[string]string) map[string]string {
+func properties(f drift.Finding, extra map[string]string) map[string]string {
 	p := map[string]string{}
 	for k, v := range extra {
 		p[k] = v
@@ -352,7 +352,7 @@ func properties(f check.Finding, extra map[string]string) map[string]string {
 
 // Status says in a word or two whether an action is safe, and if not why
 // (as `tether audit`'s STATUS column).
-func Status(a check.Action) string {
+func Status(a drift.Action) string {
 	if a.Safe {
 		return "safe"
 	}

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
@@ -21,18 +22,18 @@ var seen = time.Date(2026, 11, 3, 10, 4, 5, 600, time.UTC)
 // namespace, a cluster-scoped VolumeAttachment tied to a claim.
 func world() []Entry {
 	return []Entry{
-		{Seen: seen, Finding: check.Finding{ID: "va1", Check: check.StaleVolumeAttachment, Namespace: "db",
-			Object: check.ObjectRef{Kind: "VolumeAttachment", Name: "csi-abc", UID: "u-va"}, Volume: "pv-1", Severity: check.SeverityWarning,
+		{Seen: seen, Finding: drift.Finding{ID: "va1", Check: check.StaleVolumeAttachment, Namespace: "db",
+			Object: drift.ObjectRef{Kind: "VolumeAttachment", Name: "csi-abc", UID: "u-va"}, Volume: "pv-1", Severity: drift.SeverityWarning,
 			Message: "VolumeAttachment csi-abc is stale", Evidence: []string{"node n1 is gone"},
-			Action: check.Action{Type: check.DeletePodsOnFencedNode, BlockedBy: check.NodeNotFenced, Remedy: "fence the node"}}},
-		{Seen: seen, Finding: check.Finding{ID: "hp2", Check: check.OrphanHotplugVolume, Namespace: "web",
-			Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-b", UID: "u-b"}, Volume: "data", Severity: check.SeverityWarning,
+			Action: drift.Action{Type: check.DeletePodsOnFencedNode, BlockedBy: check.NodeNotFenced, Remedy: "fence the node"}}},
+		{Seen: seen, Finding: drift.Finding{ID: "hp2", Check: check.OrphanHotplugVolume, Namespace: "web",
+			Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-b", UID: "u-b"}, Volume: "data", Severity: drift.SeverityWarning,
 			Message: "orphan hot-plug", Evidence: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"},
-			Action: check.Action{Type: check.VMRemoveVolume, Safe: true, Remedy: "virtctl removevolume vm-b --volume-name=data --persist"}}},
-		{Seen: seen, Finding: check.Finding{ID: "hp1", Check: check.OrphanHotplugVolume, Namespace: "db",
-			Object: check.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-a", UID: "u-a"}, Volume: "scratch", Severity: check.SeverityInfo,
+			Action: drift.Action{Type: check.VMRemoveVolume, Safe: true, Remedy: "virtctl removevolume vm-b --volume-name=data --persist"}}},
+		{Seen: seen, Finding: drift.Finding{ID: "hp1", Check: check.OrphanHotplugVolume, Namespace: "db",
+			Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm-a", UID: "u-a"}, Volume: "scratch", Severity: drift.SeverityInfo,
 			Message: "VMI-only hot-plug", Evidence: []string{"not in the VM spec"},
-			Action: check.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIOnlyHotplug, Remedy: "check with the tenant"}}},
+			Action: drift.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIOnlyHotplug, Remedy: "check with the tenant"}}},
 	}
 }
 

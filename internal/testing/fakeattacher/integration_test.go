@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -184,11 +185,11 @@ func (w *world) policy() check.Policy {
 }
 
 // audit observes the cluster and returns the findings of check.
-func (w *world) audit(name string, p check.Policy) []check.Finding {
+func (w *world) audit(name string, p check.Policy) []drift.Finding {
 	w.t.Helper()
 	s, err := observe.Observe(w.ctx, w.c, observe.Options{})
 	w.must(err)
-	var out []check.Finding
+	var out []drift.Finding
 	for _, f := range check.Run(s, p, time.Now()) {
 		if f.Check == name {
 			out = append(out, f)
@@ -197,7 +198,7 @@ func (w *world) audit(name string, p check.Policy) []check.Finding {
 	return out
 }
 
-func evidence(f check.Finding) string { return strings.Join(f.Evidence, "\n") }
+func evidence(f drift.Finding) string { return strings.Join(f.Evidence, "\n") }
 
 func uniqueVolume(pv string) corev1.UniqueVolumeName {
 	return corev1.UniqueVolumeName("kubernetes.io/csi/" + fakeattacher.DefaultDriver + "^h-" + pv)

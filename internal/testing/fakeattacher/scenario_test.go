@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -48,7 +49,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	}
 	exec, err := act.NewExecutor(w.env.Config, w.policy(), observe.Options{})
 	w.must(err)
-	if r := exec.Apply(w.ctx, stale[0], act.Evidence{}); r.Outcome != act.Refused {
+	if r := exec.Apply(w.ctx, stale[0], act.Evidence{}); r.Outcome != drift.Refused {
 		t.Fatalf("unfenced node: want Refused, got %+v", r)
 	}
 	w.attachment(pv, oldNode, true) // still there
@@ -60,7 +61,7 @@ func TestPartitionedNode_reportedThenRemediatedWhenFenced(t *testing.T) {
 	if len(stale) != 1 || !stale[0].Action.Safe || stale[0].Action.Type != check.DeletePodsOnFencedNode {
 		t.Fatalf("fenced node: want a safe DeletePodsOnFencedNode, got %+v", stale)
 	}
-	if r := exec.Apply(w.ctx, stale[0], act.Evidence{}); r.Outcome != act.Applied {
+	if r := exec.Apply(w.ctx, stale[0], act.Evidence{}); r.Outcome != drift.Applied {
 		t.Fatalf("fenced node: want Applied, got %+v", r)
 	}
 	w.attachment(pv, newNode, true)
@@ -100,7 +101,7 @@ func TestPVCHeldByFinishedPod(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	w.must(w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "data"}, pvc))
 	w.must(w.c.Delete(w.ctx, pvc))
-	var found []check.Finding
+	var found []drift.Finding
 	testenv.Eventually(t, 30*time.Second, "BlockedDeletion of the claim", func() (bool, error) {
 		found = w.audit(check.BlockedDeletion, w.policy())
 		return len(found) > 0, nil

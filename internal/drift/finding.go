@@ -1,0 +1,123 @@
+package drift
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Severity says whether a finding is a proven problem or information.
+type Severity string
+
+// Rank orders severities: info 1, warning 2, critical 3 (0 for unknown).
+func (s Severity) Rank() int {
+	switch s {
+	case SeverityInfo:
+		return 1
+	case SeverityWarning:
+		return 2
+	case SeverityCritical:
+		return 3
+	}
+	return 0
+}
+
+// Severities, from the highest.
+const (
+	// SeverityCritical marks a problem that also stops the platform's work
+	// on other objects (a hot-plug volume whose PVC is missing freezes every
+	// hot-plug attach and detach of its VMI).
+	SeverityCritical Severity = "critical"
+	// SeverityWarning marks an orphan: something nothing wants.
+	SeverityWarning Severity = "warning"
+	// SeverityInfo marks a divergence that is legitimate or not proven.
+	SeverityInfo Severity = "info"
+)
+
+// ActionType is what would fix a finding (contract: it appears in JSON
+// output and plans). Each platform defines its own; None is shared.
+type ActionType string
+
+// None means no action can fix the finding.
+const None ActionType = "None"
+
+// BlockReason says why a proposed action is not safe now (contract: it
+// appears in JSON output). Each names the fact that has to change, and the
+// remedy says how to change it by hand. Each platform defines its own; the
+// ones below are the driver's and every platform's.
+type BlockReason string
+
+const (
+	// NotRequested: the action is destructive and was not asked for.
+	NotRequested BlockReason = "NotRequested"
+	// NotSeenTwice: the platform acts only on a finding observed twice, the
+	// grace period apart, and this one has not been (the first-sighting
+	// stage of the driver, internal/plan).
+	NotSeenTwice BlockReason = "NotSeenTwice"
+)
+
+// ObjectRef names the subject of a finding.
+type ObjectRef struct {
+	Kind string    `json:"kind"`
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+}
+
+// Action is the proposed fix: safe, or blocked with the reason, and always
+// the manual procedure.
+type Action struct {
+	Type      ActionType  `json:"type"`
+	Safe      bool        `json:"safe"`
+	BlockedBy BlockReason `json:"blockedBy,omitempty"`
+	Remedy    string      `json:"remedy"`
+}
+
+// Finding is one thing a check found (contract: its JSON form is part of
+// `tether audit -o json`). Namespace is the scope the object lives in: a
+// Kubernetes namespace, or an OpenStack project.
+type Finding struct {
+	ID        string    `json:"id"`
+	Check     string    `json:"check"`
+	Namespace string    `json:"namespace"`
+	Object    ObjectRef `json:"object"`
+	Volume    string    `json:"volume"`
+	Severity  Severity  `json:"severity"`
+	Message   string    `json:"message"`
+	// Evidence are short facts a human can verify with the platform's own
+	// client (kubectl, the openstack CLI).
+	Evidence []string `json:"evidence"`
+	Action   Action   `json:"action"`
+}
+
+// Block marks f's action not safe for reason and adds the fact that says
+// why to its evidence.
+func (f *Finding) Block(reason BlockReason, fact string) {
+	f.Action.Safe, f.Action.BlockedBy = false, reason
+	if fact != "" {
+		f.Evidence = append(f.Evidence, fact)
+	}
+}
+
+// FindingID is the stable id of a finding: the first 12 hex digits of the
+// SHA-256 of check/namespace/kind/name/uid/volume.
+func FindingID(check, ns string, obj ObjectRef, volume string) string {
+	h := sha256.New()
+	for i, part := range []string{check, ns, obj.Kind, obj.Name, string(obj.UID), volume} {
+		if i > 0 {
+			h.Write([]byte{'/'})
+		}
+		h.Write([]byte(part))
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:6])
+}
+
+// Qualified names an object as "namespace/name", or "name" when it is
+// cluster-scoped (ns is empty).
+func Qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
