@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 )
@@ -14,7 +16,7 @@ var completionShells = []string{"bash", "zsh", "fish", "powershell"}
 // job: it runs kubectl_complete-tether (see docs/install.md), which asks the
 // plugin through the same hidden __complete command.
 func newCompletion() *cobra.Command {
-	return &cobra.Command{
+	return bind(&cobra.Command{
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print the shell completion script",
 		Long: `Prints the completion script for the named shell. For example:
@@ -31,19 +33,36 @@ completion then completes the plugin's commands and flags.`,
 		Args:                  cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		ValidArgs:             completionShells,
 		DisableFlagsInUseLine: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			root, w := cmd.Root(), cmd.OutOrStdout()
-			switch args[0] {
-			case "bash":
-				return root.GenBashCompletionV2(w, true)
-			case "zsh":
-				return root.GenZshCompletion(w)
-			case "fish":
-				return root.GenFishCompletion(w, true)
-			case "powershell":
-				return root.GenPowerShellCompletionWithDesc(w)
-			}
-			return fmt.Errorf("no completion for shell %q: use one of bash, zsh, fish, powershell", args[0])
-		},
+	}, &completionOptions{})
+}
+
+// completionOptions are `tether completion`'s: the shell named.
+type completionOptions struct {
+	shell string
+	root  *cobra.Command
+	out   io.Writer
+}
+
+func (o *completionOptions) Validate() error { return nil }
+
+// Complete takes the shell from the arguments (cobra checked it is one of
+// completionShells).
+func (o *completionOptions) Complete(cmd *cobra.Command) error {
+	o.shell, o.root, o.out = cmd.Flags().Arg(0), cmd.Root(), cmd.OutOrStdout()
+	return nil
+}
+
+// Run writes the shell's completion script.
+func (o *completionOptions) Run(context.Context) error {
+	switch o.shell {
+	case "bash":
+		return o.root.GenBashCompletionV2(o.out, true)
+	case "zsh":
+		return o.root.GenZshCompletion(o.out)
+	case "fish":
+		return o.root.GenFishCompletion(o.out, true)
+	case "powershell":
+		return o.root.GenPowerShellCompletionWithDesc(o.out)
 	}
+	return fmt.Errorf("no completion for shell %q: use one of bash, zsh, fish, powershell", o.shell)
 }

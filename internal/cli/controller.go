@@ -30,12 +30,6 @@ keeps one Finding object per open finding, and acts on the checks
 enabled in --config once their grace period has passed. --dry-run records findings and
 never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(cmd); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	cmd.AddCommand(newResetBreaker())
 	fs := cmd.Flags()
@@ -54,7 +48,7 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.BoolVar(&o.policyReports, "policy-reports", false, "also write the open findings as policy reports, kept in step as they change (overrides policyReports.enabled in the config file; needs the report CRDs and config/rbac/policyreports; see docs/reports.md)")
 	fs.StringVar(&o.reportAPI, "report-api", "", fmt.Sprintf("with --policy-reports, the API to write: %s (PolicyReport, the default) or %s (Report) (overrides policyReports.api)", policyreport.WGPolicy, policyreport.OpenReports))
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key, reloaded when they change (default: $TMPDIR/k8s-webhook-server/serving-certs)")
-	return cmd
+	return bind(cmd, o)
 }
 
 // controllerOptions are the flags of `tether controller` and, once
@@ -74,13 +68,17 @@ type controllerOptions struct {
 	stderr io.Writer
 }
 
-// Complete reads the configuration file and the kubeconfig, and picks the
-// namespace of the leader-election Lease.
-func (o *controllerOptions) Complete(cmd *cobra.Command) error {
-	// Flags alone first, before any file or the cluster is read.
+// Validate checks the flags alone, before any file or the cluster is read.
+func (o *controllerOptions) Validate() error {
 	if o.metricsCertDir != "" && !o.metricsSecure {
 		return errors.New("--metrics-cert-dir is for HTTPS: drop it, or drop --metrics-secure=false")
 	}
+	return nil
+}
+
+// Complete reads the configuration file and the kubeconfig, and picks the
+// namespace of the leader-election Lease.
+func (o *controllerOptions) Complete(cmd *cobra.Command) error {
 	cfg, err := config.Load(o.configPath)
 	if err != nil {
 		return err

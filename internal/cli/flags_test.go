@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
-	"github.com/tether-dev/tether/internal/drift"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 )
 
@@ -132,42 +130,6 @@ func FuzzParseTenant(f *testing.F) {
 			t.Fatalf("%q parsed to %q", spec, back)
 		}
 	})
-}
-
-func TestPlan_boundsSafeActions(t *testing.T) {
-	safe := drift.Finding{ID: "s", Action: drift.Action{Type: check.VMIRemoveVolume, Safe: true}}
-	blocked := drift.Finding{ID: "b", Action: drift.Action{Type: check.VMIRemoveVolume, BlockedBy: check.VMIMigrating}}
-	for _, c := range []struct {
-		name        string
-		findings    []drift.Finding
-		max         int
-		wantPlanned int
-		wantSkipped int
-	}{
-		{"three safe, max 2 -> two planned, one skipped", []drift.Finding{safe, safe, safe}, 2, 2, 1},
-		{"blocked only -> nothing planned", []drift.Finding{blocked, blocked}, 10, 0, 0},
-		{"max 0 -> nothing planned", []drift.Finding{safe, blocked}, 0, 0, 1},
-		{"mixed, room -> safe planned, blocked never", []drift.Finding{blocked, safe, blocked, safe}, 10, 2, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			items := plan(c.findings, c.max)
-			planned, skipped := 0, 0
-			for _, it := range items {
-				if it.Planned {
-					planned++
-					if !it.Finding.Action.Safe {
-						t.Fatal("planned a blocked action")
-					}
-				}
-				if it.Skipped != "" {
-					skipped++
-				}
-			}
-			if planned != c.wantPlanned || skipped != c.wantSkipped || len(items) != len(c.findings) {
-				t.Fatalf("planned %d skipped %d of %d", planned, skipped, len(items))
-			}
-		})
-	}
 }
 
 // --chunk-size: kubectl's default of 500, 0 for one LIST per kind, and a

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -22,7 +23,7 @@ func newManifests() *cobra.Command {
 		Use:   "manifests",
 		Short: "Print manifests to apply with kubectl",
 	}
-	var allow []string
+	po := &protectionManifestOptions{}
 	prot := &cobra.Command{
 		Use:   "protection",
 		Short: "Print a ValidatingAdmissionPolicy refusing DELETE of objects labelled " + protect.DeleteProtectionLabel + "=true",
@@ -32,27 +33,42 @@ message saying how to release the protection. The garbage collector and the name
 controller are always let through (a namespace being deleted can go); --allow adds more
 user names. Apply with: tether manifests protection | kubectl apply -f -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, b := protect.Policy(protect.PolicyOptions{Allow: allow})
-			for _, o := range []any{p, b} {
-				data, err := yaml.Marshal(o)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "---\n%s", data)
-			}
-			return nil
-		},
 	}
-	prot.Flags().StringArrayVar(&allow, "allow", nil, "also let this user through, e.g. system:kube-controller-manager when it runs without --use-service-account-credentials (repeatable)")
-	cmd.AddCommand(prot, newManifestsRBAC())
+	prot.Flags().StringArrayVar(&po.allow, "allow", nil, "also let this user through, e.g. system:kube-controller-manager when it runs without --use-service-account-credentials (repeatable)")
+	cmd.AddCommand(bind(prot, po), newManifestsRBAC())
 	return cmd
+}
+
+// protectionManifestOptions are `tether manifests protection`'s.
+type protectionManifestOptions struct {
+	allow []string
+	out   io.Writer
+}
+
+func (o *protectionManifestOptions) Validate() error { return nil }
+
+func (o *protectionManifestOptions) Complete(cmd *cobra.Command) error {
+	o.out = cmd.OutOrStdout()
+	return nil
+}
+
+// Run prints the policy and its binding.
+func (o *protectionManifestOptions) Run(context.Context) error {
+	p, b := protect.Policy(protect.PolicyOptions{Allow: o.allow})
+	for _, obj := range []any{p, b} {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.out, "---\n%s", data)
+	}
+	return nil
 }
 
 // newManifestsRBAC is `tether manifests rbac`: kustomize cannot repeat a
 // Role per namespace, so the namespaced variant of config/rbac is printed.
 func newManifestsRBAC() *cobra.Command {
-	var o rbac.Options
+	o := &rbacManifestOptions{}
 	cmd := &cobra.Command{
 		Use:   "rbac",
 		Short: "Print Roles per namespace for a controller limited to scope.namespaces",
@@ -66,19 +82,34 @@ config/rbac/common (ServiceAccount, leader election, metrics), as config/namespa
 
   tether manifests rbac --namespace tenant-a --namespace tenant-b | kubectl apply -f -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			objs, err := rbac.Namespaced(o)
-			if err != nil {
-				return err
-			}
-			return printObjects(cmd.OutOrStdout(), objs)
-		},
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVar(&o.Namespaces, "namespace", nil, "a namespace of scope.namespaces (repeatable, at least one)")
 	fs.StringVar(&o.ControllerNamespace, "controller-namespace", "tether-system", "the namespace the controller runs in (its ServiceAccount and records)")
 	fs.BoolVar(&o.Protection, "protection", false, "also grant protection's finalizer patches (protection.enabled: true)")
-	return cmd
+	return bind(cmd, o)
+}
+
+// rbacManifestOptions are `tether manifests rbac`'s.
+type rbacManifestOptions struct {
+	rbac.Options
+	out io.Writer
+}
+
+func (o *rbacManifestOptions) Validate() error { return nil }
+
+func (o *rbacManifestOptions) Complete(cmd *cobra.Command) error {
+	o.out = cmd.OutOrStdout()
+	return nil
+}
+
+// Run prints the namespaced RBAC (rbac.Namespaced names what is missing).
+func (o *rbacManifestOptions) Run(context.Context) error {
+	objs, err := rbac.Namespaced(o.Options)
+	if err != nil {
+		return err
+	}
+	return printObjects(o.out, objs)
 }
 
 // printObjects writes objs as a YAML stream, without the empty fields a

@@ -12,10 +12,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tether-dev/tether/internal/drift"
-	osact "github.com/tether-dev/tether/internal/openstack/act"
+	"github.com/tether-dev/tether/internal/openstack"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
 )
 
 // newOpenStack is `tether openstack`: audit and fix of the two records
@@ -91,20 +92,20 @@ func (f *osFlags) policy() oscheck.Policy {
 	return p
 }
 
-// connect connects to the cloud.
-func (f *osFlags) connect(ctx context.Context) (*observe.Clients, error) {
-	return observe.Connect(ctx, observe.ConnectOptions{Cloud: f.cloud})
-}
-
-// observe reads a snapshot.
-func (f *osFlags) observe(ctx context.Context, c *observe.Clients) (*snapshot.Snapshot, error) {
-	return observe.Observe(ctx, c, observe.Options{Project: f.project, PageSize: f.pageSize})
+// connect connects to the cloud and returns OpenStack as the driver drives
+// it, with these flags.
+func (f *osFlags) connect(ctx context.Context) (*openstack.Fixer, error) {
+	c, err := observe.Connect(ctx, observe.ConnectOptions{Cloud: f.cloud})
+	if err != nil {
+		return nil, err
+	}
+	return &openstack.Fixer{Clients: c, Policy: f.policy(), Observe: observe.Options{Project: f.project, PageSize: f.pageSize}}, nil
 }
 
 // newOpenStackAudit is `tether openstack audit`: observe once, report,
 // change nothing.
 func newOpenStackAudit() *cobra.Command {
-	var f osFlags
+	o := &osAuditOptions{}
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Report where Nova and Cinder disagree, with evidence; changes nothing",
@@ -114,30 +115,45 @@ none is safe. One observation never makes an action safe: findings are marked
 NotSeenTwice until tether openstack fix sees them again --grace later.
 Exit code: 0 no findings, 1 findings, 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.validate(); err != nil {
-				return err
-			}
-			c, err := f.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			s, err := f.observe(cmd.Context(), c)
-			if err != nil {
-				return err
-			}
-			fs := oscheck.Run(s, f.policy(), s.Taken)
-			if err := printOpenStackAudit(cmd.OutOrStdout(), f.output, s, fs); err != nil {
-				return err
-			}
-			if len(fs) > 0 {
-				return exitError{ExitFindings}
-			}
-			return nil
-		},
 	}
-	f.register(cmd.Flags())
-	return cmd
+	o.register(cmd.Flags())
+	return bind(cmd, o)
+}
+
+// osAuditOptions are the flags of `tether openstack audit` and, once
+// completed, what it runs with.
+type osAuditOptions struct {
+	osFlags
+
+	// Set by Complete.
+	fixer  *openstack.Fixer
+	stdout io.Writer
+}
+
+func (o *osAuditOptions) Validate() error { return o.validate() }
+
+// Complete connects to the cloud.
+func (o *osAuditOptions) Complete(cmd *cobra.Command) error {
+	x, err := o.connect(cmd.Context())
+	o.fixer, o.stdout = x, cmd.OutOrStdout()
+	return err
+}
+
+// Run surveys once; the first-sighting stage, with no earlier sighting,
+// holds every finding NotSeenTwice.
+func (o *osAuditOptions) Run(ctx context.Context) error {
+	s, err := o.fixer.Survey(ctx)
+	if err != nil {
+		return err
+	}
+	fs := plan.FirstSighting(s.Findings, plan.Memory{}, o.fixer.SeenTwice(), s.Taken)
+	if err := printOpenStackAudit(o.stdout, o.output, o.fixer.Last, fs); err != nil {
+		return err
+	}
+	if len(fs) > 0 {
+		return exitError{ExitFindings}
+	}
+	return nil
 }
 
 // printOpenStackAudit writes the findings as `tether audit` does: an
@@ -163,17 +179,20 @@ func printOpenStackAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []
 // osFixOptions are the flags of `tether openstack fix`.
 type osFixOptions struct {
 	osFlags
-	apply      bool
-	maxActions int
+	fix fixFlags
 	// wait sleeps between the two observations; tests shorten nothing
 	// else.
 	wait func(context.Context, time.Duration) error
+
+	// Set by Complete.
+	fixer          *openstack.Fixer
+	stdout, stderr io.Writer
 }
 
 // newOpenStackFix is `tether openstack fix`: observe twice --grace apart,
 // plan, and with --apply repair.
 func newOpenStackFix() *cobra.Command {
-	o := &osFixOptions{wait: sleep}
+	o := &osFixOptions{wait: plan.Sleep}
 	cmd := &cobra.Command{
 		Use:   "fix",
 		Short: "Plan (default) or apply the repairs that are provably safe",
@@ -181,86 +200,40 @@ func newOpenStackFix() *cobra.Command {
 safe. Without --apply, prints the plan and changes nothing. With --apply, carries
 out at most --max safe repairs, each only after a live re-read of the server, the
 volume and its attachments and a re-run of the check on them.
+With --plan FILE (a plan saved with -o json), reads once, acts only on the reviewed
+plan's findings that still match, and reports every other one as changed-since-plan.
 RecreateAttachmentAndDetach and ForceDetachVolume cut the compute host's
 connection to the volume: they are safe only on a stopped server (SHUTOFF, or
 SHELVED_OFFLOADED) and held ServerRunning otherwise; stop the server and run
 fix again.
 Exit code: 0 plan printed or all repairs applied, 1 some repair did not apply, 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	o.register(cmd.Flags())
-	cmd.Flags().BoolVar(&o.apply, "apply", false, "carry out the plan (default: print it and change nothing)")
-	cmd.Flags().IntVar(&o.maxActions, "max", DefaultFixMaxActions, "at most this many repairs in this run (0: none)")
-	return cmd
+	o.fix.register(cmd, "PROJECT", "repairs")
+	return bind(cmd, o)
 }
 
-func (o *osFixOptions) run(cmd *cobra.Command) error {
+// Validate checks the flags and reads the --plan file.
+func (o *osFixOptions) Validate() error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	if o.maxActions < 0 {
-		return fmt.Errorf("--max must be 0 or more, got %d", o.maxActions)
-	}
-	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	c, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	first, err := o.observe(ctx, c)
-	if err != nil {
-		return err
-	}
-	p := o.policy()
-	p.FirstSeen = map[string]time.Time{}
-	fs := oscheck.Run(first, p, first.Taken)
-	for _, f := range fs {
-		p.FirstSeen[f.ID] = first.Taken
-	}
-	if len(fs) > 0 {
-		fmt.Fprintf(stderr, "%d finding(s); observing again in %s (--grace) before planning\n", len(fs), o.grace)
-		if err := o.wait(ctx, o.grace); err != nil {
-			return err
-		}
-	}
-	second, err := o.observe(ctx, c)
-	if err != nil {
-		return err
-	}
-	fs = oscheck.Run(second, p, second.Taken)
-	items := plan(fs, o.maxActions)
-	if !o.apply {
-		return printPlan(cmd.OutOrStdout(), o.output, "PROJECT", items, false)
-	}
-	ex := &osact.Executor{Clients: c, Policy: p}
-	failed := 0
-	for i := range items {
-		if !items[i].Planned {
-			continue
-		}
-		r := ex.Apply(ctx, items[i].Finding)
-		items[i].Result = &r
-		if r.Outcome != drift.Applied {
-			failed++
-		}
-	}
-	if err := printPlan(cmd.OutOrStdout(), o.output, "PROJECT", items, true); err != nil {
-		return err
-	}
-	if failed > 0 {
-		return exitError{ExitFindings}
-	}
-	return nil
+	o.fix.only = o.only // --check is the shared flag of osFlags
+	lookup := func(name string) error { _, err := oscheck.Lookup(name); return err }
+	return o.fix.validate("tether openstack fix", lookup, oscheck.Names())
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// Complete connects to the cloud.
+func (o *osFixOptions) Complete(cmd *cobra.Command) error {
+	x, err := o.connect(cmd.Context())
+	o.fixer, o.stdout, o.stderr = x, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	return err
+}
+
+// Run drives OpenStack through the plan/apply driver.
+func (o *osFixOptions) Run(ctx context.Context) error {
+	opts := o.fix.options(o.stderr)
+	opts.Wait = o.wait
+	return runFix(ctx, o.fixer, opts, o.stdout, o.output, "PROJECT")
 }

@@ -12,12 +12,13 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
 	"github.com/tether-dev/tether/internal/report/dot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 )
 
 // APIVersion of tether's report objects (contract).
-const APIVersion = "tether.dev/v1alpha1"
+const APIVersion = plan.APIVersion
 
 // AuditReport is the `audit -o json|yaml` document (contract).
 type AuditReport struct {
@@ -39,13 +40,8 @@ type tenantStatus struct {
 	UnmappedNodes []string `json:"unmappedNodes,omitempty"`
 }
 
-// FixPlan is the `fix -o json|yaml` document.
-type FixPlan struct {
-	APIVersion string     `json:"apiVersion"`
-	Kind       string     `json:"kind"`
-	Applied    bool       `json:"applied"`
-	Items      []planItem `json:"items"`
-}
+// FixPlan is the `fix -o json|yaml` document (contract).
+type FixPlan = plan.Document
 
 // encode writes v as indented JSON, or as YAML when format is "yaml".
 func encode(w io.Writer, format string, v any) error {
@@ -192,10 +188,10 @@ func printWhy(w io.Writer, f drift.Finding) {
 // table, one row per finding with what was or would be done, and after a dry
 // run how to apply it. scope heads the column of the findings' namespace
 // (NAMESPACE, or PROJECT in OpenStack).
-func printPlan(w io.Writer, format, scope string, items []planItem, applied bool) error {
+func printPlan(w io.Writer, format, scope string, items []plan.Item, applied bool) error {
 	if format != "table" {
 		if items == nil {
-			items = []planItem{}
+			items = []plan.Item{}
 		}
 		return encode(w, format, FixPlan{APIVersion: APIVersion, Kind: "FixPlan", Applied: applied, Items: items})
 	}

@@ -29,13 +29,12 @@ maintains (protection turned off, or a namespace that left its scope).
 Without --apply, prints what it would change and changes nothing.
 Exit code: 0 done or planned, 1 some change failed, 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runOptions(cmd, o) },
 	}
 	fs := cmd.Flags()
 	o.cluster.register(fs, "label selector on VMs whose dependents to protect")
 	fs.BoolVar(&o.apply, "apply", false, "make the changes (default: print them and change nothing)")
 	fs.BoolVar(&o.release, "release", false, "remove every "+protect.Finalizer+" finalizer instead (uninstall)")
-	return cmd
+	return bind(cmd, o)
 }
 
 // protectOptions are the flags of `tether protect` and, once completed,

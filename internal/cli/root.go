@@ -18,12 +18,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/kubevirt/observe"
-	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/version"
 )
 
@@ -90,38 +88,69 @@ type commandOptions interface {
 	Run(ctx context.Context) error
 }
 
-// runOptions validates, completes and runs o for cmd.
-func runOptions(cmd *cobra.Command, o commandOptions) error {
-	if err := o.Validate(); err != nil {
-		return err
+// optionsAnnotation marks a command bound to its options by bind (a test
+// checks that every command that runs is).
+const optionsAnnotation = "tether.dev/options"
+
+// bind makes o the options of cmd: running cmd validates, completes and
+// runs o, in that order. It is the one shape of every command.
+func bind(cmd *cobra.Command, o commandOptions) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
 	}
-	if err := o.Complete(cmd); err != nil {
-		return err
+	cmd.Annotations[optionsAnnotation] = fmt.Sprintf("%T", o)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		if err := o.Complete(cmd); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
 	}
-	return o.Run(cmd.Context())
+	return cmd
 }
 
 // newVersion is `tether version`: what this build is and what it was built
 // against, for people (the default) or scripts (-o json|yaml).
 func newVersion() *cobra.Command {
-	var output string
+	o := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit, build date, Go version and the KubeVirt and Kubernetes APIs built against",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			i := version.Get()
-			switch output {
-			case "json", "yaml":
-				return encode(cmd.OutOrStdout(), output, i)
-			case "":
-				return printVersion(cmd.OutOrStdout(), i)
-			}
-			return fmt.Errorf("--output %q is not supported by version: use json or yaml, or leave it out for text", output)
-		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: text)")
-	return cmd
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml (default: text)")
+	return bind(cmd, o)
+}
+
+// versionOptions are `tether version`'s.
+type versionOptions struct {
+	output string
+	out    io.Writer
+}
+
+// Validate checks --output.
+func (o *versionOptions) Validate() error {
+	switch o.output {
+	case "json", "yaml", "":
+		return nil
+	}
+	return fmt.Errorf("--output %q is not supported by version: use json or yaml, or leave it out for text", o.output)
+}
+
+func (o *versionOptions) Complete(cmd *cobra.Command) error {
+	o.out = cmd.OutOrStdout()
+	return nil
+}
+
+// Run prints what this build is.
+func (o *versionOptions) Run(context.Context) error {
+	i := version.Get()
+	if o.output != "" {
+		return encode(o.out, o.output, i)
+	}
+	return printVersion(o.out, i)
 }
 
 // printVersion writes i as aligned lines, "unknown" for what the build did
@@ -141,60 +170,52 @@ func printVersion(w io.Writer, i version.Info) error {
 
 // newChecks is `tether checks`: the name and doc line of every check.
 func newChecks() *cobra.Command {
-	return &cobra.Command{
+	return bind(&cobra.Command{
 		Use:   "checks",
 		Short: "List the checks and what each proves",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, c := range check.All() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s\n", c.Name, c.Doc)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "\nOpenStack (tether openstack audit|fix):")
-			for _, c := range oscheck.All() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s\n", c.Name, c.Doc)
-			}
-			return nil
-		},
-	}
+	}, &checksOptions{})
 }
 
-// scan reads the cluster and runs the checks.
-func scan(ctx context.Context, o *options, stderr io.Writer) (*snapshot.Snapshot, []drift.Finding, error) {
-	c, err := clients.New(o.config)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
+// checksOptions are `tether checks`'s (it has no flags).
+type checksOptions struct{ stdout io.Writer }
+
+func (o *checksOptions) Validate() error { return nil }
+
+func (o *checksOptions) Complete(cmd *cobra.Command) error {
+	o.stdout = cmd.OutOrStdout()
+	return nil
+}
+
+// Run lists the checks of every platform, each under the command that
+// runs it.
+func (o *checksOptions) Run(context.Context) error {
+	for _, c := range check.All() {
+		fmt.Fprintf(o.stdout, "%-22s %s\n", c.Name, c.Doc)
 	}
-	obs := o.observe
-	// Only the kinds the chosen checks decide from are read, and of the
-	// objects only what decisions read.
-	obs.Kinds, obs.Lean = check.Reads(o.policy.Checks)|o.extraKinds, true
-	if obs.Pages, err = observe.NewPageReader(o.config); err != nil {
-		return nil, nil, fmt.Errorf("connecting to the cluster: %v", err)
+	fmt.Fprintln(o.stdout, "\nOpenStack (tether openstack audit|fix):")
+	for _, c := range oscheck.All() {
+		fmt.Fprintf(o.stdout, "%-22s %s\n", c.Name, c.Doc)
 	}
+	return nil
+}
+
+// fixer is KubeVirt as the driver drives it, with these options; on a
+// terminal it shows on stderr how far the reads are.
+func (o *options) fixer(stderr io.Writer) *kubevirt.Fixer {
+	x := &kubevirt.Fixer{Config: o.config, Policy: o.policy, Observe: o.observe, MinSeverity: o.minSev, ExtraKinds: o.extraKinds}
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		obs.Progress = progress(stderr)
-		defer fmt.Fprint(stderr, "\r\033[K")
+		x.Observe.Progress = progress(stderr)
+		x.Observed = func() { fmt.Fprint(stderr, "\r\033[K") }
 	}
-	s, err := observe.Observe(ctx, c, obs)
-	if err != nil {
-		return nil, nil, err
-	}
-	findings := check.Run(s, o.policy, time.Now())
-	kept := findings[:0]
-	for _, f := range findings {
-		if f.Severity.Rank() >= o.minSev.Rank() {
-			kept = append(kept, f)
-		}
-	}
-	return s, kept, nil
+	return x
 }
 
 // newAudit is `tether audit`: read the cluster once, report the findings,
 // change nothing.
 func newAudit() *cobra.Command {
-	var f scopeFlags
-	var rf reportFlags
-	f.formats = auditFormats
+	o := &auditOptions{}
+	o.scope.formats = auditFormats
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Report drifted attachments with evidence; changes nothing",
@@ -202,36 +223,60 @@ func newAudit() *cobra.Command {
 with the facts behind it and the action that would fix it, or why no action is safe.
 Exit code: 0 no findings, 1 findings, 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			api, err := rf.parse(f.output)
-			if err != nil {
-				return err
-			}
-			o, err := f.resolve()
-			if err != nil {
-				return err
-			}
-			if o.output == "dot" {
-				o.extraKinds = dotReads
-			}
-			s, findings, err := scan(cmd.Context(), o, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			p := auditPrint{format: o.output, api: api, namespace: o.namespace, now: time.Now()}
-			if err := printAudit(cmd.OutOrStdout(), p, s, findings); err != nil {
-				return err
-			}
-			if len(findings) > 0 {
-				return exitError{ExitFindings}
-			}
-			return nil
-		},
 	}
-	f.register(cmd.Flags())
-	rf.register(cmd.Flags())
+	o.scope.register(cmd.Flags())
+	o.report.register(cmd.Flags())
 	cmd.Flags().Lookup("output").Usage = "output format: table, json, yaml, policyreport (PolicyReport objects for kubectl apply; see docs/reports.md) or dot (Graphviz)"
-	return cmd
+	return bind(cmd, o)
+}
+
+// auditOptions are the flags of `tether audit` and, once completed, what
+// it runs with.
+type auditOptions struct {
+	scope  scopeFlags
+	report reportFlags
+
+	// Set by Validate and Complete.
+	api            policyreport.API
+	resolved       *options
+	stdout, stderr io.Writer
+}
+
+// Validate checks the report flags against --output.
+func (o *auditOptions) Validate() error {
+	api, err := o.report.parse(o.scope.output)
+	o.api = api
+	return err
+}
+
+// Complete resolves the scope flags and the kubeconfig.
+func (o *auditOptions) Complete(cmd *cobra.Command) error {
+	r, err := o.scope.resolve()
+	if err != nil {
+		return err
+	}
+	if r.output == "dot" {
+		r.extraKinds = dotReads
+	}
+	o.resolved, o.stdout, o.stderr = r, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	return nil
+}
+
+// Run surveys the cluster once and prints the findings.
+func (o *auditOptions) Run(ctx context.Context) error {
+	x := o.resolved.fixer(o.stderr)
+	s, err := x.Survey(ctx)
+	if err != nil {
+		return err
+	}
+	p := auditPrint{format: o.resolved.output, api: o.api, namespace: o.resolved.namespace, now: time.Now()}
+	if err := printAudit(o.stdout, p, x.Last, s.Findings); err != nil {
+		return err
+	}
+	if len(s.Findings) > 0 {
+		return exitError{ExitFindings}
+	}
+	return nil
 }
 
 // progress returns an observe.Progress that shows on one terminal line how

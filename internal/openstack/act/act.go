@@ -42,8 +42,7 @@ const (
 // Executor repairs findings against the live services.
 type Executor struct {
 	Clients *observe.Clients
-	// Policy must be the policy the plan was made with, including the
-	// first-seen times of its findings.
+	// Policy must be the policy the plan was made with.
 	Policy check.Policy
 	// Now is the clock; default time.Now.
 	Now func() time.Time

@@ -88,13 +88,11 @@ const DefaultGrace = 2 * time.Minute
 type Policy struct {
 	// Checks selects checks by name; empty means all.
 	Checks []string
-	// Grace: a finding is safe only when it was first seen at least Grace
-	// before now, and a volume in a transitional status is held until it
-	// is Grace old. Zero means DefaultGrace.
+	// Grace: a volume in a transitional status is held until it is Grace
+	// old. Zero means DefaultGrace. (That a finding must also be seen
+	// twice, Grace apart, is the driver's first-sighting stage:
+	// internal/plan.)
 	Grace time.Duration
-	// FirstSeen is when each finding (by id) was first seen; a finding not
-	// in it is seen for the first time now.
-	FirstSeen map[string]time.Time
 }
 
 func (p Policy) grace() time.Duration {
@@ -163,24 +161,4 @@ func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
 	}
 	drift.Sort(out)
 	return out
-}
-
-// seenTwice holds a finding whose action would otherwise be safe until it
-// was first seen at least the grace period ago.
-func (in Input) seenTwice(f *drift.Finding) {
-	if !f.Action.Safe {
-		return
-	}
-	first, ok := in.Policy.FirstSeen[f.ID]
-	g := in.Policy.grace()
-	if ok && !first.After(in.Now.Add(-g)) {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("first seen %s ago (grace %s)", in.Now.Sub(first).Round(time.Second), g))
-		return
-	}
-	f.Action.Safe, f.Action.BlockedBy = false, drift.NotSeenTwice
-	if ok {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("first seen %s ago: not yet the grace period (%s) apart", in.Now.Sub(first).Round(time.Second), g))
-	} else {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("seen once: acted on only when seen again at least %s later (tether openstack fix observes twice, --grace apart)", g))
-	}
 }

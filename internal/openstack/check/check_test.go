@@ -1,12 +1,14 @@
 package check
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -68,15 +70,11 @@ func status(st string, age time.Duration) func(*snapshot.Volume) {
 }
 func multiattach(v *snapshot.Volume) { v.Multiattach = true }
 
-// seenLongAgo marks every finding of w as first seen well before the grace
-// period, so the tables see the other holds.
-func seenLongAgo(w *world) Policy {
-	p := Policy{Grace: time.Minute, FirstSeen: map[string]time.Time{}}
-	for _, f := range Run(&w.s, Policy{Grace: time.Minute}, now) {
-		p.FirstSeen[f.ID] = now.Add(-10 * time.Minute)
-	}
-	return p
-}
+// seenLongAgo is the policy of the tables. The checks do not ask whether a
+// finding was seen twice (the driver's first-sighting stage does, see
+// TestChecksLeaveSeenTwiceToTheDriver), so the tables see the holds of the
+// checks alone.
+func seenLongAgo(*world) Policy { return Policy{Grace: time.Minute} }
 
 type want struct {
 	check   string
@@ -239,28 +237,19 @@ func TestChecks(t *testing.T) {
 	}
 }
 
-func TestSeenTwice(t *testing.T) {
+// Seen twice is one stage of the driver (internal/plan FirstSighting), not
+// a hold of the checks: the pure check marks a ghost's attachment safe on
+// its first observation, and the driver's stage holds it NotSeenTwice
+// until the grace has passed since its first sighting.
+func TestChecksLeaveSeenTwiceToTheDriver(t *testing.T) {
 	w := (&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached")
-	first := Run(&w.s, Policy{Grace: time.Minute}, now)
-	if len(first) != 1 || first[0].Action.Safe || first[0].Action.BlockedBy != drift.NotSeenTwice {
-		t.Fatalf("first observation: want one finding held drift.NotSeenTwice, got %+v", first)
+	fs := Run(&w.s, Policy{Grace: time.Minute}, now)
+	if len(fs) != 1 || !fs[0].Action.Safe {
+		t.Fatalf("the check alone: want one safe finding, got %+v", fs)
 	}
-	id := first[0].ID
-	for _, tc := range []struct {
-		name string
-		seen time.Time
-		safe bool
-	}{
-		{"seen 30s before with grace 1m -> held", now.Add(-30 * time.Second), false},
-		{"seen exactly the grace before -> safe", now.Add(-time.Minute), true},
-		{"seen 2m before -> safe", now.Add(-2 * time.Minute), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := Run(&w.s, Policy{Grace: time.Minute, FirstSeen: map[string]time.Time{id: tc.seen}}, now)
-			if len(fs) != 1 || fs[0].ID != id || fs[0].Action.Safe != tc.safe {
-				t.Fatalf("want safe=%t for id %s, got %+v", tc.safe, id, fs)
-			}
-		})
+	held := plan.FirstSighting(slices.Clone(fs), plan.Memory{}, time.Minute, now)
+	if held[0].Action.Safe || held[0].Action.BlockedBy != drift.NotSeenTwice {
+		t.Fatalf("after the first-sighting stage with no earlier sighting: want held NotSeenTwice, got %+v", held[0].Action)
 	}
 }
 

@@ -84,7 +84,6 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (drift.Fi
 			f.Action.Safe, f.Action.BlockedBy = false, VolumeBusy
 		}
 	}
-	in.seenTwice(&f)
 	return f, true
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
 )
 
 // snapshotFrom builds a small snapshot from fuzz bytes: 3 servers, 3
@@ -85,8 +86,8 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := snapshotFrom(data)
 		before := deepCopy(s)
-		first := Run(s, Policy{Grace: grace}, now)
-		seen := map[string]time.Time{}
+		first := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), plan.Memory{}, grace, now)
+		seen := plan.Memory{}
 		for i, fd := range first {
 			if fd.Action.Safe {
 				t.Fatalf("a first observation is never safe: %+v", fd)
@@ -97,11 +98,11 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 				seen[fd.ID] = now.Add(-grace + time.Second)
 			}
 		}
-		fs := Run(s, Policy{Grace: grace, FirstSeen: seen}, now)
+		fs := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), seen, grace, now)
 		if !reflect.DeepEqual(s, before) {
 			t.Fatal("Run changed its snapshot")
 		}
-		if again := Run(s, Policy{Grace: grace, FirstSeen: seen}, now); !reflect.DeepEqual(fs, again) {
+		if again := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), seen, grace, now); !reflect.DeepEqual(fs, again) {
 			t.Fatal("Run is not deterministic")
 		}
 		server := func(id string) *snapshot.Server {

@@ -73,7 +73,6 @@ func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) drift.Finding
 		holdServer(&f.Action, s, at.VolumeID)
 	}
 	in.holdVolume(&f.Action, v, at.Instance)
-	in.seenTwice(&f)
 	return f
 }
 

@@ -1,32 +1,48 @@
-package cli
+package plan
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/tether-dev/tether/internal/drift"
 )
 
+// APIVersion of tether's report and plan documents (contract).
+const APIVersion = "tether.dev/v1alpha1"
+
+// Document is the `fix -o json|yaml` document (contract): what a dry run
+// would do, which a reviewer saves and passes back with --plan, or what an
+// applied run did.
+type Document struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Applied    bool   `json:"applied"`
+	Items      []Item `json:"items"`
+}
+
 // ChangedSincePlan starts the Skipped text of a reviewed plan's finding that
-// was not acted on because the cluster no longer shows it as reviewed.
+// was not acted on because the platform no longer shows it as reviewed.
 const ChangedSincePlan = "changed-since-plan"
 
 // notInPlan is the Skipped text of a safe finding the reviewed plan did not
 // hold.
 const notInPlan = "not in the reviewed plan"
 
-// readPlan reads a plan written by `tether fix -o json` and returns the
-// findings it would have acted on, by id. Anything else is an error that
-// names the file and how to write a plan: nothing is acted on.
-func readPlan(path string) (map[string]drift.Finding, error) {
-	const how = "write the plan with `tether fix -o json > plan.json` (without --apply) and review it"
+// ReadPlan reads a plan written by `fix -o json` (command names the fix
+// command, for the error messages) and returns the findings it would have
+// acted on, by id. checks are the check names of the platform the plan is
+// applied to: a plan of another platform is refused. Anything else is an
+// error that names the file and how to write a plan: nothing is acted on.
+func ReadPlan(path, command string, checks []string) (map[string]drift.Finding, error) {
+	how := fmt.Sprintf("write the plan with `%s -o json > plan.json` (without --apply) and review it", command)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--plan: %v; %s", err, how)
 	}
-	var p FixPlan
+	var p Document
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
@@ -45,6 +61,10 @@ func readPlan(path string) (map[string]drift.Finding, error) {
 		}
 		if it.Finding.ID == "" || it.Finding.Check == "" || it.Finding.Object.UID == "" {
 			return nil, fmt.Errorf("--plan %s: item %d is planned but names no finding id, check or object UID; %s", path, i, how)
+		}
+		if checks != nil && !slices.Contains(checks, it.Finding.Check) {
+			return nil, fmt.Errorf("--plan %s: item %d is a finding of check %s, which `%s` does not run (its checks: %s); %s",
+				path, i, it.Finding.Check, command, strings.Join(checks, ", "), how)
 		}
 		out[it.Finding.ID] = it.Finding
 	}
@@ -72,14 +92,14 @@ func differs(reviewed, fresh drift.Finding) string {
 	return ""
 }
 
-// planReviewed is the plan of a run with --plan: the fresh findings that
-// match a reviewed one are planned (at most max), every reviewed finding
-// that no longer matches is reported as changed since the plan, and fresh
-// safe findings the plan did not hold are left out. It returns the items
-// and how many reviewed findings changed.
-func planReviewed(fresh []drift.Finding, reviewed map[string]drift.Finding, max int) ([]planItem, int) {
+// Reviewed is the plan of a run with --plan: the fresh findings that match
+// a reviewed one are planned (at most max), every reviewed finding that no
+// longer matches is reported as changed since the plan, and fresh safe
+// findings the plan did not hold are left out. It returns the items and
+// how many reviewed findings changed.
+func Reviewed(fresh []drift.Finding, reviewed map[string]drift.Finding, max int) ([]Item, int) {
 	var matched []drift.Finding
-	var rest []planItem
+	var rest []Item
 	seen := map[string]bool{}
 	changed := 0
 	for _, f := range fresh {
@@ -88,22 +108,27 @@ func planReviewed(fresh []drift.Finding, reviewed map[string]drift.Finding, max 
 		case ok:
 			seen[f.ID] = true
 			if why := differs(r, f); why != "" {
-				rest = append(rest, planItem{Finding: f, Skipped: ChangedSincePlan + ": " + why})
+				rest = append(rest, Item{Finding: f, Skipped: ChangedSincePlan + ": " + why})
 				changed++
 				continue
 			}
 			matched = append(matched, f)
 		case f.Action.Safe:
-			rest = append(rest, planItem{Finding: f, Skipped: notInPlan})
+			rest = append(rest, Item{Finding: f, Skipped: notInPlan})
 		default:
-			rest = append(rest, planItem{Finding: f})
+			rest = append(rest, Item{Finding: f})
 		}
 	}
-	for id, r := range reviewed {
+	var gone []string
+	for id := range reviewed {
 		if !seen[id] {
-			rest = append(rest, planItem{Finding: r, Skipped: ChangedSincePlan + ": the finding is gone"})
-			changed++
+			gone = append(gone, id)
 		}
 	}
-	return append(plan(matched, max), rest...), changed
+	slices.Sort(gone)
+	for _, id := range gone {
+		rest = append(rest, Item{Finding: reviewed[id], Skipped: ChangedSincePlan + ": the finding is gone"})
+		changed++
+	}
+	return append(Items(matched, max), rest...), changed
 }

@@ -1,0 +1,99 @@
+// Package kubevirt plugs KubeVirt (and the Kubernetes storage objects its
+// volumes stand on) into tether's plan/apply driver (internal/plan): a
+// Fixer surveys the cluster (observe, one paginated LIST per kind the
+// chosen checks read, then the pure checks) and repairs one finding at a
+// time (act: live re-read, re-check, server-side dry run, guarded write).
+// Its stages live beside it: snapshot, observe, check, act, and virtapi,
+// the client of virt-api's volume subresources.
+//
+// One sighting is enough for a one-shot run on KubeVirt: the checks hold
+// what is too young themselves (a VolumeAttachment no pod needs, a
+// deletion stuck on a finalizer, an attachment pod), and the controller
+// keeps the durable first sighting in its Finding records.
+package kubevirt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
+)
+
+// Fixer is KubeVirt as the driver drives it.
+type Fixer struct {
+	Config  *rest.Config
+	Policy  check.Policy
+	Observe observe.Options
+	// MinSeverity drops findings below it.
+	MinSeverity drift.Severity
+	// ExtraKinds are read beyond what the checks decide from (what an
+	// output format shows).
+	ExtraKinds snapshot.Kinds
+	// Observed, when set, runs when a survey's reads end (the command line
+	// clears its progress line).
+	Observed func()
+	// Last is the snapshot of the latest Survey.
+	Last *snapshot.Snapshot
+
+	executor *act.Executor
+}
+
+// Survey reads the kinds the policy's checks decide from (and only the
+// fields decisions read) and runs the checks.
+func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
+	c, err := clients.New(x.Config)
+	if err != nil {
+		return plan.Survey{}, fmt.Errorf("connecting to the cluster: %v", err)
+	}
+	obs := x.Observe
+	obs.Kinds, obs.Lean = check.Reads(x.Policy.Checks)|x.ExtraKinds, true
+	if obs.Pages, err = observe.NewPageReader(x.Config); err != nil {
+		return plan.Survey{}, fmt.Errorf("connecting to the cluster: %v", err)
+	}
+	s, err := observe.Observe(ctx, c, obs)
+	if x.Observed != nil {
+		x.Observed()
+	}
+	if err != nil {
+		return plan.Survey{}, err
+	}
+	x.Last = s
+	now := time.Now()
+	findings := check.Run(s, x.Policy, now)
+	kept := findings[:0]
+	for _, f := range findings {
+		if f.Severity.Rank() >= x.MinSeverity.Rank() {
+			kept = append(kept, f)
+		}
+	}
+	return plan.Survey{Findings: kept, Taken: now}, nil
+}
+
+// Fix carries out one finding through act, whose live re-check sees the
+// durable node records the survey saw.
+func (x *Fixer) Fix(ctx context.Context, f drift.Finding) drift.Result {
+	if x.executor == nil {
+		ex, err := act.NewExecutor(x.Config, x.Policy, x.Observe)
+		if err != nil {
+			return drift.Result{FindingID: f.ID, Outcome: drift.Failed, Cause: drift.ServerError, Message: "connecting to the cluster: " + err.Error(), Err: err}
+		}
+		x.executor = ex
+	}
+	var ev act.Evidence
+	if x.Last != nil {
+		ev.NodesGoneSince = x.Last.NodesGoneSince
+	}
+	return x.executor.Apply(ctx, f, ev)
+}
+
+// SeenTwice is zero: one sighting is enough (see the package comment).
+func (x *Fixer) SeenTwice() time.Duration { return 0 }

@@ -1,0 +1,58 @@
+// Package openstack plugs OpenStack into tether's plan/apply driver
+// (internal/plan): a Fixer surveys Nova and Cinder (observe, then the pure
+// checks) and repairs one finding at a time (act, after its live re-read
+// and re-check). Its stages live beside it: snapshot, observe, check, act.
+//
+// OpenStack findings must be seen twice, --grace apart, before a one-shot
+// run acts on them: Nova and Cinder pass through states (reserved,
+// attaching, detaching) that look like drift for a moment.
+package openstack
+
+import (
+	"context"
+	"time"
+
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/openstack/act"
+	"github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/openstack/observe"
+	"github.com/tether-dev/tether/internal/openstack/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
+)
+
+// Fixer is OpenStack as the driver drives it.
+type Fixer struct {
+	Clients *observe.Clients
+	Policy  check.Policy
+	Observe observe.Options
+	// Last is the snapshot of the latest Survey.
+	Last *snapshot.Snapshot
+
+	executor *act.Executor
+}
+
+// Survey reads Nova and Cinder once and runs the policy's checks.
+func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
+	s, err := observe.Observe(ctx, x.Clients, x.Observe)
+	if err != nil {
+		return plan.Survey{}, err
+	}
+	x.Last = s
+	return plan.Survey{Findings: check.Run(s, x.Policy, s.Taken), Taken: s.Taken}, nil
+}
+
+// Fix repairs one finding through act's live re-read and re-check.
+func (x *Fixer) Fix(ctx context.Context, f drift.Finding) drift.Result {
+	if x.executor == nil {
+		x.executor = &act.Executor{Clients: x.Clients, Policy: x.Policy}
+	}
+	return x.executor.Apply(ctx, f)
+}
+
+// SeenTwice is the policy's grace: findings are seen twice that far apart.
+func (x *Fixer) SeenTwice() time.Duration {
+	if x.Policy.Grace > 0 {
+		return x.Policy.Grace
+	}
+	return check.DefaultGrace
+}

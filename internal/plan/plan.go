@@ -1,0 +1,231 @@
+// Package plan is the one plan/apply driver under every command of every
+// platform: observe (the platform's Survey) → first sighting → plan
+// (--check, --object, --max) → reviewed plan (--plan) → breaker → apply
+// (the platform's Fix, one finding at a time) → outcomes. A platform plugs
+// in as a Fixer; the command line only binds flags to Options and prints
+// the Report.
+//
+// This package decides nothing about any platform's objects: it orders,
+// bounds and records what the platform's checks decided. It never acts on a
+// finding its check did not mark safe, never on more than --max, never
+// while the breaker refuses, and never on a finding of a reviewed plan that
+// changed since the review.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tether-dev/tether/internal/drift"
+)
+
+// Fixer is one platform as the driver drives it.
+type Fixer interface {
+	// Survey observes the platform once and runs its selected checks.
+	Survey(ctx context.Context) (Survey, error)
+	// Fix carries out one planned finding's action, only after the
+	// platform's live re-read and re-check, and says how it ended.
+	Fix(ctx context.Context, f drift.Finding) drift.Result
+	// SeenTwice is how far apart a one-shot run must see a finding twice
+	// before its action may be safe; zero when one sighting suffices (the
+	// platform's checks hold what is too young themselves).
+	SeenTwice() time.Duration
+}
+
+// Survey is one observation and what the checks found in it.
+type Survey struct {
+	Findings []drift.Finding
+	// Taken is when the observation was made: the "now" of the checks.
+	Taken time.Time
+}
+
+// Breaker shares a blast-radius limit with whoever else acts (the
+// controller): Allows refuses a whole run while it is tripped, and Count
+// records each action taken.
+type Breaker interface {
+	Allows(ctx context.Context) error
+	Count(ctx context.Context, f drift.Finding, r drift.Result)
+}
+
+// Options are what one run plans and applies with.
+type Options struct {
+	// Check keeps the findings of this check only ("" keeps all).
+	Check string
+	// Object keeps the findings about this object only, SCOPE/NAME ("" keeps
+	// all).
+	Object string
+	// Max bounds the actions of this run.
+	Max int
+	// Apply carries the plan out; without it the run is a dry run.
+	Apply bool
+	// Reviewed is the reviewed plan's planned findings by id (ReadPlan);
+	// nil plans from live state.
+	Reviewed map[string]drift.Finding
+	// Breaker, when set, is asked before applying and told of each action.
+	Breaker Breaker
+	// Wait sleeps between the two sightings; default: a timer.
+	Wait func(context.Context, time.Duration) error
+	// Notes receives what the operator should know while the run goes on.
+	Notes io.Writer
+}
+
+// Item is one finding with what the run did or would do about it.
+type Item struct {
+	Finding drift.Finding `json:"finding"`
+	// Planned: the action would be taken (dry run) or was attempted.
+	Planned bool          `json:"planned"`
+	Result  *drift.Result `json:"result,omitempty"`
+	// Skipped says why a safe action was left out (e.g. --max reached).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Report is what a run planned and, when applied, how each action ended.
+type Report struct {
+	Items   []Item
+	Applied bool
+	// Failed counts the planned actions that did not apply.
+	Failed int
+	// Changed counts the reviewed plan's findings that changed since the
+	// review and were left alone.
+	Changed int
+}
+
+// Incomplete says whether the run fell short of what it was asked: an
+// action did not apply, or a reviewed finding changed (exit code 1).
+func (r Report) Incomplete() bool { return r.Failed+r.Changed > 0 }
+
+// Run drives fx through every stage and returns the report; an error means
+// the run could not read the platform or was refused as a whole (the
+// breaker), and nothing was changed.
+func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
+	fs, err := sighted(ctx, fx, o)
+	if err != nil {
+		return Report{}, err
+	}
+	fs = Filter(fs, o.Check, o.Object)
+	rep := Report{Items: Items(fs, o.Max)}
+	if o.Reviewed != nil {
+		rep.Items, rep.Changed = Reviewed(fs, o.Reviewed, o.Max)
+	}
+	if !o.Apply {
+		return rep, nil
+	}
+	if o.Reviewed == nil && o.Notes != nil {
+		fmt.Fprintln(o.Notes, "note: --apply without --plan acts on a plan made now from live state; to apply exactly a reviewed plan, save it with `fix -o json > plan.json` and pass --plan plan.json")
+	}
+	if o.Breaker != nil {
+		if err := o.Breaker.Allows(ctx); err != nil {
+			return Report{}, err
+		}
+	}
+	rep.Applied = true
+	for i := range rep.Items {
+		it := &rep.Items[i]
+		if !it.Planned {
+			continue
+		}
+		r := fx.Fix(ctx, it.Finding)
+		r.FindingID = it.Finding.ID
+		it.Result = &r
+		if r.Outcome != drift.Applied {
+			rep.Failed++
+		}
+		if o.Breaker != nil && (r.Outcome == drift.Applied || r.Outcome == drift.Pending) {
+			o.Breaker.Count(ctx, it.Finding, r)
+		}
+	}
+	return rep, nil
+}
+
+// sighted surveys fx and runs the first-sighting stage: a platform that
+// needs a finding seen twice is surveyed again SeenTwice later (only when
+// the first survey found something), and what the second survey finds
+// that the first did not is held NotSeenTwice. A reviewed plan stands for
+// the first sighting of the findings it planned.
+func sighted(ctx context.Context, fx Fixer, o Options) ([]drift.Finding, error) {
+	s, err := fx.Survey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	grace := fx.SeenTwice()
+	if grace <= 0 {
+		return s.Findings, nil
+	}
+	seen := Memory{}
+	if o.Reviewed != nil {
+		// The reviewed plan planned these: they were seen twice, grace
+		// apart, before it was written.
+		for id := range o.Reviewed {
+			seen[id] = s.Taken.Add(-grace)
+		}
+	} else {
+		for _, f := range s.Findings {
+			seen.Sighted(f.ID, s.Taken)
+		}
+		if len(s.Findings) > 0 {
+			if o.Notes != nil {
+				fmt.Fprintf(o.Notes, "%d finding(s); observing again in %s (--grace) before planning\n", len(s.Findings), grace)
+			}
+			wait := o.Wait
+			if wait == nil {
+				wait = Sleep
+			}
+			if err := wait(ctx, grace); err != nil {
+				return nil, err
+			}
+			if s, err = fx.Survey(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return FirstSighting(s.Findings, seen, grace, s.Taken), nil
+}
+
+// Items marks the safe findings to act on, up to max; the others are
+// listed with why not.
+func Items(fs []drift.Finding, max int) []Item {
+	items := make([]Item, 0, len(fs))
+	n := 0
+	for _, f := range fs {
+		it := Item{Finding: f}
+		if f.Action.Safe {
+			if n < max {
+				it.Planned = true
+				n++
+			} else {
+				it.Skipped = fmt.Sprintf("--max %d reached", max)
+			}
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// Filter keeps the findings of check (all when "") about object
+// (SCOPE/NAME, all when "").
+func Filter(fs []drift.Finding, check, object string) []drift.Finding {
+	if check == "" && object == "" {
+		return fs
+	}
+	var out []drift.Finding
+	for _, f := range fs {
+		if (check == "" || f.Check == check) && (object == "" || f.Namespace+"/"+f.Object.Name == object) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Sleep waits d or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,222 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-dev/tether/internal/drift"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// fakeFixer is a platform whose surveys are scripted: each Survey returns
+// the next list. It records what the driver asked of it.
+type fakeFixer struct {
+	surveys [][]drift.Finding
+	grace   time.Duration
+	outcome map[string]drift.Outcome
+	clock   time.Time
+
+	surveyed int
+	fixed    []string
+}
+
+func (x *fakeFixer) Survey(context.Context) (Survey, error) {
+	if x.surveyed >= len(x.surveys) {
+		return Survey{}, errors.New("surveyed more often than scripted")
+	}
+	fs := slices.Clone(x.surveys[x.surveyed])
+	x.surveyed++
+	return Survey{Findings: fs, Taken: x.clock}, nil
+}
+
+func (x *fakeFixer) Fix(_ context.Context, f drift.Finding) drift.Result {
+	x.fixed = append(x.fixed, f.ID)
+	o, ok := x.outcome[f.ID]
+	if !ok {
+		o = drift.Applied
+	}
+	return drift.Result{Outcome: o, Message: "done"}
+}
+
+func (x *fakeFixer) SeenTwice() time.Duration { return x.grace }
+
+type fakeBreaker struct {
+	refuse  error
+	counted []string
+}
+
+func (b *fakeBreaker) Allows(context.Context) error { return b.refuse }
+func (b *fakeBreaker) Count(_ context.Context, f drift.Finding, _ drift.Result) {
+	b.counted = append(b.counted, f.ID)
+}
+
+func safe(id string) drift.Finding {
+	return drift.Finding{ID: id, Check: "C", Namespace: "ns", Object: drift.ObjectRef{Kind: "K", Name: "o-" + id, UID: types.UID("u-" + id)}, Action: drift.Action{Type: "A", Safe: true}}
+}
+
+func blocked(id string) drift.Finding {
+	f := safe(id)
+	f.Action.Safe, f.Action.BlockedBy = false, "Busy"
+	return f
+}
+
+func planned(r Report) []string {
+	var ids []string
+	for _, it := range r.Items {
+		if it.Planned {
+			ids = append(ids, it.Finding.ID)
+		}
+	}
+	return ids
+}
+
+func TestRun_dryRunPlansAndChangesNothing(t *testing.T) {
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), blocked("b"), safe("c")}}}
+	b := &fakeBreaker{refuse: errors.New("tripped")}
+	rep, err := Run(context.Background(), x, Options{Max: 1, Breaker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := planned(rep); !slices.Equal(got, []string{"a"}) || rep.Items[2].Skipped != "--max 1 reached" {
+		t.Fatalf("planned %v, items %+v", got, rep.Items)
+	}
+	if len(x.fixed) != 0 || rep.Applied {
+		t.Fatalf("a dry run fixed %v", x.fixed)
+	}
+}
+
+func TestRun_applyFixesOnlyPlannedAndCountsThem(t *testing.T) {
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), blocked("b"), safe("c"), safe("d")}},
+		outcome: map[string]drift.Outcome{"c": drift.Refused, "d": drift.Pending}}
+	b := &fakeBreaker{}
+	var notes bytes.Buffer
+	rep, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Breaker: b, Notes: &notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.fixed, []string{"a", "c", "d"}) {
+		t.Fatalf("fixed %v, want the safe ones a, c, d", x.fixed)
+	}
+	if !slices.Equal(b.counted, []string{"a", "d"}) {
+		t.Fatalf("breaker counted %v, want the applied and pending a, d", b.counted)
+	}
+	if rep.Failed != 2 || !rep.Incomplete() || !rep.Applied {
+		t.Fatalf("failed %d, want 2 (refused, pending)", rep.Failed)
+	}
+	if rep.Items[0].Result == nil || rep.Items[0].Result.FindingID != "a" {
+		t.Fatalf("result not recorded with its finding id: %+v", rep.Items[0])
+	}
+	if !strings.Contains(notes.String(), "--plan") {
+		t.Fatalf("an apply without a reviewed plan says nothing about --plan: %q", notes.String())
+	}
+}
+
+func TestRun_trippedBreakerRefusesTheWholeRun(t *testing.T) {
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a")}}}
+	_, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Breaker: &fakeBreaker{refuse: errors.New("breaker tripped")}})
+	if err == nil || len(x.fixed) != 0 {
+		t.Fatalf("err %v, fixed %v: want refused, nothing fixed", err, x.fixed)
+	}
+}
+
+func TestRun_checkAndObjectNarrowThePlan(t *testing.T) {
+	other := safe("b")
+	other.Check = "D"
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), other, safe("c")}}}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Check: "C", Object: "ns/o-c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Items) != 1 || rep.Items[0].Finding.ID != "c" {
+		t.Fatalf("items %+v, want c only", rep.Items)
+	}
+}
+
+// A platform that must see findings twice is surveyed again after its
+// grace; what the second survey finds new is held NotSeenTwice, what both
+// found may act.
+func TestRun_seenTwiceSurveysAgainAfterTheGrace(t *testing.T) {
+	x := &fakeFixer{grace: time.Minute, clock: time.Unix(1000, 0),
+		surveys: [][]drift.Finding{{safe("a")}, {safe("a"), safe("new")}}}
+	var waited time.Duration
+	wait := func(_ context.Context, d time.Duration) error {
+		waited = d
+		x.clock = x.clock.Add(d)
+		return nil
+	}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Wait: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited != time.Minute || x.surveyed != 2 {
+		t.Fatalf("waited %s, surveyed %d times: want the grace and two surveys", waited, x.surveyed)
+	}
+	if got := planned(rep); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("planned %v, want a (seen twice) only", got)
+	}
+	if f := rep.Items[1].Finding; f.Action.BlockedBy != drift.NotSeenTwice || !strings.Contains(strings.Join(f.Evidence, ";"), "seen once") {
+		t.Fatalf("new finding: %+v, want held NotSeenTwice with why", f)
+	}
+	if ev := strings.Join(rep.Items[0].Finding.Evidence, ";"); !strings.Contains(ev, "first seen 1m0s ago") {
+		t.Fatalf("seen-twice finding does not say when it was first seen: %q", ev)
+	}
+}
+
+func TestRun_seenTwiceNothingFoundNoWait(t *testing.T) {
+	x := &fakeFixer{grace: time.Hour, surveys: [][]drift.Finding{{}}}
+	wait := func(context.Context, time.Duration) error { t.Fatal("waited with nothing found"); return nil }
+	if _, err := Run(context.Background(), x, Options{Max: 10, Wait: wait}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With a reviewed plan, the plan stands for the first sighting: one survey,
+// and the reviewed findings may act at once; others are held.
+func TestRun_reviewedPlanIsTheFirstSighting(t *testing.T) {
+	x := &fakeFixer{grace: time.Hour, surveys: [][]drift.Finding{{safe("a"), safe("b")}}}
+	wait := func(context.Context, time.Duration) error {
+		t.Fatal("waited although a reviewed plan was given")
+		return nil
+	}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Wait: wait, Reviewed: map[string]drift.Finding{"a": safe("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.fixed, []string{"a"}) || x.surveyed != 1 {
+		t.Fatalf("fixed %v after %d surveys, want a after one", x.fixed, x.surveyed)
+	}
+	for _, it := range rep.Items {
+		if it.Finding.ID == "b" && (it.Planned || it.Finding.Action.BlockedBy != drift.NotSeenTwice) {
+			t.Fatalf("b, not in the reviewed plan: %+v", it)
+		}
+	}
+}
+
+func TestFirstSighting(t *testing.T) {
+	now := time.Unix(10000, 0)
+	for _, c := range []struct {
+		name string
+		seen Memory
+		safe bool
+	}{
+		{"never seen -> held", Memory{}, false},
+		{"seen 30s before, grace 1m -> held", Memory{"a": now.Add(-30 * time.Second)}, false},
+		{"seen exactly the grace before -> safe", Memory{"a": now.Add(-time.Minute)}, true},
+		{"seen 2m before -> safe", Memory{"a": now.Add(-2 * time.Minute)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := FirstSighting([]drift.Finding{safe("a"), blocked("b")}, c.seen, time.Minute, now)
+			if fs[0].Action.Safe != c.safe {
+				t.Fatalf("safe = %t, want %t (%v)", fs[0].Action.Safe, c.safe, fs[0].Evidence)
+			}
+			if fs[1].Action.BlockedBy != "Busy" {
+				t.Fatalf("a finding blocked by its check changed its reason to %s", fs[1].Action.BlockedBy)
+			}
+		})
+	}
+}
