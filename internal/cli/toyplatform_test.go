@@ -27,8 +27,8 @@ import (
 
 // The toy's check, action and block reason, as any platform defines them.
 const (
-	toyStaleDisk                  = "StaleDiskRecord"
-	toyClearHost drift.ActionType = "ClearDiskHost"
+	toyStaleDisk                   = "StaleDiskRecord"
+	toyClearHost drift.ActionType  = "ClearDiskHost"
 	toyHostBusy  drift.BlockReason = "HostBusy"
 )
 
