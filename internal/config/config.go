@@ -45,15 +45,16 @@ const (
 	DefaultBackoffMax           = 5 * time.Minute
 )
 
-// controllerChecks are the checks the controller runs. OrphanHotplugVolume
-// is decided per VMI (the VMI, its VM, the KubeVirt feature gates and the
-// tenants' attachments); the storage checks are decided from cluster-wide
-// caches of Nodes, VolumeAttachments, PVs, claims and pods. The other checks
-// run in `tether audit` and `tether fix` only.
-var controllerChecks = []string{check.OrphanHotplugVolume, check.StaleVolumeAttachment, check.MultiAttachConflict, check.BlockedDeletion}
+// controllerChecks are the checks the controller runs: those whose row
+// names a controller loop (check.All). OrphanHotplugVolume is decided per
+// VMI (the VMI, its VM, the KubeVirt feature gates and the tenants'
+// attachments); the storage checks are decided from cluster-wide caches of
+// Nodes, VolumeAttachments, PVs, claims and pods. The other checks run in
+// `tether audit` and `tether fix` only.
+var controllerChecks = check.InLoop()
 
 // storageChecks are the controller checks decided from the storage caches.
-var storageChecks = []string{check.StaleVolumeAttachment, check.MultiAttachConflict, check.BlockedDeletion}
+var storageChecks = check.InLoop(check.LoopStorage)
 
 // ControllerChecks returns the names of the checks the controller runs.
 func ControllerChecks() []string { return slices.Clone(controllerChecks) }

@@ -17,17 +17,19 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
-// Event reasons (contract: users alert on them).
+// Event reasons (contract: users alert on them). The reasons of an
+// applied or failed action are the check's (its row's Events); the others
+// are common to every check.
 const (
-	ReasonOrphanDetached     = "TetherOrphanDetached"
-	ReasonDanglingRemoved    = "TetherDanglingReferenceRemoved"
-	ReasonOrphanDetachFailed = "TetherOrphanDetachFailed"
+	ReasonOrphanDetached     = check.ReasonOrphanDetached
+	ReasonDanglingRemoved    = check.ReasonDanglingRemoved
+	ReasonOrphanDetachFailed = check.ReasonOrphanDetachFailed
 	ReasonActionRefused      = "TetherActionRefused"
 	ReasonActionPending      = "TetherActionPending"
 	ReasonActionDeferred     = "TetherActionDeferred"
 	// StaleVolumeAttachment's outcomes.
-	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
-	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
+	ReasonStaleAttachmentReleased      = check.ReasonStaleAttachmentReleased
+	ReasonStaleAttachmentReleaseFailed = check.ReasonStaleAttachmentReleaseFailed
 )
 
 // Recorder writes one core/v1 Event per action outcome on the finding's
@@ -40,28 +42,21 @@ type Recorder struct {
 func newClient(cfg *rest.Config) (client.Client, error) { return clients.New(cfg) }
 
 func reasonFor(f drift.Finding, o drift.Outcome) (string, string) {
-	stale := f.Check == check.StaleVolumeAttachment
+	row, err := check.Lookup(f.Check)
+	if err != nil || row.Events == (check.Events{}) {
+		row.Events = check.Events{Applied: ReasonOrphanDetached, Failed: ReasonOrphanDetachFailed}
+	}
 	switch o {
 	case drift.Applied:
-		switch {
-		case f.Check == check.DanglingVolumeReference:
-			return ReasonDanglingRemoved, corev1.EventTypeNormal
-		case stale:
-			return ReasonStaleAttachmentReleased, corev1.EventTypeNormal
-		}
-		return ReasonOrphanDetached, corev1.EventTypeNormal
+		return row.Events.Applied, corev1.EventTypeNormal
 	case drift.Pending:
 		return ReasonActionPending, corev1.EventTypeWarning
 	case drift.Migrating:
 		return ReasonActionDeferred, corev1.EventTypeNormal
 	case drift.Refused:
 		return ReasonActionRefused, corev1.EventTypeNormal
-	default:
-		if stale {
-			return ReasonStaleAttachmentReleaseFailed, corev1.EventTypeWarning
-		}
-		return ReasonOrphanDetachFailed, corev1.EventTypeWarning
 	}
+	return row.Events.Failed, corev1.EventTypeWarning
 }
 
 func (r *Recorder) record(ctx context.Context, f drift.Finding, res drift.Result) {

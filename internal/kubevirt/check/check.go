@@ -8,9 +8,7 @@
 package check
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -167,57 +165,109 @@ func (in Input) claimUses(ns, claim string) []claimUse {
 	return uses[claim]
 }
 
-// Check is a named check and its doc line.
-type Check struct {
-	Name string
-	// Doc says in one line what a finding of this check proves.
-	Doc string
-	Run func(Input) []drift.Finding
+// Loop names the controller loop that runs a check ("" for a check that
+// only tether audit and tether fix run).
+type Loop string
+
+// The controller's loops.
+const (
+	// LoopHotplug decides per VMI (the VMI, its VM, the KubeVirt feature
+	// gates and the tenants' attachments).
+	LoopHotplug Loop = "hotplug"
+	// LoopStorage decides from cluster-wide caches of Nodes,
+	// VolumeAttachments, PVs, claims and pods.
+	LoopStorage Loop = "storage"
+)
+
+// Events are the Event reasons a check's actions are recorded with, by
+// how they ended (the other outcomes have reasons common to every check).
+type Events struct {
+	Applied, Failed string
 }
+
+// Check is one row of the registry: what the check proves and where it is
+// documented (drift.Row), how it decides (Run), what it reads, which
+// controller loop runs it and the Event reasons of its actions. Every
+// other place (config validation, the controller's wiring, act's Event
+// reasons, `tether checks`, the README table) follows from the rows.
+type Check struct {
+	drift.Row
+	Run func(Input) []drift.Finding
+	// Reads are the kinds it decides from. A check must find the same with
+	// only these as with a whole snapshot
+	// (TestChecksReadOnlyWhatTheyDeclare).
+	Reads snapshot.Kinds
+	// Loop is the controller loop that runs it ("" for none).
+	Loop Loop
+	// Events are its actions' Event reasons (empty when it has no action).
+	Events Events
+}
+
+// Find runs the check (drift.Finder).
+func (c Check) Find(in Input) []drift.Finding { return c.Run(in) }
+
+// Event reasons of the checks' actions (contract: operators alert on them).
+const (
+	ReasonOrphanDetached               = "TetherOrphanDetached"
+	ReasonOrphanDetachFailed           = "TetherOrphanDetachFailed"
+	ReasonDanglingRemoved              = "TetherDanglingReferenceRemoved"
+	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
+	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
+)
 
 // All returns every check, in a fixed order.
 func All() []Check {
+	page := func(name string) string { return "docs/checks/" + name + ".md" }
+	orphan := Events{Applied: ReasonOrphanDetached, Failed: ReasonOrphanDetachFailed}
 	return []Check{
-		{Name: OrphanHotplugVolume, Doc: "a hot-plugged VMI volume that nothing wants any more", Run: FindOrphanHotplugVolumes},
-		{Name: OrphanAttachmentPod, Doc: "a hot-plug attachment pod that no VMI references", Run: FindOrphanAttachmentPods},
-		{Name: DanglingVolumeReference, Doc: "a VM or VMI volume whose PVC or DataVolume is missing, being deleted or failed, or whose attachment pod is gone", Run: FindDanglingVolumeReferences},
-		{Name: StaleVolumeAttachment, Doc: "a CSI VolumeAttachment whose node or PV is gone, or that no running pod on its node needs", Run: FindStaleVolumeAttachments},
-		{Name: MultiAttachConflict, Doc: "a pod waiting for a ReadWriteOnce volume that is attached to another node", Run: FindMultiAttachConflicts},
-		{Name: BlockedDeletion, Doc: "a PVC, PV or DataVolume stuck terminating on a protection finalizer, and who holds it", Run: FindBlockedDeletions},
+		{Row: drift.Row{Name: OrphanHotplugVolume, Doc: "a hot-plugged VMI volume that nothing wants any more", Page: page(OrphanHotplugVolume),
+			Subjects: []string{"VirtualMachineInstance"}, Actions: []drift.ActionType{VMRemoveVolume, VMIRemoveVolume}},
+			Run: FindOrphanHotplugVolumes, Loop: LoopHotplug, Events: orphan,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindDataVolumes | snapshot.KindKubeVirt},
+		{Row: drift.Row{Name: OrphanAttachmentPod, Doc: "a hot-plug attachment pod that no VMI references", Page: page(OrphanAttachmentPod),
+			Subjects: []string{"Pod"}, Actions: []drift.ActionType{DeleteAttachmentPod}},
+			Run: FindOrphanAttachmentPods, Events: orphan,
+			Reads: snapshot.KindVMIs | snapshot.KindAttachmentPods},
+		{Row: drift.Row{Name: DanglingVolumeReference, Doc: "a VM or VMI volume whose PVC or DataVolume is missing, being deleted or failed, or whose attachment pod is gone", Page: page(DanglingVolumeReference),
+			Subjects: []string{"VirtualMachine", "VirtualMachineInstance"}, Actions: []drift.ActionType{VMRemoveVolume, VMIRemoveVolume}},
+			Run: FindDanglingVolumeReferences, Events: Events{Applied: ReasonDanglingRemoved, Failed: ReasonOrphanDetachFailed},
+			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindKubeVirt},
+		{Row: drift.Row{Name: StaleVolumeAttachment, Doc: "a CSI VolumeAttachment whose node or PV is gone, or that no running pod on its node needs", Page: page(StaleVolumeAttachment),
+			Subjects: []string{"VolumeAttachment"}, Actions: []drift.ActionType{DeletePodsOnFencedNode, DeleteVolumeAttachment, RemoveAttacherFinalizer}},
+			Run: FindStaleVolumeAttachments, Loop: LoopStorage, Events: Events{Applied: ReasonStaleAttachmentReleased, Failed: ReasonStaleAttachmentReleaseFailed},
+			Reads: snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs},
+		{Row: drift.Row{Name: MultiAttachConflict, Doc: "a pod waiting for a ReadWriteOnce volume that is attached to another node", Page: page(MultiAttachConflict),
+			Subjects: []string{"Pod"}},
+			Run: FindMultiAttachConflicts, Loop: LoopStorage,
+			Reads: snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs | snapshot.KindCSIDrivers},
+		{Row: drift.Row{Name: BlockedDeletion, Doc: "a PVC, PV or DataVolume stuck terminating on a protection finalizer, and who holds it", Page: page(BlockedDeletion),
+			Subjects: []string{"PersistentVolumeClaim", "PersistentVolume", "DataVolume"}},
+			Run: FindBlockedDeletions, Loop: LoopStorage,
+			Reads: snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindVMs},
 	}
 }
 
 // Names returns the names of all checks.
-func Names() []string {
-	all := All()
-	names := make([]string, len(all))
-	for i, c := range all {
-		names[i] = c.Name
-	}
-	return names
-}
+func Names() []string { return drift.Names(All()) }
 
 // Lookup returns the check called name, or an error naming the valid checks.
-func Lookup(name string) (Check, error) {
+func Lookup(name string) (Check, error) { return drift.Lookup(All(), name, "check") }
+
+// InLoop returns the names of the checks the controller loop runs; with no
+// loop named, of every check the controller runs.
+func InLoop(loops ...Loop) []string {
+	var out []string
 	for _, c := range All() {
-		if c.Name == name {
-			return c, nil
+		if c.Loop != "" && (len(loops) == 0 || slices.Contains(loops, c.Loop)) {
+			out = append(out, c.Name)
 		}
 	}
-	return Check{}, fmt.Errorf("unknown check %q (valid checks: %s)", name, strings.Join(Names(), ", "))
+	return out
 }
 
 // Run runs the checks the policy selects (all when none are named; unknown
-// names are skipped, Validate reports them) and returns their findings sorted
-// by namespace, object, volume and check.
+// names are skipped, Validate reports them) and returns their findings in
+// the one order of drift.Sort.
 func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
-	in := NewInput(s, p, now)
-	var out []drift.Finding
-	for _, c := range All() {
-		if len(p.Checks) == 0 || slices.Contains(p.Checks, c.Name) {
-			out = append(out, c.Run(in)...)
-		}
-	}
-	drift.Sort(out)
-	return out
+	return drift.Run(All(), NewInput(s, p, now), p.Checks)
 }

@@ -2,19 +2,6 @@ package check
 
 import "github.com/tether-dev/tether/internal/kubevirt/snapshot"
 
-// reads are the kinds each check decides from. A check must find the same
-// with only these as with a whole snapshot (TestChecksReadOnlyWhatTheyDeclare):
-// an observer that leaves the rest unread makes no check see a missing
-// object where there is one.
-var reads = map[string]snapshot.Kinds{
-	OrphanHotplugVolume:     snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindDataVolumes | snapshot.KindKubeVirt,
-	OrphanAttachmentPod:     snapshot.KindVMIs | snapshot.KindAttachmentPods,
-	DanglingVolumeReference: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindKubeVirt,
-	StaleVolumeAttachment:   snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs,
-	MultiAttachConflict:     snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs | snapshot.KindCSIDrivers,
-	BlockedDeletion:         snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindVMs,
-}
-
 // Reads returns the kinds the named checks decide from; no names means
 // every check. An unknown name reads everything.
 func Reads(names []string) snapshot.Kinds {
@@ -23,11 +10,11 @@ func Reads(names []string) snapshot.Kinds {
 	}
 	var k snapshot.Kinds
 	for _, n := range names {
-		r, ok := reads[n]
-		if !ok {
+		c, err := Lookup(n)
+		if err != nil {
 			return snapshot.AllKinds
 		}
-		k |= r
+		k |= c.Reads
 	}
 	return k
 }

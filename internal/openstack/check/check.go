@@ -10,9 +10,6 @@
 package check
 
 import (
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
@@ -102,38 +99,33 @@ func (p Policy) grace() time.Duration {
 	return p.Grace
 }
 
-// Check is one named check.
+// Check is one row of OpenStack's registry: what the check proves and
+// where it is documented (drift.Row), and how it decides.
 type Check struct {
-	Name, Doc string
-	Run       func(Input) []drift.Finding
+	drift.Row
+	Run func(Input) []drift.Finding
 }
+
+// Find runs the check (drift.Finder).
+func (c Check) Find(in Input) []drift.Finding { return c.Run(in) }
 
 // All returns the OpenStack checks.
 func All() []Check {
 	return []Check{
-		{Name: DanglingNovaAttachment, Doc: "Nova lists a volume on a server whose Cinder attachment or volume is gone or belongs to another server", Run: FindDanglingNovaAttachments},
-		{Name: StaleCinderAttachment, Doc: "Cinder holds an attachment for a server that does not exist, is deleted, or does not list the volume", Run: FindStaleCinderAttachments},
+		{Row: drift.Row{Name: DanglingNovaAttachment, Doc: "Nova lists a volume on a server whose Cinder attachment or volume is gone or belongs to another server",
+			Page: "docs/checks/" + DanglingNovaAttachment + ".md", Subjects: []string{"Server"}, Actions: []drift.ActionType{RecreateAttachmentAndDetach}},
+			Run: FindDanglingNovaAttachments},
+		{Row: drift.Row{Name: StaleCinderAttachment, Doc: "Cinder holds an attachment for a server that does not exist, is deleted, or does not list the volume",
+			Page: "docs/checks/" + StaleCinderAttachment + ".md", Subjects: []string{"Attachment"}, Actions: []drift.ActionType{DeleteCinderAttachment, ForceDetachVolume}},
+			Run: FindStaleCinderAttachments},
 	}
 }
 
 // Names returns the names of the OpenStack checks.
-func Names() []string {
-	var out []string
-	for _, c := range All() {
-		out = append(out, c.Name)
-	}
-	return out
-}
+func Names() []string { return drift.Names(All()) }
 
 // Lookup returns the check of that name, or an error listing the names.
-func Lookup(name string) (Check, error) {
-	for _, c := range All() {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return Check{}, fmt.Errorf("unknown OpenStack check %q (valid checks: %s)", name, strings.Join(Names(), ", "))
-}
+func Lookup(name string) (Check, error) { return drift.Lookup(All(), name, "OpenStack check") }
 
 // Input is what every check decides from.
 type Input struct {
@@ -151,14 +143,5 @@ func NewInput(s *snapshot.Snapshot, p Policy, now time.Time) Input {
 // Run runs the checks the policy selects and returns their findings in the
 // one order of drift.Sort.
 func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
-	in := NewInput(s, p, now)
-	var out []drift.Finding
-	for _, c := range All() {
-		if len(p.Checks) > 0 && !slices.Contains(p.Checks, c.Name) {
-			continue
-		}
-		out = append(out, c.Run(in)...)
-	}
-	drift.Sort(out)
-	return out
+	return drift.Run(All(), NewInput(s, p, now), p.Checks)
 }
