@@ -83,6 +83,17 @@ func (e *Executor) now() time.Time {
 	return time.Now()
 }
 
+// Handles says whether Apply carries out actions of type t (the check rows'
+// actions must all be handled; a test holds them to it).
+func Handles(t drift.ActionType) bool {
+	switch t {
+	case check.VMRemoveVolume, check.VMIRemoveVolume, check.DeleteAttachmentPod,
+		check.DeletePodsOnFencedNode, check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer:
+		return true
+	}
+	return false
+}
+
 // Apply carries out f's action if, and only if, it is still safe. The
 // action type picks the action; ev is the pass's durable evidence.
 func (e *Executor) Apply(ctx context.Context, f drift.Finding, ev Evidence) drift.Result {

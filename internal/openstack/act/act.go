@@ -59,6 +59,16 @@ func (e *Executor) now() time.Time {
 	return time.Now()
 }
 
+// Handles says whether Apply carries out actions of type t (the check rows'
+// actions must all be handled; a test holds them to it).
+func Handles(t drift.ActionType) bool {
+	switch t {
+	case check.DeleteCinderAttachment, check.ForceDetachVolume, check.RecreateAttachmentAndDetach:
+		return true
+	}
+	return false
+}
+
 // Apply carries out f's action after a live re-read and re-check.
 func (e *Executor) Apply(ctx context.Context, f drift.Finding) drift.Result {
 	res := e.apply(ctx, f)
