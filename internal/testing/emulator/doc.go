@@ -128,8 +128,10 @@
 //     container is ready. A volume that left the spec keeps its entry while
 //     an attachment pod holds it (Ready and MountedToPod kept, otherwise
 //     Detaching) and loses it with the pod. Entries are sorted by name.
-//   - virt-handler's part (pkg/virt-handler/vm.go:467-531, 632-686): a
-//     hot-plug volume in the spec whose pod UID is known becomes
+//   - virt-handler's part is package virthandler, the one emulation that
+//     the world with real KubeVirt runs too (pkg/virt-handler/vm.go:467-531,
+//     632-686): a hot-plug volume in the spec whose attachment pod (by the
+//     UID virt-controller recorded) runs becomes
 //     MountedToPod/VolumeMountedToPod, then Ready/VolumeReady with a target
 //     (sda, sdb, ...: scsi/sata; vda, ...: virtio); a removed one loses its
 //     target, then becomes UnMountedFromPod/VolumeUnMountedFromPod. Boot

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/testing/emulator/crds"
+	"github.com/tether-dev/tether/internal/testing/virthandler"
 )
 
 // Options configure Start. Defaults are filled in by Start.
@@ -111,7 +112,7 @@ type Emulator struct {
 	// faults were last queued, so that a retried delete queues them once.
 	faultCMTaken string
 	// handlers holds the nodes whose emulated virt-handler is down.
-	handlers handlerSet
+	handlers virthandler.Switch
 	ctrl     *controller
 
 	migMu     sync.Mutex
@@ -163,7 +164,7 @@ func Start(ctx context.Context, o Options) (*Emulator, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	e := &Emulator{o: o, log: o.Log, client: cl, auth: &requestHeader{client: cl}, cancel: cancel, stopped: make(chan struct{})}
 	for _, n := range o.HandlersDown {
-		e.handlers.set(n, true)
+		e.handlers.SetDown(n, true)
 	}
 	ok := false
 	defer func() {
