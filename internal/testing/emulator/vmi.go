@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 	"github.com/tether-dev/tether/internal/testing/virthandler"
 )
 
@@ -47,7 +48,7 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 	if vmi.Status.Phase != virtv1.Running {
 		return e.bootStep(ctx, id, vmi, node, active)
 	}
-	mig := migrating(vmi)
+	mig := volreq.Migrating(vmi)
 	if active == nil {
 		if mig {
 			return false, 0, nil

@@ -10,6 +10,8 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // KubeVirt's reasons and the filesystem overhead it reports without CDI.
@@ -64,7 +66,7 @@ func (e *Emulator) claimStates(ctx context.Context, vmi *virtv1.VirtualMachineIn
 	}
 	out := map[string]claimState{}
 	for _, v := range vmi.Spec.Volumes {
-		if name := claimName(&v); name != "" {
+		if name := volreq.ClaimName(&v); name != "" {
 			out[v.Name] = judgeClaim(name, byName[name], dvs)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // The oracles below follow KubeVirt v1.9.0: virt-controller
@@ -41,8 +43,8 @@ func byName(st []virtv1.VolumeStatus) map[string]virtv1.VolumeStatus {
 
 // storage.go:360-372: without attachment pod the phase follows the PVC.
 func TestVolumeStatusWithoutPodFollowsPVC(t *testing.T) {
-	vmi := vmiWith(withVolume(pvcVol("missing", "missing", true), ""), withVolume(pvcVol("pending", "pending", true), ""),
-		withVolume(pvcVol("bound", "bound", true), ""))
+	vmi := vmiWith(withVolume(volreq.PVCVolume("missing", "missing", true), ""), withVolume(volreq.PVCVolume("pending", "pending", true), ""),
+		withVolume(volreq.PVCVolume("bound", "bound", true), ""))
 	claims := map[string]claimState{
 		"missing": judgeClaim("missing", nil, nil),
 		"pending": claimIn("pending", corev1.ClaimPending),
@@ -67,7 +69,7 @@ func TestVolumeStatusWithoutPodFollowsPVC(t *testing.T) {
 // once the pod's container is ready; a newer pod that is not ready blanks
 // the UID of an already Ready volume, which stays Ready.
 func TestVolumeStatusAttachmentPodUIDOnlyWhenReady(t *testing.T) {
-	vmi := vmiWith(withVolume(pvcVol("a", "a", true), ""))
+	vmi := vmiWith(withVolume(volreq.PVCVolume("a", "a", true), ""))
 	claims := map[string]claimState{"a": claimIn("a", corev1.ClaimPending)}
 	hot := map[string]bool{"a": true}
 	notReady := attachPod("hp-volume-1", "u1", false, "a")
@@ -98,7 +100,7 @@ func TestVolumeStatusRemovedVolumeStaysWhilePodHoldsIt(t *testing.T) {
 	hp := func(pod string) *virtv1.HotplugVolumeStatus {
 		return &virtv1.HotplugVolumeStatus{AttachPodName: pod, AttachPodUID: "u1"}
 	}
-	vmi := vmiWith(withVolume(pvcVol("root", "root", false), virtv1.DiskBusVirtio),
+	vmi := vmiWith(withVolume(volreq.PVCVolume("root", "root", false), virtv1.DiskBusVirtio),
 		withStatus(virtv1.VolumeStatus{Name: "z-ready", Phase: virtv1.VolumeReady, Target: "sda", HotplugVolume: hp("p")}),
 		withStatus(virtv1.VolumeStatus{Name: "m-mounted", Phase: virtv1.HotplugVolumeMounted, HotplugVolume: hp("p")}),
 		withStatus(virtv1.VolumeStatus{Name: "b-unmounted", Phase: virtv1.HotplugVolumeUnMounted, HotplugVolume: hp("p")}),
