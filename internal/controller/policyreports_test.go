@@ -17,9 +17,9 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/crdinstall"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/report/policyreport"
-	"github.com/tether-dev/tether/internal/testing/crdinstall"
 	"github.com/tether-dev/tether/internal/testing/reportcrds"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-dev/tether/internal/crdinstall"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
-	"github.com/tether-dev/tether/internal/testing/crdinstall"
 	"github.com/tether-dev/tether/internal/testing/reportcrds"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )

@@ -19,6 +19,8 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/apiserver"
 )
 
 // PausedAnnotation set to "true" on a VM (covering its VMI), VMI, migration
@@ -336,7 +338,7 @@ func (e *Emulator) readFaultConfigMap(ctx context.Context) error {
 	// The faults are queued before the ConfigMap is deleted, so that its
 	// being gone means they are in force; a delete that fails is retried
 	// without queuing them twice.
-	faults, down, perr := faultsFromConfigMap(cm)
+	faults, down, perr := apiserver.FaultsFromConfigMap(cm)
 	if taken := string(cm.UID) + "/" + cm.ResourceVersion; perr == nil && taken != e.faultCMTaken {
 		e.InjectFaults(faults...)
 		if down != nil {

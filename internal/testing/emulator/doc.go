@@ -3,6 +3,21 @@
 // LISTs, the volume subresources, RBAC) can be exercised without KubeVirt,
 // without nodes and without a container runtime.
 //
+// It is split by the component it plays:
+//
+//   - virt-api: package apiserver (the aggregated volume subresources, their
+//     authentication, serving certificates, injected faults), with the pure
+//     rules of volume requests in package volreq and the feature gates in
+//     package gates, which virt-controller reads too;
+//   - virt-controller (with the kubelet's part: pods Running and Ready):
+//     this package's controller (controller.go, vm.go, vmi.go, volstatus.go,
+//     attach.go, pods.go, migration.go, finalizers.go, guards.go);
+//   - virt-handler: package internal/testing/virthandler, shared with the
+//     world that runs real virt-api and virt-controller.
+//
+// This package also holds the wiring: Start, Options, the APIService
+// registration (register.go), Nodes and the public switches tests use.
+//
 // It must never be pointed at a production cluster: it creates and deletes
 // VMIs, pods and Nodes as it pleases and answers KubeVirt's aggregated API.
 //
@@ -128,8 +143,10 @@
 //     container is ready. A volume that left the spec keeps its entry while
 //     an attachment pod holds it (Ready and MountedToPod kept, otherwise
 //     Detaching) and loses it with the pod. Entries are sorted by name.
-//   - virt-handler's part (pkg/virt-handler/vm.go:467-531, 632-686): a
-//     hot-plug volume in the spec whose pod UID is known becomes
+//   - virt-handler's part is package virthandler, the one emulation that
+//     the world with real KubeVirt runs too (pkg/virt-handler/vm.go:467-531,
+//     632-686): a hot-plug volume in the spec whose attachment pod (by the
+//     UID virt-controller recorded) runs becomes
 //     MountedToPod/VolumeMountedToPod, then Ready/VolumeReady with a target
 //     (sda, sdb, ...: scsi/sata; vda, ...: virtio); a removed one loses its
 //     target, then becomes UnMountedFromPod/VolumeUnMountedFromPod. Boot

@@ -25,7 +25,9 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/testing/emulator/apiserver"
 	"github.com/tether-dev/tether/internal/testing/emulator/crds"
+	"github.com/tether-dev/tether/internal/testing/virthandler"
 )
 
 // Options configure Start. Defaults are filled in by Start.
@@ -104,14 +106,14 @@ type Emulator struct {
 	o      Options
 	log    logr.Logger
 	client client.Client // live reads and writes, no cache
-	auth   *requestHeader
-	certs  *servingCerts
-	faults faultSet
+	api    *apiserver.Server
+	certs  *apiserver.ServingCerts
+	faults apiserver.Faults
 	// faultCMTaken is the UID/resourceVersion of the fault ConfigMap whose
 	// faults were last queued, so that a retried delete queues them once.
 	faultCMTaken string
 	// handlers holds the nodes whose emulated virt-handler is down.
-	handlers handlerSet
+	handlers virthandler.Switch
 	ctrl     *controller
 
 	migMu     sync.Mutex
@@ -161,9 +163,10 @@ func Start(ctx context.Context, o Options) (*Emulator, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	e := &Emulator{o: o, log: o.Log, client: cl, auth: &requestHeader{client: cl}, cancel: cancel, stopped: make(chan struct{})}
+	e := &Emulator{o: o, log: o.Log, client: cl, cancel: cancel, stopped: make(chan struct{})}
+	e.api = apiserver.New(cl, o.Log, e.gates, &e.faults, e.stopped)
 	for _, n := range o.HandlersDown {
-		e.handlers.set(n, true)
+		e.handlers.SetDown(n, true)
 	}
 	ok := false
 	defer func() {
@@ -180,7 +183,7 @@ func Start(ctx context.Context, o Options) (*Emulator, error) {
 	if err := e.ensureKubeVirt(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.auth.load(ctx); err != nil {
+	if err := e.api.LoadAuth(ctx); err != nil {
 		return nil, fmt.Errorf("emulator: %w", err)
 	}
 	if err := e.serve(); err != nil {
@@ -222,19 +225,19 @@ func (e *Emulator) serve() error {
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		ips = append(ips, ip)
 	}
-	if e.certs, err = newServingCerts(names, ips); err != nil {
+	if e.certs, err = apiserver.NewServingCerts(names, ips); err != nil {
 		return err
 	}
 	if e.ln, err = net.Listen("tcp", e.o.ListenAddr); err != nil {
 		return fmt.Errorf("emulator: %w", err)
 	}
 	e.srv = &http.Server{
-		Handler:           e.handler(),
+		Handler:           e.api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{
 			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{e.certs.cert},
+			Certificates: []tls.Certificate{e.certs.Cert},
 			// Verified per request against the requestheader CA, which may
 			// rotate; /healthz needs no certificate.
 			ClientAuth: tls.RequestClientCert,
@@ -272,7 +275,7 @@ func (e *Emulator) Port() int {
 }
 
 // CABundle is the PEM CA that signed the serving certificate.
-func (e *Emulator) CABundle() []byte { return append([]byte(nil), e.certs.caPEM...) }
+func (e *Emulator) CABundle() []byte { return append([]byte(nil), e.certs.CAPEM...) }
 
 // Namespace is where the emulator's Service and KubeVirt object live.
 func (e *Emulator) Namespace() string { return e.o.Namespace }

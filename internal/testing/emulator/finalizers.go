@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/virthandler"
 )
 
 // Adoption, finalizers and deletion as in KubeVirt v1.9.0: virt-api's
@@ -94,8 +96,8 @@ func (e *Emulator) syncDeletingVMI(ctx context.Context, id types.NamespacedName,
 	if wrote {
 		return true, 0, nil
 	}
-	if !vmi.IsFinal() {
-		setPhase(vmi, virtv1.Succeeded)
+	// The launcher pods are gone, and the domain with them.
+	if virthandler.Shutdown(vmi) {
 		return true, 0, e.writeVMI(ctx, vmi)
 	}
 	changed := withoutFinalizer(vmi, virtv1.VirtualMachineInstanceFinalizer)

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // syncMigration drives one VirtualMachineInstanceMigration: Pending →
@@ -39,7 +41,7 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 		if vmi.Status.Phase != virtv1.Running || vmi.DeletionTimestamp != nil {
 			return true, 0, e.finishMigration(ctx, m, nil, virtv1.MigrationFailed)
 		}
-		if migrating(vmi) {
+		if volreq.Migrating(vmi) {
 			return false, 200 * time.Millisecond, nil // another migration is under way
 		}
 		now := metav1.Now()

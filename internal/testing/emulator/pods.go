@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // Label values of KubeVirt's pods (label kubevirt.io).
@@ -54,11 +56,11 @@ func launcherPod(vmi *virtv1.VirtualMachineInstance, node string, skip map[strin
 		},
 	}
 	for _, v := range vmi.Spec.Volumes {
-		if skip[v.Name] || hotpluggable(&v) {
+		if skip[v.Name] || volreq.Hotpluggable(&v) {
 			continue
 		}
 		pv := corev1.Volume{Name: v.Name}
-		if claim := claimName(&v); claim != "" {
+		if claim := volreq.ClaimName(&v); claim != "" {
 			pv.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}
 		} else {
 			pv.EmptyDir = &corev1.EmptyDirVolumeSource{}
@@ -104,7 +106,7 @@ func attachmentPod(launcher *corev1.Pod, volumes []virtv1.Volume) *corev1.Pod {
 	for _, v := range volumes {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
 			Name:         v.Name,
-			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(&v)}},
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: volreq.ClaimName(&v)}},
 		})
 		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
 			corev1.VolumeMount{Name: v.Name, MountPath: "/" + v.Name})
@@ -130,7 +132,7 @@ func podMatches(pod *corev1.Pod, volumes []virtv1.Volume) bool {
 		return false
 	}
 	for _, v := range volumes {
-		if c, ok := claims[v.Name]; !ok || c != claimName(&v) {
+		if c, ok := claims[v.Name]; !ok || c != volreq.ClaimName(&v) {
 			return false
 		}
 	}

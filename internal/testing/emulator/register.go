@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/apiserver"
 )
 
 // APIServiceName is the name of the APIService the emulator registers.
-const APIServiceName = subresourceVersion + "." + subresourceGroup
+const APIServiceName = apiserver.Version + "." + apiserver.Group
 
 var apiServiceGVK = schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}
 
@@ -52,11 +54,11 @@ func (e *Emulator) register(ctx context.Context) error {
 	}
 
 	spec := map[string]any{
-		"group":                subresourceGroup,
-		"version":              subresourceVersion,
+		"group":                apiserver.Group,
+		"version":              apiserver.Version,
 		"groupPriorityMinimum": int64(1000),
 		"versionPriority":      int64(15),
-		"caBundle":             base64.StdEncoding.EncodeToString(e.certs.caPEM),
+		"caBundle":             base64.StdEncoding.EncodeToString(e.certs.CAPEM),
 		"service": map[string]any{
 			"name":      e.o.ServiceName,
 			"namespace": e.o.Namespace,

@@ -6,6 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 type vmiOpt func(*virtv1.VirtualMachineInstance)
@@ -21,7 +23,7 @@ func vmiWith(opts ...vmiOpt) *virtv1.VirtualMachineInstance {
 func withVolume(vol virtv1.Volume, bus virtv1.DiskBus) vmiOpt {
 	return func(v *virtv1.VirtualMachineInstance) {
 		v.Spec.Volumes = append(v.Spec.Volumes, vol)
-		v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks, disk(vol.Name, bus))
+		v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks, volreq.Disk(vol.Name, bus))
 	}
 }
 
@@ -46,7 +48,7 @@ func diskNames(disks []virtv1.Disk) []string {
 }
 
 func TestSyncDeclarativeVolumes(t *testing.T) {
-	root := pvcVol("root", "root", false)
+	root := volreq.PVCVolume("root", "root", false)
 	cases := []struct {
 		name      string
 		vm        *virtv1.VirtualMachineInstance // holds the VM template as a VMI spec
@@ -55,28 +57,28 @@ func TestSyncDeclarativeVolumes(t *testing.T) {
 		wantDisks []string
 	}{
 		{"VM gained a hot-pluggable volume -> added with its disk",
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "a", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "a", true), "scsi")),
 			vmiWith(withVolume(root, "")),
 			[]string{"root", "a"}, []string{"root", "a"}},
 		{"VMI-only hot-plug -> removed",
 			vmiWith(withVolume(root, "")),
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "a", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "a", true), "scsi")),
 			[]string{"root"}, []string{"root"}},
 		{"hot-plug still unplugging (status left) -> not re-added yet",
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "a", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "a", true), "scsi")),
 			vmiWith(withVolume(root, ""), withStatus(virtv1.VolumeStatus{Name: "a", HotplugVolume: &virtv1.HotplugVolumeStatus{}})),
 			[]string{"root"}, []string{"root"}},
 		{"hot-plug changed in VM -> removed, to be re-added later",
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "new-claim", true), "scsi")),
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "a", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "new-claim", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "a", true), "scsi")),
 			[]string{"root"}, []string{"root"}},
 		{"non-hotpluggable VMI volume missing from VM -> kept",
 			vmiWith(),
 			vmiWith(withVolume(root, "")),
 			[]string{"root"}, []string{"root"}},
 		{"in step -> unchanged",
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "a", true), "scsi")),
-			vmiWith(withVolume(root, ""), withVolume(pvcVol("a", "a", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "a", true), "scsi")),
+			vmiWith(withVolume(root, ""), withVolume(volreq.PVCVolume("a", "a", true), "scsi")),
 			[]string{"root", "a"}, []string{"root", "a"}},
 	}
 	for _, c := range cases {

@@ -6,6 +6,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/gates"
 )
 
 // DefaultKubeVirtVersion is the KubeVirt release the emulator plays, shown
@@ -13,11 +15,10 @@ import (
 const DefaultKubeVirtVersion = "v1.9.0"
 
 // IgnoreDryRunAnnotation set to "true" on the KubeVirt object is a fault
-// mode: addvolume and removevolume ignore dryRun and make the change, as
-// virt-api before v0.49 did (its AddVolumeOptions and RemoveVolumeOptions
-// had no dryRun field, so the field was dropped and the call was real).
-// Combine it with SetKubeVirtVersion("v0.48.0") to play such a cluster.
-const IgnoreDryRunAnnotation = "emulator.tether.dev/ignore-dry-run"
+// mode (gates.IgnoreDryRunAnnotation): addvolume and removevolume ignore
+// dryRun and make the change, as virt-api before v0.49 did. Combine it with
+// SetKubeVirtVersion("v0.48.0") to play such a cluster.
+const IgnoreDryRunAnnotation = gates.IgnoreDryRunAnnotation
 
 // SetKubeVirtVersion sets status.observedKubeVirtVersion and
 // status.targetKubeVirtVersion of the KubeVirt object, as virt-operator

@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/gates"
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // syncVirt reconciles the VM and the VMI of one name, both read live. It
@@ -68,7 +71,7 @@ func getOrNil[T client.Object](ctx context.Context, c client.Reader, ns, name st
 
 // syncVM: pending volume requests into the template, start/stop, VMI volume
 // sync, then status.
-func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, g gates) (bool, time.Duration, error) {
+func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, g gates.Gates) (bool, time.Duration, error) {
 	if vm.Spec.Template == nil {
 		return false, 0, nil
 	}
@@ -82,7 +85,7 @@ func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *v
 	if len(vm.Status.VolumeRequests) > 0 {
 		spec := vm.Spec.Template.Spec.DeepCopy()
 		for i := range vm.Status.VolumeRequests {
-			applyVolumeRequest(spec, &vm.Status.VolumeRequests[i])
+			volreq.Apply(spec, &vm.Status.VolumeRequests[i])
 		}
 		if !equality.Semantic.DeepEqual(spec, &vm.Spec.Template.Spec) {
 			vm.Spec.Template.Spec = *spec
@@ -121,7 +124,7 @@ func (e *Emulator) syncVM(ctx context.Context, vm *virtv1.VirtualMachine, vmi *v
 	vmiWritable := owned && vmi.DeletionTimestamp == nil && vmi.Status.Phase == virtv1.Running
 	if !vmiWritable || !paused(vmi) {
 		// Requests stay pending while a paused VMI cannot take them.
-		status.VolumeRequests = trimDoneVolumeRequests(&vm.Spec.Template.Spec, status.VolumeRequests)
+		status.VolumeRequests = volreq.TrimDone(&vm.Spec.Template.Spec, status.VolumeRequests)
 	}
 	var retry time.Duration
 	if syncErr != nil {
@@ -158,18 +161,18 @@ func (e *Emulator) syncRunState(ctx context.Context, vm *virtv1.VirtualMachine, 
 // syncVMIVolumes brings the running VMI's volumes in step with the VM:
 // declarative hot-plug (not with updateVolumesStrategy Migration,
 // hotplug.go:38-41) and pending volume requests.
-func (e *Emulator) syncVMIVolumes(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, owned bool, g gates) (bool, error) {
+func (e *Emulator) syncVMIVolumes(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, owned bool, g gates.Gates) (bool, error) {
 	if !owned || vmi.DeletionTimestamp != nil || vmi.Status.Phase != virtv1.Running || paused(vmi) {
 		return false, nil
 	}
 	spec := vmi.Spec.DeepCopy()
 	migrationStrategy := vm.Spec.UpdateVolumesStrategy != nil && *vm.Spec.UpdateVolumesStrategy == virtv1.UpdateVolumesStrategyMigration
-	if g.declarativeSync() && !migrationStrategy {
+	if g.DeclarativeSync() && !migrationStrategy {
 		syncDeclarativeVolumes(&vm.Spec.Template.Spec, vmi, spec)
 	}
 	for _, r := range vm.Status.VolumeRequests {
 		if hasVolume(spec, requestName(&r)) == (r.AddVolumeOptions == nil) {
-			applyVolumeRequest(spec, &r)
+			volreq.Apply(spec, &r)
 		}
 	}
 	if equality.Semantic.DeepEqual(spec, &vmi.Spec) {
@@ -250,7 +253,7 @@ func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance) *vi
 		st.PrintableStatus = virtv1.VirtualMachineStatusTerminating
 	case vmi != nil && (vmi.DeletionTimestamp != nil || runState(vm) == wantStopped):
 		st.PrintableStatus = virtv1.VirtualMachineStatusStopping
-	case vmi != nil && migrating(vmi):
+	case vmi != nil && volreq.Migrating(vmi):
 		st.PrintableStatus = virtv1.VirtualMachineStatusMigrating
 	case running:
 		st.PrintableStatus = virtv1.VirtualMachineStatusRunning
@@ -300,9 +303,9 @@ func syncDeclarativeVolumes(tmpl *virtv1.VirtualMachineInstanceSpec, vmi *virtv1
 	}
 	var vols []virtv1.Volume
 	for _, v := range vmi.Spec.Volumes {
-		if hotpluggable(&v) {
+		if volreq.Hotpluggable(&v) {
 			vmVol, ok := vmVols[v.Name]
-			if !ok || (hotpluggable(vmVol) && !equality.Semantic.DeepEqual(*vmVol, v)) {
+			if !ok || (volreq.Hotpluggable(vmVol) && !equality.Semantic.DeepEqual(*vmVol, v)) {
 				continue
 			}
 		}
@@ -317,7 +320,7 @@ func syncDeclarativeVolumes(tmpl *virtv1.VirtualMachineInstanceSpec, vmi *virtv1
 		inVMI[v.Name] = true
 	}
 	for _, v := range tmpl.Volumes {
-		if hotpluggable(&v) && !inVMI[v.Name] && !withStatus[v.Name] {
+		if volreq.Hotpluggable(&v) && !inVMI[v.Name] && !withStatus[v.Name] {
 			vols = append(vols, *v.DeepCopy())
 		}
 	}
@@ -339,7 +342,7 @@ func syncDeclarativeVolumes(tmpl *virtv1.VirtualMachineInstanceSpec, vmi *virtv1
 		disks = append(disks, d)
 	}
 	for _, d := range tmpl.Domain.Devices.Disks {
-		if v, ok := newVols[d.Name]; ok && hotpluggable(v) && !vmiDisks[d.Name] {
+		if v, ok := newVols[d.Name]; ok && volreq.Hotpluggable(v) && !vmiDisks[d.Name] {
 			disks = append(disks, *d.DeepCopy())
 		}
 	}

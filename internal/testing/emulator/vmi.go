@@ -9,6 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
+	"github.com/tether-dev/tether/internal/testing/virthandler"
 )
 
 // syncVMI plays virt-controller, the kubelet and virt-handler for one VMI,
@@ -45,7 +48,7 @@ func (e *Emulator) syncVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstan
 	if vmi.Status.Phase != virtv1.Running {
 		return e.bootStep(ctx, id, vmi, node, active)
 	}
-	mig := migrating(vmi)
+	mig := volreq.Migrating(vmi)
 	if active == nil {
 		if mig {
 			return false, 0, nil
@@ -96,15 +99,16 @@ func (e *Emulator) bootStep(ctx context.Context, id types.NamespacedName, vmi *v
 		setPhase(vmi, virtv1.Scheduled)
 		setNode(vmi, node, active.UID)
 	case virtv1.Scheduled:
-		if e.handlerDown(vmi) {
-			return false, 0, nil
-		}
-		st := runningStatus(vmi, node, active)
-		if st == nil {
+		// virt-handler on the node starts the domain; virt-controller's
+		// part of a Running VMI (active pod, Ready) follows in the same
+		// write, as the emulator's controller sees it at once.
+		if e.handlerDown(vmi) || !virthandler.Start(vmi) {
 			return false, 0, nil
 		}
 		e.log.Info("VMI running", "namespace", vmi.Namespace, "vmi", vmi.Name, "node", node)
-		vmi.Status = *st
+		if st := runningStatus(vmi, node, active); st != nil {
+			vmi.Status = *st
+		}
 	default:
 		return false, 0, nil
 	}
@@ -276,26 +280,19 @@ func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineIn
 	if e.handlerDown(vmi) {
 		return false, nil
 	}
-	if status := handlerVolumeStatuses(vmi); !equality.Semantic.DeepEqual(status, vmi.Status.VolumeStatus) {
-		vmi.Status.VolumeStatus = status
+	if virthandler.SetVolumes(vmi, virthandler.Volumes(vmi, virthandler.MountedBy(mine))) {
 		return true, e.writeVMI(ctx, vmi)
 	}
 	return false, nil
 }
 
-// runningStatus returns the status that marks vmi Running on node with the
-// given launcher pod, or nil if it already says so.
+// runningStatus is virt-controller's part of a Running VMI: node, active
+// launcher pod and the Ready condition. It returns the status that says so,
+// or nil if the VMI already does.
 func runningStatus(vmi *virtv1.VirtualMachineInstance, node string, active *corev1.Pod) *virtv1.VirtualMachineInstanceStatus {
 	pod := active.UID
 	st := vmi.Status.DeepCopy()
 	changed := false
-	if st.Phase != virtv1.Running {
-		st.Phase = virtv1.Running
-		st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, virtv1.VirtualMachineInstancePhaseTransitionTimestamp{
-			Phase: virtv1.Running, PhaseTransitionTimestamp: metav1.Now(),
-		})
-		changed = true
-	}
 	if st.NodeName != node {
 		st.NodeName, changed = node, true
 	}

@@ -10,23 +10,19 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // KubeVirt's reasons and the filesystem overhead it reports without CDI.
 const (
-	reasonVolumeReady      = "VolumeReady"
-	reasonMounted          = "VolumeMountedToPod"
-	reasonUnmounted        = "VolumeUnMountedFromPod"
 	reasonSuccessfulCreate = "SuccessfulCreate"
 	reasonSuccessfulDelete = "SuccessfulDelete"
 	msgPodCreatedFmt       = "Created hotplug attachment pod %s, for volume %s"
 	msgPodDeletedFmt       = "Deleted hotplug attachment pod %s, for volume %s"
-	msgMountedFmt          = "Volume %s has been mounted in virt-launcher pod"
-	msgUnmountedFmt        = "Volume %s has been unmounted from virt-launcher pod"
 	reasonPVCNotFound      = "FailedPvcNotFound"
 	reasonPVCNotReady      = "PVCNotReady"
 	defaultFSOverhead      = virtv1.Percent("0.055")
-	msgVolumeReadyFmt      = "Successfully attach hotplugged volume %s to VM"
 	msgPVCNotFoundFmt      = "PVC %s not found"
 	msgDataVolumeNotDoneFm = "DataVolume %s is not ready (phase %q)"
 )
@@ -70,7 +66,7 @@ func (e *Emulator) claimStates(ctx context.Context, vmi *virtv1.VirtualMachineIn
 	}
 	out := map[string]claimState{}
 	for _, v := range vmi.Spec.Volumes {
-		if name := claimName(&v); name != "" {
+		if name := volreq.ClaimName(&v); name != "" {
 			out[v.Name] = judgeClaim(name, byName[name], dvs)
 		}
 	}
@@ -107,7 +103,7 @@ func judgeClaim(name string, pvc *corev1.PersistentVolumeClaim, dvs map[string]*
 // whose volume left the spec stays while an attachment pod holds the volume
 // (Ready and MountedToPod kept, anything else Detaching) and goes with the
 // pod. Entries are sorted by name. Targets and the later phases are the
-// handler's (handlerVolumeStatuses).
+// handler's (package virthandler).
 func volumeStatuses(vmi *virtv1.VirtualMachineInstance, hot map[string]bool, current *corev1.Pod, pods []*corev1.Pod, claims map[string]claimState) []virtv1.VolumeStatus {
 	old := map[string]virtv1.VolumeStatus{}
 	for _, s := range vmi.Status.VolumeStatus {
@@ -218,49 +214,4 @@ func pvcInfo(pvc *corev1.PersistentVolumeClaim) *virtv1.PersistentVolumeClaimInf
 		Requests:           pvc.Spec.Resources.Requests,
 		FilesystemOverhead: &overhead,
 	}
-}
-
-// diskPrefix is the device prefix of the volume's disk: "vd" for virtio,
-// "sd" for sata, scsi and usb. Hot-plugged disks default to scsi, others to
-// virtio; a volume without a disk gets "".
-func diskPrefix(vmi *virtv1.VirtualMachineInstance, volume string, hot bool) string {
-	for _, d := range vmi.Spec.Domain.Devices.Disks {
-		if d.Name != volume {
-			continue
-		}
-		var bus virtv1.DiskBus
-		switch {
-		case d.Disk != nil:
-			bus = d.Disk.Bus
-		case d.CDRom != nil:
-			bus = d.CDRom.Bus
-		case d.LUN != nil:
-			bus = d.LUN.Bus
-		}
-		if bus == "" {
-			bus = virtv1.DiskBusVirtio
-			if hot {
-				bus = virtv1.DiskBusSCSI
-			}
-		}
-		if bus == virtv1.DiskBusVirtio {
-			return "vd"
-		}
-		return "sd"
-	}
-	return ""
-}
-
-func nextTarget(used map[string]bool, prefix string) string {
-	if prefix == "" {
-		return ""
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t := prefix + string(c)
-		if !used[t] {
-			used[t] = true
-			return t
-		}
-	}
-	return ""
 }

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // The oracles below follow KubeVirt v1.9.0: virt-controller
@@ -41,8 +43,8 @@ func byName(st []virtv1.VolumeStatus) map[string]virtv1.VolumeStatus {
 
 // storage.go:360-372: without attachment pod the phase follows the PVC.
 func TestVolumeStatusWithoutPodFollowsPVC(t *testing.T) {
-	vmi := vmiWith(withVolume(pvcVol("missing", "missing", true), ""), withVolume(pvcVol("pending", "pending", true), ""),
-		withVolume(pvcVol("bound", "bound", true), ""))
+	vmi := vmiWith(withVolume(volreq.PVCVolume("missing", "missing", true), ""), withVolume(volreq.PVCVolume("pending", "pending", true), ""),
+		withVolume(volreq.PVCVolume("bound", "bound", true), ""))
 	claims := map[string]claimState{
 		"missing": judgeClaim("missing", nil, nil),
 		"pending": claimIn("pending", corev1.ClaimPending),
@@ -67,7 +69,7 @@ func TestVolumeStatusWithoutPodFollowsPVC(t *testing.T) {
 // once the pod's container is ready; a newer pod that is not ready blanks
 // the UID of an already Ready volume, which stays Ready.
 func TestVolumeStatusAttachmentPodUIDOnlyWhenReady(t *testing.T) {
-	vmi := vmiWith(withVolume(pvcVol("a", "a", true), ""))
+	vmi := vmiWith(withVolume(volreq.PVCVolume("a", "a", true), ""))
 	claims := map[string]claimState{"a": claimIn("a", corev1.ClaimPending)}
 	hot := map[string]bool{"a": true}
 	notReady := attachPod("hp-volume-1", "u1", false, "a")
@@ -98,7 +100,7 @@ func TestVolumeStatusRemovedVolumeStaysWhilePodHoldsIt(t *testing.T) {
 	hp := func(pod string) *virtv1.HotplugVolumeStatus {
 		return &virtv1.HotplugVolumeStatus{AttachPodName: pod, AttachPodUID: "u1"}
 	}
-	vmi := vmiWith(withVolume(pvcVol("root", "root", false), virtv1.DiskBusVirtio),
+	vmi := vmiWith(withVolume(volreq.PVCVolume("root", "root", false), virtv1.DiskBusVirtio),
 		withStatus(virtv1.VolumeStatus{Name: "z-ready", Phase: virtv1.VolumeReady, Target: "sda", HotplugVolume: hp("p")}),
 		withStatus(virtv1.VolumeStatus{Name: "m-mounted", Phase: virtv1.HotplugVolumeMounted, HotplugVolume: hp("p")}),
 		withStatus(virtv1.VolumeStatus{Name: "b-unmounted", Phase: virtv1.HotplugVolumeUnMounted, HotplugVolume: hp("p")}),
@@ -136,41 +138,4 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-// vm.go:497-531: mounted and in spec -> MountedToPod; in the domain ->
-// Ready with a target; out of the spec -> out of the domain, then
-// UnMountedFromPod; Detaching is left alone.
-func TestHandlerVolumeStatusSteps(t *testing.T) {
-	hp := func(uid types.UID) *virtv1.HotplugVolumeStatus {
-		return &virtv1.HotplugVolumeStatus{AttachPodName: "p", AttachPodUID: uid}
-	}
-	vmi := vmiWith(withVolume(pvcVol("root", "root", false), virtv1.DiskBusVirtio),
-		withVolume(pvcVol("attached", "attached", true), ""), withVolume(pvcVol("nouid", "nouid", true), ""),
-		withVolume(pvcVol("mounted", "mounted", true), ""),
-		withStatus(virtv1.VolumeStatus{Name: "attached", Phase: virtv1.HotplugVolumeAttachedToNode, HotplugVolume: hp("u1")}),
-		withStatus(virtv1.VolumeStatus{Name: "gone-detaching", Phase: virtv1.HotplugVolumeDetaching, HotplugVolume: hp("u1")}),
-		withStatus(virtv1.VolumeStatus{Name: "gone-indomain", Phase: virtv1.VolumeReady, Target: "sdb", HotplugVolume: hp("u1")}),
-		withStatus(virtv1.VolumeStatus{Name: "gone-ready", Phase: virtv1.VolumeReady, HotplugVolume: hp("u1")}),
-		withStatus(virtv1.VolumeStatus{Name: "mounted", Phase: virtv1.HotplugVolumeMounted, HotplugVolume: hp("u1")}),
-		withStatus(virtv1.VolumeStatus{Name: "nouid", Phase: virtv1.HotplugVolumeAttachedToNode, HotplugVolume: hp("")}),
-		withStatus(virtv1.VolumeStatus{Name: "root"}),
-	)
-	m := byName(handlerVolumeStatuses(vmi))
-	check := func(name string, phase virtv1.VolumePhase, reason, target string) {
-		t.Helper()
-		if s := m[name]; s.Phase != phase || s.Reason != reason || s.Target != target {
-			t.Errorf("%s: %s/%s target %q, want %s/%s target %q", name, s.Phase, s.Reason, s.Target, phase, reason, target)
-		}
-	}
-	check("attached", virtv1.HotplugVolumeMounted, "VolumeMountedToPod", "")
-	check("nouid", virtv1.HotplugVolumeAttachedToNode, "", "")
-	check("mounted", virtv1.VolumeReady, "VolumeReady", "sda")
-	check("gone-indomain", virtv1.VolumeReady, "", "")
-	check("gone-ready", virtv1.HotplugVolumeUnMounted, "VolumeUnMountedFromPod", "")
-	check("gone-detaching", virtv1.HotplugVolumeDetaching, "", "")
-	check("root", "", "", "vda")
-	if m["gone-ready"].Message != "Volume gone-ready has been unmounted from virt-launcher pod" {
-		t.Errorf("unmount message %q", m["gone-ready"].Message)
-	}
 }

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tether-dev/tether/internal/crdinstall"
 	"github.com/tether-dev/tether/internal/testing/controlplane"
-	"github.com/tether-dev/tether/internal/testing/crdinstall"
 	"github.com/tether-dev/tether/internal/testing/emulator/crds"
 )
 

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tether-dev/tether/internal/testing/crdinstall"
+	"github.com/tether-dev/tether/internal/crdinstall"
 )
 
 //go:embed *.yaml

@@ -1,62 +1,93 @@
-package emulator
+// Package apiserver plays KubeVirt's virt-api for the emulator: the
+// aggregated API v1.subresources.kubevirt.io (discovery, addvolume and
+// removevolume on VMs and VMIs, pkg/virt-api/rest/volumes.go of KubeVirt
+// v1.9.0), its authentication of the apiserver's proxied requests, its
+// serving certificates, and injected faults.
+package apiserver
 
 import (
+	"context"
 	"encoding/json"
+	"github.com/go-logr/logr"
 	"net/http"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/gates"
 )
 
 const (
-	subresourceGroup   = "subresources.kubevirt.io"
-	subresourceVersion = "v1"
-	groupVersion       = subresourceGroup + "/" + subresourceVersion
-	resourceVM         = "virtualmachines"
-	resourceVMI        = "virtualmachineinstances"
-	subAddVolume       = "addvolume"
-	subRemoveVolume    = "removevolume"
+	// Group and Version are those of virt-api's aggregated API.
+	Group           = "subresources.kubevirt.io"
+	Version         = "v1"
+	groupVersion    = Group + "/" + Version
+	resourceVM      = "virtualmachines"
+	resourceVMI     = "virtualmachineinstances"
+	subAddVolume    = "addvolume"
+	subRemoveVolume = "removevolume"
 )
 
-// handler routes the emulator's HTTP API.
-func (e *Emulator) handler() http.Handler {
+// Server is the emulated virt-api.
+type Server struct {
+	client  client.Client
+	log     logr.Logger
+	gates   func(context.Context) (gates.Gates, error)
+	faults  *Faults
+	stopped <-chan struct{}
+	auth    *requestHeader
+}
+
+// New returns a virt-api that reads and writes through c (live, no cache),
+// reads the feature gates with readGates, answers with faults first and
+// ends hanging calls once stopped is closed.
+func New(c client.Client, log logr.Logger, readGates func(context.Context) (gates.Gates, error), faults *Faults, stopped <-chan struct{}) *Server {
+	return &Server{client: c, log: log, gates: readGates, faults: faults, stopped: stopped, auth: &requestHeader{client: c}}
+}
+
+// LoadAuth reads the requestheader client CA the apiserver proxies with.
+func (s *Server) LoadAuth(ctx context.Context) error { return s.auth.load(ctx) }
+
+// Handler routes virt-api's HTTP API.
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok"))
 	})
-	mux.Handle("/", e.authenticated(http.HandlerFunc(e.serveAPI)))
+	mux.Handle("/", s.authenticated(http.HandlerFunc(s.serveAPI)))
 	return mux
 }
 
 // authenticated lets through only requests proxied by the apiserver.
-func (e *Emulator) authenticated(next http.Handler) http.Handler {
+func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, _, err := e.auth.authenticate(r)
+		user, _, err := s.auth.authenticate(r)
 		if err != nil {
-			e.log.V(1).Info("refused unauthenticated request", "path", r.URL.Path, "reason", err.Error())
+			s.log.V(1).Info("refused unauthenticated request", "path", r.URL.Path, "reason", err.Error())
 			writeStatus(w, apierrors.NewUnauthorized(err.Error()))
 			return
 		}
 		if user != "" {
-			e.log.V(2).Info("request", "method", r.Method, "path", r.URL.Path, "user", user)
+			s.log.V(2).Info("request", "method", r.Method, "path", r.URL.Path, "user", user)
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	switch path {
 	case "/apis":
-		e.discovery(w, r, groupList())
+		s.discovery(w, r, groupList())
 		return
-	case "/apis/" + subresourceGroup:
-		e.discovery(w, r, group())
+	case "/apis/" + Group:
+		s.discovery(w, r, group())
 		return
 	case "/apis/" + groupVersion:
-		e.discovery(w, r, resourceList())
+		s.discovery(w, r, resourceList())
 		return
 	}
 	// /apis/subresources.kubevirt.io/v1/namespaces/{ns}/{resource}/{name}/{sub}
@@ -72,21 +103,21 @@ func (e *Emulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewMethodNotSupported(subresourceGroupResource(c.resource+"/"+c.sub), r.Method))
 		return
 	}
-	if f, ok := e.faults.take(c); ok {
-		e.serveFault(r.Context(), w, c, f)
+	if f, ok := s.faults.take(c); ok {
+		s.serveFault(r.Context(), w, c, f)
 		return
 	}
-	if serr := e.changeVolume(r, c); serr != nil {
-		e.log.V(1).Info("volume request refused", "resource", c.resource, "namespace", c.ns, "name", c.name,
+	if serr := s.changeVolume(r, c); serr != nil {
+		s.log.V(1).Info("volume request refused", "resource", c.resource, "namespace", c.ns, "name", c.name,
 			"subresource", c.sub, "code", serr.ErrStatus.Code, "message", serr.ErrStatus.Message)
 		writeStatus(w, serr)
 		return
 	}
-	e.log.Info("volume request accepted", "resource", c.resource, "namespace", c.ns, "name", c.name, "subresource", c.sub)
+	s.log.Info("volume request accepted", "resource", c.resource, "namespace", c.ns, "name", c.name, "subresource", c.sub)
 	w.WriteHeader(http.StatusAccepted)
 }
 
-func (e *Emulator) discovery(w http.ResponseWriter, r *http.Request, body any) {
+func (s *Server) discovery(w http.ResponseWriter, r *http.Request, body any) {
 	if r.Method != http.MethodGet {
 		writeStatus(w, apierrors.NewMethodNotSupported(subresourceGroupResource(""), r.Method))
 		return
@@ -102,10 +133,10 @@ func groupList() *metav1.APIGroupList {
 }
 
 func group() *metav1.APIGroup {
-	v := metav1.GroupVersionForDiscovery{GroupVersion: groupVersion, Version: subresourceVersion}
+	v := metav1.GroupVersionForDiscovery{GroupVersion: groupVersion, Version: Version}
 	return &metav1.APIGroup{
 		TypeMeta:         metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
-		Name:             subresourceGroup,
+		Name:             Group,
 		Versions:         []metav1.GroupVersionForDiscovery{v},
 		PreferredVersion: v,
 	}

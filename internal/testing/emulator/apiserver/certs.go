@@ -1,4 +1,4 @@
-package emulator
+package apiserver
 
 import (
 	"context"
@@ -23,15 +23,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// servingCerts is a self-signed CA and a serving certificate issued by it.
-type servingCerts struct {
-	caPEM []byte
-	cert  tls.Certificate
+// ServingCerts is a self-signed CA and a serving certificate issued by it.
+type ServingCerts struct {
+	CAPEM []byte
+	Cert  tls.Certificate
 }
 
-// newServingCerts makes a CA and a certificate for the given DNS names and
+// NewServingCerts makes a CA and a certificate for the given DNS names and
 // IPs, valid for a year.
-func newServingCerts(dnsNames []string, ips []net.IP) (*servingCerts, error) {
+func NewServingCerts(dnsNames []string, ips []net.IP) (*ServingCerts, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -72,9 +72,9 @@ func newServingCerts(dnsNames []string, ips []net.IP) (*servingCerts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &servingCerts{
-		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		cert:  tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key},
+	return &ServingCerts{
+		CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		Cert:  tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key},
 	}, nil
 }
 

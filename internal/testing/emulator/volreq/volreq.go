@@ -1,4 +1,6 @@
-package emulator
+// Package volreq holds the pure rules of KubeVirt's volume requests that
+// the emulated virt-api and virt-controller share.
+package volreq
 
 import (
 	"encoding/json"
@@ -13,7 +15,7 @@ import (
 
 // normalizeAdd does what virt-api does to an accepted AddVolumeOptions: the
 // disk takes the volume's name and the source becomes hotpluggable.
-func normalizeAdd(opts *virtv1.AddVolumeOptions) {
+func NormalizeAdd(opts *virtv1.AddVolumeOptions) {
 	opts.Disk.Name = opts.Name
 	switch {
 	case opts.VolumeSource.DataVolume != nil:
@@ -24,14 +26,14 @@ func normalizeAdd(opts *virtv1.AddVolumeOptions) {
 }
 
 // verifyVolumeRequest checks a request against the volumes it would change.
-func verifyVolumeRequest(volumes []virtv1.Volume, req *virtv1.VirtualMachineVolumeRequest) error {
+func Verify(volumes []virtv1.Volume, req *virtv1.VirtualMachineVolumeRequest) error {
 	if add := req.AddVolumeOptions; add != nil {
 		source := hotplugSourceName(add.VolumeSource)
 		for i := range volumes {
 			if volumes[i].Name == add.Name {
 				return fmt.Errorf("Unable to add volume [%s] because volume with that name already exists", add.Name)
 			}
-			if source != "" && claimName(&volumes[i]) == source && volumes[i].MemoryDump == nil {
+			if source != "" && ClaimName(&volumes[i]) == source && volumes[i].MemoryDump == nil {
 				return fmt.Errorf("Unable to add volume source [%s] because it already exists", source)
 			}
 		}
@@ -40,10 +42,10 @@ func verifyVolumeRequest(volumes []virtv1.Volume, req *virtv1.VirtualMachineVolu
 	if rm := req.RemoveVolumeOptions; rm != nil {
 		for i := range volumes {
 			v := &volumes[i]
-			if v.Name != rm.Name && (claimName(v) != rm.Name || v.MemoryDump != nil) {
+			if v.Name != rm.Name && (ClaimName(v) != rm.Name || v.MemoryDump != nil) {
 				continue
 			}
-			if !hotpluggable(v) {
+			if !Hotpluggable(v) {
 				return fmt.Errorf("Unable to remove volume [%s] because it is not hotpluggable", v.Name)
 			}
 			return nil
@@ -56,7 +58,7 @@ func verifyVolumeRequest(volumes []virtv1.Volume, req *virtv1.VirtualMachineVolu
 // applyVolumeRequest changes spec as KubeVirt's ApplyVolumeRequestOnVMISpec
 // does: an add appends the volume and its disk unless the name is taken; a
 // remove drops the volume and the disk of that name.
-func applyVolumeRequest(spec *virtv1.VirtualMachineInstanceSpec, req *virtv1.VirtualMachineVolumeRequest) {
+func Apply(spec *virtv1.VirtualMachineInstanceSpec, req *virtv1.VirtualMachineVolumeRequest) {
 	if add := req.AddVolumeOptions; add != nil {
 		for _, v := range spec.Volumes {
 			if v.Name == add.Name {
@@ -101,7 +103,7 @@ func applyVolumeRequest(spec *virtv1.VirtualMachineInstanceSpec, req *virtv1.Vir
 
 // queueVolumeRequest adds req to a VM's pending requests with virt-api's
 // rules: a remove drops pending adds of the same volume; duplicates refuse.
-func queueVolumeRequest(pending []virtv1.VirtualMachineVolumeRequest, req virtv1.VirtualMachineVolumeRequest) ([]virtv1.VirtualMachineVolumeRequest, error) {
+func Queue(pending []virtv1.VirtualMachineVolumeRequest, req virtv1.VirtualMachineVolumeRequest) ([]virtv1.VirtualMachineVolumeRequest, error) {
 	var out []virtv1.VirtualMachineVolumeRequest
 	if add := req.AddVolumeOptions; add != nil {
 		for _, p := range pending {
@@ -129,7 +131,7 @@ func queueVolumeRequest(pending []virtv1.VirtualMachineVolumeRequest, req virtv1
 
 // trimDoneVolumeRequests drops the requests that the VM template already
 // reflects (volume and disk present for an add, both absent for a remove).
-func trimDoneVolumeRequests(tmpl *virtv1.VirtualMachineInstanceSpec, pending []virtv1.VirtualMachineVolumeRequest) []virtv1.VirtualMachineVolumeRequest {
+func TrimDone(tmpl *virtv1.VirtualMachineInstanceSpec, pending []virtv1.VirtualMachineVolumeRequest) []virtv1.VirtualMachineVolumeRequest {
 	vols, disks := map[string]bool{}, map[string]bool{}
 	for _, v := range tmpl.Volumes {
 		vols[v.Name] = true
@@ -150,14 +152,14 @@ func trimDoneVolumeRequests(tmpl *virtv1.VirtualMachineInstanceSpec, pending []v
 }
 
 // hotpluggable reports whether a volume carries KubeVirt's hotpluggable flag.
-func hotpluggable(v *virtv1.Volume) bool {
+func Hotpluggable(v *virtv1.Volume) bool {
 	return (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.Hotpluggable) ||
 		(v.DataVolume != nil && v.DataVolume.Hotpluggable)
 }
 
 // claimName is the PVC behind a volume ("" for non-PVC sources). For a
 // DataVolume it is the DataVolume's name, as in KubeVirt.
-func claimName(v *virtv1.Volume) string {
+func ClaimName(v *virtv1.Volume) string {
 	switch {
 	case v.DataVolume != nil:
 		return v.DataVolume.Name
@@ -206,9 +208,9 @@ func testThenSet[T any](path string, old, next []T) []jsonOp {
 // the spec at prefix ("" for a VMI, "/spec/template" for a VM): test the
 // old volumes and disks, then replace them with the request applied
 // (generateVolumeRequestPatch, volumes.go:375-404).
-func volumesPatch(prefix string, old *virtv1.VirtualMachineInstanceSpec, req *virtv1.VirtualMachineVolumeRequest) ([]byte, error) {
+func VolumesPatch(prefix string, old *virtv1.VirtualMachineInstanceSpec, req *virtv1.VirtualMachineVolumeRequest) ([]byte, error) {
 	next := old.DeepCopy()
-	applyVolumeRequest(next, req)
+	Apply(next, req)
 	ops := append(testThenSet(prefix+"/spec/volumes", old.Volumes, next.Volumes),
 		testThenSet(prefix+"/spec/domain/devices/disks", old.Domain.Devices.Disks, next.Domain.Devices.Disks)...)
 	return json.Marshal(ops)
@@ -216,6 +218,13 @@ func volumesPatch(prefix string, old *virtv1.VirtualMachineInstanceSpec, req *vi
 
 // volumeRequestsPatch is the JSON patch virt-api writes to queue a request
 // in a VM's status (generateVMVolumeRequestPatch, volumes.go:387-405).
-func volumeRequestsPatch(old, next []virtv1.VirtualMachineVolumeRequest) ([]byte, error) {
+func RequestsPatch(old, next []virtv1.VirtualMachineVolumeRequest) ([]byte, error) {
 	return json.Marshal(testThenSet("/status/volumeRequests", old, next))
+}
+
+// Migrating reports whether a migration of the VMI is under way: hot-plug
+// work waits for it to end.
+func Migrating(vmi *virtv1.VirtualMachineInstance) bool {
+	m := vmi.Status.MigrationState
+	return m != nil && !m.Completed && !m.Failed
 }

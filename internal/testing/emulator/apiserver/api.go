@@ -1,4 +1,4 @@
-package emulator
+package apiserver
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/emulator/gates"
+	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
 )
 
 // KubeVirt's messages (pkg/virt-api/rest).
@@ -31,7 +34,7 @@ const (
 const maxBody = 1 << 20
 
 func subresourceGroupResource(resource string) schema.GroupResource {
-	return schema.GroupResource{Group: subresourceGroup, Resource: resource}
+	return schema.GroupResource{Group: Group, Resource: resource}
 }
 
 var (
@@ -40,26 +43,26 @@ var (
 )
 
 // changeVolume validates and carries out one addvolume/removevolume call.
-func (e *Emulator) changeVolume(r *http.Request, c call) *apierrors.StatusError {
+func (s *Server) changeVolume(r *http.Request, c call) *apierrors.StatusError {
 	ctx := r.Context()
-	g, err := e.gates(ctx)
+	g, err := s.gates(ctx)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("unable to read the KubeVirt configuration: %w", err))
 	}
-	if !g.anyHotplug() {
+	if !g.AnyHotplug() {
 		return apierrors.NewBadRequest(msgGatesOff)
 	}
-	req, dryRun, serr := decodeVolumeRequest(r, c.sub, g.ignoreDryRun)
+	req, dryRun, serr := decodeVolumeRequest(r, c.sub, g.IgnoreDryRun)
 	if serr != nil {
 		return serr
 	}
 	switch {
 	case c.resource == resourceVMI:
-		return e.changeVMIVolumes(ctx, c, req, dryRun, g)
-	case g.hotplug:
-		return e.queueVMVolumeRequest(ctx, c, req, dryRun)
+		return s.changeVMIVolumes(ctx, c, req, dryRun, g)
+	case g.Hotplug:
+		return s.queueVMVolumeRequest(ctx, c, req, dryRun)
 	default:
-		return e.changeVMVolumes(ctx, c, req, dryRun)
+		return s.changeVMVolumes(ctx, c, req, dryRun)
 	}
 }
 
@@ -87,7 +90,7 @@ func decodeVolumeRequest(r *http.Request, sub string, ignoreDryRun bool) (*virtv
 		case opts.VolumeSource == nil:
 			return nil, nil, apierrors.NewBadRequest("AddVolumeOptions requires VolumeSource to not be nil")
 		}
-		normalizeAdd(opts)
+		volreq.NormalizeAdd(opts)
 		dryRun, req.AddVolumeOptions = opts.DryRun, opts
 	} else {
 		opts := &virtv1.RemoveVolumeOptions{}
@@ -120,80 +123,80 @@ func decodeVolumeRequest(r *http.Request, sub string, ignoreDryRun bool) (*virtv
 
 // changeVMIVolumes is the VMI-level ("ephemeral") path. A migrating VMI
 // is no reason to refuse: virt-api has no such check (volumes.go:214-244).
-func (e *Emulator) changeVMIVolumes(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string, g gates) *apierrors.StatusError {
+func (s *Server) changeVMIVolumes(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string, g gates.Gates) *apierrors.StatusError {
 	vmi := &virtv1.VirtualMachineInstance{}
-	if serr := e.fetch(ctx, c.ns, c.name, vmi, vmiResource); serr != nil {
+	if serr := s.fetch(ctx, c.ns, c.name, vmi, vmiResource); serr != nil {
 		return serr
 	}
-	if ownedByVM(vmi) && !g.hotplug {
+	if ownedByVM(vmi) && !g.Hotplug {
 		return apierrors.NewBadRequest(fmt.Sprintf("VMI %s/%s is owned by a VM", vmi.Namespace, vmi.Name))
 	}
 	if vmi.Status.Phase != virtv1.Running {
 		return apierrors.NewConflict(vmiResource, c.name, errors.New(msgVMINotRunning))
 	}
-	if err := verifyVolumeRequest(vmi.Spec.Volumes, req); err != nil {
+	if err := volreq.Verify(vmi.Spec.Volumes, req); err != nil {
 		return apierrors.NewConflict(vmiResource, c.name, err)
 	}
-	data, err := volumesPatch("", &vmi.Spec, req)
+	data, err := volreq.VolumesPatch("", &vmi.Spec, req)
 	if err != nil {
 		return apierrors.NewConflict(vmiResource, c.name, err)
 	}
-	return e.patch(ctx, vmi, data, false, dryRun, "vmi")
+	return s.patch(ctx, vmi, data, false, dryRun, "vmi")
 }
 
 // changeVMVolumes is the declarative VM-level path: the template changes,
 // whether or not the VM runs or its VMI migrates (volumes.go:184-212).
-func (e *Emulator) changeVMVolumes(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string) *apierrors.StatusError {
+func (s *Server) changeVMVolumes(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string) *apierrors.StatusError {
 	vm := &virtv1.VirtualMachine{}
-	if serr := e.fetch(ctx, c.ns, c.name, vm, vmResource); serr != nil {
+	if serr := s.fetch(ctx, c.ns, c.name, vm, vmResource); serr != nil {
 		return serr
 	}
 	tmpl := &vm.Spec.Template.Spec
-	if err := verifyVolumeRequest(tmpl.Volumes, req); err != nil {
+	if err := volreq.Verify(tmpl.Volumes, req); err != nil {
 		return apierrors.NewConflict(vmResource, c.name, err)
 	}
-	data, err := volumesPatch("/spec/template", tmpl, req)
+	data, err := volreq.VolumesPatch("/spec/template", tmpl, req)
 	if err != nil {
 		return apierrors.NewConflict(vmResource, c.name, err)
 	}
-	return e.patch(ctx, vm, data, false, dryRun, "vm")
+	return s.patch(ctx, vm, data, false, dryRun, "vm")
 }
 
 // queueVMVolumeRequest is the VM-level path under HotplugVolumes: the request
 // is queued in status.volumeRequests for the controller. KubeVirt's VM
 // webhook refuses the write while the VM is ready and its VMI migrates.
-func (e *Emulator) queueVMVolumeRequest(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string) *apierrors.StatusError {
+func (s *Server) queueVMVolumeRequest(ctx context.Context, c call, req *virtv1.VirtualMachineVolumeRequest, dryRun []string) *apierrors.StatusError {
 	vm := &virtv1.VirtualMachine{}
-	if serr := e.fetch(ctx, c.ns, c.name, vm, vmResource); serr != nil {
+	if serr := s.fetch(ctx, c.ns, c.name, vm, vmResource); serr != nil {
 		return serr
 	}
-	if err := verifyVolumeRequest(vm.Spec.Template.Spec.Volumes, req); err != nil {
+	if err := volreq.Verify(vm.Spec.Template.Spec.Volumes, req); err != nil {
 		return apierrors.NewConflict(vmResource, c.name, err)
 	}
-	queued, err := queueVolumeRequest(vm.Status.VolumeRequests, *req)
+	queued, err := volreq.Queue(vm.Status.VolumeRequests, *req)
 	if err != nil {
 		return apierrors.NewConflict(vmResource, c.name, err)
 	}
-	if serr := e.denyWhileMigrating(ctx, vm); serr != nil {
+	if serr := s.denyWhileMigrating(ctx, vm); serr != nil {
 		return serr
 	}
-	data, err := volumeRequestsPatch(vm.Status.VolumeRequests, queued)
+	data, err := volreq.RequestsPatch(vm.Status.VolumeRequests, queued)
 	if err != nil {
 		return apierrors.NewConflict(vmResource, c.name, err)
 	}
-	return e.patch(ctx, vm, data, true, dryRun, "vm status")
+	return s.patch(ctx, vm, data, true, dryRun, "vm status")
 }
 
 // denyWhileMigrating is KubeVirt's VM validating webhook on a change of
 // status.volumeRequests: with the VM ready and its VMI (not deleting)
 // migrating, it denies the write with 422
 // (vms-admitter.go:325-338,450-456; webhooks.go:54-88).
-func (e *Emulator) denyWhileMigrating(ctx context.Context, vm *virtv1.VirtualMachine) *apierrors.StatusError {
+func (s *Server) denyWhileMigrating(ctx context.Context, vm *virtv1.VirtualMachine) *apierrors.StatusError {
 	if !vm.Status.Ready {
 		return nil
 	}
 	vmi := &virtv1.VirtualMachineInstance{}
-	if err := e.client.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name}, vmi); err != nil || vmi.DeletionTimestamp != nil || !migrating(vmi) {
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: vm.Name}, vmi); err != nil || vmi.DeletionTimestamp != nil || !volreq.Migrating(vmi) {
 		return nil
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -204,8 +207,8 @@ func (e *Emulator) denyWhileMigrating(ctx context.Context, vm *virtv1.VirtualMac
 }
 
 // fetch reads an object live and maps errors as virt-api does.
-func (e *Emulator) fetch(ctx context.Context, ns, name string, obj client.Object, gr schema.GroupResource) *apierrors.StatusError {
-	err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+func (s *Server) fetch(ctx context.Context, ns, name string, obj client.Object, gr schema.GroupResource) *apierrors.StatusError {
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 	switch {
 	case err == nil:
 		return nil
@@ -220,13 +223,13 @@ func (e *Emulator) fetch(ctx context.Context, ns, name string, obj client.Object
 // does: once, without retrying. A change made since obj was read fails the
 // patch's test and the API server's 422 passes through, as do other 422s;
 // anything else is 500 "unable to patch" (volumes.go:202-210,238-243).
-func (e *Emulator) patch(ctx context.Context, obj client.Object, data []byte, status bool, dryRun []string, what string) *apierrors.StatusError {
+func (s *Server) patch(ctx context.Context, obj client.Object, data []byte, status bool, dryRun []string, what string) *apierrors.StatusError {
 	p := client.RawPatch(types.JSONPatchType, data)
 	var err error
 	if status {
-		err = e.client.Status().Patch(ctx, obj, p, &client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: dryRun}})
+		err = s.client.Status().Patch(ctx, obj, p, &client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: dryRun}})
 	} else {
-		err = e.client.Patch(ctx, obj, p, &client.PatchOptions{DryRun: dryRun})
+		err = s.client.Patch(ctx, obj, p, &client.PatchOptions{DryRun: dryRun})
 	}
 	if err == nil {
 		return nil
@@ -242,10 +245,4 @@ func (e *Emulator) patch(ctx context.Context, obj client.Object, data []byte, st
 func ownedByVM(vmi *virtv1.VirtualMachineInstance) bool {
 	owner := metav1.GetControllerOf(vmi)
 	return owner != nil && owner.Kind == "VirtualMachine" && owner.APIVersion == virtv1.SchemeGroupVersion.String()
-}
-
-// migrating reports whether a migration of the VMI is under way.
-func migrating(vmi *virtv1.VirtualMachineInstance) bool {
-	m := vmi.Status.MigrationState
-	return m != nil && !m.Completed && !m.Failed
 }
