@@ -20,10 +20,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/converge"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -290,20 +290,9 @@ func refused(dryRun bool, step string, err error) *drift.Result {
 }
 
 // waitFor polls converged until it holds, for at most the executor's wait
-// timeout: Applied with the message done, else Pending with late(timeout),
-// or Pending when ctx ends first.
+// timeout (converge.Wait).
 func (e *Executor) waitFor(ctx context.Context, converged func(context.Context) bool, done string, late func(time.Duration) string) drift.Result {
-	timeout, interval := e.waitTimeout(), e.pollInterval()
-	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		return converged(ctx), nil
-	})
-	switch {
-	case err == nil:
-		return drift.Result{Outcome: drift.Applied, Message: done}
-	case ctx.Err() != nil:
-		return drift.Result{Outcome: drift.Pending, Message: "stopped waiting: " + ctx.Err().Error(), Err: ctx.Err()}
-	}
-	return drift.Result{Outcome: drift.Pending, Message: late(timeout)}
+	return converge.Wait(ctx, e.pollInterval(), e.waitTimeout(), converged, done, late)
 }
 
 // moved refuses when the fingerprints of the first and the last live

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 
+	"github.com/tether-dev/tether/internal/converge"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/openstack/observe"
@@ -138,19 +139,13 @@ func (e *Executor) recheck(f drift.Finding, snap *snapshot.Snapshot) string {
 
 // waitGone waits until Cinder no longer has the attachment.
 func (e *Executor) waitGone(ctx context.Context, id, done string) drift.Result {
-	deadline := e.now().Add(e.waitTimeout())
-	for {
+	gone := func(ctx context.Context) bool {
 		at, err := observe.Attachment(ctx, e.Clients, id)
-		if err == nil && at == nil {
-			return drift.Result{Outcome: drift.Applied, Message: done}
-		}
-		if e.now().After(deadline) {
-			return drift.Result{Outcome: drift.Pending, Cause: drift.Timeout, Message: fmt.Sprintf("%s: accepted, but the attachment is still listed after %s", done, e.waitTimeout())}
-		}
-		if !e.pause(ctx) {
-			return drift.Result{Outcome: drift.Pending, Cause: drift.Timeout, Message: done + ": accepted; stopped waiting: " + ctx.Err().Error()}
-		}
+		return err == nil && at == nil
 	}
+	return converge.Wait(ctx, e.pollInterval(), e.waitTimeout(), gone, done, func(d time.Duration) string {
+		return fmt.Sprintf("%s: accepted, but the attachment is still listed after %s", done, d)
+	})
 }
 
 func (e *Executor) waitTimeout() time.Duration {
@@ -160,19 +155,11 @@ func (e *Executor) waitTimeout() time.Duration {
 	return 60 * time.Second
 }
 
-func (e *Executor) pause(ctx context.Context) bool {
-	d := e.PollInterval
-	if d <= 0 {
-		d = 500 * time.Millisecond
+func (e *Executor) pollInterval() time.Duration {
+	if e.PollInterval > 0 {
+		return e.PollInterval
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return 500 * time.Millisecond
 }
 
 func failed(step string, err error) drift.Result {

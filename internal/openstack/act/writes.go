@@ -3,11 +3,13 @@ package act
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/attachments"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
 
+	"github.com/tether-dev/tether/internal/converge"
 	"github.com/tether-dev/tether/internal/drift"
 )
 
@@ -85,19 +87,21 @@ func (e *Executor) recreateAndDetach(ctx context.Context, server, volume string)
 // waitUnmapped waits until Nova no longer lists the volume on the server;
 // nil when it does not.
 func (e *Executor) waitUnmapped(ctx context.Context, server, volume string) *drift.Result {
-	deadline := e.now().Add(e.waitTimeout())
-	for {
+	unmapped := func(ctx context.Context) bool {
 		p, err := volumeattach.List(e.Clients.Compute, server).AllPages(ctx)
-		if err == nil {
-			vas, err := volumeattach.ExtractVolumeAttachments(p)
-			if err == nil && !listsVolume(vas, volume) {
-				return nil
-			}
+		if err != nil {
+			return false
 		}
-		if e.now().After(deadline) || !e.pause(ctx) {
-			return &drift.Result{Outcome: drift.Pending, Cause: drift.Timeout, Message: fmt.Sprintf("Nova accepted the detach of volume %s from server %s but still lists it after %s", volume, server, e.waitTimeout())}
-		}
+		vas, err := volumeattach.ExtractVolumeAttachments(p)
+		return err == nil && !listsVolume(vas, volume)
 	}
+	r := converge.Wait(ctx, e.pollInterval(), e.waitTimeout(), unmapped, fmt.Sprintf("Nova's detach of volume %s from server %s", volume, server), func(d time.Duration) string {
+		return fmt.Sprintf("Nova accepted the detach of volume %s from server %s but still lists it after %s", volume, server, d)
+	})
+	if r.Outcome == drift.Applied {
+		return nil
+	}
+	return &r
 }
 
 func listsVolume(vas []volumeattach.VolumeAttachment, volume string) bool {
