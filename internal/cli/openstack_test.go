@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/plan"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
 )
 
@@ -165,5 +166,66 @@ func TestOpenStackAuditWithoutAdmin(t *testing.T) {
 	code, _, stderr := runTether(t, "openstack", "audit", "--os-cloud", w.Cloud)
 	if code != ExitError || !strings.Contains(stderr, "403") || !strings.Contains(stderr, "admin role") || !strings.Contains(stderr, "--project") {
 		t.Fatalf("audit as a member: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestOpenStackFixReviewedPlanAndObject: tether openstack fix takes a
+// reviewed plan and --object as tether fix does, on real Nova and Cinder.
+// The plan is saved with two stale attachments in it; one of them is
+// repaired by hand before the plan is applied, and a third appears. The
+// apply repairs only the reviewed one that still matches, reports the
+// other as changed-since-plan (exit 1) and leaves the new one alone: seen
+// once (one survey, no second look), it is held NotSeenTwice. --object
+// then narrows a run to the new one.
+func TestOpenStackFixReviewedPlanAndObject(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	a, b := w.Volume(t, "plan-a"), w.Volume(t, "plan-b")
+	atA, _ := w.StaleAttachment(t, a)
+	atB, _ := w.StaleAttachment(t, b)
+
+	code, out, stderr := runTether(t, "openstack", "fix", "--grace", "1s", "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("fix (plan): exit %d: %s", code, stderr)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A KubeVirt plan is not OpenStack's, nor is this one KubeVirt's.
+	if code, _, stderr := runTether(t, "fix", "--apply", "--plan", planFile); code != ExitError || !strings.Contains(stderr, "which `tether fix` does not run") {
+		t.Fatalf("tether fix --plan <an OpenStack plan>: exit %d: %s", code, stderr)
+	}
+
+	// Since the review: b is repaired by someone else, c drifts.
+	w.DeleteAttachmentAsNova(t, atB)
+	c := w.Volume(t, "plan-c")
+	atC, _ := w.StaleAttachment(t, c)
+
+	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1h", "--apply", "--plan", planFile)
+	if code != ExitFindings {
+		t.Fatalf("fix --apply --plan: exit %d, want %d (a reviewed finding is gone)\n%s\n%s", code, ExitFindings, out, stderr)
+	}
+	if strings.Contains(stderr, "observing again") {
+		t.Errorf("a run with a reviewed plan observed twice:\n%s", stderr)
+	}
+	for _, want := range []string{atA, "Applied", plan.ChangedSincePlan + ": the finding is gone", atC, "blocked: NotSeenTwice"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fix --apply --plan misses %q:\n%s", want, out)
+		}
+	}
+	if len(w.CinderAttachments(t, a)) != 0 || len(w.CinderAttachments(t, c)) != 1 {
+		t.Fatalf("want a's attachment deleted and c's kept: a %v, c %v", w.CinderAttachments(t, a), w.CinderAttachments(t, c))
+	}
+
+	// --object narrows the plan to c's attachment.
+	code, out, stderr = runTether(t, "openstack", "fix", "--grace", "1s", "-o", "json", "--object", w.Project+"/"+atC)
+	if code != ExitOK {
+		t.Fatalf("fix --object: exit %d: %s", code, stderr)
+	}
+	var p FixPlan
+	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Items) != 1 || p.Items[0].Finding.Object.Name != atC || !p.Items[0].Planned {
+		t.Fatalf("fix --object %s/%s: %v\n%s", w.Project, atC, err, out)
 	}
 }
