@@ -24,13 +24,17 @@ type fixFlags struct {
 	maxActions int
 	planFile   string // --plan
 	object     string
+	// command is the fix command's path ("tether fix").
+	command string
 	// reviewed holds the --plan file's planned findings by id (validate).
 	reviewed map[string]drift.Finding
 }
 
-// register binds the flags; scope names the object's scope (NAMESPACE or
-// PROJECT) and noun what is applied ("actions", "repairs").
-func (f *fixFlags) register(cmd *cobra.Command, scope, noun string) {
+// register binds the flags of the fix command called command ("tether
+// fix"); scope names the object's scope (NAMESPACE or PROJECT) and noun
+// what is applied ("actions", "repairs").
+func (f *fixFlags) register(cmd *cobra.Command, command, scope, noun string) {
+	f.command = command
 	fs := cmd.Flags()
 	if fs.Lookup("check") == nil {
 		fs.StringVar(&f.only, "check", "", "fix the findings of this check only")
@@ -38,12 +42,12 @@ func (f *fixFlags) register(cmd *cobra.Command, scope, noun string) {
 	fs.BoolVar(&f.apply, "apply", false, "carry out the plan (default: print it and change nothing)")
 	fs.IntVar(&f.maxActions, "max", DefaultFixMaxActions, "at most this many "+noun+" in this run (0: none)")
 	fs.StringVar(&f.object, "object", "", "only findings about this object, "+scope+"/NAME")
-	fs.StringVar(&f.planFile, "plan", "", "with --apply: act only on this reviewed plan (written by `"+cmd.CommandPath()+" -o json`)")
+	fs.StringVar(&f.planFile, "plan", "", "with --apply: act only on this reviewed plan (written by `"+command+" -o json`)")
 }
 
 // validate checks the flags alone and reads the --plan file; lookup names
 // an unknown check, checks are the platform's check names.
-func (f *fixFlags) validate(command string, lookup func(string) error, checks []string) error {
+func (f *fixFlags) validate(lookup func(string) error, checks []string) error {
 	if f.only != "" {
 		if err := lookup(f.only); err != nil {
 			return fmt.Errorf("--check: %v", err)
@@ -56,7 +60,7 @@ func (f *fixFlags) validate(command string, lookup func(string) error, checks []
 		return fmt.Errorf("--plan %s: a reviewed plan is applied with --apply; without --apply, fix only prints a plan", f.planFile)
 	}
 	if f.planFile != "" {
-		reviewed, err := plan.ReadPlan(f.planFile, command, checks)
+		reviewed, err := plan.ReadPlan(f.planFile, f.command, checks)
 		if err != nil {
 			return err
 		}
@@ -67,7 +71,7 @@ func (f *fixFlags) validate(command string, lookup func(string) error, checks []
 
 // options are the driver's options of these flags.
 func (f *fixFlags) options(notes io.Writer) plan.Options {
-	return plan.Options{Check: f.only, Object: f.object, Max: f.maxActions, Apply: f.apply, Reviewed: f.reviewed, Notes: notes}
+	return plan.Options{Check: f.only, Object: f.object, Max: f.maxActions, Apply: f.apply, Reviewed: f.reviewed, Notes: notes, Command: f.command}
 }
 
 // runFix drives fx with o and prints the report; scope heads the column
@@ -102,7 +106,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 		Args: cobra.NoArgs,
 	}
 	o.scope.register(cmd.Flags())
-	o.fix.register(cmd, "NAMESPACE", "actions")
+	o.fix.register(cmd, "tether fix", "NAMESPACE", "actions")
 	cmd.Flags().BoolVar(&o.deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
 	cmd.Flags().BoolVar(&o.ignoreBreaker, "ignore-breaker", false, "act although the controller's blast-radius breaker (in --controller-namespace) is tripped")
 	return bind(cmd, o)
@@ -128,7 +132,7 @@ type fixOptions struct {
 // when Complete resolves them.
 func (o *fixOptions) Validate() error {
 	lookup := func(name string) error { _, err := check.Lookup(name); return err }
-	return o.fix.validate("tether fix", lookup, check.Names())
+	return o.fix.validate(lookup, check.Names())
 }
 
 // Complete resolves the scope flags (--check narrows --checks to one

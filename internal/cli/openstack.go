@@ -146,7 +146,7 @@ func (o *osAuditOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fs := plan.FirstSighting(s.Findings, plan.Memory{}, o.fixer.SeenTwice(), s.Taken)
+	fs := plan.FirstSighting(s.Findings, plan.Memory{}, o.fixer.SeenTwice(), s.Taken, "tether openstack fix")
 	if err := printOpenStackAudit(o.stdout, o.output, o.fixer.Last, fs); err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ Exit code: 0 plan printed or all repairs applied, 1 some repair did not apply, 2
 		Args: cobra.NoArgs,
 	}
 	o.register(cmd.Flags())
-	o.fix.register(cmd, "PROJECT", "repairs")
+	o.fix.register(cmd, "tether openstack fix", "PROJECT", "repairs")
 	return bind(cmd, o)
 }
 
@@ -221,7 +221,7 @@ func (o *osFixOptions) Validate() error {
 	}
 	o.fix.only = o.only // --check is the shared flag of osFlags
 	lookup := func(name string) error { _, err := oscheck.Lookup(name); return err }
-	return o.fix.validate("tether openstack fix", lookup, oscheck.Names())
+	return o.fix.validate(lookup, oscheck.Names())
 }
 
 // Complete connects to the cloud.

@@ -69,6 +69,16 @@ type Options struct {
 	Wait func(context.Context, time.Duration) error
 	// Notes receives what the operator should know while the run goes on.
 	Notes io.Writer
+	// Command is the fix command's name as the operator types it ("tether
+	// fix"), for the notes and evidence that tell how to go on.
+	Command string
+}
+
+func (o Options) command() string {
+	if o.Command == "" {
+		return "fix"
+	}
+	return o.Command
 }
 
 // Item is one finding with what the run did or would do about it.
@@ -113,7 +123,7 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 		return rep, nil
 	}
 	if o.Reviewed == nil && o.Notes != nil {
-		fmt.Fprintln(o.Notes, "note: --apply without --plan acts on a plan made now from live state; to apply exactly a reviewed plan, save it with `fix -o json > plan.json` and pass --plan plan.json")
+		fmt.Fprintf(o.Notes, "note: --apply without --plan acts on a plan made now from live state; to apply exactly a reviewed plan, save it with `%s -o json > plan.json` and pass --plan plan.json\n", o.command())
 	}
 	if o.Breaker != nil {
 		if err := o.Breaker.Allows(ctx); err != nil {
@@ -180,7 +190,7 @@ func sighted(ctx context.Context, fx Fixer, o Options) ([]drift.Finding, error) 
 			}
 		}
 	}
-	return FirstSighting(s.Findings, seen, grace, s.Taken), nil
+	return FirstSighting(s.Findings, seen, grace, s.Taken, o.command()), nil
 }
 
 // Items marks the safe findings to act on, up to max; the others are

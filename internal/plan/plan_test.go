@@ -210,7 +210,7 @@ func TestFirstSighting(t *testing.T) {
 		{"seen 2m before -> safe", Memory{"a": now.Add(-2 * time.Minute)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs := FirstSighting([]drift.Finding{safe("a"), blocked("b")}, c.seen, time.Minute, now)
+			fs := FirstSighting([]drift.Finding{safe("a"), blocked("b")}, c.seen, time.Minute, now, "fix")
 			if fs[0].Action.Safe != c.safe {
 				t.Fatalf("safe = %t, want %t (%v)", fs[0].Action.Safe, c.safe, fs[0].Evidence)
 			}

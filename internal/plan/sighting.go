@@ -34,8 +34,9 @@ func (m Memory) Sighted(id string, t time.Time) {
 
 // FirstSighting holds every finding whose action would otherwise be safe
 // until it was first seen at least grace before now, and says in its
-// evidence how long ago it was first seen. It returns fs, changed in place.
-func FirstSighting(fs []drift.Finding, seen Sightings, grace time.Duration, now time.Time) []drift.Finding {
+// evidence how long ago it was first seen (and that command, the fix
+// command, observes twice). It returns fs, changed in place.
+func FirstSighting(fs []drift.Finding, seen Sightings, grace time.Duration, now time.Time, command string) []drift.Finding {
 	for i := range fs {
 		f := &fs[i]
 		if !f.Action.Safe {
@@ -48,7 +49,7 @@ func FirstSighting(fs []drift.Finding, seen Sightings, grace time.Duration, now 
 		case ok:
 			f.Block(drift.NotSeenTwice, fmt.Sprintf("first seen %s ago: not yet the grace period (%s) apart", now.Sub(first).Round(time.Second), grace))
 		default:
-			f.Block(drift.NotSeenTwice, fmt.Sprintf("seen once: acted on only when seen again at least %s later (fix observes twice, --grace apart)", grace))
+			f.Block(drift.NotSeenTwice, fmt.Sprintf("seen once: acted on only when seen again at least %s later (%s observes twice, --grace apart)", grace, command))
 		}
 	}
 	return fs
