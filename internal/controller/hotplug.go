@@ -73,7 +73,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var requeue time.Duration
 	subj := vmiSubject(&vmi)
 	for id, f := range current {
-		after, err := r.Records.sync(ctx, r.apply, subj, f, recs[id], now)
+		after, err := r.Records.sync(ctx, path{apply: r.apply}, subj, f, recs[id], now)
 		if err != nil {
 			return ctrl.Result{}, err
 		}

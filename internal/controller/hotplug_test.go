@@ -120,7 +120,7 @@ func TestSyncFinding_resolvedRecordIsReplaced(t *testing.T) {
 	}}, old)
 	r := reconciler(t, c, graceConfig(10*time.Minute, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	after, err := r.Records.sync(context.Background(), r.apply, vmiSubject(vmi), f, old.DeepCopy(), t0)
+	after, err := r.Records.sync(context.Background(), path{apply: r.apply}, vmiSubject(vmi), f, old.DeepCopy(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestSyncFinding_replacementAlreadyExists_requeues(t *testing.T) {
 	}}, old)
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.Records.sync(context.Background(), r.apply, vmiSubject(vmi), f, old.DeepCopy(), t0); err == nil || !apierrors.IsAlreadyExists(err) {
+	if _, err := r.Records.sync(context.Background(), path{apply: r.apply}, vmiSubject(vmi), f, old.DeepCopy(), t0); err == nil || !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("err = %v, want AlreadyExists so that the subject is requeued", err)
 	}
 }
@@ -165,7 +165,7 @@ func TestSyncFinding_resolvedRecordGone_requeues(t *testing.T) {
 	c := fakeClient(interceptor.Funcs{})
 	r := reconciler(t, c, graceConfig(0, check.OrphanHotplugVolume), check.DefaultPolicy())
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.Records.sync(context.Background(), r.apply, vmiSubject(vmi), f, old, t0); err == nil {
+	if _, err := r.Records.sync(context.Background(), path{apply: r.apply}, vmiSubject(vmi), f, old, t0); err == nil {
 		t.Fatal("no error: the subject would not be requeued")
 	}
 	var list v1alpha1.FindingList
@@ -196,7 +196,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	}
 	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.Records.sync(context.Background(), r.apply, vmiSubject(vmi), f, &stored, t0); err != nil {
+	if _, err := r.Records.sync(context.Background(), path{apply: r.apply}, vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
@@ -236,7 +236,7 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 	}
 	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := r.Records.sync(context.Background(), r.apply, vmiSubject(vmi), f, &stored, t0); err != nil {
+	if _, err := r.Records.sync(context.Background(), path{apply: r.apply}, vmiSubject(vmi), f, &stored, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {

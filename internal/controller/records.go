@@ -62,6 +62,31 @@ type records struct {
 // re-reads live state and re-checks before it writes.
 type applyFunc func(context.Context, drift.Finding) drift.Result
 
+// path is what one reconciler brings to the sequence every record goes
+// through (sync): how it acts, and the hooks of a mode that decides more
+// than the step does. The hooks are optional; without them a finding is
+// recorded, announced, held and acted on as every check's is.
+type path struct {
+	// apply carries out the action.
+	apply applyFunc
+	// grace is a finding's grace period; nil: its check's configured one.
+	grace func(drift.Finding) time.Duration
+	// told runs on every pass once the step is decided, before anything is
+	// acted on: the mode tells of the finding in Events of its own.
+	told func(context.Context, drift.Finding)
+	// settle runs on every pass of a safe finding (not in dry run) and
+	// returns how long it must still wait before it may be acted on: the
+	// finding is Waiting until then, whatever the step decided.
+	settle func(drift.Finding, time.Time) time.Duration
+	// ready runs right before the budget is taken and confirms that the
+	// finding may be acted on now; false leaves it alone for this pass,
+	// writing nothing.
+	ready func(context.Context, drift.Finding) (bool, error)
+	// acted runs after the action's outcome is stored; its error is the
+	// pass's.
+	acted func(context.Context, drift.Finding, drift.Result) error
+}
+
 // watchClock is when the process made its first decision (as leader): the
 // time from which it has watched without a gap.
 type watchClock struct {
@@ -106,30 +131,58 @@ func recordName(f drift.Finding) string {
 	return findingrecord.Name(f.Check, f.ID)
 }
 
-// sync creates or updates one record, acts through apply when the decision
+// sync creates or updates one record, acts through p when the decision
 // says so, and returns when to look again.
-func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
+func (rs *records) sync(ctx context.Context, p path, subj subject, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (time.Duration, error) {
 	log := rs.Log.WithValues("finding", f.ID, "check", f.Check, strings.ToLower(subj.owner.Kind), drift.Qualified(f.Namespace, f.Object.Name), "volume", f.Volume)
 	rec, wait, err := rs.current(ctx, log, f, rec, now)
 	if err != nil || wait > 0 {
 		return wait, err
 	}
 	if rec == nil {
-		if rec, err = rs.create(ctx, subj, f); err != nil {
+		if rec, now, err = rs.open(ctx, log, subj, f, now); err != nil {
 			return 0, err
 		}
-		// The server stamped the creation after this pass read its clock,
-		// possibly in the next second: no stored time may predate it, or
-		// the next reader clamps it (trusted) and the first sight moves.
-		if created := rec.CreationTimestamp.Time; now.Before(created) {
-			now = created
-		}
-		reason, typ, msg := subj.announce(f)
-		rs.event(ctx, f, reason, typ, msg)
-		log.Info("finding observed", "severity", f.Severity, "action", f.Action.Type, "safe", f.Action.Safe, "blockedBy", f.Action.BlockedBy)
+	}
+	st := rs.step(p, subj, f, rec, now)
+	if p.told != nil {
+		p.told(ctx, f)
+	}
+	rs.settle(log, p, f, &st, now)
+	if !st.Act {
+		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
+	}
+	return rs.tryAct(ctx, log, p, f, rec, st, now)
+}
+
+// open creates f's record and announces it; it returns the record and the
+// pass's time, moved to the record's creation if that came later.
+func (rs *records) open(ctx context.Context, log logr.Logger, subj subject, f drift.Finding, now time.Time) (*v1alpha1.Finding, time.Time, error) {
+	rec, err := rs.create(ctx, subj, f)
+	if err != nil {
+		return nil, now, err
+	}
+	// The server stamped the creation after this pass read its clock,
+	// possibly in the next second: no stored time may predate it, or the
+	// next reader clamps it (trusted) and the first sight moves.
+	if created := rec.CreationTimestamp.Time; now.Before(created) {
+		now = created
+	}
+	reason, typ, msg := subj.announce(f)
+	rs.event(ctx, f, reason, typ, msg)
+	log.Info("finding observed", "severity", f.Severity, "action", f.Action.Type, "safe", f.Action.Safe, "blockedBy", f.Action.BlockedBy)
+	return rec, now, nil
+}
+
+// step decides the record's next state and counts a finding that became
+// blocked.
+func (rs *records) step(p path, subj subject, f drift.Finding, rec *v1alpha1.Finding, now time.Time) step {
+	grace := rs.Config.Grace(f.Check)
+	if p.grace != nil {
+		grace = p.grace(f)
 	}
 	st := decide(stepInput{
-		Finding: f, Record: rec, Now: now, Grace: rs.Config.Grace(f.Check), DryRun: rs.Config.DryRun,
+		Finding: f, Record: rec, Now: now, Grace: grace, DryRun: rs.Config.DryRun,
 		Backoff:       rs.backoff(),
 		ObserveEvery:  subj.observeEvery,
 		WatchingSince: rs.watching.at(now),
@@ -140,28 +193,55 @@ func (rs *records) sync(ctx context.Context, apply applyFunc, subj subject, f dr
 	if st.Status.Phase == v1alpha1.PhaseBlocked && rec.Status.Reason != st.Status.Reason {
 		metrics.Blocked.WithLabelValues(f.Check, st.Status.Reason).Inc()
 	}
+	return st
+}
+
+// settle holds a safe finding that the path's settle says has not settled
+// yet: it is Waiting, and looked at again once it may have.
+func (rs *records) settle(log logr.Logger, p path, f drift.Finding, st *step, now time.Time) {
+	if p.settle == nil || !f.Action.Safe || rs.Config.DryRun {
+		return
+	}
+	wait := p.settle(f, now)
+	if wait <= 0 {
+		return
+	}
+	log.Info("finding seen; waiting for it to settle", "wait", wait.String())
 	if st.Act {
-		if wait := claimInFlight(rec, now, rs.Config.ActionTimeout.Duration); wait > 0 {
-			// Another attempt claimed this record and has not stored its
-			// outcome, and may still be running: never a second one
-			// alongside it. Once the action timeout has passed, the claim
-			// counts as dead (it stays counted in the window).
-			log.Info("the action is claimed by another attempt; waiting", "claim", rec.Status.Claim, "wait", wait.String())
-			return wait, nil
-		}
-		ok, err := rs.take(ctx, now, rec)
-		if err != nil {
+		st.Status.Phase, st.Act = v1alpha1.PhaseWaiting, false
+	}
+	st.RequeueAfter = max(wait, st.RequeueAfter)
+}
+
+// tryAct acts on a finding the step decided to act on, unless another
+// attempt holds its claim, the path is not ready, or the budget is spent.
+func (rs *records) tryAct(ctx context.Context, log logr.Logger, p path, f drift.Finding, rec *v1alpha1.Finding, st step, now time.Time) (time.Duration, error) {
+	if wait := claimInFlight(rec, now, rs.Config.ActionTimeout.Duration); wait > 0 {
+		// Another attempt claimed this record and has not stored its
+		// outcome, and may still be running: never a second one alongside
+		// it. Once the action timeout has passed, the claim counts as dead
+		// (it stays counted in the window).
+		log.Info("the action is claimed by another attempt; waiting", "claim", rec.Status.Claim, "wait", wait.String())
+		return wait, nil
+	}
+	if p.ready != nil {
+		if ok, err := p.ready(ctx, f); err != nil || !ok {
 			return 0, err
 		}
-		if !ok {
-			rs.overBudget(ctx, log, f, rec, &st)
-		}
 	}
-	if !st.Act {
+	ok, err := rs.take(ctx, now, rec)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		rs.overBudget(ctx, log, f, rec, &st)
 		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
 	}
-	_, requeue, err := rs.act(ctx, log, apply, f, rec, st.Status, now)
-	return requeue, err
+	res, requeue, err := rs.act(ctx, log, p.apply, f, rec, st.Status, now)
+	if err != nil || p.acted == nil {
+		return requeue, err
+	}
+	return requeue, p.acted(ctx, f, res)
 }
 
 // current returns the record that stands for this run of the condition:

@@ -194,3 +194,10 @@ func startingVMWithDanglingHotplug(t *testing.T, settle time.Duration) (config.C
 		fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("v1", fixture.PVC("c1"), fixture.Hotpluggable()))
 	return cfg, policy, vm, fixture.PVC("root", fixture.InNamespace("ns"))
 }
+
+// restartRecords is a record keeper for the "on restart" unit tests, on c
+// for both cache and writes, recording Events through c.
+func restartRecords(c client.Client, cfg *config.Config, now func() time.Time) *records {
+	return &records{Cache: c, Live: c, Config: cfg, Budget: newBudget(1, time.Hour), Now: now, Log: logr.Discard(),
+		Recorder: &act.Recorder{Client: c, Component: "test"}}
+}

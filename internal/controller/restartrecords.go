@@ -2,9 +2,7 @@ package controller
 
 import (
 	"context"
-	"time"
 
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,30 +40,6 @@ func (r *RestartReconciler) vmRecords(ctx context.Context, vm *kubevirtv1.Virtua
 		out[list.Items[i].Spec.ID] = &list.Items[i]
 	}
 	return out, nil
-}
-
-// record brings f's record up to date and returns it with the decided
-// step; a wait above zero means the record is cooling down after an action
-// and the finding is left alone until then.
-func (r *RestartReconciler) record(ctx context.Context, log logr.Logger, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, step, time.Duration, error) {
-	rs := r.Records
-	rec, wait, err := rs.current(ctx, log, f, rec, now)
-	if err != nil || wait > 0 {
-		return nil, step{}, wait, err
-	}
-	if rec == nil {
-		if rec, err = rs.create(ctx, vmSubject(vm), f); err != nil {
-			return nil, step{}, 0, err
-		}
-		if created := rec.CreationTimestamp.Time; now.Before(created) {
-			now = created
-		}
-	}
-	st := decide(stepInput{
-		Finding: f, Record: rec, Now: now, Grace: r.Config.DanglingOnRestart.Settle.Duration, DryRun: r.Config.DryRun,
-		Backoff: rs.backoff(), WatchingSince: rs.watching.at(now),
-	})
-	return rec, st, 0, nil
 }
 
 // resolveVM resolves the VM's open records whose finding is not current

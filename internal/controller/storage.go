@@ -169,7 +169,7 @@ func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot
 			}
 			rec = nil
 		}
-		after, err := r.Records.sync(ctx, apply, subj, f, rec, now)
+		after, err := r.Records.sync(ctx, path{apply: apply}, subj, f, rec, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
 			continue
