@@ -39,6 +39,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -358,26 +359,19 @@ func cacheOptions(o Options) cache.Options {
 // newRecords builds the record keeper every reconciler shares, with the one
 // blast-radius budget of the process. Records are written through a live
 // client under the controller's field manager.
-func newRecords(mgr manager.Manager, o Options) (*records, error) {
+func newRecords(mgr manager.Manager, o Options) (*records.Keeper, error) {
 	c, err := clients.New(o.RestConfig)
 	if err != nil {
 		return nil, err
 	}
 	live := client.WithFieldOwner(c, v1alpha1.FieldManager)
-	rs := &records{
-		Cache:     mgr.GetClient(),
-		Live:      live,
-		Config:    o.Config,
-		Budget:    newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
-		Recorder:  &act.Recorder{Client: live, Component: o.Identity},
-		Now:       o.Now,
-		Log:       o.Log.WithName("records"),
-		Namespace: o.Namespace,
-		Identity:  o.Identity,
-		watching:  &watchClock{},
-	}
+	rs := records.New(o.Config)
+	rs.Cache, rs.Live = mgr.GetClient(), live
+	rs.Recorder = &act.Recorder{Client: live, Component: o.Identity}
+	rs.Now, rs.Log = o.Now, o.Log.WithName("records")
+	rs.Namespace, rs.Identity = o.Namespace, o.Identity
 	if o.Faults != nil {
-		rs.afterClaim, rs.afterAction = o.Faults.AfterClaim, o.Faults.AfterAction
+		rs.AfterClaim, rs.AfterAction = o.Faults.AfterClaim, o.Faults.AfterAction
 	}
 	return rs, nil
 }
@@ -400,7 +394,7 @@ func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Exec
 
 // setupChecks registers the checks' reconcilers (hot-plug and storage, as
 // enabled) and their tenant watches, which it returns.
-func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records) ([]*tenantWatch, error) {
+func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records.Keeper) ([]*tenantWatch, error) {
 	tenants, sources, err := addTenants(mgr, o)
 	if err != nil {
 		return nil, err
@@ -446,7 +440,7 @@ func addTenants(mgr manager.Manager, o Options) ([]*tenantWatch, []observe.Tenan
 
 // setupRestart registers the "on restart" reconciler; it shares the records'
 // budget with the checks.
-func setupRestart(mgr manager.Manager, o Options, rs *records) error {
+func setupRestart(mgr manager.Manager, o Options, rs *records.Keeper) error {
 	policy, err := o.Config.DanglingPolicy()
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ type gauges struct {
 	// namespace holds the breaker record (findingrecord.Breaker).
 	namespace string
 	// budget is this process's blast-radius budget; nil when it has none.
-	budget  *budget
+	budget  interface{ IsTripped() bool }
 	tenants []*tenantWatch
 	now     func() time.Time
 }
@@ -94,7 +94,7 @@ func (g gauges) breaker(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	tripped := br.Tripped || (g.budget != nil && g.budget.isTripped())
+	tripped := br.Tripped || (g.budget != nil && g.budget.IsTripped())
 	v := 0.0
 	if tripped {
 		v = 1

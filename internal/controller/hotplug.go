@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -32,7 +33,7 @@ type HotplugReconciler struct {
 	// Cache is the informer-backed client: reads are free.
 	Cache client.Client
 	// Records keeps the Finding records and acts.
-	Records *records
+	Records *records.Keeper
 	// Executor acts with live reads; it never uses the cache.
 	Executor *act.Executor
 	Policy   check.Policy
@@ -73,7 +74,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var requeue time.Duration
 	subj := vmiSubject(&vmi)
 	for id, f := range current {
-		after, err := r.Records.sync(ctx, path{apply: r.apply}, subj, f, recs[id], now)
+		after, err := r.Records.Sync(ctx, records.Path{Apply: r.apply}, subj, f, recs[id], now)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -81,7 +82,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			requeue = after
 		}
 	}
-	if err := r.Records.resolveGone(ctx, current, recs, now); err != nil {
+	if err := r.Records.ResolveGone(ctx, current, recs, now); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -125,8 +126,8 @@ func (r *HotplugReconciler) records(ctx context.Context, vmi *kubevirtv1.Virtual
 }
 
 // vmiSubject files a hot-plug finding under its VMI.
-func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) subject {
-	return subject{namespace: vmi.Namespace, owner: metav1.OwnerReference{
+func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) records.Subject {
+	return records.Subject{Namespace: vmi.Namespace, Owner: metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
 	}}
 }

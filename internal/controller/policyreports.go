@@ -20,7 +20,9 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 )
@@ -146,8 +148,8 @@ func wantedReports(recs []v1alpha1.Finding, o reportOptions) []policyreport.Repo
 // the breaker, `tether fix`'s records, another scope's).
 func entryOf(rec *v1alpha1.Finding, scope string) (policyreport.Entry, bool) {
 	st := rec.Status
-	if _, err := check.Lookup(rec.Spec.Check); err != nil || ofOtherScope(rec, scope) ||
-		st.Phase == "" || finished(rec) {
+	if _, err := check.Lookup(rec.Spec.Check); err != nil || findingrecord.OfOtherScope(rec, scope) ||
+		st.Phase == "" || findingrecord.Finished(rec) {
 		return policyreport.Entry{}, false
 	}
 	f := drift.Finding{
@@ -388,7 +390,7 @@ func addReportWriter(mgr manager.Manager, o Options) error {
 		Cache:    mgr.GetClient(),
 		Live:     live,
 		Mapper:   mgr.GetRESTMapper(),
-		Opts:     reportOptions{API: api, Namespaces: o.Config.Scope.Namespaces, Scope: scopeID(o.Config.Scope)},
+		Opts:     reportOptions{API: api, Namespaces: o.Config.Scope.Namespaces, Scope: records.ScopeID(o.Config.Scope)},
 		Interval: pr.Interval.Duration,
 		Log:      o.Log.WithName("policyreports"),
 	})

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -42,7 +43,7 @@ type RestartReconciler struct {
 	// Records keeps this mode's Finding records (restartrecords.go), holds
 	// the blast-radius budget shared with the checks' reconcilers and runs
 	// the actions.
-	Records *records
+	Records *records.Keeper
 	// Executor acts with live reads; its policy names DanglingVolumeReference.
 	Executor *act.Executor
 	Config   *config.Config
@@ -91,7 +92,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.Records.resolveGone(ctx, byID(findings), recs, r.Now()); err != nil {
+	if err := r.Records.ResolveGone(ctx, byID(findings), recs, r.Now()); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, f := range findings {
@@ -127,15 +128,15 @@ func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.Virt
 // start attempt, seen twice Settle apart in this process, and a live read
 // that the VM is still starting right before it acts.
 func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
-	p := path{
-		apply:  r.apply,
-		grace:  func(drift.Finding) time.Duration { return r.Config.DanglingOnRestart.Settle.Duration },
-		told:   func(ctx context.Context, f drift.Finding) { r.tellWhy(ctx, vm, f) },
-		settle: func(f drift.Finding, now time.Time) time.Duration { return r.settle(vm.UID, f.Volume, now) },
-		ready:  func(ctx context.Context, _ drift.Finding) (bool, error) { return r.liveStartingUp(ctx, vm) },
-		acted:  func(ctx context.Context, f drift.Finding, res drift.Result) error { return r.acted(ctx, vm, f, res) },
+	p := records.Path{
+		Apply:  r.apply,
+		Grace:  func(drift.Finding) time.Duration { return r.Config.DanglingOnRestart.Settle.Duration },
+		Told:   func(ctx context.Context, f drift.Finding) { r.tellWhy(ctx, vm, f) },
+		Settle: func(f drift.Finding, now time.Time) time.Duration { return r.settle(vm.UID, f.Volume, now) },
+		Ready:  func(ctx context.Context, _ drift.Finding) (bool, error) { return r.liveStartingUp(ctx, vm) },
+		Acted:  func(ctx context.Context, f drift.Finding, res drift.Result) error { return r.acted(ctx, vm, f, res) },
 	}
-	return r.Records.sync(ctx, p, vmSubject(vm), f, rec, r.Now())
+	return r.Records.Sync(ctx, p, vmSubject(vm), f, rec, r.Now())
 }
 
 // tellWhy records, once per start attempt, the Event that says why a dangling
@@ -273,7 +274,7 @@ func (r *RestartReconciler) forget(vm types.UID) {
 // event records an Event on the VM (also for a finding on its VMI).
 func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, reason, typ, msg string) {
 	f.Object = drift.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
-	r.Records.event(ctx, f, reason, typ, msg)
+	r.Records.Event(ctx, f, reason, typ, msg)
 }
 
 // setup registers the watches. Handlers only map events to VM keys.

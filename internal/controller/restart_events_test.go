@@ -43,7 +43,7 @@ func TestRestart_recordsTellAsTheOthers(t *testing.T) {
 	}}, vm)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
-		Executor: &act.Executor{Client: c}, Records: restartRecords(c, &cfg, func() time.Time { return now })}
+		Executor: &act.Executor{Client: c}, Records: restartRecords(c, &cfg, 1, func() time.Time { return now })}
 	blocked := metrics.Blocked.WithLabelValues(check.DanglingVolumeReference, string(check.VolumeNotHotpluggable))
 	before := testutil.ToFloat64(blocked)
 	for pass := 0; pass < 2; pass++ {

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
@@ -21,8 +22,8 @@ import (
 // record shows kubectl users what the mode did and why.
 
 // vmSubject files a finding of the "on restart" mode under its VM.
-func vmSubject(vm *kubevirtv1.VirtualMachine) subject {
-	return subject{namespace: vm.Namespace, owner: metav1.OwnerReference{
+func vmSubject(vm *kubevirtv1.VirtualMachine) records.Subject {
+	return records.Subject{Namespace: vm.Namespace, Owner: metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
 	}}
 }
@@ -49,7 +50,7 @@ func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.Virtua
 	if err != nil || len(recs) == 0 {
 		return err
 	}
-	return r.Records.resolveGone(ctx, byID(current), recs, r.Now())
+	return r.Records.ResolveGone(ctx, byID(current), recs, r.Now())
 }
 
 // byID indexes findings by id.
