@@ -40,6 +40,7 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -171,7 +172,7 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tenants []*tenantWatch
+	var tenants []*tenant.Watch
 	if checks {
 		if tenants, err = setupChecks(mgr, o, policy, rs); err != nil {
 			return nil, err
@@ -188,7 +189,7 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	if checks || o.Config.DanglingOnRestart.Enabled {
-		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: tenants, now: o.Now}
+		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: healthOf(tenants), now: o.Now}
 		if err := mgr.Add(g); err != nil {
 			return nil, err
 		}
@@ -394,7 +395,7 @@ func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Exec
 
 // setupChecks registers the checks' reconcilers (hot-plug and storage, as
 // enabled) and their tenant watches, which it returns.
-func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records.Keeper) ([]*tenantWatch, error) {
+func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records.Keeper) ([]*tenant.Watch, error) {
 	tenants, sources, err := addTenants(mgr, o)
 	if err != nil {
 		return nil, err
@@ -416,8 +417,8 @@ func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *record
 }
 
 // addTenants starts a watch of every configured tenant cluster.
-func addTenants(mgr manager.Manager, o Options) ([]*tenantWatch, []observe.TenantSource, error) {
-	var tenants []*tenantWatch
+func addTenants(mgr manager.Manager, o Options) ([]*tenant.Watch, []observe.TenantSource, error) {
+	var tenants []*tenant.Watch
 	var sources []observe.TenantSource
 	for _, tc := range o.Config.Tenants {
 		if tc.Namespace == "" && len(o.Config.Scope.Namespaces) == 1 {
@@ -425,7 +426,7 @@ func addTenants(mgr manager.Manager, o Options) ([]*tenantWatch, []observe.Tenan
 			// scope's one namespace.
 			tc.Namespace = o.Config.Scope.Namespaces[0]
 		}
-		tw, err := newTenantWatch(tc)
+		tw, err := tenant.NewWatch(tc)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -433,7 +434,7 @@ func addTenants(mgr manager.Manager, o Options) ([]*tenantWatch, []observe.Tenan
 			return nil, nil, err
 		}
 		tenants = append(tenants, tw)
-		sources = append(sources, tw.source())
+		sources = append(sources, tw.Source())
 	}
 	return tenants, sources, nil
 }

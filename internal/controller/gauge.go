@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
@@ -22,7 +23,7 @@ type gauges struct {
 	namespace string
 	// budget is this process's blast-radius budget; nil when it has none.
 	budget  interface{ IsTripped() bool }
-	tenants []*tenantWatch
+	tenants []tenantHealth
 	now     func() time.Time
 }
 
@@ -102,15 +103,31 @@ func (g gauges) breaker(ctx context.Context) {
 	metrics.BlastRadiusTripped.Set(v)
 }
 
+// tenantHealth is what the gauges read of a watched tenant.
+type tenantHealth interface {
+	Name() string
+	// Up reports whether the tenant's evidence counts at now.
+	Up(now time.Time) bool
+}
+
 // tenantHealth sets tether_tenant_up of every tenant: 1 while its evidence
 // counts (caches synced, no recent failure), as the checks read it.
 func (g gauges) tenantHealth() {
 	now := g.now()
 	for _, tw := range g.tenants {
 		v := 0.0
-		if ok, _ := tw.conn.reachable(tw.synced(), now); ok {
+		if tw.Up(now) {
 			v = 1
 		}
-		metrics.TenantUp.WithLabelValues(tw.cfg.Name).Set(v)
+		metrics.TenantUp.WithLabelValues(tw.Name()).Set(v)
 	}
+}
+
+// healthOf is the health of each watched tenant.
+func healthOf(tenants []*tenant.Watch) []tenantHealth {
+	out := make([]tenantHealth, len(tenants))
+	for i, tw := range tenants {
+		out[i] = tw
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -38,7 +39,7 @@ type HotplugReconciler struct {
 	Executor *act.Executor
 	Policy   check.Policy
 	// Tenants are the watched tenant clusters (their evidence).
-	Tenants []*tenantWatch
+	Tenants []*tenant.Watch
 }
 
 // Reconcile handles one VMI, named by req.
@@ -97,8 +98,8 @@ func (r *HotplugReconciler) snapshotFor(ctx context.Context, key client.ObjectKe
 	tenants := func(vmi *kubevirtv1.VirtualMachineInstance) []snapshot.Tenant {
 		var out []snapshot.Tenant
 		for _, tw := range r.Tenants {
-			if tw.applies(vmi.Namespace) {
-				out = append(out, tw.evidence(vmi))
+			if tw.Applies(vmi.Namespace) {
+				out = append(out, tw.Evidence(vmi))
 			}
 		}
 		return out
@@ -136,9 +137,9 @@ func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) records.Subject {
 func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	// Resyncs carry no change: skip them.
 	changed := predicate.ResourceVersionChangedPredicate{}
-	woken := newWakeQueue()
+	woken := tenant.NewWakeQueue()
 	for _, tw := range r.Tenants {
-		if err := tw.watchInto(mgr.GetClient(), woken); err != nil {
+		if err := tw.WatchInto(mgr.GetClient(), woken); err != nil {
 			return err
 		}
 	}
@@ -154,7 +155,7 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 		// subject; the controller's own status writes do not.
 		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
 		// Tenant VolumeAttachment changes wake the VMI named after their node.
-		WatchesRawSource(source.Channel(woken.out, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(woken.Out(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

@@ -1,4 +1,4 @@
-package controller
+package tenant
 
 import (
 	"context"
@@ -10,7 +10,13 @@ import (
 	"testing"
 	"time"
 
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/metrics"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -91,5 +97,38 @@ func TestTenantReachable(t *testing.T) {
 				t.Fatalf("reason %q does not name the last error", why)
 			}
 		})
+	}
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// A tenant is up as the checks read it: down until
+// its caches synced, up then, down again right after an API failure.
+func TestWatch_up(t *testing.T) {
+	fact := informers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
+	tw := &Watch{cfg: config.TenantConfig{Name: "guest-gauge"}, conn: &connState{tenant: "guest-gauge"},
+		vas: fact.Storage().V1().VolumeAttachments().Informer(), pvs: fact.Core().V1().PersistentVolumes().Informer(),
+		nodes: fact.Core().V1().Nodes().Informer(), csiNodes: fact.Storage().V1().CSINodes().Informer(),
+		drivers: fact.Storage().V1().CSIDrivers().Informer()}
+	now := time.Now()
+	up := func() bool { return tw.Up(now) }
+
+	if up() {
+		t.Error("up before the tenant's caches synced")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fact.Start(ctx.Done())
+	fact.WaitForCacheSync(ctx.Done())
+	if !up() {
+		t.Error("down although the caches synced and nothing failed")
+	}
+	errorsBefore := testutil.ToFloat64(metrics.TenantErrors.WithLabelValues("guest-gauge"))
+	tw.conn.failed(now, errors.New("connection refused"))
+	if up() {
+		t.Error("up right after a failed request")
+	}
+	if got := testutil.ToFloat64(metrics.TenantErrors.WithLabelValues("guest-gauge")); got != errorsBefore+1 {
+		t.Errorf("tether_tenant_errors_total: got %v, want %v", got, errorsBefore+1)
 	}
 }
