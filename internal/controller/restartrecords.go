@@ -16,10 +16,11 @@ import (
 // The "on restart" mode keeps a Finding record per dangling reference of a
 // starting VM, like the checks' reconcilers: filed under the VM, named as
 // the records of DanglingVolumeReference (a check the controller does not
-// run otherwise), with the status the records' step decides with the
-// settle period as grace. Its actions are claimed on the record first, so
-// they count in the blast-radius window of every later process, and the
-// record shows kubectl users what the mode did and why.
+// run otherwise), kept by the records' one Sync with the settle period as
+// grace (restart.go handle). Its new records are announced and its blocked
+// findings counted as every check's are; its actions are claimed on the
+// record first, so they count in the blast-radius window of every later
+// process, and the record shows kubectl users what the mode did and why.
 
 // vmSubject files a finding of the "on restart" mode under its VM.
 func vmSubject(vm *kubevirtv1.VirtualMachine) records.Subject {
