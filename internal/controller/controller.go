@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,10 +38,9 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
-	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/protect"
 )
@@ -170,7 +168,7 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tenants []*tenantWatch
+	var tenants []*tenant.Watch
 	if checks {
 		if tenants, err = setupChecks(mgr, o, policy, rs); err != nil {
 			return nil, err
@@ -187,7 +185,7 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	if checks || o.Config.DanglingOnRestart.Enabled {
-		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: tenants, now: o.Now}
+		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: healthOf(tenants), now: o.Now}
 		if err := mgr.Add(g); err != nil {
 			return nil, err
 		}
@@ -353,128 +351,6 @@ func cacheOptions(o Options) cache.Options {
 	}
 	cacheOpts.ByObject[&v1alpha1.Finding{}] = records
 	return cacheOpts
-}
-
-// newRecords builds the record keeper every reconciler shares, with the one
-// blast-radius budget of the process. Records are written through a live
-// client under the controller's field manager.
-func newRecords(mgr manager.Manager, o Options) (*records, error) {
-	c, err := clients.New(o.RestConfig)
-	if err != nil {
-		return nil, err
-	}
-	live := client.WithFieldOwner(c, v1alpha1.FieldManager)
-	rs := &records{
-		Cache:     mgr.GetClient(),
-		Live:      live,
-		Config:    o.Config,
-		Budget:    newBudget(o.Config.BlastRadius.MaxActions, o.Config.BlastRadius.Interval.Duration),
-		Recorder:  &act.Recorder{Client: live, Component: o.Identity},
-		Now:       o.Now,
-		Log:       o.Log.WithName("records"),
-		Namespace: o.Namespace,
-		Identity:  o.Identity,
-		watching:  &watchClock{},
-	}
-	if o.Faults != nil {
-		rs.afterClaim, rs.afterAction = o.Faults.AfterClaim, o.Faults.AfterAction
-	}
-	return rs, nil
-}
-
-// newExecutor builds a live-checking executor for policy, writing under the
-// controller's field manager.
-func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Executor, error) {
-	ex, err := act.NewExecutor(o.RestConfig, policy, obs)
-	if err != nil {
-		return nil, err
-	}
-	ex.Client = client.WithFieldOwner(ex.Client, v1alpha1.FieldManager)
-	ex.WaitTimeout = o.Config.ActionTimeout.Duration
-	ex.Recorder.Component = o.Identity
-	if o.Faults != nil {
-		ex.AfterDryRun = o.Faults.AfterDryRun
-	}
-	return ex, nil
-}
-
-// setupChecks registers the checks' reconcilers (hot-plug and storage, as
-// enabled) and their tenant watches, which it returns.
-func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records) ([]*tenantWatch, error) {
-	tenants, sources, err := addTenants(mgr, o)
-	if err != nil {
-		return nil, err
-	}
-	ex, err := newExecutor(o, policy, observe.Options{Tenants: sources})
-	if err != nil {
-		return nil, err
-	}
-	if o.Config.Enabled(check.OrphanHotplugVolume) {
-		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
-		if err := r.setup(mgr); err != nil {
-			return nil, err
-		}
-	}
-	if slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
-		return tenants, setupStorage(mgr, rs, ex, policy, o)
-	}
-	return tenants, nil
-}
-
-// addTenants starts a watch of every configured tenant cluster.
-func addTenants(mgr manager.Manager, o Options) ([]*tenantWatch, []observe.TenantSource, error) {
-	var tenants []*tenantWatch
-	var sources []observe.TenantSource
-	for _, tc := range o.Config.Tenants {
-		if tc.Namespace == "" && len(o.Config.Scope.Namespaces) == 1 {
-			// Validation allows an empty namespace only then: it is the
-			// scope's one namespace.
-			tc.Namespace = o.Config.Scope.Namespaces[0]
-		}
-		tw, err := newTenantWatch(tc)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := mgr.Add(tw); err != nil {
-			return nil, nil, err
-		}
-		tenants = append(tenants, tw)
-		sources = append(sources, tw.source())
-	}
-	return tenants, sources, nil
-}
-
-// setupRestart registers the "on restart" reconciler; it shares the records'
-// budget with the checks.
-func setupRestart(mgr manager.Manager, o Options, rs *records) error {
-	policy, err := o.Config.DanglingPolicy()
-	if err != nil {
-		return err
-	}
-	ex, err := newExecutor(o, policy, observe.Options{})
-	if err != nil {
-		return err
-	}
-	rr := &RestartReconciler{
-		Cache:       mgr.GetClient(),
-		Records:     rs,
-		Executor:    ex,
-		Config:      o.Config,
-		Policy:      policy,
-		Now:         o.Now,
-		Log:         o.Log.WithName("dangling-restart"),
-		DataVolumes: dataVolumesInstalled(mgr.GetRESTMapper()),
-	}
-	if !rr.DataVolumes {
-		rr.Log.Info("DataVolumes are not watched: the API is not installed (no CDI)")
-	}
-	return rr.setup(mgr)
-}
-
-// dataVolumesInstalled reports whether the API server serves DataVolumes.
-func dataVolumesInstalled(m meta.RESTMapper) bool {
-	_, err := m.RESTMapping(cdiv1.SchemeGroupVersion.WithKind("DataVolume").GroupKind(), cdiv1.SchemeGroupVersion.Version)
-	return err == nil
 }
 
 var stripManagedFields = cache.TransformStripManagedFields()

@@ -1,14 +1,23 @@
 package controller
 
-// Event reasons the controller records besides the action outcomes of
+import "github.com/tether-dev/tether/internal/controller/records"
+
+// Event reasons the record keeper records besides the action outcomes of
 // package act (contract: operators alert on them).
 const (
-	EventFindingObserved = "TetherFindingObserved"
-	EventBlastRadius     = "TetherBlastRadiusExceeded"
-	// EventRecordDistrusted: a Finding record's stored times were not used
-	// (written by another field manager, or in the future); its clocks
-	// start again.
-	EventRecordDistrusted = "TetherRecordDistrusted"
+	EventFindingObserved  = records.EventFindingObserved
+	EventBlastRadius      = records.EventBlastRadius
+	EventRecordDistrusted = records.EventRecordDistrusted
+)
+
+// Reasons the record keeper gives for holding a safe action (contract: a
+// record's status.reason).
+const (
+	ReasonDryRun              = records.ReasonDryRun
+	ReasonBlastRadius         = records.ReasonBlastRadius
+	ReasonBackoff             = records.ReasonBackoff
+	ReasonForbidden           = records.ReasonForbidden
+	ReasonResolvedAfterAction = records.ReasonResolvedAfterAction
 )
 
 // EventMultiAttach is the reason of the Event the controller records on a pod

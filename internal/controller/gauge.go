@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
@@ -21,8 +22,8 @@ type gauges struct {
 	// namespace holds the breaker record (findingrecord.Breaker).
 	namespace string
 	// budget is this process's blast-radius budget; nil when it has none.
-	budget  *budget
-	tenants []*tenantWatch
+	budget  interface{ IsTripped() bool }
+	tenants []tenantHealth
 	now     func() time.Time
 }
 
@@ -94,12 +95,19 @@ func (g gauges) breaker(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	tripped := br.Tripped || (g.budget != nil && g.budget.isTripped())
+	tripped := br.Tripped || (g.budget != nil && g.budget.IsTripped())
 	v := 0.0
 	if tripped {
 		v = 1
 	}
 	metrics.BlastRadiusTripped.Set(v)
+}
+
+// tenantHealth is what the gauges read of a watched tenant.
+type tenantHealth interface {
+	Name() string
+	// Up reports whether the tenant's evidence counts at now.
+	Up(now time.Time) bool
 }
 
 // tenantHealth sets tether_tenant_up of every tenant: 1 while its evidence
@@ -108,9 +116,18 @@ func (g gauges) tenantHealth() {
 	now := g.now()
 	for _, tw := range g.tenants {
 		v := 0.0
-		if ok, _ := tw.conn.reachable(tw.synced(), now); ok {
+		if tw.Up(now) {
 			v = 1
 		}
-		metrics.TenantUp.WithLabelValues(tw.cfg.Name).Set(v)
+		metrics.TenantUp.WithLabelValues(tw.Name()).Set(v)
 	}
+}
+
+// healthOf is the health of each watched tenant.
+func healthOf(tenants []*tenant.Watch) []tenantHealth {
+	out := make([]tenantHealth, len(tenants))
+	for i, tw := range tenants {
+		out[i] = tw
+	}
+	return out
 }

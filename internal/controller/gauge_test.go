@@ -2,19 +2,15 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
@@ -72,8 +68,7 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.BlastRadiusTripped); got != 0 {
 		t.Errorf("after a reset: tether_blast_radius_tripped %v, want 0", got)
 	}
-	g.budget = newBudget(1, time.Hour)
-	g.budget.trip()
+	g.budget = trippedBudget{}
 	metrics.BlastRadiusTripped.Set(0)
 	g.refresh(context.Background())
 	if got := testutil.ToFloat64(metrics.BlastRadiusTripped); got != 1 {
@@ -81,37 +76,29 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 	}
 }
 
-// tether_tenant_up follows what the checks read of a tenant: down until
-// its caches synced, up then, down again right after an API failure.
+// tether_tenant_up is each tenant's Up.
 func TestGauges_tenantUp(t *testing.T) {
-	fact := informers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
-	tw := &tenantWatch{cfg: config.TenantConfig{Name: "guest-gauge"}, conn: &connState{tenant: "guest-gauge"},
-		vas: fact.Storage().V1().VolumeAttachments().Informer(), pvs: fact.Core().V1().PersistentVolumes().Informer(),
-		nodes: fact.Core().V1().Nodes().Informer(), csiNodes: fact.Storage().V1().CSINodes().Informer(),
-		drivers: fact.Storage().V1().CSIDrivers().Informer()}
 	now := time.Now()
-	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme).Build(), tenants: []*tenantWatch{tw}, now: func() time.Time { return now }}
-	up := func() float64 { return testutil.ToFloat64(metrics.TenantUp.WithLabelValues("guest-gauge")) }
-
+	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme).Build(), now: func() time.Time { return now },
+		tenants: []tenantHealth{stubTenant{"guest-up", true}, stubTenant{"guest-down", false}}}
 	g.refresh(context.Background())
-	if up() != 0 {
-		t.Error("up before the tenant's caches synced")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fact.Start(ctx.Done())
-	fact.WaitForCacheSync(ctx.Done())
-	g.refresh(context.Background())
-	if up() != 1 {
-		t.Error("down although the caches synced and nothing failed")
-	}
-	errorsBefore := testutil.ToFloat64(metrics.TenantErrors.WithLabelValues("guest-gauge"))
-	tw.conn.failed(now, errors.New("connection refused"))
-	g.refresh(context.Background())
-	if up() != 0 {
-		t.Error("up right after a failed request")
-	}
-	if got := testutil.ToFloat64(metrics.TenantErrors.WithLabelValues("guest-gauge")); got != errorsBefore+1 {
-		t.Errorf("tether_tenant_errors_total: got %v, want %v", got, errorsBefore+1)
+	for name, want := range map[string]float64{"guest-up": 1, "guest-down": 0} {
+		if got := testutil.ToFloat64(metrics.TenantUp.WithLabelValues(name)); got != want {
+			t.Errorf("tether_tenant_up{tenant=%q} = %v, want %v", name, got, want)
+		}
 	}
 }
+
+// stubTenant is a tenant whose evidence counts or not.
+type stubTenant struct {
+	name string
+	up   bool
+}
+
+func (s stubTenant) Name() string      { return s.name }
+func (s stubTenant) Up(time.Time) bool { return s.up }
+
+// trippedBudget is the budget of a process that has tripped.
+type trippedBudget struct{}
+
+func (trippedBudget) IsTripped() bool { return true }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -32,12 +34,12 @@ type HotplugReconciler struct {
 	// Cache is the informer-backed client: reads are free.
 	Cache client.Client
 	// Records keeps the Finding records and acts.
-	Records *records
+	Records *records.Keeper
 	// Executor acts with live reads; it never uses the cache.
 	Executor *act.Executor
 	Policy   check.Policy
 	// Tenants are the watched tenant clusters (their evidence).
-	Tenants []*tenantWatch
+	Tenants []*tenant.Watch
 }
 
 // Reconcile handles one VMI, named by req.
@@ -73,7 +75,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var requeue time.Duration
 	subj := vmiSubject(&vmi)
 	for id, f := range current {
-		after, err := r.Records.sync(ctx, r.apply, subj, f, recs[id], now)
+		after, err := r.Records.Sync(ctx, records.Path{Apply: r.apply}, subj, f, recs[id], now)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -81,7 +83,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			requeue = after
 		}
 	}
-	if err := r.Records.resolveGone(ctx, current, recs, now); err != nil {
+	if err := r.Records.ResolveGone(ctx, current, recs, now); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -96,8 +98,8 @@ func (r *HotplugReconciler) snapshotFor(ctx context.Context, key client.ObjectKe
 	tenants := func(vmi *kubevirtv1.VirtualMachineInstance) []snapshot.Tenant {
 		var out []snapshot.Tenant
 		for _, tw := range r.Tenants {
-			if tw.applies(vmi.Namespace) {
-				out = append(out, tw.evidence(vmi))
+			if tw.Applies(vmi.Namespace) {
+				out = append(out, tw.Evidence(vmi))
 			}
 		}
 		return out
@@ -125,8 +127,8 @@ func (r *HotplugReconciler) records(ctx context.Context, vmi *kubevirtv1.Virtual
 }
 
 // vmiSubject files a hot-plug finding under its VMI.
-func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) subject {
-	return subject{namespace: vmi.Namespace, owner: metav1.OwnerReference{
+func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) records.Subject {
+	return records.Subject{Namespace: vmi.Namespace, Owner: metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
 	}}
 }
@@ -135,9 +137,9 @@ func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) subject {
 func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	// Resyncs carry no change: skip them.
 	changed := predicate.ResourceVersionChangedPredicate{}
-	woken := newWakeQueue()
+	woken := tenant.NewWakeQueue()
 	for _, tw := range r.Tenants {
-		if err := tw.watchInto(mgr.GetClient(), woken); err != nil {
+		if err := tw.WatchInto(mgr.GetClient(), woken); err != nil {
 			return err
 		}
 	}
@@ -153,7 +155,7 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 		// subject; the controller's own status writes do not.
 		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
 		// Tenant VolumeAttachment changes wake the VMI named after their node.
-		WatchesRawSource(source.Channel(woken.out, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(woken.Out(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -42,7 +43,7 @@ type RestartReconciler struct {
 	// Records keeps this mode's Finding records (restartrecords.go), holds
 	// the blast-radius budget shared with the checks' reconcilers and runs
 	// the actions.
-	Records *records
+	Records *records.Keeper
 	// Executor acts with live reads; its policy names DanglingVolumeReference.
 	Executor *act.Executor
 	Config   *config.Config
@@ -91,7 +92,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.Records.resolveGone(ctx, byID(findings), recs, r.Now()); err != nil {
+	if err := r.Records.ResolveGone(ctx, byID(findings), recs, r.Now()); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, f := range findings {
@@ -121,16 +122,27 @@ func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.Virt
 	return out
 }
 
-// handle decides about one finding of a starting VM, keeping its record,
-// and returns when to look again.
+// handle keeps the record of one finding of a starting VM through the
+// records' one sequence, and returns when to look again. The mode's own
+// rules ride on it as hooks: the settle period as grace, its Events once per
+// start attempt, seen twice Settle apart in this process, and a live read
+// that the VM is still starting right before it acts.
 func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
-	log := r.Log.WithValues("finding", f.ID, "vm", vm.Namespace+"/"+vm.Name, "volume", f.Volume)
-	now := r.Now()
-	rec, st, wait, err := r.record(ctx, log, vm, f, rec, now)
-	if err != nil || wait > 0 {
-		return wait, err
+	p := records.Path{
+		Apply:  r.apply,
+		Grace:  func(drift.Finding) time.Duration { return r.Config.DanglingOnRestart.Settle.Duration },
+		Told:   func(ctx context.Context, f drift.Finding) { r.tellWhy(ctx, vm, f) },
+		Settle: func(f drift.Finding, now time.Time) time.Duration { return r.settle(vm.UID, f.Volume, now) },
+		Ready:  func(ctx context.Context, _ drift.Finding) (bool, error) { return r.liveStartingUp(ctx, vm) },
+		Acted:  func(ctx context.Context, f drift.Finding, res drift.Result) error { return r.acted(ctx, vm, f, res) },
 	}
-	rs := r.Records
+	return r.Records.Sync(ctx, p, vmSubject(vm), f, rec, r.Now())
+}
+
+// tellWhy records, once per start attempt, the Event that says why a dangling
+// reference stays: the check holds it, or the controller runs dry.
+func (r *RestartReconciler) tellWhy(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding) {
+	log := r.Log.WithValues("finding", f.ID, "vm", vm.Namespace+"/"+vm.Name, "volume", f.Volume)
 	switch {
 	case !f.Action.Safe:
 		if r.tell(vm.UID, f.Volume, string(f.Action.BlockedBy)) {
@@ -138,54 +150,28 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 			r.event(ctx, vm, f, EventDanglingBlocksStart, corev1.EventTypeWarning,
 				fmt.Sprintf("VM is starting, but %s; tether does not remove it (%s). %s (finding %s)", f.Message, f.Action.BlockedBy, f.Action.Remedy, f.ID))
 		}
-		return 0, rs.writeStatus(ctx, rec, st.Status)
 	case r.Config.DryRun:
 		if r.tell(vm.UID, f.Volume, "DryRun") {
 			log.Info("dry run: would remove the dangling reference as the VM starts", "action", f.Action.Type)
 			r.event(ctx, vm, f, EventDanglingWouldRemove, corev1.EventTypeNormal,
 				fmt.Sprintf("dry run: would remove hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
 		}
-		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
 	}
-	// Seen twice, at least Settle apart (in this process, and on the
-	// record): a claim missing for a moment is left alone.
-	if wait := r.settle(vm.UID, f.Volume, now); wait > 0 || !st.Act {
-		log.Info("dangling reference seen; waiting for it to settle", "settle", r.Config.DanglingOnRestart.Settle.Duration.String())
-		if st.Act {
-			st.Status.Phase = v1alpha1.PhaseWaiting
-		}
-		return max(wait, st.RequeueAfter), rs.writeStatus(ctx, rec, st.Status)
-	}
-	if wait := claimInFlight(rec, now, r.Config.ActionTimeout.Duration); wait > 0 {
-		return wait, nil // another attempt may still be running
-	}
-	// The cache said the VM is starting: confirm it live before acting.
-	if starting, err := r.liveStartingUp(ctx, vm); err != nil || !starting {
-		return 0, err
-	}
-	ok, err := rs.take(ctx, now, rec)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		rs.overBudget(ctx, log, f, rec, &st)
-		return 0, rs.writeStatus(ctx, rec, st.Status)
-	}
-	log.Info("removing the dangling reference as the VM starts", "action", f.Action.Type)
-	res, requeue, err := rs.act(ctx, log, r.apply, f, rec, st.Status, now)
-	switch {
-	case err != nil:
-		return 0, err
-	case res.Outcome == drift.Applied:
+}
+
+// acted tells of a removed reference on the VM, and makes a failed removal
+// the pass's error (the workqueue backs off). Pending, refused and
+// deferred actions are looked at again; the executor recorded why.
+func (r *RestartReconciler) acted(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, res drift.Result) error {
+	switch res.Outcome {
+	case drift.Applied:
 		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
 			fmt.Sprintf("removed hot-plugged volume %q from the VM spec as the VM starts: %s (finding %s)", f.Volume, f.Message, f.ID))
-		return 0, nil
-	case res.Outcome == drift.Pending, res.Outcome == drift.Refused, res.Outcome == drift.Migrating:
-		// Nothing more to do now; the executor recorded why. Look again.
-		return requeue, nil
+		return nil
+	case drift.Pending, drift.Refused, drift.Migrating:
+		return nil
 	}
-	// Failed: the workqueue backs off.
-	return 0, fmt.Errorf("removing volume %q of VM %s/%s: %s", f.Volume, vm.Namespace, vm.Name, res.Message)
+	return fmt.Errorf("removing volume %q of VM %s/%s: %s", f.Volume, vm.Namespace, vm.Name, res.Message)
 }
 
 // apply removes a dangling reference; the live re-check needs no evidence
@@ -288,7 +274,7 @@ func (r *RestartReconciler) forget(vm types.UID) {
 // event records an Event on the VM (also for a finding on its VMI).
 func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, reason, typ, msg string) {
 	f.Object = drift.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
-	r.Records.event(ctx, f, reason, typ, msg)
+	r.Records.Event(ctx, f, reason, typ, msg)
 }
 
 // setup registers the watches. Handlers only map events to VM keys.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -69,7 +70,7 @@ func TestRestartSettle_presentAbsentPresentRestarts(t *testing.T) {
 	c := fakeClient(interceptor.Funcs{}, vm, root)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
-		Executor: &act.Executor{Client: c}, Records: &records{Cache: c, Live: c, Config: &cfg, Budget: newBudget(0, time.Hour), Log: logr.Discard()}} // acting is never allowed here
+		Executor: &act.Executor{Client: c}, Records: restartRecords(c, &cfg, 0, func() time.Time { return now })} // acting is never allowed here
 	reconcile := func() time.Duration {
 		t.Helper()
 		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)})
@@ -156,25 +157,28 @@ func TestRestart_forbiddenActionRefundsTheBudget(t *testing.T) {
 	cfg, policy, vm, root := startingVMWithDanglingHotplug(t, 0)
 	cache := fakeClient(interceptor.Funcs{}, vm, root)
 	forbidden := 0
-	live := fakeClient(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	live := interceptor.NewClient(cache, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 		if _, claim := obj.(*corev1.PersistentVolumeClaim); claim {
 			forbidden++
 			return apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, key.Name, errors.New("no role"))
 		}
 		return c.Get(ctx, key, obj, opts...)
-	}}, vm, root)
+	}})
+	cfg.Backoff.Base.Duration, cfg.Backoff.Max.Duration = time.Second, time.Second
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := newBudget(1, time.Hour)
 	r := &RestartReconciler{Cache: cache, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
-		Executor: &act.Executor{Client: live}, Records: &records{Cache: live, Live: live, Config: &cfg, Budget: b, Now: func() time.Time { return now }, Log: logr.Discard()}}
-	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)}); err == nil {
-		t.Fatal("a forbidden action reported no error")
-	}
-	if forbidden == 0 {
-		t.Fatal("the live re-read never reached the claim: the test did not exercise a forbidden action")
-	}
-	if !b.take(now, "ns/other", window{}) {
-		t.Fatal("the forbidden action kept its budget: the one action of the window is gone")
+		Executor: &act.Executor{Client: live}, Records: restartRecords(live, &cfg, 1, func() time.Time { return now })}
+	// Two attempts, the second once the first has backed off, within one
+	// window of a budget of one action: the second runs only if the first
+	// gave its action back.
+	for attempt := 1; attempt <= 2; attempt++ {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)}); err == nil {
+			t.Fatalf("attempt %d: a forbidden action reported no error", attempt)
+		}
+		if forbidden != attempt {
+			t.Fatalf("attempt %d: the live re-read reached the claim %d times: the forbidden action kept its budget", attempt, forbidden)
+		}
+		now = now.Add(time.Minute)
 	}
 }
 
@@ -193,4 +197,16 @@ func startingVMWithDanglingHotplug(t *testing.T, settle time.Duration) (config.C
 	vm := fixture.VM("vm", fixture.InNamespace("ns"), fixture.Running(),
 		fixture.WithVolume("root", fixture.PVC("root")), fixture.WithVolume("v1", fixture.PVC("c1"), fixture.Hotpluggable()))
 	return cfg, policy, vm, fixture.PVC("root", fixture.InNamespace("ns"))
+}
+
+// restartRecords is a record keeper for the "on restart" unit tests, on c
+// for both cache and writes, recording Events through c.
+func restartRecords(c client.Client, cfg *config.Config, maxActions int, now func() time.Time) *records.Keeper {
+	limits := *cfg
+	limits.BlastRadius.MaxActions, limits.BlastRadius.Interval.Duration = maxActions, time.Hour
+	rs := records.New(&limits)
+	rs.Config = cfg
+	rs.Cache, rs.Live, rs.Now, rs.Log = c, c, now, logr.Discard()
+	rs.Recorder = &act.Recorder{Client: c, Component: "test"}
+	return rs
 }

@@ -2,14 +2,13 @@ package controller
 
 import (
 	"context"
-	"time"
 
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
@@ -17,14 +16,15 @@ import (
 // The "on restart" mode keeps a Finding record per dangling reference of a
 // starting VM, like the checks' reconcilers: filed under the VM, named as
 // the records of DanglingVolumeReference (a check the controller does not
-// run otherwise), with the status the records' step decides with the
-// settle period as grace. Its actions are claimed on the record first, so
-// they count in the blast-radius window of every later process, and the
-// record shows kubectl users what the mode did and why.
+// run otherwise), kept by the records' one Sync with the settle period as
+// grace (restart.go handle). Its new records are announced and its blocked
+// findings counted as every check's are; its actions are claimed on the
+// record first, so they count in the blast-radius window of every later
+// process, and the record shows kubectl users what the mode did and why.
 
 // vmSubject files a finding of the "on restart" mode under its VM.
-func vmSubject(vm *kubevirtv1.VirtualMachine) subject {
-	return subject{namespace: vm.Namespace, owner: metav1.OwnerReference{
+func vmSubject(vm *kubevirtv1.VirtualMachine) records.Subject {
+	return records.Subject{Namespace: vm.Namespace, Owner: metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
 	}}
 }
@@ -44,30 +44,6 @@ func (r *RestartReconciler) vmRecords(ctx context.Context, vm *kubevirtv1.Virtua
 	return out, nil
 }
 
-// record brings f's record up to date and returns it with the decided
-// step; a wait above zero means the record is cooling down after an action
-// and the finding is left alone until then.
-func (r *RestartReconciler) record(ctx context.Context, log logr.Logger, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding, now time.Time) (*v1alpha1.Finding, step, time.Duration, error) {
-	rs := r.Records
-	rec, wait, err := rs.current(ctx, log, f, rec, now)
-	if err != nil || wait > 0 {
-		return nil, step{}, wait, err
-	}
-	if rec == nil {
-		if rec, err = rs.create(ctx, vmSubject(vm), f); err != nil {
-			return nil, step{}, 0, err
-		}
-		if created := rec.CreationTimestamp.Time; now.Before(created) {
-			now = created
-		}
-	}
-	st := decide(stepInput{
-		Finding: f, Record: rec, Now: now, Grace: r.Config.DanglingOnRestart.Settle.Duration, DryRun: r.Config.DryRun,
-		Backoff: rs.backoff(), WatchingSince: rs.watching.at(now),
-	})
-	return rec, st, 0, nil
-}
-
 // resolveVM resolves the VM's open records whose finding is not current
 // (none is when the VM is not starting).
 func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, current []drift.Finding) error {
@@ -75,7 +51,7 @@ func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.Virtua
 	if err != nil || len(recs) == 0 {
 		return err
 	}
-	return r.Records.resolveGone(ctx, byID(current), recs, r.Now())
+	return r.Records.ResolveGone(ctx, byID(current), recs, r.Now())
 }
 
 // byID indexes findings by id.

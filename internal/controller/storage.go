@@ -31,6 +31,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -70,7 +71,7 @@ type StorageReconciler struct {
 	// Cache is the informer-backed client: reads are free.
 	Cache client.Client
 	// Records keeps the Finding records and acts.
-	Records *records
+	Records *records.Keeper
 	// Executor acts with live reads; its policy is the checks' policy.
 	Executor *act.Executor
 	Policy   check.Policy
@@ -92,7 +93,7 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	t0 := time.Now()
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	now := r.Records.Now()
-	snap, records, err := r.read(ctx, now)
+	snap, recs, err := r.read(ctx, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -104,8 +105,8 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 			current[f.ID] = f
 		}
 	}
-	requeue, errs := r.syncAll(ctx, snap, current, records, now)
-	if err := r.Records.resolveGone(ctx, current, records, now); err != nil {
+	requeue, errs := r.syncAll(ctx, snap, current, recs, now)
+	if err := r.Records.ResolveGone(ctx, current, recs, now); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -133,23 +134,23 @@ func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.
 	if err != nil {
 		return nil, nil, err
 	}
-	records, err := r.storageRecords(ctx)
+	recs, err := r.storageRecords(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !r.gone.seeded {
-		for _, why := range r.gone.seed(slices.Collect(maps.Values(records)), snap.VolumeAttachments, r.RecordNamespace, now) {
+		for _, why := range r.gone.seed(slices.Collect(maps.Values(recs)), snap.VolumeAttachments, r.RecordNamespace, now) {
 			r.Log.Info("record not trusted: " + why)
 		}
 	}
 	r.gone.observe(snap, now)
 	snap.NodesGoneSince = r.gone.copy()
-	return snapshot.New(*snap), records, nil
+	return snapshot.New(*snap), recs, nil
 }
 
 // syncAll keeps the record of every current finding and returns when to
 // look again and what could not be recorded.
-func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot, current map[string]drift.Finding, records map[string]*v1alpha1.Finding, now time.Time) (time.Duration, []error) {
+func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot, current map[string]drift.Finding, recs map[string]*v1alpha1.Finding, now time.Time) (time.Duration, []error) {
 	nodes := nodesOf(snap)
 	// The live re-check sees the same durable node-gone records as the pass.
 	ev := act.Evidence{NodesGoneSince: snap.NodesGoneSince}
@@ -158,18 +159,18 @@ func (r *StorageReconciler) syncAll(ctx context.Context, snap *snapshot.Snapshot
 	requeue := storageResync
 	for id, f := range current {
 		subj := r.subjectOf(snap, nodes, f)
-		rec := records[id]
-		if rec != nil && rec.Namespace != subj.namespace {
+		rec := recs[id]
+		if rec != nil && rec.Namespace != subj.Namespace {
 			// Filed where this version no longer files it (a VolumeAttachment
 			// record in a claim's namespace): replace it, so that it starts
 			// again where its times count.
-			if err := r.Records.retire(ctx, rec); err != nil {
+			if err := r.Records.Retire(ctx, rec); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			rec = nil
 		}
-		after, err := r.Records.sync(ctx, apply, subj, f, rec, now)
+		after, err := r.Records.Sync(ctx, records.Path{Apply: apply}, subj, f, rec, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finding %s (%s %s): %w", f.ID, f.Check, f.Object.Name, err))
 			continue
@@ -233,32 +234,32 @@ func nodesOf(s *snapshot.Snapshot) subjectNodes {
 // in the controller's own namespace, where only the controller writes;
 // others in the namespace they concern (the claim's, the pod's), else in
 // the controller's own; owned by its subject.
-func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, f drift.Finding) subject {
-	subj := subject{namespace: f.Namespace, observeEvery: storageObserveEvery, owner: metav1.OwnerReference{
+func (r *StorageReconciler) subjectOf(s *snapshot.Snapshot, nodes subjectNodes, f drift.Finding) records.Subject {
+	subj := records.Subject{Namespace: f.Namespace, ObserveEvery: storageObserveEvery, Owner: metav1.OwnerReference{
 		APIVersion: "v1", Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID,
 	}}
 	// The live re-check must see the same durable records.
-	if subj.namespace == "" {
-		subj.namespace = r.RecordNamespace
+	if subj.Namespace == "" {
+		subj.Namespace = r.RecordNamespace
 	}
 	switch f.Object.Kind {
 	case check.KindVolumeAttachment:
-		subj.namespace = r.RecordNamespace
-		subj.owner.APIVersion = storagev1.SchemeGroupVersion.String()
-		subj.node = nodes.va[f.Object.Name]
-		if since, ok := s.NodesGoneSince[subj.node]; ok && subj.node != "" && s.Index().Node(subj.node) == nil {
-			subj.nodeGoneSince = &since
+		subj.Namespace = r.RecordNamespace
+		subj.Owner.APIVersion = storagev1.SchemeGroupVersion.String()
+		subj.Node = nodes.va[f.Object.Name]
+		if since, ok := s.NodesGoneSince[subj.Node]; ok && subj.Node != "" && s.Index().Node(subj.Node) == nil {
+			subj.NodeGoneSince = &since
 			if r.Policy.Storage.FenceGoneNodesAfter > 0 {
-				subj.observeEvery = nodeGoneRefresh
+				subj.ObserveEvery = nodeGoneRefresh
 			}
 		}
 	case "DataVolume":
-		subj.owner.APIVersion = cdiv1.SchemeGroupVersion.String()
+		subj.Owner.APIVersion = cdiv1.SchemeGroupVersion.String()
 	case "Pod":
-		subj.node = nodes.pod[f.Object.UID]
+		subj.Node = nodes.pod[f.Object.UID]
 	}
 	if f.Check == check.MultiAttachConflict {
-		subj.observed = multiAttachEvent
+		subj.Observed = multiAttachEvent
 	}
 	return subj
 }
@@ -288,7 +289,7 @@ func multiAttachText(f drift.Finding) string {
 
 // setupStorage registers the storage reconciler: every change to what the
 // storage checks read leads, batched, to one pass.
-func setupStorage(mgr manager.Manager, rs *records, base *act.Executor, policy check.Policy, o Options) error {
+func setupStorage(mgr manager.Manager, rs *records.Keeper, base *act.Executor, policy check.Policy, o Options) error {
 	r := &StorageReconciler{Cache: mgr.GetClient(), Records: rs, Policy: policy, RecordNamespace: o.Namespace}
 	var err error
 	if r.DataVolumes, err = served(mgr.GetRESTMapper(), cdiv1.SchemeGroupVersion, "DataVolume"); err != nil {

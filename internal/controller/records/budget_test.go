@@ -1,4 +1,4 @@
-package controller
+package records
 
 import (
 	"testing"
@@ -15,14 +15,14 @@ import (
 var none = window{}
 
 func TestBudget_tripsAndStaysTripped(t *testing.T) {
-	b := newBudget(2, time.Minute)
+	b := NewBudget(2, time.Minute)
 	if !b.take(t0, "a", none) || !b.take(t0.Add(time.Second), "b", none) {
 		t.Fatal("the first two actions must pass")
 	}
 	if b.take(t0.Add(2*time.Second), "c", none) {
 		t.Fatal("the third within the window must be refused")
 	}
-	if b.take(t0.Add(time.Hour), "d", none) || !b.isTripped() {
+	if b.take(t0.Add(time.Hour), "d", none) || !b.IsTripped() {
 		t.Fatal("once tripped, acting stays stopped")
 	}
 	if !b.unrecorded() {
@@ -31,7 +31,7 @@ func TestBudget_tripsAndStaysTripped(t *testing.T) {
 }
 
 func TestBudget_windowSlides(t *testing.T) {
-	b := newBudget(2, time.Minute)
+	b := NewBudget(2, time.Minute)
 	for i := 0; i < 10; i++ {
 		if !b.take(t0.Add(time.Duration(i)*31*time.Second), string(rune('a'+i)), none) {
 			t.Fatalf("action %d refused though at most 2 fall in any minute", i)
@@ -40,7 +40,7 @@ func TestBudget_windowSlides(t *testing.T) {
 }
 
 func TestBudget_refundGivesTheActionBack(t *testing.T) {
-	b := newBudget(1, time.Minute)
+	b := NewBudget(1, time.Minute)
 	if !b.take(t0, "a", none) {
 		t.Fatal("the first action must pass")
 	}
@@ -49,7 +49,7 @@ func TestBudget_refundGivesTheActionBack(t *testing.T) {
 		t.Fatal("a refunded action still counts")
 	}
 	b.refund("b", t0.Add(time.Hour)) // nothing reserved then: no effect
-	if b.take(t0.Add(2*time.Second), "c", none) || !b.isTripped() {
+	if b.take(t0.Add(2*time.Second), "c", none) || !b.IsTripped() {
 		t.Fatal("the limit no longer holds after a refund of nothing")
 	}
 }
@@ -57,7 +57,7 @@ func TestBudget_refundGivesTheActionBack(t *testing.T) {
 // The records' actions count whichever process made them, and an own
 // reservation the record already shows is not counted twice.
 func TestBudget_countsRecordedActionsOnce(t *testing.T) {
-	b := newBudget(3, time.Minute)
+	b := NewBudget(3, time.Minute)
 	if !b.take(t0, "ns/a", none) {
 		t.Fatal("first action refused")
 	}
@@ -78,10 +78,10 @@ func TestBudget_countsRecordedActionsOnce(t *testing.T) {
 // reset of that record starts it again, with the actions before the reset
 // no longer counted.
 func TestBudget_durableTripHeldUntilReset(t *testing.T) {
-	b := newBudget(2, time.Hour)
+	b := NewBudget(2, time.Hour)
 	recent := map[string]time.Time{"ns/x": t0.Add(-time.Minute), "ns/y": t0.Add(-time.Minute)}
 	tripped := window{actions: recent, breaker: findingrecord.BreakerState{Tripped: true}}
-	if b.take(t0, "ns/a", tripped) || !b.isTripped() {
+	if b.take(t0, "ns/a", tripped) || !b.IsTripped() {
 		t.Fatal("a tripped breaker record must stop a fresh process")
 	}
 	if b.unrecorded() {
@@ -94,7 +94,7 @@ func TestBudget_durableTripHeldUntilReset(t *testing.T) {
 	if !b.take(t0.Add(3*time.Second), "ns/a", reset) {
 		t.Fatal("after the reset the actions before it must not count")
 	}
-	if b.isTripped() {
+	if b.IsTripped() {
 		t.Fatal("the reset did not clear the trip")
 	}
 }
@@ -102,7 +102,7 @@ func TestBudget_durableTripHeldUntilReset(t *testing.T) {
 // An operator may reset the trip this process wrote before its cache ever
 // showed it tripped: the reset of that trip (same trip time) clears it.
 func TestBudget_resetOfOwnTripSeenOnlyAsReset(t *testing.T) {
-	b := newBudget(1, time.Hour)
+	b := NewBudget(1, time.Hour)
 	b.take(t0, "ns/a", none)
 	if b.take(t0.Add(time.Second), "ns/b", none) {
 		t.Fatal("over the limit")
@@ -117,7 +117,7 @@ func TestBudget_resetOfOwnTripSeenOnlyAsReset(t *testing.T) {
 // A trip of this process that the cache does not show yet (just written,
 // or the write failed) is never read as a reset.
 func TestBudget_ownTripNotClearedByALaggingCache(t *testing.T) {
-	b := newBudget(1, time.Hour)
+	b := NewBudget(1, time.Hour)
 	b.take(t0, "ns/a", none)
 	if b.take(t0.Add(time.Second), "ns/b", none) {
 		t.Fatal("over the limit")

@@ -1,4 +1,4 @@
-package controller
+package records
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 )
 
 func TestCoolingDown(t *testing.T) {
-	r := &records{Budget: newBudget(5, 10*time.Minute)}
+	r := &Keeper{Budget: NewBudget(5, 10*time.Minute)}
 	acted := func(reason string, ago time.Duration) *v1alpha1.Finding {
 		return record(phase(v1alpha1.PhaseResolved), func(f *v1alpha1.Finding) {
 			f.Status.Reason, f.Status.LastAttempt = reason, mt(t0.Add(-ago))
@@ -60,7 +60,7 @@ func TestSync_newRecordTimesNotBeforeItsCreation(t *testing.T) {
 	pass := t0.Add(-20 * time.Millisecond) // the pass's clock, read before the create
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
 	apply := func(context.Context, drift.Finding) drift.Result { t.Fatal("acted"); return drift.Result{} }
-	if _, err := rs.sync(context.Background(), apply, vmiSubject(vmi), f, nil, pass); err != nil {
+	if _, err := rs.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, nil, pass); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.Finding
@@ -109,7 +109,7 @@ func TestSync_claimCarriesTheAttemptTime(t *testing.T) {
 		}
 		return drift.Result{Outcome: drift.Applied}
 	}
-	if _, err := rs.sync(context.Background(), apply, vmiSubject(vmi), f, nil, t0); err != nil {
+	if _, err := rs.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	if !ran {
@@ -144,18 +144,18 @@ func TestSync_neverActsAlongsideAnotherClaim(t *testing.T) {
 	block := make(chan struct{})
 	// A claims and, while its action runs, B decides.
 	a := testRecords(t, c, cfg)
-	a.afterClaim = func(drift.Finding) {
+	a.AfterClaim = func(drift.Finding) {
 		b := testRecords(t, c, cfg)
-		if _, err := b.sync(context.Background(), apply, vmiSubject(vmi), f, seenByB, t0); err == nil {
+		if _, err := b.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, seenByB, t0); err == nil {
 			t.Error("B claimed over A's claim from a stale cache")
 		}
 		claimed := read()
-		if wait, err := b.sync(context.Background(), apply, vmiSubject(vmi), f, claimed, t0.Add(time.Second)); err != nil || wait <= 0 {
+		if wait, err := b.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, claimed, t0.Add(time.Second)); err != nil || wait <= 0 {
 			t.Errorf("B, seeing A's fresh claim, must wait: wait %s, error %v", wait, err)
 		}
 		close(block)
 	}
-	if _, err := a.sync(context.Background(), apply, vmiSubject(vmi), f, seenByA, t0); err != nil {
+	if _, err := a.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, seenByA, t0); err != nil {
 		t.Fatal(err)
 	}
 	<-block

@@ -1,4 +1,4 @@
-package controller
+package tenant
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -11,11 +11,11 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
-// watchInto sends a generic event for every VMI that a tenant change may
+// WatchInto sends a generic event for every VMI that a tenant change may
 // concern: the VMI of the VM the change's node resolves to, or, when the
 // node cannot be resolved or the change concerns the whole tenant (its CSI
 // driver), every VMI the tenant applies to.
-func (tw *tenantWatch) watchInto(infra client.Reader, q *wakeQueue) error {
+func (tw *Watch) WatchInto(infra client.Reader, q *WakeQueue) error {
 	te := tenantEvents{tw: tw, infra: infra, q: q}
 	_, err := tw.vas.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    te.vaChanged,
@@ -48,12 +48,12 @@ func (tw *tenantWatch) watchInto(infra client.Reader, q *wakeQueue) error {
 // tenantEvents turns changes in a tenant's caches into generic events for
 // the infra VMIs they may concern.
 type tenantEvents struct {
-	tw    *tenantWatch
+	tw    *Watch
 	infra client.Reader
-	q     *wakeQueue
+	q     *WakeQueue
 }
 
-// send wakes the VMIs with these keys (never blocking: see wakeQueue).
+// send wakes the VMIs with these keys (never blocking: see WakeQueue).
 func (te tenantEvents) send(keys []metav1.ObjectMeta) {
 	te.q.add(keys)
 }
@@ -131,7 +131,7 @@ func (te tenantEvents) nodeUpdated(old, o any) {
 }
 
 // keptOfNode is what of a Node or CSINode the evidence reads.
-func (tw *tenantWatch) keptOfNode(o any) any {
+func (tw *Watch) keptOfNode(o any) any {
 	switch n := unwrapTombstone(o).(type) {
 	case *corev1.Node:
 		return snapshot.NewTenantNode(n, nil, tw.driver())

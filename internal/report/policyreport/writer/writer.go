@@ -1,4 +1,14 @@
-package controller
+// Package writer keeps the controller's policy reports (policyReports.enabled,
+// --policy-reports) in step with its open Finding records: a runnable of its
+// own reads the records from the cache every interval, plans the reports
+// that changed (a pure plan), and applies and deletes them. The reports are
+// output only: nothing that decides or acts waits for the writer or reads
+// what it writes, and a failed write is logged and retried on the next pass.
+//
+// It must never write a Finding record nor decide about a finding; it reads
+// the records through their contract (package findingrecord) and imports
+// nothing of package controller.
+package writer
 
 import (
 	"context"
@@ -19,17 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 )
-
-// The policy reports (policyReports.enabled, --policy-reports) are output
-// only: a runnable of their own reads the Finding records from the cache
-// every interval and brings tether's reports in step with the open ones.
-// Nothing that decides or acts waits for it or reads what it writes, and
-// a failed write is logged and retried on the next pass.
 
 // reportResync is how often the reports are listed live again (to find
 // reports edited or deleted by hand, and after a restart) and a missing
@@ -107,8 +111,8 @@ func digest(r policyreport.Report) string {
 	return fmt.Sprintf("%x", sum[:])
 }
 
-// reportOptions say which reports the controller keeps.
-type reportOptions struct {
+// Options say which reports the controller keeps.
+type Options struct {
 	API policyreport.API
 	// Namespaces is the scope: empty for all namespaces, which also keeps
 	// the cluster report. A controller limited to namespaces writes no
@@ -123,7 +127,7 @@ type reportOptions struct {
 // wantedReports are the reports of the open findings among recs: a report
 // per namespace with results and, for all namespaces, the cluster report,
 // empty if need be.
-func wantedReports(recs []v1alpha1.Finding, o reportOptions) []policyreport.Report {
+func wantedReports(recs []v1alpha1.Finding, o Options) []policyreport.Report {
 	var es []policyreport.Entry
 	for i := range recs {
 		if e, ok := entryOf(&recs[i], o.Scope); ok {
@@ -146,8 +150,8 @@ func wantedReports(recs []v1alpha1.Finding, o reportOptions) []policyreport.Repo
 // the breaker, `tether fix`'s records, another scope's).
 func entryOf(rec *v1alpha1.Finding, scope string) (policyreport.Entry, bool) {
 	st := rec.Status
-	if _, err := check.Lookup(rec.Spec.Check); err != nil || ofOtherScope(rec, scope) ||
-		st.Phase == "" || finished(rec) {
+	if _, err := check.Lookup(rec.Spec.Check); err != nil || findingrecord.OfOtherScope(rec, scope) ||
+		st.Phase == "" || findingrecord.Finished(rec) {
 		return policyreport.Entry{}, false
 	}
 	f := drift.Finding{
@@ -172,13 +176,13 @@ func entryOf(rec *v1alpha1.Finding, scope string) (policyreport.Entry, bool) {
 	}}, true
 }
 
-// reportWriter is the runnable that keeps the reports; only the leader
+// Writer is the runnable that keeps the reports; only the leader
 // writes.
-type reportWriter struct {
+type Writer struct {
 	Cache  client.Reader
 	Live   client.Client
 	Mapper meta.RESTMapper
-	Opts   reportOptions
+	Opts   Options
 	// Interval is the time between passes: at most one write per report.
 	Interval time.Duration
 	Log      logr.Logger
@@ -193,14 +197,14 @@ type reportWriter struct {
 	lastErr string
 }
 
-var _ manager.LeaderElectionRunnable = (*reportWriter)(nil)
+var _ manager.LeaderElectionRunnable = (*Writer)(nil)
 
 // NeedLeaderElection: only the leader writes reports.
-func (w *reportWriter) NeedLeaderElection() bool { return true }
+func (w *Writer) NeedLeaderElection() bool { return true }
 
 // Start implements manager.Runnable; it never returns an error, so the
 // reports cannot stop the controller.
-func (w *reportWriter) Start(ctx context.Context) error {
+func (w *Writer) Start(ctx context.Context) error {
 	t := time.NewTicker(w.Interval)
 	defer t.Stop()
 	for {
@@ -214,7 +218,7 @@ func (w *reportWriter) Start(ctx context.Context) error {
 }
 
 // pass brings the reports in step once.
-func (w *reportWriter) pass(ctx context.Context, now time.Time) {
+func (w *Writer) pass(ctx context.Context, now time.Time) {
 	due := w.resynced.IsZero() || now.Sub(w.resynced) >= reportResync
 	if !w.installed {
 		if !due {
@@ -269,7 +273,7 @@ func (w *reportWriter) pass(ctx context.Context, now time.Time) {
 
 // findAPI reports whether the report API is served; when it is not, it
 // says so once, naming the fix.
-func (w *reportWriter) findAPI() bool {
+func (w *Writer) findAPI() bool {
 	namespaced, cluster := w.Opts.API.Kinds()
 	var missing []string
 	for _, kind := range []string{namespaced, cluster} {
@@ -293,7 +297,7 @@ func (w *reportWriter) findAPI() bool {
 }
 
 // failed logs err unless it is the one logged last.
-func (w *reportWriter) failed(err error) {
+func (w *Writer) failed(err error) {
 	if msg := err.Error(); msg != w.lastErr {
 		w.Log.Error(err, "policy reports not written; retrying")
 		w.lastErr = msg
@@ -302,7 +306,7 @@ func (w *reportWriter) failed(err error) {
 
 // resync lists tether's reports live: each one is written again on this
 // pass, and those no open finding wants any more are deleted.
-func (w *reportWriter) resync(ctx context.Context) error {
+func (w *Writer) resync(ctx context.Context) error {
 	st := reportState{}
 	namespaced, cluster := w.Opts.API.Kinds()
 	sel := client.MatchingLabels{policyreport.LabelManagedBy: policyreport.ManagedBy}
@@ -335,13 +339,13 @@ func (w *reportWriter) resync(ctx context.Context) error {
 	return nil
 }
 
-func (w *reportWriter) gvk(kind string) schema.GroupVersionKind {
+func (w *Writer) gvk(kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: w.Opts.API.Group(), Version: w.Opts.API.Version(), Kind: kind}
 }
 
 // apply writes r with a server-side apply under the controller's field
 // manager; the results list is replaced as a whole.
-func (w *reportWriter) apply(ctx context.Context, r policyreport.Report) error {
+func (w *Writer) apply(ctx context.Context, r policyreport.Report) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -357,7 +361,7 @@ func (w *reportWriter) apply(ctx context.Context, r policyreport.Report) error {
 }
 
 // delete removes tether's report k.
-func (w *reportWriter) delete(ctx context.Context, k reportKey) error {
+func (w *Writer) delete(ctx context.Context, k reportKey) error {
 	namespaced, cluster := w.Opts.API.Kinds()
 	kind := namespaced
 	if k.namespace == "" {
@@ -371,25 +375,4 @@ func (w *reportWriter) delete(ctx context.Context, k reportKey) error {
 		return fmt.Errorf("deleting %s %s: %w", kind, k, err)
 	}
 	return nil
-}
-
-// addReportWriter registers the policy reports' writer (policyReports).
-func addReportWriter(mgr manager.Manager, o Options) error {
-	pr := o.Config.PolicyReports
-	api, err := policyreport.ParseAPI(pr.API)
-	if err != nil {
-		return fmt.Errorf("policyReports.api: %w", err)
-	}
-	live, err := clients.New(o.RestConfig)
-	if err != nil {
-		return err
-	}
-	return mgr.Add(&reportWriter{
-		Cache:    mgr.GetClient(),
-		Live:     live,
-		Mapper:   mgr.GetRESTMapper(),
-		Opts:     reportOptions{API: api, Namespaces: o.Config.Scope.Namespaces, Scope: scopeID(o.Config.Scope)},
-		Interval: pr.Interval.Duration,
-		Log:      o.Log.WithName("policyreports"),
-	})
 }

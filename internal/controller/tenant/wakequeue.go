@@ -1,4 +1,4 @@
-package controller
+package tenant
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
-// wakeQueue holds the VMIs that tenant changes woke, each once, until the
+// WakeQueue holds the VMIs that tenant changes woke, each once, until the
 // leader's hot-plug controller takes them. The tenant watches run on every
 // replica, the controller only on the leader: a handler therefore never
 // waits for a reader, and what a standby holds is bounded by the number of
 // distinct VMIs, however many tenant events arrive.
-type wakeQueue struct {
+type WakeQueue struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]struct{}
 	// wake holds one token while something is pending.
@@ -24,8 +24,9 @@ type wakeQueue struct {
 	out chan event.GenericEvent
 }
 
-func newWakeQueue() *wakeQueue {
-	return &wakeQueue{
+// NewWakeQueue returns an empty queue.
+func NewWakeQueue() *WakeQueue {
+	return &WakeQueue{
 		pending: map[types.NamespacedName]struct{}{},
 		wake:    make(chan struct{}, 1),
 		out:     make(chan event.GenericEvent, 1024),
@@ -33,7 +34,7 @@ func newWakeQueue() *wakeQueue {
 }
 
 // add notes the VMIs with these keys as woken; it never blocks.
-func (q *wakeQueue) add(keys []metav1.ObjectMeta) {
+func (q *WakeQueue) add(keys []metav1.ObjectMeta) {
 	if len(keys) == 0 {
 		return
 	}
@@ -49,7 +50,7 @@ func (q *wakeQueue) add(keys []metav1.ObjectMeta) {
 }
 
 // take returns and forgets what is pending.
-func (q *wakeQueue) take() []types.NamespacedName {
+func (q *WakeQueue) take() []types.NamespacedName {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make([]types.NamespacedName, 0, len(q.pending))
@@ -61,7 +62,7 @@ func (q *wakeQueue) take() []types.NamespacedName {
 }
 
 // size is how many VMIs are pending.
-func (q *wakeQueue) size() int {
+func (q *WakeQueue) size() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.pending)
@@ -70,7 +71,7 @@ func (q *wakeQueue) size() int {
 // Start forwards the woken VMIs to the controller until ctx ends. It is a
 // manager runnable that needs leader election: it runs only where the
 // controller that drains out runs.
-func (q *wakeQueue) Start(ctx context.Context) error {
+func (q *WakeQueue) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,3 +88,7 @@ func (q *wakeQueue) Start(ctx context.Context) error {
 		}
 	}
 }
+
+// Out is the channel the hot-plug controller takes the woken VMIs from (a
+// channel source).
+func (q *WakeQueue) Out() <-chan event.GenericEvent { return q.out }

@@ -1,4 +1,12 @@
-package controller
+// Package tenant watches the tenant clusters whose VolumeAttachments are
+// evidence for the hot-plug check: informer caches of each tenant's
+// attachments, PVs, Nodes, CSINodes and CSIDrivers, the health of its
+// connection, what it says about one infra VMI, and the queue that wakes the
+// VMIs a tenant change may concern.
+//
+// It only reads tenants and enqueues: it never decides about a finding nor
+// writes to any cluster, and it imports nothing of package controller.
+package tenant
 
 import (
 	"context"
@@ -34,14 +42,14 @@ const byNode = "node"
 // tenant's caches are not trusted, even once requests succeed again.
 const tenantErrorHold = 30 * time.Second
 
-// tenantWatch keeps a tenant cluster's VolumeAttachments, PVs, Nodes (what
+// Watch keeps a tenant cluster's VolumeAttachments, PVs, Nodes (what
 // ties them to infra VMs, and the kubelet's volumes), CSINodes and CSIDrivers
 // in informer caches. Until all have synced, and while the connection has recently
 // failed, the tenant's evidence is "unknown", which never counts as "not
 // wanted" (informers stay "synced" through a partition). A cache that went
 // stale without any error is caught by the live tenant re-read that package
 // act does before acting.
-type tenantWatch struct {
+type Watch struct {
 	cfg      config.TenantConfig
 	rest     *rest.Config
 	fact     informers.SharedInformerFactory
@@ -75,6 +83,16 @@ func (c *connState) succeeded(at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastOK = at
+}
+
+// Name is the tenant's name in the configuration.
+func (tw *Watch) Name() string { return tw.cfg.Name }
+
+// Up reports whether the tenant's evidence counts at now: its caches have
+// synced and its API has not failed recently (tenantReachable).
+func (tw *Watch) Up(now time.Time) bool {
+	ok, _ := tw.conn.reachable(tw.synced(), now)
+	return ok
 }
 
 // reachable decides whether the caches count as evidence at now.
@@ -138,7 +156,8 @@ func (c *connState) watchError(ctx context.Context, r *toolscache.Reflector, err
 	c.failed(time.Now(), err)
 }
 
-func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
+// NewWatch prepares the watch of tenant tc; Start runs it.
+func NewWatch(tc config.TenantConfig) (*Watch, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", tc.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("config: tenants[%s].kubeconfig %s: %v", tc.Name, tc.Kubeconfig, err)
@@ -157,7 +176,7 @@ func newTenantWatch(tc config.TenantConfig) (*tenantWatch, error) {
 		return nil, err
 	}
 	fact := informers.NewSharedInformerFactory(cs, 0)
-	tw := &tenantWatch{cfg: tc, rest: rc, fact: fact, conn: conn,
+	tw := &Watch{cfg: tc, rest: rc, fact: fact, conn: conn,
 		vas:      fact.Storage().V1().VolumeAttachments().Informer(),
 		pvs:      fact.Core().V1().PersistentVolumes().Informer(),
 		nodes:    fact.Core().V1().Nodes().Informer(),
@@ -217,26 +236,26 @@ func keepNodeEvidence(driver string) toolscache.TransformFunc {
 const byHandle = "handle"
 
 // driver is the tenant's CSI driver name.
-func (tw *tenantWatch) driver() string {
+func (tw *Watch) driver() string {
 	if tw.cfg.Driver == "" {
 		return snapshot.DefaultCSIDriver
 	}
 	return tw.cfg.Driver
 }
 
-// source is the tenant for live re-reads in package act.
-func (tw *tenantWatch) source() observe.TenantSource {
+// Source is the tenant for live re-reads in package act.
+func (tw *Watch) Source() observe.TenantSource {
 	return observe.TenantSource{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver,
 		MatchNodesByName: tw.cfg.MatchNodesByName, Config: tw.rest}
 }
 
-// applies reports whether the tenant's evidence concerns VMIs of namespace ns.
-func (tw *tenantWatch) applies(ns string) bool {
+// Applies reports whether the tenant's evidence concerns VMIs of namespace ns.
+func (tw *Watch) Applies(ns string) bool {
 	return tw.cfg.Namespace == "" || tw.cfg.Namespace == ns
 }
 
 // tenantNodes returns every tenant node as the resolver reads it.
-func (tw *tenantWatch) tenantNodes() []snapshot.TenantNode {
+func (tw *Watch) tenantNodes() []snapshot.TenantNode {
 	objs := tw.nodes.GetStore().List()
 	out := make([]snapshot.TenantNode, 0, len(objs))
 	for _, o := range objs {
@@ -250,11 +269,11 @@ func (tw *tenantWatch) tenantNodes() []snapshot.TenantNode {
 	return out
 }
 
-// evidence returns what the tenant says about a VMI: all its nodes (so that
+// Evidence returns what the tenant says about a VMI: all its nodes (so that
 // the VMI's own and any unmappable ones are known), the VolumeAttachments
 // on the nodes that resolve to the VMI's VM with their PVs, and the PVs
 // whose volume handle is one of the VMI's volume or storage names.
-func (tw *tenantWatch) evidence(vmi *kubevirtv1.VirtualMachineInstance) snapshot.Tenant {
+func (tw *Watch) Evidence(vmi *kubevirtv1.VirtualMachineInstance) snapshot.Tenant {
 	t := snapshot.Tenant{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver, MatchNodesByName: tw.cfg.MatchNodesByName}
 	ok, why := tw.conn.reachable(tw.synced(), time.Now())
 	if !ok {
@@ -330,7 +349,7 @@ func vmiHandles(vmi *kubevirtv1.VirtualMachineInstance) []string {
 // vmisOf returns the keys of the VMIs a tenant node can stand for: the VMI
 // of the VM it resolves to, or, when it cannot be resolved (or is gone),
 // every VMI the tenant applies to.
-func (tw *tenantWatch) vmisOf(infra client.Reader, node string) []metav1.ObjectMeta {
+func (tw *Watch) vmisOf(infra client.Reader, node string) []metav1.ObjectMeta {
 	obj, ok, _ := tw.nodes.GetStore().GetByKey(node)
 	if ok {
 		var cn *storagev1.CSINode
@@ -350,7 +369,7 @@ func (tw *tenantWatch) vmisOf(infra client.Reader, node string) []metav1.ObjectM
 
 // vmOfNode returns the VM a Node or CSINode object stands for, with the
 // other half read from the caches; nil when it cannot be resolved.
-func (tw *tenantWatch) vmOfNode(obj any) *snapshot.InfraVM {
+func (tw *Watch) vmOfNode(obj any) *snapshot.InfraVM {
 	var node *corev1.Node
 	var cn *storagev1.CSINode
 	switch o := obj.(type) {
@@ -377,13 +396,13 @@ func (tw *tenantWatch) vmOfNode(obj any) *snapshot.InfraVM {
 }
 
 // synced reports whether all of the tenant's caches have synced.
-func (tw *tenantWatch) synced() bool {
+func (tw *Watch) synced() bool {
 	return tw.vas.HasSynced() && tw.pvs.HasSynced() && tw.nodes.HasSynced() && tw.csiNodes.HasSynced() && tw.drivers.HasSynced()
 }
 
 // allVMIs returns the keys of every VMI the tenant applies to; with a
 // handle, only those with a volume or storage of that name.
-func (tw *tenantWatch) allVMIs(infra client.Reader, handle string) []metav1.ObjectMeta {
+func (tw *Watch) allVMIs(infra client.Reader, handle string) []metav1.ObjectMeta {
 	var list kubevirtv1.VirtualMachineInstanceList
 	var opts []client.ListOption
 	if tw.cfg.Namespace != "" {
@@ -403,7 +422,7 @@ func (tw *tenantWatch) allVMIs(infra client.Reader, handle string) []metav1.Obje
 }
 
 // Start runs the informers (manager.Runnable, on every replica).
-func (tw *tenantWatch) Start(ctx context.Context) error {
+func (tw *Watch) Start(ctx context.Context) error {
 	tw.fact.Start(ctx.Done())
 	<-ctx.Done()
 	tw.fact.Shutdown()
@@ -411,4 +430,4 @@ func (tw *tenantWatch) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection: standby replicas keep warm caches too.
-func (tw *tenantWatch) NeedLeaderElection() bool { return false }
+func (tw *Watch) NeedLeaderElection() bool { return false }

@@ -1,4 +1,4 @@
-package controller
+package records
 
 import (
 	"slices"
@@ -345,41 +345,6 @@ func TestBackoff(t *testing.T) {
 		if got := bo(attempts); got != want {
 			t.Errorf("attempts %d: got %s want %s", attempts, got, want)
 		}
-	}
-}
-
-func TestTenantReachable(t *testing.T) {
-	now := t0
-	for _, c := range []struct {
-		name            string
-		synced          bool
-		lastErr, lastOK time.Time
-		want            bool
-	}{
-		{name: "not synced -> unknown", synced: false, want: false},
-		{name: "synced, never an error -> reachable", synced: true, lastOK: now.Add(-time.Second), want: true},
-		{name: "error 5s ago, requests succeed since -> unknown (the cache may still be stale)", synced: true,
-			lastErr: now.Add(-5 * time.Second), lastOK: now.Add(-time.Second), want: false},
-		{name: "error 29s ago -> unknown", synced: true, lastErr: now.Add(-29 * time.Second), lastOK: now, want: false},
-		{name: "error 31s ago, succeeded since -> reachable", synced: true,
-			lastErr: now.Add(-31 * time.Second), lastOK: now.Add(-20 * time.Second), want: true},
-		{name: "error 50s ago, nothing succeeded since (backing off) -> unknown", synced: true,
-			lastErr: now.Add(-50 * time.Second), lastOK: now.Add(-10 * time.Minute), want: false},
-		{name: "partitioned long ago, never recovered -> unknown", synced: true,
-			lastErr: now.Add(-time.Hour), lastOK: now.Add(-2 * time.Hour), want: false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			got, why := tenantReachable(c.synced, c.lastErr, "dial tcp: connection refused", c.lastOK, now)
-			if got != c.want {
-				t.Fatalf("reachable = %v (%s), want %v", got, why, c.want)
-			}
-			if !got && why == "" {
-				t.Fatal("unknown evidence without a reason")
-			}
-			if !got && c.synced && !strings.Contains(why, "connection refused") {
-				t.Fatalf("reason %q does not name the last error", why)
-			}
-		})
 	}
 }
 

@@ -1,4 +1,4 @@
-package controller
+package records
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 )
 
 func TestScopeID_namesTheScopeNotItsSpelling(t *testing.T) {
-	a := scopeID(config.ScopeConfig{Namespaces: []string{"b", "a"}, Selector: "x=y"})
-	if b := scopeID(config.ScopeConfig{Namespaces: []string{"a", "b"}, Selector: "x=y"}); a != b {
+	a := ScopeID(config.ScopeConfig{Namespaces: []string{"b", "a"}, Selector: "x=y"})
+	if b := ScopeID(config.ScopeConfig{Namespaces: []string{"a", "b"}, Selector: "x=y"}); a != b {
 		t.Fatal("the order of the namespaces changed the scope")
 	}
 	for _, other := range []config.ScopeConfig{
@@ -23,7 +23,7 @@ func TestScopeID_namesTheScopeNotItsSpelling(t *testing.T) {
 		{Namespaces: []string{"a", "b"}},
 		{Namespaces: []string{"a", "b"}, Selector: "x=y", VolumePrefix: "pvc-"},
 	} {
-		if scopeID(other) == a {
+		if ScopeID(other) == a {
 			t.Fatalf("%+v has the same id as another scope", other)
 		}
 	}
@@ -35,7 +35,7 @@ func TestScopeID_namesTheScopeNotItsSpelling(t *testing.T) {
 func TestResolveGone_leavesRecordsOfAnotherScope(t *testing.T) {
 	cfg := graceConfig(0, check.OrphanHotplugVolume)
 	cfg.Scope.Namespaces = []string{"ns"}
-	mine, theirs := scopeID(cfg.Scope), scopeID(config.ScopeConfig{Namespaces: []string{"ns", "other"}})
+	mine, theirs := ScopeID(cfg.Scope), ScopeID(config.ScopeConfig{Namespaces: []string{"ns", "other"}})
 	open := func(name, scope string) *v1alpha1.Finding {
 		f := &v1alpha1.Finding{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{}},
 			Spec:   v1alpha1.FindingSpec{ID: name, Check: check.OrphanHotplugVolume, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
@@ -56,7 +56,7 @@ func TestResolveGone_leavesRecordsOfAnotherScope(t *testing.T) {
 		}
 		byID[r.Name] = &stored
 	}
-	if err := rs.resolveGone(context.Background(), nil, byID, t0); err != nil {
+	if err := rs.ResolveGone(context.Background(), nil, byID, t0); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]v1alpha1.Phase{"mine": v1alpha1.PhaseResolved, "theirs": v1alpha1.PhaseWaiting, "unlabelled": v1alpha1.PhaseResolved}

@@ -1,4 +1,4 @@
-package controller
+package tenant
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func vmiKeys(batches, distinct int) [][]metav1.ObjectMeta {
 // drains their wake-ups: the handlers must never wait for it, and what the
 // standby holds stays bounded by the VMIs there are.
 func TestTenantEvents_neverBlockOnAStandby(t *testing.T) {
-	q := newWakeQueue() // nobody runs q.Start: a standby
+	q := NewWakeQueue() // nobody runs q.Start: a standby
 	te := tenantEvents{q: q}
 	done := make(chan struct{})
 	go func() {
@@ -45,7 +45,7 @@ func TestTenantEvents_neverBlockOnAStandby(t *testing.T) {
 // Once leading, every woken VMI reaches the controller, each once however
 // often it was woken.
 func TestWakeQueue_forwardsEachVMIOnce(t *testing.T) {
-	q := newWakeQueue()
+	q := NewWakeQueue()
 	for _, keys := range vmiKeys(1000, 10) {
 		q.add(keys)
 	}

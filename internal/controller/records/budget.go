@@ -1,4 +1,4 @@
-package controller
+package records
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
-// budget is the blast-radius limit: at most max actions in any window of
+// Budget is the blast-radius limit: at most max actions in any window of
 // length interval, cluster-wide. When an action would exceed it, the budget
 // trips and refuses every further action until an operator resets it: a
 // storm of orphans means something else is wrong, and an operator should
@@ -24,7 +24,7 @@ import (
 // earlier one, the "on restart" mode or `tether fix --apply` (which records
 // its actions in the controller's namespace). What this process reserved
 // and its cache does not show yet is held in pending.
-type budget struct {
+type Budget struct {
 	mu       sync.Mutex
 	max      int
 	interval time.Duration
@@ -42,8 +42,10 @@ type budget struct {
 	writtenAt time.Time
 }
 
-func newBudget(max int, interval time.Duration) *budget {
-	return &budget{max: max, interval: interval, pending: map[string]time.Time{}}
+// NewBudget is a budget of at most max actions within any window of length
+// interval.
+func NewBudget(max int, interval time.Duration) *Budget {
+	return &Budget{max: max, interval: interval, pending: map[string]time.Time{}}
 }
 
 // window is what the records show of the recent actions: the time of the
@@ -55,7 +57,7 @@ type window struct {
 
 // take reserves one action for the record key at now, given what the
 // records show; false means the limit is reached (now or earlier).
-func (b *budget) take(now time.Time, key string, w window) bool {
+func (b *Budget) take(now time.Time, key string, w window) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w.breaker.Tripped {
@@ -87,7 +89,7 @@ func (b *budget) take(now time.Time, key string, w window) bool {
 // count is the number of actions in the window before now: the recorded
 // ones since the last reset, and the reservations the records do not show
 // yet.
-func (b *budget) count(now time.Time, w window) int {
+func (b *Budget) count(now time.Time, w window) int {
 	in := func(t time.Time) bool {
 		return now.Sub(t) < b.interval && !t.Before(w.breaker.ResetAt)
 	}
@@ -111,14 +113,14 @@ func (b *budget) count(now time.Time, w window) int {
 	return n
 }
 
-func (b *budget) trip() {
+func (b *Budget) trip() {
 	b.tripped = true
 	metrics.BlastRadiusTripped.Set(1)
 }
 
 // unrecorded reports whether the process has tripped and has neither seen
 // nor written the breaker record that shows it.
-func (b *budget) unrecorded() bool {
+func (b *Budget) unrecorded() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.tripped && !b.durable && !b.written
@@ -126,7 +128,7 @@ func (b *budget) unrecorded() bool {
 
 // recorded notes that this process wrote its trip to the breaker record as
 // tripped at at (the trip becomes durable once the cache shows it).
-func (b *budget) recorded(at time.Time) {
+func (b *Budget) recorded(at time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.written, b.writtenAt = b.tripped, at
@@ -135,7 +137,7 @@ func (b *budget) recorded(at time.Time) {
 // refund gives back the reservation for key made at t, for an attempt that
 // changed nothing (refused on the live re-check, or forbidden). It never
 // clears a trip.
-func (b *budget) refund(key string, t time.Time) {
+func (b *Budget) refund(key string, t time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if got, ok := b.pending[key]; ok && got.Equal(t) {
@@ -143,8 +145,11 @@ func (b *budget) refund(key string, t time.Time) {
 	}
 }
 
-// isTripped reports whether acting has stopped in this process.
-func (b *budget) isTripped() bool {
+// IsTripped reports whether acting has stopped in this process.
+func (b *Budget) IsTripped() bool {
+	if b == nil {
+		return false
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.tripped
@@ -170,7 +175,7 @@ func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duratio
 // take reserves one action for the record rec at now, counting every
 // action the Finding records in the cache show; false means the
 // blast-radius limit is reached, now or earlier (durably: see breaker).
-func (rs *records) take(ctx context.Context, now time.Time, rec *v1alpha1.Finding) (bool, error) {
+func (rs *Keeper) take(ctx context.Context, now time.Time, rec *v1alpha1.Finding) (bool, error) {
 	w, err := rs.window(ctx, now)
 	if err != nil {
 		return false, err
@@ -192,7 +197,7 @@ func (rs *records) take(ctx context.Context, now time.Time, rec *v1alpha1.Findin
 }
 
 // window reads what the records show: the recent actions and the breaker.
-func (rs *records) window(ctx context.Context, now time.Time) (window, error) {
+func (rs *Keeper) window(ctx context.Context, now time.Time) (window, error) {
 	br, err := findingrecord.Breaker(ctx, rs.Cache, rs.Namespace)
 	if err != nil {
 		return window{}, err

@@ -1,0 +1,39 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/tether-dev/tether/internal/testing/fixture"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
+)
+
+// t0 is the unit tests' clock.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClient and graceConfig are fixture's, by their short names here.
+var (
+	fakeClient  = fixture.FakeClient
+	graceConfig = fixture.GraceConfig
+)
+
+// testRecords returns a record keeper on c whose clock is t0 and which has
+// watched all along.
+func testRecords(c client.Client, cfg *config.Config) *records.Keeper {
+	rs := records.New(cfg)
+	rs.Cache, rs.Live, rs.Namespace, rs.Identity = c, c, "tether-system", "test"
+	rs.Now, rs.Log = func() time.Time { return t0 }, logr.Discard()
+	rs.WatchingSince(t0.Add(-24 * time.Hour))
+	return rs
+}
+
+// statusBy is a managedFields entry of a manager that wrote the status.
+func statusBy(manager string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "tether.dev/v1alpha1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:lastObserved":{},"f:safeSince":{}}}`)}}
+}

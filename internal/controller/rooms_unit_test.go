@@ -1,0 +1,41 @@
+package controller
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The controller's rooms are packages of their own, and no arrow runs back
+// up: none of them depends on package controller (its wiring and
+// reconcilers), nor on another room. A room that needed the wiring, or a
+// sibling, would be part of it again.
+func TestRooms_noArrowBackUp(t *testing.T) {
+	const mod = "github.com/tether-dev/tether/internal/"
+	rooms := map[string]string{
+		"records": "./records",
+		"tenant":  "./tenant",
+		"writer":  "../report/policyreport/writer",
+	}
+	paths := map[string]string{
+		mod + "controller/records":         "records",
+		mod + "controller/tenant":          "tenant",
+		mod + "report/policyreport/writer": "writer",
+		mod + "controller":                 "controller",
+	}
+	for name, dir := range rooms {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", dir, err, out)
+		}
+		deps := strings.Fields(string(out))
+		if len(deps) < 10 {
+			t.Fatalf("go list %s returned too few packages to be the real graph: %v", dir, deps)
+		}
+		for _, dep := range deps {
+			if other, ok := paths[dep]; ok && other != name {
+				t.Errorf("room %s depends on %s: no arrow may run back up to the controller or across to another room", name, dep)
+			}
+		}
+	}
+}
