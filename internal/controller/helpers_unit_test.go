@@ -3,14 +3,13 @@ package controller
 import (
 	"time"
 
-	"github.com/tether-dev/tether/internal/testing/fixture"
-
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/testing/fakeclient"
 )
 
 // t0 is the unit tests' clock.
@@ -18,8 +17,8 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeClient and graceConfig are fixture's, by their short names here.
 var (
-	fakeClient  = fixture.FakeClient
-	graceConfig = fixture.GraceConfig
+	fakeClient  = fakeclient.FakeClient
+	graceConfig = fakeclient.GraceConfig
 )
 
 // testRecords returns a record keeper on c whose clock is t0 and which has

@@ -10,15 +10,17 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/testing/fakeclient"
 	"github.com/tether-dev/tether/internal/testing/fixture"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // testRecords returns a record keeper on c whose clock is t0 and which has
@@ -57,8 +59,8 @@ func ours(rec *v1alpha1.Finding) *v1alpha1.Finding {
 
 // fakeClient and graceConfig are fixture's, by their short names here.
 var (
-	fakeClient  = fixture.FakeClient
-	graceConfig = fixture.GraceConfig
+	fakeClient  = fakeclient.FakeClient
+	graceConfig = fakeclient.GraceConfig
 )
 
 func resolvedRecord(f drift.Finding) *v1alpha1.Finding {
