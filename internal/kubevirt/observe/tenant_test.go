@@ -122,7 +122,7 @@ func TestObserve_tenantAsTheDriverLeavesIt(t *testing.T) {
 
 func readerRole(t *testing.T) *rbacv1.ClusterRole {
 	t.Helper()
-	data, err := os.ReadFile("../../config/rbac/tenant-reader.yaml")
+	data, err := os.ReadFile("../../../config/rbac/tenant-reader.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
