@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -39,18 +40,22 @@ func recordsNeed(cfg *config.Config, checks bool, ownNS string) *need {
 	return &need{feature: "records (Finding objects, Events)", fix: fixBase, grants: g}
 }
 
+// hotplugNeed is what the hot-plug loop reads and writes, when a check of
+// that loop (its row's Loop) is enabled.
 func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
-	if !cfg.Enabled(check.OrphanHotplugVolume) {
+	if !slices.ContainsFunc(check.InLoop(check.LoopHotplug), cfg.Enabled) {
 		return nil
 	}
 	g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), clusterWide(reads("kubevirt.io", "kubevirts")),
 		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
 			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
-	return &need{feature: check.OrphanHotplugVolume, fix: fixBase, grants: g}
+	return &need{feature: strings.Join(check.InLoop(check.LoopHotplug), ", "), fix: fixBase, grants: g}
 }
 
+// storageNeed is what the storage loop reads, when a check of that loop is
+// enabled.
 func storageNeed(cfg *config.Config, _ bool, _ string) *need {
-	if !slices.ContainsFunc(config.StorageChecks(), cfg.Enabled) {
+	if !slices.ContainsFunc(check.InLoop(check.LoopStorage), cfg.Enabled) {
 		return nil
 	}
 	g := slices.Concat(clusterWide(reads("", "nodes", "persistentvolumes")), clusterWide(reads("storage.k8s.io", "volumeattachments")),

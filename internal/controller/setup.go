@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
-	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
@@ -14,10 +18,6 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/report/policyreport/writer"
-	"k8s.io/apimachinery/pkg/api/meta"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // newRecords builds the record keeper every reconciler shares, with the one
@@ -67,13 +67,14 @@ func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *record
 	if err != nil {
 		return nil, err
 	}
-	if o.Config.Enabled(check.OrphanHotplugVolume) {
+	// Each loop runs when a check whose row names it is enabled.
+	if slices.ContainsFunc(check.InLoop(check.LoopHotplug), o.Config.Enabled) {
 		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
 		if err := r.setup(mgr); err != nil {
 			return nil, err
 		}
 	}
-	if slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
+	if slices.ContainsFunc(check.InLoop(check.LoopStorage), o.Config.Enabled) {
 		return tenants, setupStorage(mgr, rs, ex, policy, o)
 	}
 	return tenants, nil
