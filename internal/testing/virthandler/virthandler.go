@@ -57,8 +57,9 @@ const (
 // MachineType is the machine type the emulated domains report.
 const MachineType = "q35"
 
-// Switch holds the nodes whose virt-handler is down. Its zero value has
-// every handler up; it is safe for concurrent use.
+// Switch holds the nodes whose virt-handler is down (or any other set of
+// names switched on, such as the VMIs whose migration is held). Its zero
+// value has every handler up; it is safe for concurrent use.
 type Switch struct {
 	mu   sync.Mutex
 	down map[string]bool
