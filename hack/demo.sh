@@ -6,8 +6,9 @@
 # tether fix --apply, tether audit again, and shows that exactly the orphans
 # went away. KEEP=1 leaves the environment running afterwards. KUBEVIRT=real
 # runs it on real KubeVirt (virt-api and virt-controller built by
-# hack/kubevirt.sh) instead of the emulator; there, migrations are not
-# played, so node-3 does not migrate and its orphan is detached too.
+# hack/kubevirt.sh) instead of the emulator; there a migration converges at
+# once (only tests, in process, can hold one), so the demo does not migrate
+# node-3 and its orphan is detached too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENV_DIR=.tether-env

@@ -44,12 +44,18 @@ func newWorldIn(t *testing.T, env *testenv.Env) *world {
 	return w
 }
 
-func (w *world) claims(names ...string) {
+func (w *world) claims(names ...string) { w.claimsWith(corev1.ReadWriteOnce, names...) }
+
+// sharedClaims are ReadWriteMany, as a live migration needs
+// (virt-handler's checkVolumesForMigration).
+func (w *world) sharedClaims(names ...string) { w.claimsWith(corev1.ReadWriteMany, names...) }
+
+func (w *world) claimsWith(mode corev1.PersistentVolumeAccessMode, names ...string) {
 	for _, n := range names {
 		pvc := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: w.ns},
 			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				AccessModes: []corev1.PersistentVolumeAccessMode{mode},
 				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 			},
 		}

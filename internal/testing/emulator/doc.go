@@ -164,7 +164,11 @@
 //   - A VirtualMachineInstanceMigration sets the VMI's status.migrationState
 //     for Options.MigrationDuration, then completes it, moves the VMI (and new
 //     launcher and attachment pods) to the target node and marks the
-//     migration Succeeded. The target node is the annotation
+//     migration Succeeded. The handlers' part (the target's address and
+//     ports, the start, the domain detected, the acknowledgement that moves
+//     the VMI, completed, the target label dropped) is package virthandler's,
+//     as in the world with real KubeVirt; the emulator compresses it into
+//     two writes. The target node is the annotation
 //     emulator.tether.dev/target-node on the migration, else
 //     Options.TargetNodeName, else Options.NodeName if the VMI is already
 //     there. Hot-plug changes wait until the migration ends.

@@ -9,6 +9,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/testing/emulator/volreq"
+	"github.com/tether-dev/tether/internal/testing/virthandler"
 )
 
 // syncMigration drives one VirtualMachineInstanceMigration: Pending →
@@ -44,15 +45,23 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 		if volreq.Migrating(vmi) {
 			return false, 200 * time.Millisecond, nil // another migration is under way
 		}
-		now := metav1.Now()
+		// virt-controller's hand-off (migration.go:1199-1293): the state
+		// names both nodes, and a label tells the target's handler.
 		vmi.Status.MigrationState = &virtv1.VirtualMachineInstanceMigrationState{
-			StartTimestamp: &now,
-			SourceNode:     vmi.Status.NodeName,
-			TargetNode:     e.targetNode(m, vmi),
-			MigrationUID:   m.UID,
-			Mode:           virtv1.MigrationPreCopy,
+			SourceNode:   vmi.Status.NodeName,
+			TargetNode:   e.targetNode(m, vmi),
+			MigrationUID: m.UID,
 		}
-		e.migrationStarted(m.UID, now.Time)
+		if vmi.Labels == nil {
+			vmi.Labels = map[string]string{}
+		}
+		vmi.Labels[virtv1.MigrationTargetNodeNameLabel] = vmi.Status.MigrationState.TargetNode
+		// The handlers take over (package virthandler, as in the world with
+		// real KubeVirt): the target publishes where it listens, the source
+		// starts sending; the copy converges after MigrationDuration.
+		virthandler.MigrationTarget(vmi, vmi.Status.MigrationState.TargetNode, migrationHost(false))
+		virthandler.MigrationSource(vmi, vmi.Status.NodeName)
+		e.migrationStarted(m.UID, time.Now())
 		e.log.Info("migration started", "namespace", ns, "vmi", vmi.Name, "migration", m.Name,
 			"source", vmi.Status.NodeName, "target", vmi.Status.MigrationState.TargetNode)
 		return true, 0, e.writeVMI(ctx, vmi)
@@ -69,11 +78,21 @@ func (e *Emulator) syncMigration(ctx context.Context, ns, name string) (bool, ti
 	if left := e.o.MigrationDuration - time.Since(e.migrationStart(m.UID, state)); left > 0 {
 		return false, left, nil
 	}
-	now := metav1.Now()
-	state.Completed, state.EndTimestamp = true, &now
-	vmi.Status.NodeName = state.TargetNode
+	// The copy converged: the target's handler detects the domain,
+	// acknowledges completion (the VMI moves to the target), finalizes and
+	// cleans up, here in one write.
+	for i := 0; i < 8; i++ {
+		if !virthandler.MigrationTarget(vmi, state.TargetNode, migrationHost(true)) {
+			break
+		}
+	}
 	e.log.Info("migration completed", "namespace", ns, "vmi", vmi.Name, "migration", m.Name, "node", state.TargetNode)
 	return true, 0, e.writeVMI(ctx, vmi)
+}
+
+// migrationHost is what a target node's handler knows of its host.
+func migrationHost(converged bool) virthandler.TargetHost {
+	return virthandler.TargetHost{Address: "127.0.0.1", Ports: virthandler.DefaultTargetPorts(), Converged: converged}
 }
 
 // targetNode picks the annotation, else TargetNodeName, else NodeName when

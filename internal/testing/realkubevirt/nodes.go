@@ -80,9 +80,12 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // bindLoop is a minimal scheduler: every 100 ms it binds pods that wait for
-// the default scheduler to the first kwok Node that their node selector and
-// required hostname affinity allow. It ignores resources and taints, which
-// no test here exercises.
+// the default scheduler to the first kwok Node that their node selector,
+// required node affinity and required pod anti-affinity on the hostname
+// allow (virt-controller gives a migration's target launcher pod one
+// against the VMI's other pods, migration.go:889-911, so that it lands on
+// another node). It ignores resources and taints, which no test here
+// exercises.
 func (k *KubeVirt) bindLoop(ctx context.Context) { every(ctx, 100*time.Millisecond, k.bindPass) }
 
 func (k *KubeVirt) bindPass(ctx context.Context) {
@@ -94,12 +97,20 @@ func (k *KubeVirt) bindPass(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	var bound []corev1.Pod
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if pod.DeletionTimestamp != nil || (pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName) {
 			continue
 		}
-		if node := placeFor(pod, nodes.Items); node != "" {
+		if bound == nil && hasPodAntiAffinity(pod) {
+			all, err := k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return
+			}
+			bound = all.Items
+		}
+		if node := placeFor(pod, nodes.Items, bound); node != "" {
 			b := &corev1.Binding{
 				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
@@ -111,11 +122,16 @@ func (k *KubeVirt) bindPass(ctx context.Context) {
 
 // placeFor picks the first node whose labels satisfy the pod's nodeSelector
 // and every required node-affinity term it can read (In/NotIn/Exists on
-// node labels; terms are ORed, expressions ANDed, as the scheduler does).
-func placeFor(pod *corev1.Pod, nodes []corev1.Node) string {
+// node labels; terms are ORed, expressions ANDed, as the scheduler does),
+// and that runs none of the pods its required anti-affinity on the
+// hostname names.
+func placeFor(pod *corev1.Pod, nodes []corev1.Node, pods []corev1.Pod) string {
 	for _, n := range nodes {
 		set := labels.Set(n.Labels)
 		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(set) {
+			continue
+		}
+		if repelled(pod, n.Name, pods) {
 			continue
 		}
 		if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
@@ -157,6 +173,44 @@ func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
 			return true
+		}
+	}
+	return false
+}
+
+func hasPodAntiAffinity(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}
+
+// repelled reports whether a required anti-affinity term of pod on the
+// hostname matches a pod of its namespace (or of the term's namespaces)
+// that is bound to node and not finished.
+func repelled(pod *corev1.Pod, node string, pods []corev1.Pod) bool {
+	if !hasPodAntiAffinity(pod) {
+		return false
+	}
+	for _, term := range pod.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if term.TopologyKey != corev1.LabelHostname {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil {
+			continue
+		}
+		namespaces := term.Namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{pod.Namespace}
+		}
+		for i := range pods {
+			o := &pods[i]
+			if o.Spec.NodeName != node || o.UID == pod.UID || !contains(namespaces, o.Namespace) ||
+				o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			if sel.Matches(labels.Set(o.Labels)) {
+				return true
+			}
 		}
 	}
 	return false

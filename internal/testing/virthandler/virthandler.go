@@ -21,7 +21,11 @@
 //     sorted by name (vm.go:676-678);
 //   - Shutdown: a deleted VMI's domain is shut down and the VMI Succeeded
 //     (processVmShutdown vm.go:1653, calculateVmPhaseForStatusReason
-//     vm.go:2319-2370).
+//     vm.go:2319-2370);
+//   - MigrationSource and MigrationTarget: live migration on the source and
+//     the target node (migration.go here, after migration-source.go and
+//     migration-target.go); while a migration runs, Step leaves the VMI
+//     alone (vm.go:410-413).
 //
 // Switch holds the nodes whose virt-handler is down: there none of these
 // steps is taken, as when virt-handler's pod on that node has crashed.
@@ -53,8 +57,9 @@ const (
 // MachineType is the machine type the emulated domains report.
 const MachineType = "q35"
 
-// Switch holds the nodes whose virt-handler is down. Its zero value has
-// every handler up; it is safe for concurrent use.
+// Switch holds the nodes whose virt-handler is down (or any other set of
+// names switched on, such as the VMIs whose migration is held). Its zero
+// value has every handler up; it is safe for concurrent use.
 type Switch struct {
 	mu   sync.Mutex
 	down map[string]bool
@@ -131,6 +136,8 @@ func Step(vmi *virtv1.VirtualMachineInstance, host Mounted, sw *Switch) bool {
 		return false
 	}
 	switch {
+	case vmi.DeletionTimestamp == nil && MigrationInProgress(vmi):
+		return false
 	case vmi.DeletionTimestamp != nil:
 		return Shutdown(vmi)
 	case vmi.Status.Phase == virtv1.Scheduled:
