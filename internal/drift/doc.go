@@ -7,7 +7,7 @@
 //
 // A platform (KubeVirt, OpenStack) defines its own check names, action
 // types, block reasons and causes as values of these types, and plugs into
-// the plan/apply driver (internal/plan) through the Fixer interface here.
+// the plan/apply driver through internal/plan's Fixer interface.
 //
 // This package must never import a platform's packages, do I/O or read the
 // clock: it is the floor both platforms stand on.
