@@ -31,6 +31,12 @@ const (
 	MultiAttachConflict = "MultiAttachConflict"
 	// BlockedDeletion: an object stuck terminating on a protection finalizer.
 	BlockedDeletion = "BlockedDeletion"
+	// PhantomAttach: a tenant VolumeAttachment says attached, the VMI has
+	// no Ready hot-plug of its volume.
+	PhantomAttach = "PhantomAttach"
+	// AttachAlreadyPresent: a tenant attach fails with "already exists"
+	// while the VMI has the volume Ready.
+	AttachAlreadyPresent = "AttachAlreadyPresent"
 )
 
 // Input is what every check decides from. Make it with NewInput; the checks
@@ -244,6 +250,18 @@ func All() []Check {
 			Subjects: []string{"PersistentVolumeClaim", "PersistentVolume", "DataVolume"}},
 			Run: FindBlockedDeletions, Loop: LoopStorage,
 			Reads: snapshot.KindStorage | snapshot.KindPods | snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindVMs},
+		// The tenant attach checks decide per VMI from the VMI, its VM and
+		// the tenants' evidence, which is what the hot-plug loop's
+		// snapshot holds (the tenant watch's VolumeAttachments keep their
+		// status, and their changes wake the VMI of their node).
+		{Row: drift.Row{Name: PhantomAttach, Doc: "a tenant VolumeAttachment that says attached while its VMI has no Ready hot-plug of the volume", Page: page(PhantomAttach),
+			Subjects: []string{"VirtualMachineInstance"}},
+			Run: FindPhantomAttachments, Loop: LoopHotplug,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs},
+		{Row: drift.Row{Name: AttachAlreadyPresent, Doc: "a tenant attach that fails with \"already exists\" while its VMI has the volume Ready", Page: page(AttachAlreadyPresent),
+			Subjects: []string{"VirtualMachineInstance"}},
+			Run: FindAttachAlreadyPresent, Loop: LoopHotplug,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs},
 	}
 }
 

@@ -122,4 +122,18 @@ const (
 	// may retry or re-create): a reference is removed only when no PVC and
 	// no DataVolume of that name exists at all.
 	StorageExists drift.BlockReason = "StorageExists"
+	// HotplugMissing: a tenant VolumeAttachment says attached while the
+	// VMI of its node has no Ready hot-plug of that volume handle. Only the
+	// CSI driver can make the two agree (by publishing again); tether never
+	// writes a VolumeAttachment's status.
+	HotplugMissing drift.BlockReason = "HotplugMissing"
+	// DriverNotIdempotent: a tenant attach fails because the volume
+	// "already exists" while the VMI has it Ready: the infra side is right
+	// and the CSI driver should have answered success.
+	DriverNotIdempotent drift.BlockReason = "DriverNotIdempotent"
+	// TenantAttachTooRecent: the tenant VolumeAttachment, or the VMI, is
+	// younger than Policy.TenantAttachGrace (a publish or a VMI start may
+	// still be under way), or its hot-plug is mid-lifecycle for less than
+	// that.
+	TenantAttachTooRecent drift.BlockReason = "TenantAttachTooRecent"
 )

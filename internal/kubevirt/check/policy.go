@@ -14,6 +14,13 @@ import (
 // VMI status.
 const DefaultMinAttachmentPodAge = 2 * time.Minute
 
+// DefaultTenantAttachGrace is how long a tenant VolumeAttachment and the
+// VMI of its node must exist before PhantomAttach and AttachAlreadyPresent
+// report them: longer than the 2 minutes the KubeVirt CSI driver's
+// ControllerPublishVolume waits for the hot-plug to become Ready
+// (kubevirt/csi-driver pkg/service/controller.go:465).
+const DefaultTenantAttachGrace = 5 * time.Minute
+
 // Scope limits what the checks look at and may act on. The scope is a safety
 // rule: nothing outside it is reported or touched.
 type Scope struct {
@@ -45,6 +52,10 @@ type Policy struct {
 	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
 	// means DefaultMinAttachmentPodAge.
 	MinAttachmentPodAge time.Duration
+	// TenantAttachGrace: tenant attachments and VMIs younger than this,
+	// and hot-plugs mid-lifecycle for less, are held (reported as info)
+	// by the tenant attach checks. Zero means DefaultTenantAttachGrace.
+	TenantAttachGrace time.Duration
 	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
@@ -59,6 +70,9 @@ func DefaultPolicy() Policy {
 func (p Policy) withDefaults() Policy {
 	if p.MinAttachmentPodAge == 0 {
 		p.MinAttachmentPodAge = DefaultMinAttachmentPodAge
+	}
+	if p.TenantAttachGrace == 0 {
+		p.TenantAttachGrace = DefaultTenantAttachGrace
 	}
 	p.Storage = p.Storage.withDefaults()
 	return p
@@ -80,6 +94,9 @@ func (p Policy) Validate() error {
 	errs = append(errs, p.Storage.validate()...)
 	if p.MinAttachmentPodAge < 0 {
 		errs = append(errs, fmt.Errorf("minimum attachment pod age must not be negative, got %s", p.MinAttachmentPodAge))
+	}
+	if p.TenantAttachGrace < 0 {
+		errs = append(errs, fmt.Errorf("tenant attach grace must not be negative, got %s", p.TenantAttachGrace))
 	}
 	return errors.Join(errs...)
 }

@@ -44,6 +44,9 @@ func readsWorld(r *rand.Rand) (*snapshot.Snapshot, Policy) {
 		}
 	}
 	s := hot.Only(snapshot.AllKinds)
+	// The tenant attach checks' world, from the same bytes.
+	ta := f.Snapshot(tenantAttachGen(b)...)
+	s.VMs, s.VMIs, s.Tenants = append(s.VMs, ta.VMs...), append(s.VMIs, ta.VMIs...), append(s.Tenants, ta.Tenants...)
 	s.Pods = append(append(s.Pods, st.Pods...), s.AttachmentPods...)
 	s.PVCs = append(s.PVCs, st.PVCs...)
 	s.Nodes, s.VolumeAttachments, s.PVs, s.CSIDrivers, s.NodesGoneSince = st.Nodes, st.VolumeAttachments, st.PVs, st.CSIDrivers, st.NodesGoneSince

@@ -47,6 +47,8 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 		// The storage worlds of the VolumeAttachment fuzz test too.
 		items, vp := vaWorld(b[:2])
 		found = append(found, Run(fixture.Snapshot(items...), vp, now)...)
+		// The worlds of the tenant attach checks.
+		found = append(found, Run(fixture.Snapshot(tenantAttachGen(b)...), DefaultPolicy(), now)...)
 		for _, f := range found {
 			c, ok := byName[f.Check]
 			if !ok {
@@ -61,7 +63,7 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{OrphanHotplugVolume, DanglingVolumeReference, StaleVolumeAttachment} {
+	for _, name := range []string{OrphanHotplugVolume, DanglingVolumeReference, StaleVolumeAttachment, PhantomAttach, AttachAlreadyPresent} {
 		if !seen[name] {
 			t.Errorf("the generated worlds never made a %s finding: the test does not reach it", name)
 		}
@@ -70,7 +72,7 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 
 // The controller's checks are the rows that name a loop.
 func TestInLoop(t *testing.T) {
-	if got := InLoop(); !slices.Equal(got, []string{OrphanHotplugVolume, StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion}) {
+	if got := InLoop(); !slices.Equal(got, []string{OrphanHotplugVolume, StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, AttachAlreadyPresent}) {
 		t.Fatalf("controller checks %v", got)
 	}
 	if got := InLoop(LoopStorage); !slices.Equal(got, []string{StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion}) {

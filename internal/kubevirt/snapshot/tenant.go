@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
 )
@@ -20,6 +21,15 @@ type TenantAttachment struct {
 	Handle string
 	// Deleting is true when the VolumeAttachment has a deletionTimestamp.
 	Deleting bool
+	// Attached is status.attached: the external-attacher's record that the
+	// driver's ControllerPublishVolume succeeded.
+	Attached bool
+	// AttachError is status.attachError.message ("" when none), and
+	// AttachErrorTime its time.
+	AttachError     string
+	AttachErrorTime time.Time
+	// Created is the VolumeAttachment's creationTimestamp.
+	Created time.Time
 }
 
 // TenantIndex is one tenant's evidence, indexed by node and volume handle.
@@ -34,6 +44,8 @@ type TenantIndex struct {
 
 	// byHandle holds the attachments of each volume handle, on any node.
 	byHandle map[string][]TenantAttachment
+	// byNode holds, per node, the attachments whose handle is known.
+	byNode map[string][]TenantAttachment
 	// unresolved holds, per node, attachments whose volume handle cannot be
 	// known (their PV is missing or has no CSI source). They may want any
 	// volume on that node.
@@ -173,6 +185,7 @@ func (ti *TenantIndex) indexPVs(t *Tenant) pvHandles {
 // to, makes that node unknown.
 func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, listed map[string]bool, pvs *pvHandles) {
 	ti.byHandle = make(map[string][]TenantAttachment, len(t.VolumeAttachments))
+	ti.byNode = map[string][]TenantAttachment{}
 	// One-entry lists are windows into buf rather than separate allocations.
 	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
 	for i := range t.VolumeAttachments {
@@ -191,6 +204,7 @@ func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, li
 				ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
 				return
 			}
+			ti.byNode[a.Node] = append(ti.byNode[a.Node], a)
 			k := a.Handle
 			if list, ok := ti.byHandle[k]; ok {
 				ti.byHandle[k] = append(list, a)
@@ -242,6 +256,11 @@ func eachAttachment(va *storagev1.VolumeAttachment, pvs *pvHandles, fn func(Tena
 		Name:     va.Name,
 		Node:     va.Spec.NodeName,
 		Deleting: va.DeletionTimestamp != nil,
+		Attached: va.Status.Attached,
+		Created:  va.CreationTimestamp.Time,
+	}
+	if e := va.Status.AttachError; e != nil {
+		a.AttachError, a.AttachErrorTime = e.Message, e.Time.Time
 	}
 	src := va.Spec.Source
 	switch {
@@ -267,6 +286,12 @@ func (t *TenantIndex) Attachments(handle string) []TenantAttachment {
 		return nil
 	}
 	return t.byHandle[handle]
+}
+
+// AttachmentsOn returns the tenant's attachments on node whose volume
+// handle is known, in the order the tenant listed them.
+func (t *TenantIndex) AttachmentsOn(node string) []TenantAttachment {
+	return t.byNode[node]
 }
 
 // Unresolved returns the tenant's attachments on node whose volume handle is
