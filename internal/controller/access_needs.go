@@ -43,13 +43,15 @@ func recordsNeed(cfg *config.Config, checks bool, ownNS string) *need {
 // hotplugNeed is what the hot-plug loop reads and writes, when a check of
 // that loop (its row's Loop) is enabled.
 func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
-	if !slices.ContainsFunc(check.InLoop(check.LoopHotplug), cfg.Enabled) {
+	// The need names the loop's enabled checks, the ones that would fail.
+	enabled := slices.DeleteFunc(check.InLoop(check.LoopHotplug), func(n string) bool { return !cfg.Enabled(n) })
+	if len(enabled) == 0 {
 		return nil
 	}
 	g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), clusterWide(reads("kubevirt.io", "kubevirts")),
 		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
 			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
-	return &need{feature: strings.Join(check.InLoop(check.LoopHotplug), ", "), fix: fixBase, grants: g}
+	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: g}
 }
 
 // storageNeed is what the storage loop reads, when a check of that loop is

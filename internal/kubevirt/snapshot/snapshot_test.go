@@ -154,6 +154,31 @@ func TestTenantAttachments(t *testing.T) {
 	}
 }
 
+// A tenant attachment keeps what the tenant attach checks compare: the
+// attacher's status (attached, the attach error and its time) and its age;
+// AttachmentsOn lists a node's attachments of known handle, in order.
+func TestTenantAttachmentStatus(t *testing.T) {
+	at := time.Unix(100, 0).UTC()
+	tenant := f.Tenant("t1",
+		f.Attaches("vm-a", "h1", f.Attached()),
+		f.Attaches("vm-a", "h2", f.AttachError("already exists", at), f.CreatedAt(at)),
+		f.WithAttachment(f.VolumeAttachment("missing-pv", "vm-a", "pv-gone")))
+	ti := f.Snapshot(tenant).Index().TenantsFor("default")[0]
+	on := ti.AttachmentsOn("vm-a")
+	if len(on) != 2 || on[0].Handle != "h1" || on[1].Handle != "h2" {
+		t.Fatalf("AttachmentsOn(vm-a) = %+v", on)
+	}
+	if !on[0].Attached || on[0].AttachError != "" {
+		t.Errorf("h1: %+v", on[0])
+	}
+	if on[1].Attached || on[1].AttachError != "already exists" || !on[1].AttachErrorTime.Equal(at) || !on[1].Created.Equal(at) {
+		t.Errorf("h2: %+v", on[1])
+	}
+	if len(ti.AttachmentsOn("vm-b")) != 0 {
+		t.Errorf("vm-b has no attachments")
+	}
+}
+
 func TestUnreachableTenantHasNoEvidence(t *testing.T) {
 	tenant := f.Tenant("t1", f.Attaches("vm-a", "h1"), f.Unreachable("timeout"))
 	ti := f.Snapshot(tenant).Index().TenantsFor("default")[0]
