@@ -14,6 +14,11 @@ import (
 // VMI status.
 const DefaultMinAttachmentPodAge = 2 * time.Minute
 
+// DefaultStuckPhaseGrace is how long a hot-plug volume must be known to
+// stay in a phase before StuckHotplugPhase calls it stuck: a normal attach
+// or detach moves on within seconds.
+const DefaultStuckPhaseGrace = 10 * time.Minute
+
 // Scope limits what the checks look at and may act on. The scope is a safety
 // rule: nothing outside it is reported or touched.
 type Scope struct {
@@ -45,6 +50,8 @@ type Policy struct {
 	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
 	// means DefaultMinAttachmentPodAge.
 	MinAttachmentPodAge time.Duration
+	// StuckPhaseGrace: see DefaultStuckPhaseGrace (zero means it).
+	StuckPhaseGrace time.Duration
 	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
@@ -59,6 +66,9 @@ func DefaultPolicy() Policy {
 func (p Policy) withDefaults() Policy {
 	if p.MinAttachmentPodAge == 0 {
 		p.MinAttachmentPodAge = DefaultMinAttachmentPodAge
+	}
+	if p.StuckPhaseGrace == 0 {
+		p.StuckPhaseGrace = DefaultStuckPhaseGrace
 	}
 	p.Storage = p.Storage.withDefaults()
 	return p
@@ -80,6 +90,9 @@ func (p Policy) Validate() error {
 	errs = append(errs, p.Storage.validate()...)
 	if p.MinAttachmentPodAge < 0 {
 		errs = append(errs, fmt.Errorf("minimum attachment pod age must not be negative, got %s", p.MinAttachmentPodAge))
+	}
+	if p.StuckPhaseGrace < 0 {
+		errs = append(errs, fmt.Errorf("stuck phase grace must not be negative, got %s", p.StuckPhaseGrace))
 	}
 	return errors.Join(errs...)
 }
