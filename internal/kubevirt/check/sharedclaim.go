@@ -56,52 +56,114 @@ func (u *claimUser) label() string { return u.kind + " " + u.name }
 //   - finding (warning), subject the PVC, action None.
 func FindSharedClaimConflicts(in Input) []drift.Finding {
 	in = in.ready()
-	byNS := map[string]map[string]map[string]*claimUser{} // ns → claim → user key → user
-	add := func(ns, claim, kind, name, how string, shareable bool, lbl map[string]string) *claimUser {
-		if claim == "" || !in.scope.volume(claim) {
-			return nil
+	// First pass: which claims have two users, without building anything
+	// for the many claims that have one.
+	type claimKey struct{ ns, claim string }
+	type userKey struct{ kind, name string }
+	type count struct {
+		first userKey
+		multi bool
+	}
+	counts := make(map[claimKey]count, len(in.Snapshot.PVCs))
+	eachClaimUse(in, func(u *claimUseAt) {
+		k, who := claimKey{u.ns, u.claim}, userKey{u.kind, u.name}
+		if c, ok := counts[k]; !ok {
+			counts[k] = count{first: who}
+		} else if !c.multi && c.first != who {
+			counts[k] = count{first: c.first, multi: true}
 		}
-		claims := byNS[ns]
-		if claims == nil {
-			claims = map[string]map[string]*claimUser{}
-			byNS[ns] = claims
+	})
+	// Second pass: the users of those claims, with the details.
+	byClaim := map[claimKey]map[userKey]*claimUser{}
+	eachClaimUse(in, func(at *claimUseAt) {
+		k := claimKey{at.ns, at.claim}
+		if !counts[k].multi {
+			return
 		}
-		users := claims[claim]
+		users := byClaim[k]
 		if users == nil {
-			users = map[string]*claimUser{}
-			claims[claim] = users
+			users = map[userKey]*claimUser{}
+			byClaim[k] = users
 		}
-		u := users[kind+"/"+name]
+		who := userKey{at.kind, at.name}
+		u := users[who]
 		if u == nil {
-			u = &claimUser{kind: kind, name: name}
-			users[kind+"/"+name] = u
+			u = &claimUser{kind: at.kind, name: at.name}
+			users[who] = u
 		}
-		if !slices.Contains(u.how, how) {
+		if how := at.how(); !slices.Contains(u.how, how) {
 			u.how = append(u.how, how)
 		}
-		u.shareable = u.shareable || shareable
-		u.selected = u.selected || in.scope.labels(lbl)
-		return u
+		u.shareable = u.shareable || at.shareable
+		u.selected = u.selected || in.scope.labels(at.labels)
+		if at.vmi != nil {
+			u.vmi = at.vmi
+		}
+	})
+	var out []drift.Finding
+	for k, byKey := range byClaim {
+		users := make([]*claimUser, 0, len(byKey))
+		for _, u := range byKey {
+			users = append(users, u)
+		}
+		if f, ok := decideSharedClaim(in, k.ns, k.claim, users); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// claimUseAt is one reference to a claim by a VM or a VMI.
+type claimUseAt struct {
+	ns, claim, kind, name string
+	// via and volume say where: "spec volume", "addvolume request" or
+	// "VMI <name> volume" (see how).
+	via, volume string
+	shareable   bool
+	labels      map[string]string
+	vmi         *kubevirtv1.VirtualMachineInstance
+}
+
+// how says where the reference is, for the evidence.
+func (u claimUseAt) how() string {
+	switch u.via {
+	case "spec":
+		return "spec volume " + u.volume
+	case "request":
+		return "addvolume request " + u.volume
+	}
+	return "VMI " + u.vmi.Name + " volume " + u.volume
+}
+
+// eachClaimUse calls fn for every in-scope claim reference of a VM not
+// being deleted (template volumes, addvolume requests) and of a VMI not
+// finished (spec volumes, counted as its VM's when VM-owned).
+func eachClaimUse(in Input, fn func(*claimUseAt)) {
+	var u claimUseAt // reused: fn must not keep it
+	use := func(at claimUseAt) {
+		if at.claim != "" && in.scope.volume(at.claim) {
+			u = at
+			fn(&u)
+		}
 	}
 	for i := range in.Snapshot.VMs {
 		vm := &in.Snapshot.VMs[i]
 		if !named(vm) || !in.scope.namespace(vm.Namespace) || IsTerminating(vm) {
 			continue
 		}
+		var lbl map[string]string
 		if t := vm.Spec.Template; t != nil {
+			lbl = t.ObjectMeta.Labels
 			for j := range t.Spec.Volumes {
 				v := &t.Spec.Volumes[j]
-				add(vm.Namespace, snapshot.ClaimName(v), "VM", vm.Name, "spec volume "+v.Name, diskShareable(&t.Spec, v.Name), t.ObjectMeta.Labels)
+				use(claimUseAt{ns: vm.Namespace, claim: snapshot.ClaimName(v), kind: "VM", name: vm.Name, labels: lbl,
+					via: "spec", volume: v.Name, shareable: diskShareable(&t.Spec, v.Name)})
 			}
 		}
 		for _, r := range vm.Status.VolumeRequests {
 			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
-				shareable := o.Disk != nil && o.Disk.Shareable != nil && *o.Disk.Shareable
-				var lbl map[string]string
-				if vm.Spec.Template != nil {
-					lbl = vm.Spec.Template.ObjectMeta.Labels
-				}
-				add(vm.Namespace, hotplugSourceClaim(o.VolumeSource), "VM", vm.Name, "addvolume request "+o.Name, shareable, lbl)
+				use(claimUseAt{ns: vm.Namespace, claim: hotplugSourceClaim(o.VolumeSource), kind: "VM", name: vm.Name, labels: lbl,
+					via: "request", volume: o.Name, shareable: o.Disk != nil && o.Disk.Shareable != nil && *o.Disk.Shareable})
 			}
 		}
 	}
@@ -116,26 +178,13 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 		}
 		for j := range vmi.Spec.Volumes {
 			v := &vmi.Spec.Volumes[j]
-			if u := add(vmi.Namespace, snapshot.ClaimName(v), kind, name, "VMI "+vmi.Name+" volume "+v.Name, diskShareable(&vmi.Spec, v.Name), vmi.Labels); u != nil {
-				u.vmi = vmi
-			}
+			use(claimUseAt{ns: vmi.Namespace, claim: snapshot.ClaimName(v), kind: kind, name: name, labels: vmi.Labels, vmi: vmi,
+				via: "vmi", volume: v.Name, shareable: diskShareable(&vmi.Spec, v.Name)})
 		}
 	}
-	var out []drift.Finding
-	for ns, claims := range byNS {
-		for claim, users := range claims {
-			if len(users) < 2 {
-				continue
-			}
-			if f, ok := decideSharedClaim(in, ns, claim, users); ok {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
 }
 
-func decideSharedClaim(in Input, ns, claim string, byKey map[string]*claimUser) (drift.Finding, bool) {
+func decideSharedClaim(in Input, ns, claim string, users []*claimUser) (drift.Finding, bool) {
 	pvc := in.Index.PVC(ns, claim)
 	if pvc == nil {
 		return drift.Finding{}, false
@@ -147,14 +196,12 @@ func decideSharedClaim(in Input, ns, claim string, byKey map[string]*claimUser) 
 	if len(modes) == 0 || slices.Contains(modes, corev1.ReadWriteMany) || slices.Contains(modes, corev1.ReadOnlyMany) {
 		return drift.Finding{}, false
 	}
-	users := make([]*claimUser, 0, len(byKey))
 	selected := false
-	for _, u := range byKey {
+	for _, u := range users {
 		if u.shareable {
 			return drift.Finding{}, false
 		}
 		selected = selected || u.selected
-		users = append(users, u)
 	}
 	if !selected {
 		return drift.Finding{}, false
