@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,4 +117,33 @@ func reportPerVMI(b *testing.B, findings int, cpu time.Duration) {
 		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/pass")
 	}
 	b.ReportMetric(float64(findings), "findings")
+}
+
+// BenchmarkReportOnlyCost is the all-checks pass with and without the
+// report-only checks of issue 29 (StuckHotplugPhase, SharedClaimConflict,
+// InterruptedVolumeMigration), in one run, for their share of the cost.
+func BenchmarkReportOnlyCost(b *testing.B) {
+	s := snapshot.New(benchSnapshot("mixed"))
+	report := []string{StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}
+	var before []string
+	for _, name := range Names() {
+		if !slices.Contains(report, name) {
+			before = append(before, name)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		checks []string
+	}{{"before", before}, {"after", Names()}, {"stuck", report[:1]}, {"shared", report[1:2]}, {"migration", report[2:]}} {
+		b.Run(c.name, func(b *testing.B) {
+			p := DefaultPolicy()
+			p.Checks = c.checks
+			b.ReportAllocs()
+			n, cpu := 0, processCPU()
+			for b.Loop() {
+				n = len(Run(s, p, now))
+			}
+			reportPerVMI(b, n, processCPU()-cpu)
+		})
+	}
 }

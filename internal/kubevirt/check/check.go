@@ -262,6 +262,25 @@ func All() []Check {
 			Subjects: []string{"VirtualMachineInstance"}},
 			Run: FindAttachAlreadyPresent, Loop: LoopHotplug,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
+		// Report only. No loop: the hot-plug loop's per-VMI snapshot has no
+		// attachment pods, which date the stuck states (without them every
+		// unplug would read as stuck for an unknown time).
+		{Row: drift.Row{Name: StuckHotplugPhase, Doc: "a hot-plug volume stuck in a phase KubeVirt should have left, who must act, and the KubeVirt release that fixes it", Page: page(StuckHotplugPhase),
+			Subjects: []string{"VirtualMachineInstance"}},
+			Run:   FindStuckHotplugPhases,
+			Reads: snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindKubeVirt},
+		// Report only. No loop: it needs every VM and VMI of a namespace at
+		// once; the hot-plug loop sees one VMI, the storage loop no VMs.
+		{Row: drift.Row{Name: SharedClaimConflict, Doc: "a claim only one node may use, referenced by two or more VMs, and who holds it", Page: page(SharedClaimConflict),
+			Subjects: []string{"PersistentVolumeClaim"}},
+			Run:   FindSharedClaimConflicts,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
+		// Report only. No loop: its subject is a VM without a running VMI,
+		// which the per-VMI hot-plug loop never visits.
+		{Row: drift.Row{Name: InterruptedVolumeMigration, Doc: "a VM left needing manual recovery by an interrupted volume migration, and which claim holds its data", Page: page(InterruptedVolumeMigration),
+			Subjects: []string{"VirtualMachine"}},
+			Run:   FindInterruptedVolumeMigrations,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
 	}
 }
 

@@ -27,7 +27,8 @@ func TestLookup(t *testing.T) {
 		t.Errorf("unknown check error must name it and the valid checks, got %v", err)
 	}
 	if got := Names(); !reflect.DeepEqual(got, []string{OrphanHotplugVolume, OrphanAttachmentPod, DanglingVolumeReference,
-		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, AttachAlreadyPresent}) {
+		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, AttachAlreadyPresent,
+		StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
 		t.Errorf("Names() = %v", got)
 	}
 }
@@ -238,7 +239,7 @@ func TestEveryBlockHasARemedy(t *testing.T) {
 }
 
 func TestChecksAcceptAHandBuiltInput(t *testing.T) {
-	s := f.Snapshot(append(append(orphanWorld(), storageChecksWorld()...), tenantAttachWorld()...)...)
+	s := f.Snapshot(append(append(append(orphanWorld(), storageChecksWorld()...), tenantAttachWorld()...), reportItems()...)...)
 	for _, c := range All() {
 		got := c.Run(Input{Snapshot: s, Policy: DefaultPolicy(), Now: now})
 		want := c.Run(NewInput(s, DefaultPolicy(), now))

@@ -136,4 +136,15 @@ const (
 	// still be under way), or its hot-plug is mid-lifecycle for less than
 	// that.
 	TenantAttachTooRecent drift.BlockReason = "TenantAttachTooRecent"
+	// WaitsForKubeVirt: the state is KubeVirt's to end (the component named
+	// in the evidence is expected to act; the fixes table says which
+	// release fixes it). tether never acts on it.
+	WaitsForKubeVirt drift.BlockReason = "WaitsForKubeVirt"
+	// ClaimReferencedTwice: a claim only one node may use is referenced by
+	// two or more VMs; which one keeps it is its owners' decision.
+	ClaimReferencedTwice drift.BlockReason = "ClaimReferencedTwice"
+	// ManualRecoveryRequired: KubeVirt refuses to start the VM after an
+	// interrupted volume migration until its volumes name their source
+	// claims again; which copy to keep is the owner's decision.
+	ManualRecoveryRequired drift.BlockReason = "ManualRecoveryRequired"
 )

@@ -21,6 +21,11 @@ const DefaultMinAttachmentPodAge = 2 * time.Minute
 // (kubevirt/csi-driver pkg/service/controller.go:465).
 const DefaultTenantAttachGrace = 5 * time.Minute
 
+// DefaultStuckPhaseGrace is how long a hot-plug volume must be known to
+// stay in a phase before StuckHotplugPhase calls it stuck: a normal attach
+// or detach moves on within seconds.
+const DefaultStuckPhaseGrace = 10 * time.Minute
+
 // Scope limits what the checks look at and may act on. The scope is a safety
 // rule: nothing outside it is reported or touched.
 type Scope struct {
@@ -56,6 +61,8 @@ type Policy struct {
 	// and hot-plugs mid-lifecycle for less, are held (reported as info)
 	// by the tenant attach checks. Zero means DefaultTenantAttachGrace.
 	TenantAttachGrace time.Duration
+	// StuckPhaseGrace: see DefaultStuckPhaseGrace (zero means it).
+	StuckPhaseGrace time.Duration
 	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
@@ -73,6 +80,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.TenantAttachGrace == 0 {
 		p.TenantAttachGrace = DefaultTenantAttachGrace
+	}
+	if p.StuckPhaseGrace == 0 {
+		p.StuckPhaseGrace = DefaultStuckPhaseGrace
 	}
 	p.Storage = p.Storage.withDefaults()
 	return p
@@ -97,6 +107,9 @@ func (p Policy) Validate() error {
 	}
 	if p.TenantAttachGrace < 0 {
 		errs = append(errs, fmt.Errorf("tenant attach grace must not be negative, got %s", p.TenantAttachGrace))
+	}
+	if p.StuckPhaseGrace < 0 {
+		errs = append(errs, fmt.Errorf("stuck phase grace must not be negative, got %s", p.StuckPhaseGrace))
 	}
 	return errors.Join(errs...)
 }

@@ -47,6 +47,15 @@ func readsWorld(r *rand.Rand) (*snapshot.Snapshot, Policy) {
 	// The tenant attach checks' world, from the same bytes.
 	ta := f.Snapshot(tenantAttachGen(b)...)
 	s.VMs, s.VMIs, s.Tenants = append(s.VMs, ta.VMs...), append(s.VMIs, ta.VMIs...), append(s.Tenants, ta.Tenants...)
+	// The report-only checks' world, in a namespace of its own.
+	rb := make([]byte, 96)
+	r.Read(rb)
+	rw, _, _ := (&gen{b: rb}).reportWorld()
+	s.VMs, s.VMIs, s.PVCs = append(s.VMs, rw.VMs...), append(s.VMIs, rw.VMIs...), append(s.PVCs, rw.PVCs...)
+	s.AttachmentPods = append(s.AttachmentPods, rw.AttachmentPods...)
+	if !hot.FeatureGates.Known {
+		s.FeatureGates = rw.FeatureGates
+	}
 	s.Pods = append(append(s.Pods, st.Pods...), s.AttachmentPods...)
 	s.PVCs = append(s.PVCs, st.PVCs...)
 	s.Nodes, s.VolumeAttachments, s.PVs, s.CSIDrivers, s.NodesGoneSince = st.Nodes, st.VolumeAttachments, st.PVs, st.CSIDrivers, st.NodesGoneSince

@@ -1,0 +1,275 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// SharedClaimConflict: a claim only one node may use, referenced by two or
+// more VMs. Report only.
+const SharedClaimConflict = "SharedClaimConflict"
+
+// claimUser is one VM (or standalone VMI) that references a claim.
+type claimUser struct {
+	kind, name string
+	// how lists where it references the claim ("spec volume disk0", ...).
+	how []string
+	// vmi is its VMI when that VMI is not finished and its spec uses the
+	// claim: then it holds the claim.
+	vmi       *kubevirtv1.VirtualMachineInstance
+	shareable bool
+	// selected: the scope's selector matches it (the VM's template
+	// labels, the VMI's labels).
+	selected bool
+}
+
+func (u *claimUser) label() string { return u.kind + " " + u.name }
+
+// FindSharedClaimConflicts proves that a claim only one node may use (its
+// access modes have neither ReadWriteMany nor ReadOnlyMany) is referenced by
+// two or more VMs of its namespace — spec volumes (persistentVolumeClaim, or
+// dataVolume, whose PVC CDI names after it), hot-plugs, and addvolume
+// requests not yet applied — with no user marking the disk shareable. Two
+// VMs cannot both start on it: one waits for ever, or, on one node, both
+// write to one filesystem. The finding names who holds it (the VMs whose
+// VMI runs and uses the claim) and who waits. Never acted on: which VM
+// should keep the claim is the owner's decision.
+//
+// Decisions, per in-scope claim of a namespace in scope:
+//   - users: VMs not being deleted (their template volumes and pending
+//     addvolume requests) and VMIs not finished (their spec volumes,
+//     counted as their owning VM, or as themselves when standalone); a VM
+//     and its own VMI are one user;
+//   - fewer than two users, or none that the scope's selector matches:
+//     no finding;
+//   - the PVC is missing or its access modes are unknown, shared
+//     (ReadWriteMany, ReadOnlyMany) or any user's disk is shareable: no
+//     finding;
+//   - finding (warning), subject the PVC, action None.
+func FindSharedClaimConflicts(in Input) []drift.Finding {
+	in = in.ready()
+	// First pass: which claims have two users, without building anything
+	// for the many claims that have one.
+	type claimKey struct{ ns, claim string }
+	type userKey struct{ kind, name string }
+	type count struct {
+		first userKey
+		multi bool
+	}
+	counts := make(map[claimKey]count, len(in.Snapshot.PVCs))
+	eachClaimUse(in, func(u *claimUseAt) {
+		k, who := claimKey{u.ns, u.claim}, userKey{u.kind, u.name}
+		if c, ok := counts[k]; !ok {
+			counts[k] = count{first: who}
+		} else if !c.multi && c.first != who {
+			counts[k] = count{first: c.first, multi: true}
+		}
+	})
+	// Second pass: the users of those claims, with the details.
+	byClaim := map[claimKey]map[userKey]*claimUser{}
+	eachClaimUse(in, func(at *claimUseAt) {
+		k := claimKey{at.ns, at.claim}
+		if !counts[k].multi {
+			return
+		}
+		users := byClaim[k]
+		if users == nil {
+			users = map[userKey]*claimUser{}
+			byClaim[k] = users
+		}
+		who := userKey{at.kind, at.name}
+		u := users[who]
+		if u == nil {
+			u = &claimUser{kind: at.kind, name: at.name}
+			users[who] = u
+		}
+		if how := at.how(); !slices.Contains(u.how, how) {
+			u.how = append(u.how, how)
+		}
+		u.shareable = u.shareable || at.shareable
+		u.selected = u.selected || in.scope.labels(at.labels)
+		if at.vmi != nil {
+			u.vmi = at.vmi
+		}
+	})
+	var out []drift.Finding
+	for k, byKey := range byClaim {
+		users := make([]*claimUser, 0, len(byKey))
+		for _, u := range byKey {
+			users = append(users, u)
+		}
+		if f, ok := decideSharedClaim(in, k.ns, k.claim, users); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// claimUseAt is one reference to a claim by a VM or a VMI.
+type claimUseAt struct {
+	ns, claim, kind, name string
+	// via and volume say where: "spec volume", "addvolume request" or
+	// "VMI <name> volume" (see how).
+	via, volume string
+	shareable   bool
+	labels      map[string]string
+	vmi         *kubevirtv1.VirtualMachineInstance
+}
+
+// how says where the reference is, for the evidence.
+func (u claimUseAt) how() string {
+	switch u.via {
+	case "spec":
+		return "spec volume " + u.volume
+	case "request":
+		return "addvolume request " + u.volume
+	}
+	return "VMI " + u.vmi.Name + " volume " + u.volume
+}
+
+// eachClaimUse calls fn for every in-scope claim reference of a VM not
+// being deleted (template volumes, addvolume requests) and of a VMI not
+// finished (spec volumes, counted as its VM's when VM-owned).
+func eachClaimUse(in Input, fn func(*claimUseAt)) {
+	var u claimUseAt // reused: fn must not keep it
+	use := func(at claimUseAt) {
+		if at.claim != "" && in.scope.volume(at.claim) {
+			u = at
+			fn(&u)
+		}
+	}
+	for i := range in.Snapshot.VMs {
+		vm := &in.Snapshot.VMs[i]
+		if !named(vm) || !in.scope.namespace(vm.Namespace) || IsTerminating(vm) {
+			continue
+		}
+		var lbl map[string]string
+		if t := vm.Spec.Template; t != nil {
+			lbl = t.ObjectMeta.Labels
+			for j := range t.Spec.Volumes {
+				v := &t.Spec.Volumes[j]
+				use(claimUseAt{ns: vm.Namespace, claim: snapshot.ClaimName(v), kind: "VM", name: vm.Name, labels: lbl,
+					via: "spec", volume: v.Name, shareable: diskShareable(&t.Spec, v.Name)})
+			}
+		}
+		for _, r := range vm.Status.VolumeRequests {
+			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
+				use(claimUseAt{ns: vm.Namespace, claim: hotplugSourceClaim(o.VolumeSource), kind: "VM", name: vm.Name, labels: lbl,
+					via: "request", volume: o.Name, shareable: o.Disk != nil && o.Disk.Shareable != nil && *o.Disk.Shareable})
+			}
+		}
+	}
+	for i := range in.Snapshot.VMIs {
+		vmi := &in.Snapshot.VMIs[i]
+		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || vmi.IsFinal() {
+			continue
+		}
+		kind, name := "VMI", vmi.Name
+		if own := VMOwner(vmi); own != nil {
+			kind, name = "VM", own.Name
+		}
+		for j := range vmi.Spec.Volumes {
+			v := &vmi.Spec.Volumes[j]
+			use(claimUseAt{ns: vmi.Namespace, claim: snapshot.ClaimName(v), kind: kind, name: name, labels: vmi.Labels, vmi: vmi,
+				via: "vmi", volume: v.Name, shareable: diskShareable(&vmi.Spec, v.Name)})
+		}
+	}
+}
+
+func decideSharedClaim(in Input, ns, claim string, users []*claimUser) (drift.Finding, bool) {
+	pvc := in.Index.PVC(ns, claim)
+	if pvc == nil {
+		return drift.Finding{}, false
+	}
+	modes := pvc.Status.AccessModes
+	if len(modes) == 0 {
+		modes = pvc.Spec.AccessModes
+	}
+	if len(modes) == 0 || slices.Contains(modes, corev1.ReadWriteMany) || slices.Contains(modes, corev1.ReadOnlyMany) {
+		return drift.Finding{}, false
+	}
+	selected := false
+	for _, u := range users {
+		if u.shareable {
+			return drift.Finding{}, false
+		}
+		selected = selected || u.selected
+	}
+	if !selected {
+		return drift.Finding{}, false
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i].label() < users[j].label() })
+	var holders, waiters []string
+	ev := []string{fmt.Sprintf("PVC %s/%s has access modes %s: one node at a time, and no user marks its disk shareable", ns, claim, modeList(modes))}
+	for _, u := range users {
+		if u.vmi != nil {
+			holders = append(holders, u.label())
+			ev = append(ev, fmt.Sprintf("held by %s: VMI %s is %s on node %s (%s)", u.label(), u.vmi.Name, orNone(string(u.vmi.Status.Phase)), orNone(u.vmi.Status.NodeName), strings.Join(u.how, ", ")))
+		} else {
+			waiters = append(waiters, u.label())
+			ev = append(ev, fmt.Sprintf("waited for by %s, which has no running VMI using it (%s)", u.label(), strings.Join(u.how, ", ")))
+		}
+	}
+	msg := fmt.Sprintf("claim %s/%s, usable by one node at a time, is referenced by %d VMs: ", ns, claim, len(users))
+	switch {
+	case len(holders) > 1:
+		msg += fmt.Sprintf("%s use it at once", strings.Join(holders, " and "))
+	case len(holders) == 1:
+		msg += fmt.Sprintf("%s holds it, %s cannot start or attach it", holders[0], strings.Join(waiters, ", "))
+	default:
+		msg += fmt.Sprintf("none runs now; only one of %s can", strings.Join(waiters, ", "))
+	}
+	f := drift.Finding{
+		Check:     SharedClaimConflict,
+		Namespace: ns,
+		Object:    drift.ObjectRef{Kind: "PersistentVolumeClaim", Name: pvc.Name, UID: pvc.UID},
+		Volume:    claim,
+		Severity:  drift.SeverityWarning,
+		Message:   msg,
+		Evidence:  ev,
+		Action: drift.Action{Type: drift.None, BlockedBy: ClaimReferencedTwice, Remedy: fmt.Sprintf("decide which VM keeps claim %s; remove it from the others "+
+			"(a hot-plug: `virtctl removevolume <vm> -n %s --volume-name=<volume> --dry-run` then without --dry-run; a spec volume: `kubectl edit vm <vm> -n %s` while that VM is stopped), "+
+			"or give each VM its own copy (a DataVolume cloned from it), or move it to a ReadWriteMany storage class; never stop the holder without its owner's consent",
+			claim, ns, ns)},
+	}
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	return f, true
+}
+
+// diskShareable reports whether the disk of volume name in spec is marked
+// shareable (spec.domain.devices.disks[].shareable).
+func diskShareable(spec *kubevirtv1.VirtualMachineInstanceSpec, name string) bool {
+	for _, d := range spec.Domain.Devices.Disks {
+		if d.Name == name {
+			return d.Shareable != nil && *d.Shareable
+		}
+	}
+	return false
+}
+
+// hotplugSourceClaim is the claim of an addvolume request's source.
+func hotplugSourceClaim(s *kubevirtv1.HotplugVolumeSource) string {
+	switch {
+	case s.PersistentVolumeClaim != nil:
+		return s.PersistentVolumeClaim.ClaimName
+	case s.DataVolume != nil:
+		return s.DataVolume.Name
+	}
+	return ""
+}
+
+func modeList(modes []corev1.PersistentVolumeAccessMode) string {
+	out := make([]string, len(modes))
+	for i, m := range modes {
+		out[i] = string(m)
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,173 @@
+package check
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// StuckHotplugPhase: a hot-plug volume status of a running VMI that stays
+// in a phase KubeVirt should have moved it out of. Report only.
+const StuckHotplugPhase = "StuckHotplugPhase"
+
+// stuckHotplug is one way a hot-plug phase gets stuck, as KubeVirt's own fixes
+// describe it.
+type stuckHotplug struct {
+	fix  Fix
+	what string
+	// since is when the state began, as far as the API shows it; zero when
+	// it cannot be known.
+	since time.Time
+	// sinceFact says what since is read from, or why it is unknown.
+	sinceFact string
+	next      string // the component expected to act next
+}
+
+// FindStuckHotplugPhases proves that a hot-plug volume of a running VMI is
+// in a phase KubeVirt should have moved it out of, names the component
+// expected to act next and, from the fixes table, the upstream fix and the
+// release that carries it compared with the running KubeVirt. It never
+// acts: the volume may be wanted, and deleting the attachment pods of a
+// live VMI can cost the guest its disk (kubevirt/kubevirt#16711, #18862).
+//
+// Decisions, per hot-plug volume status (hotplugVolume set) of a named,
+// in-scope VMI that is Running, not terminating and not migrating:
+//   - in the VMI spec and Detaching: the re-plug race (FixReplugDetaching);
+//     virt-controller must reset the phase; since when the attachment pod
+//     the status names was created (the re-plug made it);
+//   - in the VMI spec and its attachment pod is being deleted: the dying pod
+//     kept as current (FixDyingAttachPod); virt-controller must make a new
+//     one; since the pod's deletionTimestamp;
+//   - not in the VMI spec and Ready or MountedToPod: the unplug never ends
+//     (FixRemountAfterUnplug); virt-handler on the VMI's node must unmount;
+//     since the deletionTimestamp of the attachment pod, if it is being
+//     deleted, else unknown;
+//   - a known duration shorter than StuckPhaseGrace: no finding; a known
+//     one at least as long: warning; an unknown one: info, saying so.
+func FindStuckHotplugPhases(in Input) []drift.Finding {
+	in = in.ready()
+	var out []drift.Finding
+	for i := range in.Snapshot.VMIs {
+		vmi := &in.Snapshot.VMIs[i]
+		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) ||
+			vmi.Status.Phase != kubevirtv1.Running || IsTerminating(vmi) || IsMigrating(vmi) {
+			continue
+		}
+		for j := range vmi.Status.VolumeStatus {
+			vs := &vmi.Status.VolumeStatus[j]
+			if vs.HotplugVolume == nil || vs.Name == "" || !in.scope.volume(vs.Name) {
+				continue
+			}
+			s, ok := stuckState(in, vmi, vs)
+			if !ok {
+				continue
+			}
+			if f, ok := stuckFinding(in, vmi, vs, s); ok {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// stuckState classifies one hot-plug volume status (see
+// FindStuckHotplugPhases).
+func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (stuckHotplug, bool) {
+	inSpec := snapshot.VMIVolume(vmi, vs.Name) != nil
+	var pod *corev1.Pod
+	if name := vs.HotplugVolume.AttachPodName; name != "" {
+		pod = in.Index.AttachmentPod(vmi.Namespace, name)
+		if pod != nil && vs.HotplugVolume.AttachPodUID != "" && pod.UID != vs.HotplugVolume.AttachPodUID {
+			pod = nil // a newer pod of that name: not the one the status means
+		}
+	}
+	dying := pod != nil && pod.DeletionTimestamp != nil
+	switch {
+	case inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching:
+		s := stuckHotplug{fix: fixFor(FixReplugDetaching), next: "virt-controller",
+			what: "is in the VMI spec (wanted) but its status stays Detaching, as after an unplug and a re-plug under the same name"}
+		if pod != nil && !pod.CreationTimestamp.IsZero() {
+			s.since = pod.CreationTimestamp.Time
+			s.sinceFact = fmt.Sprintf("Detaching since at least the creation of its attachment pod %s (%s)", pod.Name, in.age(pod.CreationTimestamp))
+		} else {
+			s.sinceFact = "how long it has been Detaching cannot be known: KubeVirt keeps no time in the volume status, and the attachment pod it names is not in the snapshot"
+		}
+		return s, true
+	case inSpec && dying && !isDetaching(vs.Phase):
+		return stuckHotplug{fix: fixFor(FixDyingAttachPod), next: "virt-controller", since: pod.DeletionTimestamp.Time,
+			what:      fmt.Sprintf("is in the VMI spec (wanted) and its status (phase %s) still names attachment pod %s, which is being deleted", orNone(string(vs.Phase)), pod.Name),
+			sinceFact: fmt.Sprintf("attachment pod %s has been terminating since %s", pod.Name, pod.DeletionTimestamp.UTC().Format(time.RFC3339))}, true
+	case !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted):
+		s := stuckHotplug{fix: fixFor(FixRemountAfterUnplug), next: "virt-handler on node " + orNone(vmi.Status.NodeName),
+			what: fmt.Sprintf("is gone from the VMI spec (unplugged) but its status stays %s: the volume is still mounted into the guest's pod", vs.Phase)}
+		if dying {
+			s.since = pod.DeletionTimestamp.Time
+			s.sinceFact = fmt.Sprintf("its attachment pod %s has been terminating since %s", pod.Name, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
+		} else {
+			s.sinceFact = "how long it has been stuck cannot be known: KubeVirt keeps no time in the volume status or the VMI spec, and no terminating attachment pod dates the unplug"
+		}
+		return s, true
+	}
+	return stuckHotplug{}, false
+}
+
+func stuckFinding(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, s stuckHotplug) (drift.Finding, bool) {
+	sev := drift.SeverityInfo
+	how := "for an unknown time"
+	if !s.since.IsZero() {
+		d := in.Now.Sub(s.since)
+		if d < in.Policy.StuckPhaseGrace {
+			return drift.Finding{}, false
+		}
+		sev, how = drift.SeverityWarning, "for "+d.Round(time.Second).String()
+	}
+	ev := []string{
+		fmt.Sprintf("VMI %s/%s (Running on node %s): hot-plug volume %s %s", vmi.Namespace, vmi.Name, orNone(vmi.Status.NodeName), vs.Name, s.what),
+		s.sinceFact,
+		fmt.Sprintf("expected to act next: %s; failure mode %s: %s", s.next, s.fix.Mode, s.fix.What),
+		s.fix.verdict(in.Snapshot.FeatureGates),
+	}
+	f := drift.Finding{
+		Check:     StuckHotplugPhase,
+		Namespace: vmi.Namespace,
+		Object:    drift.ObjectRef{Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID},
+		Volume:    vs.Name,
+		Severity:  sev,
+		Message:   fmt.Sprintf("hot-plug volume %s of VMI %s/%s is stuck in phase %s %s; %s is expected to act", vs.Name, vmi.Namespace, vmi.Name, orNone(string(vs.Phase)), how, s.next),
+		Evidence:  ev,
+		Action:    drift.Action{Type: drift.None, BlockedBy: WaitsForKubeVirt, Remedy: stuckRemedy(in, vmi, vs, s)},
+	}
+	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	return f, true
+}
+
+// stuckRemedy is what an operator can run: look at the component expected
+// to act, upgrade where a release carries the fix, restart the VM as the
+// last resort; never delete the attachment pods of a live VMI.
+func stuckRemedy(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, s stuckHotplug) string {
+	ns, name := vmi.Namespace, vmi.Name
+	watch := fmt.Sprintf("`kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'`", name, ns)
+	look := "the virt-controller logs (`kubectl logs -n <kubevirt namespace> -l kubevirt.io=virt-controller`)"
+	if s.fix.Component == "virt-handler" {
+		look = fmt.Sprintf("virt-handler on node %s (`kubectl get pods -A -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName=%s`, and its logs): if it is down, the unplug waits for it",
+			orNone(vmi.Status.NodeName), orNone(vmi.Status.NodeName))
+	}
+	upgrade := ""
+	if running, err := snapshot.ParseKubeVirtVersion(in.Snapshot.FeatureGates.KubeVirtVersion); err == nil && in.Snapshot.FeatureGates.Known {
+		if yes, to, ok := s.fix.carried(running); ok && !yes {
+			upgrade = fmt.Sprintf("; upgrade KubeVirt to %s, which carries %s", to, s.fix.Change)
+		}
+	}
+	restart := "re-create the standalone VMI"
+	if own := VMOwner(vmi); own != nil {
+		restart = fmt.Sprintf("`virtctl restart %s -n %s`", own.Name, ns)
+	}
+	return fmt.Sprintf("watch %s and check %s%s; if it stays, restart the VM in a maintenance window (%s), which re-attaches its volumes; "+
+		"do not delete the attachment pods of the running VMI (kubevirt/kubevirt#16711, #18862): the guest can lose volume %s",
+		watch, look, upgrade, restart, vs.Name)
+}
