@@ -56,28 +56,20 @@ func (u *claimUser) label() string { return u.kind + " " + u.name }
 //   - finding (warning), subject the PVC, action None.
 func FindSharedClaimConflicts(in Input) []drift.Finding {
 	in = in.ready()
-	// First pass: which claims have two users, without building anything
-	// for the many claims that have one.
+	// First pass: which claims have two users, reading only names (no
+	// evidence, no labels, no disks) and building nothing for the many
+	// claims that have one user.
 	type claimKey struct{ ns, claim string }
 	type userKey struct{ kind, name string }
-	type count struct {
-		first userKey
-		multi bool
+	multi := claimsWithTwoUsers(in)
+	if len(multi) == 0 {
+		return nil
 	}
-	counts := make(map[claimKey]count, len(in.Snapshot.PVCs))
-	eachClaimUse(in, func(u *claimUseAt) {
-		k, who := claimKey{u.ns, u.claim}, userKey{u.kind, u.name}
-		if c, ok := counts[k]; !ok {
-			counts[k] = count{first: who}
-		} else if !c.multi && c.first != who {
-			counts[k] = count{first: c.first, multi: true}
-		}
-	})
 	// Second pass: the users of those claims, with the details.
 	byClaim := map[claimKey]map[userKey]*claimUser{}
 	eachClaimUse(in, func(at *claimUseAt) {
 		k := claimKey{at.ns, at.claim}
-		if !counts[k].multi {
+		if !multi[[2]string{at.ns, at.claim}] {
 			return
 		}
 		users := byClaim[k]
@@ -111,6 +103,67 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 		}
 	}
 	return out
+}
+
+// claimsWithTwoUsers returns the claims (namespace, name) that two or more
+// users reference, as eachClaimUse counts them, reading no more than it
+// must: most claims have one user, and the pass over every VM and VMI is
+// the whole cost of the check.
+func claimsWithTwoUsers(in Input) map[[2]string]bool {
+	type first struct {
+		vm    bool
+		name  string
+		multi bool
+	}
+	seen := make(map[[2]string]first, len(in.Snapshot.PVCs))
+	var multi map[[2]string]bool
+	note := func(ns, claim string, vm bool, name string) {
+		if claim == "" || !in.scope.volume(claim) {
+			return
+		}
+		k := [2]string{ns, claim}
+		f, ok := seen[k]
+		switch {
+		case !ok:
+			seen[k] = first{vm: vm, name: name}
+		case !f.multi && (f.vm != vm || f.name != name):
+			seen[k] = first{multi: true}
+			if multi == nil {
+				multi = map[[2]string]bool{}
+			}
+			multi[k] = true
+		}
+	}
+	for i := range in.Snapshot.VMs {
+		vm := &in.Snapshot.VMs[i]
+		if !named(vm) || !in.scope.namespace(vm.Namespace) || IsTerminating(vm) {
+			continue
+		}
+		if t := vm.Spec.Template; t != nil {
+			for j := range t.Spec.Volumes {
+				note(vm.Namespace, snapshot.ClaimName(&t.Spec.Volumes[j]), true, vm.Name)
+			}
+		}
+		for _, r := range vm.Status.VolumeRequests {
+			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
+				note(vm.Namespace, hotplugSourceClaim(o.VolumeSource), true, vm.Name)
+			}
+		}
+	}
+	for i := range in.Snapshot.VMIs {
+		vmi := &in.Snapshot.VMIs[i]
+		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || vmi.IsFinal() {
+			continue
+		}
+		vm, name := false, vmi.Name
+		if own := VMOwner(vmi); own != nil {
+			vm, name = true, own.Name
+		}
+		for j := range vmi.Spec.Volumes {
+			note(vmi.Namespace, snapshot.ClaimName(&vmi.Spec.Volumes[j]), vm, name)
+		}
+	}
+	return multi
 }
 
 // claimUseAt is one reference to a claim by a VM or a VMI.
