@@ -146,6 +146,19 @@ func leanWorld(data []byte) (*snapshot.Snapshot, Policy, time.Time) {
 		p.Storage.FenceGoneNodesAfter = time.Duration(1+g.n(30)) * time.Minute
 	}
 	leanStorage(g, &s)
+	// The worlds of the checks of 2025-2026, from the same bytes: tenant
+	// VolumeAttachments with their status (PhantomAttach,
+	// AttachAlreadyPresent), and VMs with shared claims, interrupted volume
+	// migrations and stuck hot-plug phases, in a namespace of their own.
+	ta := fixture.Snapshot(tenantAttachGen(data[cut:])...)
+	s.VMs, s.VMIs, s.Tenants = append(s.VMs, ta.VMs...), append(s.VMIs, ta.VMIs...), append(s.Tenants, ta.Tenants...)
+	rw, _, _ := (&gen{b: data[:cut]}).reportWorld()
+	s.VMs, s.VMIs, s.PVCs = append(s.VMs, rw.VMs...), append(s.VMIs, rw.VMIs...), append(s.PVCs, rw.PVCs...)
+	s.AttachmentPods = append(s.AttachmentPods, rw.AttachmentPods...)
+	s.Pods = append(s.Pods, rw.AttachmentPods...)
+	if !s.FeatureGates.Known {
+		s.FeatureGates = rw.FeatureGates
+	}
 	return &s, p, now
 }
 

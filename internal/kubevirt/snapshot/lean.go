@@ -18,10 +18,13 @@ import (
 //     managedFields;
 //   - VirtualMachine: spec.running, runStrategy, instancetype, preference,
 //     updateVolumesStrategy, the names of its dataVolumeTemplates, the
-//     template's labels and volumes (leanVolumes); status.printableStatus,
-//     the Failure conditions, stateChangeRequests, volumeRequests,
-//     instancetypeRef and preferenceRef;
-//   - VirtualMachineInstance: spec.volumes (leanVolumes); status.phase,
+//     template's labels and volumes (leanVolumes) and the names of its
+//     disks marked shareable (leanDisks); status.printableStatus, the
+//     Failure and ManualRecoveryRequired conditions, volumeUpdateState,
+//     stateChangeRequests, volumeRequests, instancetypeRef and
+//     preferenceRef;
+//   - VirtualMachineInstance: spec.volumes (leanVolumes) and the disks
+//     marked shareable (leanDisks); status.phase,
 //     nodeName, activePods, volumeStatus (name, phase, hotplugVolume and the
 //     claim name of persistentVolumeClaimInfo) and migrationState (its
 //     nodes, pods, uids, times and outcome);
@@ -155,7 +158,7 @@ func leanVM(vm *kubevirtv1.VirtualMachine) {
 	if t := in.Template; t != nil {
 		spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: t.ObjectMeta.Labels},
-			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: leanVolumes(t.Spec.Volumes)},
+			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: leanVolumes(t.Spec.Volumes), Domain: leanDisks(t.Spec.Domain.Devices.Disks)},
 		}
 	}
 	if in.DataVolumeTemplates != nil {
@@ -176,10 +179,12 @@ func leanVM(vm *kubevirtv1.VirtualMachine) {
 		PreferenceRef:       st.PreferenceRef,
 		ObservedGeneration:  st.ObservedGeneration,
 		DesiredGeneration:   st.DesiredGeneration,
+		VolumeUpdateState:   st.VolumeUpdateState,
 	}
 	for _, c := range st.Conditions {
-		// A VM sync error is a Failure condition; no other is read.
-		if c.Type == kubevirtv1.VirtualMachineFailure {
+		// A VM sync error is a Failure condition; an interrupted volume
+		// migration is ManualRecoveryRequired; no other is read.
+		if c.Type == kubevirtv1.VirtualMachineFailure || c.Type == kubevirtv1.VirtualMachineManualRecoveryRequired {
 			status.Conditions = append(status.Conditions, c)
 		}
 	}
@@ -236,9 +241,21 @@ func leanVMI(vmi *kubevirtv1.VirtualMachineInstance) {
 	*vmi = kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   vmi.TypeMeta,
 		ObjectMeta: leanMeta(&vmi.ObjectMeta),
-		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: volumes},
+		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: volumes, Domain: leanDisks(vmi.Spec.Domain.Devices.Disks)},
 		Status:     status,
 	}
+}
+
+// leanDisks keeps, of a domain, the disks marked shareable (name and flag):
+// whether a claim may be used by two VMs reads nothing else of it.
+func leanDisks(disks []kubevirtv1.Disk) kubevirtv1.DomainSpec {
+	var out []kubevirtv1.Disk
+	for i := range disks {
+		if d := &disks[i]; d.Shareable != nil {
+			out = append(out, kubevirtv1.Disk{Name: d.Name, Shareable: d.Shareable})
+		}
+	}
+	return kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: out}}
 }
 
 func leanPod(pod *corev1.Pod) {
