@@ -104,6 +104,8 @@ type scopeFlags struct {
 	forceDetach         bool
 	staleGrace          time.Duration
 	blockedGrace        time.Duration
+	tenantAttachGrace   time.Duration
+	stuckPhaseGrace     time.Duration
 	fenceGoneAfter      time.Duration
 	controllerNamespace string
 	minSeverity         string
@@ -127,6 +129,8 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.fenceGoneAfter, "fence-gone-nodes-after", 0, "opt-in: treat a Node that tether controller has recorded as missing for longer than this as fenced (read from its Finding records; 0: only the out-of-service taint proves a node is down)")
 	fs.StringVar(&f.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "namespace of tether controller, whose Finding records --fence-gone-nodes-after reads (records elsewhere are no evidence)")
 	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
+	fs.DurationVar(&f.tenantAttachGrace, "tenant-attach-grace", check.DefaultTenantAttachGrace, "PhantomAttach and AttachAlreadyPresent: hold (as info) tenant VolumeAttachments and VMIs younger than this")
+	fs.DurationVar(&f.stuckPhaseGrace, "stuck-phase-grace", check.DefaultStuckPhaseGrace, "StuckHotplugPhase: call a hot-plug phase stuck only after this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
 	fs.Int64Var(&f.chunkSize, "chunk-size", observe.DefaultPageSize, "read large lists in chunks of this many objects, as kubectl does; 0 reads each kind in one LIST (less work for the API server, more memory on both sides)")
 }
@@ -220,6 +224,8 @@ func (f *scopeFlags) policy(sel labels.Selector, ns string) check.Policy {
 	p.Storage.StaleAttachmentGrace = f.staleGrace
 	p.Storage.BlockedDeletionGrace = f.blockedGrace
 	p.Storage.FenceGoneNodesAfter = f.fenceGoneAfter
+	p.TenantAttachGrace = f.tenantAttachGrace
+	p.StuckPhaseGrace = f.stuckPhaseGrace
 	return p
 }
 

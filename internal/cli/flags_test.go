@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
@@ -162,5 +164,27 @@ func TestChunkSizeAndLimits(t *testing.T) {
 	oneShotLimits(set)
 	if set.QPS != 3 || set.Burst != 4 {
 		t.Fatalf("a kubeconfig's own limits were replaced: %v/%d", set.QPS, set.Burst)
+	}
+}
+
+// The graces of the checks of 2025-2026 reach the policy, and a negative
+// one is refused before the cluster is contacted.
+func TestNewGraceFlags(t *testing.T) {
+	f := &scopeFlags{tenantAttachGrace: 3 * time.Second, stuckPhaseGrace: time.Hour}
+	p := f.policy(labels.Everything(), "")
+	if p.TenantAttachGrace != 3*time.Second || p.StuckPhaseGrace != time.Hour {
+		t.Fatalf("policy graces %s, %s; want 3s, 1h", p.TenantAttachGrace, p.StuckPhaseGrace)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	const cfg = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"--tenant-attach-grace": "tenant attach grace", "--stuck-phase-grace": "stuck phase grace"} {
+		code, _, stderr := runTether(t, "audit", "--kubeconfig", kc, "-A", flag, "-1s")
+		if code != ExitError || !strings.Contains(stderr, want) {
+			t.Errorf("%s -1s: exit %d, stderr %q; want an error naming %q", flag, code, stderr, want)
+		}
 	}
 }
