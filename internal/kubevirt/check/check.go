@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -75,6 +76,8 @@ type memo struct {
 	gates     *snapshot.HotplugGates
 	before19  *bool
 	owners    []knownOwner
+	// dying are the attachment pods being deleted (StuckHotplugPhase).
+	dying map[snapshot.Key]*corev1.Pod
 }
 
 type knownOwner struct {

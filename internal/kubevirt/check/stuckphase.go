@@ -79,9 +79,20 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 // FindStuckHotplugPhases).
 func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (stuckHotplug, bool) {
 	inSpec := snapshot.VMIVolume(vmi, vs.Name) != nil
+	detaching := inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching
+	unplugged := !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted)
+	if !detaching && !unplugged && (!inSpec || isDetaching(vs.Phase)) {
+		return stuckHotplug{}, false
+	}
 	var pod *corev1.Pod
 	if name := vs.HotplugVolume.AttachPodName; name != "" {
-		pod = in.Index.AttachmentPod(vmi.Namespace, name)
+		if detaching {
+			pod = in.Index.AttachmentPod(vmi.Namespace, name)
+		} else {
+			// Only a pod being deleted matters here, and those are few:
+			// most volumes need no lookup in the index at all.
+			pod = in.dyingAttachmentPod(vmi.Namespace, name)
+		}
 		if pod != nil && vs.HotplugVolume.AttachPodUID != "" && pod.UID != vs.HotplugVolume.AttachPodUID {
 			pod = nil // a newer pod of that name: not the one the status means
 		}
@@ -114,6 +125,20 @@ func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1
 		return s, true
 	}
 	return stuckHotplug{}, false
+}
+
+// dyingAttachmentPod returns the attachment pod ns/name if it is being
+// deleted, from a set of those pods built once per pass.
+func (in Input) dyingAttachmentPod(ns, name string) *corev1.Pod {
+	if in.memo.dying == nil {
+		in.memo.dying = map[snapshot.Key]*corev1.Pod{}
+		for i := range in.Snapshot.AttachmentPods {
+			if p := &in.Snapshot.AttachmentPods[i]; p.DeletionTimestamp != nil {
+				in.memo.dying[snapshot.Key{Namespace: p.Namespace, Name: p.Name}] = p
+			}
+		}
+	}
+	return in.memo.dying[snapshot.Key{Namespace: ns, Name: name}]
 }
 
 func stuckFinding(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, s stuckHotplug) (drift.Finding, bool) {
