@@ -57,8 +57,7 @@ func (u *claimUser) label() string { return u.kind + " " + u.name }
 func FindSharedClaimConflicts(in Input) []drift.Finding {
 	in = in.ready()
 	// First pass: which claims have two users, reading only names (no
-	// evidence, no labels, no disks) and building nothing for the many
-	// claims that have one user.
+	// evidence, no labels, no disks).
 	type claimKey struct{ ns, claim string }
 	type userKey struct{ kind, name string }
 	multi := claimsWithTwoUsers(in)
@@ -67,11 +66,9 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 	}
 	// Second pass: the users of those claims, with the details.
 	byClaim := map[claimKey]map[userKey]*claimUser{}
-	eachClaimUse(in, func(at *claimUseAt) {
+	inMulti := func(ns, claim, _, _ string) bool { return multi[[2]string{ns, claim}] }
+	eachClaimUse(in, inMulti, func(at *claimUseAt) {
 		k := claimKey{at.ns, at.claim}
-		if !multi[[2]string{at.ns, at.claim}] {
-			return
-		}
 		users := byClaim[k]
 		if users == nil {
 			users = map[userKey]*claimUser{}
@@ -86,7 +83,7 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 		if how := at.how(); !slices.Contains(u.how, how) {
 			u.how = append(u.how, how)
 		}
-		u.shareable = u.shareable || at.shareable
+		u.shareable = u.shareable || at.shareable()
 		u.selected = u.selected || in.scope.labels(at.labels)
 		if at.vmi != nil {
 			u.vmi = at.vmi
@@ -106,75 +103,55 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 }
 
 // claimsWithTwoUsers returns the claims (namespace, name) that two or more
-// users reference, as eachClaimUse counts them, reading no more than it
-// must: most claims have one user, and the pass over every VM and VMI is
-// the whole cost of the check.
+// users reference, as eachClaimUse counts them, reading only names: most
+// claims have one user, and the walk over every VM and VMI is the whole
+// cost of the check.
 func claimsWithTwoUsers(in Input) map[[2]string]bool {
 	type first struct {
-		vm    bool
-		name  string
-		multi bool
+		vm, multi bool
+		name      string
 	}
 	seen := make(map[[2]string]first, len(in.Snapshot.PVCs))
 	var multi map[[2]string]bool
-	note := func(ns, claim string, vm bool, name string) {
-		if claim == "" || !in.scope.volume(claim) {
-			return
-		}
+	eachClaimUse(in, func(ns, claim, kind, name string) bool {
 		k := [2]string{ns, claim}
 		f, ok := seen[k]
 		switch {
 		case !ok:
-			seen[k] = first{vm: vm, name: name}
-		case !f.multi && (f.vm != vm || f.name != name):
+			seen[k] = first{vm: kind == "VM", name: name}
+		case !f.multi && (f.vm != (kind == "VM") || f.name != name):
 			seen[k] = first{multi: true}
 			if multi == nil {
 				multi = map[[2]string]bool{}
 			}
 			multi[k] = true
 		}
-	}
-	for i := range in.Snapshot.VMs {
-		vm := &in.Snapshot.VMs[i]
-		if !named(vm) || !in.scope.namespace(vm.Namespace) || IsTerminating(vm) {
-			continue
-		}
-		if t := vm.Spec.Template; t != nil {
-			for j := range t.Spec.Volumes {
-				note(vm.Namespace, snapshot.ClaimName(&t.Spec.Volumes[j]), true, vm.Name)
-			}
-		}
-		for _, r := range vm.Status.VolumeRequests {
-			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
-				note(vm.Namespace, hotplugSourceClaim(o.VolumeSource), true, vm.Name)
-			}
-		}
-	}
-	for i := range in.Snapshot.VMIs {
-		vmi := &in.Snapshot.VMIs[i]
-		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || vmi.IsFinal() {
-			continue
-		}
-		vm, name := false, vmi.Name
-		if own := VMOwner(vmi); own != nil {
-			vm, name = true, own.Name
-		}
-		for j := range vmi.Spec.Volumes {
-			note(vmi.Namespace, snapshot.ClaimName(&vmi.Spec.Volumes[j]), vm, name)
-		}
-	}
+		return false
+	}, nil)
 	return multi
 }
 
-// claimUseAt is one reference to a claim by a VM or a VMI.
+// claimUseAt is one reference to a claim by a VM or a VMI. It holds
+// references only; what takes reading (shareable) is computed on demand.
 type claimUseAt struct {
 	ns, claim, kind, name string
 	// via and volume say where: "spec volume", "addvolume request" or
 	// "VMI <name> volume" (see how).
 	via, volume string
-	shareable   bool
 	labels      map[string]string
 	vmi         *kubevirtv1.VirtualMachineInstance
+	// spec is the VMI spec (or VM template spec) whose disk the volume
+	// is; request the addvolume request's options.
+	spec    *kubevirtv1.VirtualMachineInstanceSpec
+	request *kubevirtv1.AddVolumeOptions
+}
+
+// shareable says whether the referencing disk is marked shareable.
+func (u *claimUseAt) shareable() bool {
+	if o := u.request; o != nil {
+		return o.Disk != nil && o.Disk.Shareable != nil && *o.Disk.Shareable
+	}
+	return u.spec != nil && diskShareable(u.spec, u.volume)
 }
 
 // how says where the reference is, for the evidence.
@@ -188,17 +165,14 @@ func (u claimUseAt) how() string {
 	return "VMI " + u.vmi.Name + " volume " + u.volume
 }
 
-// eachClaimUse calls fn for every in-scope claim reference of a VM not
+// eachClaimUse calls want for every in-scope claim reference of a VM not
 // being deleted (template volumes, addvolume requests) and of a VMI not
-// finished (spec volumes, counted as its VM's when VM-owned).
-func eachClaimUse(in Input, fn func(*claimUseAt)) {
-	var u claimUseAt // reused: fn must not keep it
-	use := func(at claimUseAt) {
-		if at.claim != "" && in.scope.volume(at.claim) {
-			u = at
-			fn(&u)
-		}
-	}
+// finished (spec volumes, counted as its VM's when VM-owned), with the
+// user's kind and name; only where want says yes does it gather the
+// reference's details and call fn with them (fn must not keep them). The
+// one walk serves both passes of the check: want alone is cheap.
+func eachClaimUse(in Input, want func(ns, claim, kind, name string) bool, fn func(*claimUseAt)) {
+	var u claimUseAt // reused
 	for i := range in.Snapshot.VMs {
 		vm := &in.Snapshot.VMs[i]
 		if !named(vm) || !in.scope.namespace(vm.Namespace) || IsTerminating(vm) {
@@ -209,14 +183,18 @@ func eachClaimUse(in Input, fn func(*claimUseAt)) {
 			lbl = t.ObjectMeta.Labels
 			for j := range t.Spec.Volumes {
 				v := &t.Spec.Volumes[j]
-				use(claimUseAt{ns: vm.Namespace, claim: snapshot.ClaimName(v), kind: "VM", name: vm.Name, labels: lbl,
-					via: "spec", volume: v.Name, shareable: diskShareable(&t.Spec, v.Name)})
+				if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(vm.Namespace, claim, "VM", vm.Name) {
+					u = claimUseAt{ns: vm.Namespace, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "spec", volume: v.Name, spec: &t.Spec}
+					fn(&u)
+				}
 			}
 		}
 		for _, r := range vm.Status.VolumeRequests {
 			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
-				use(claimUseAt{ns: vm.Namespace, claim: hotplugSourceClaim(o.VolumeSource), kind: "VM", name: vm.Name, labels: lbl,
-					via: "request", volume: o.Name, shareable: o.Disk != nil && o.Disk.Shareable != nil && *o.Disk.Shareable})
+				if claim := hotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) && want(vm.Namespace, claim, "VM", vm.Name) {
+					u = claimUseAt{ns: vm.Namespace, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "request", volume: o.Name, request: o}
+					fn(&u)
+				}
 			}
 		}
 	}
@@ -231,8 +209,10 @@ func eachClaimUse(in Input, fn func(*claimUseAt)) {
 		}
 		for j := range vmi.Spec.Volumes {
 			v := &vmi.Spec.Volumes[j]
-			use(claimUseAt{ns: vmi.Namespace, claim: snapshot.ClaimName(v), kind: kind, name: name, labels: vmi.Labels, vmi: vmi,
-				via: "vmi", volume: v.Name, shareable: diskShareable(&vmi.Spec, v.Name)})
+			if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(vmi.Namespace, claim, kind, name) {
+				u = claimUseAt{ns: vmi.Namespace, claim: claim, kind: kind, name: name, labels: vmi.Labels, vmi: vmi, via: "vmi", volume: v.Name, spec: &vmi.Spec}
+				fn(&u)
+			}
 		}
 	}
 }
