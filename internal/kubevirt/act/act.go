@@ -83,15 +83,22 @@ func (e *Executor) now() time.Time {
 	return time.Now()
 }
 
+// actions picks, per action type this package carries out, the action for
+// a finding; ev is the pass's durable evidence.
+var actions = map[drift.ActionType]func(e *Executor, f drift.Finding, ev Evidence) action{
+	check.VMRemoveVolume:          func(e *Executor, f drift.Finding, _ Evidence) action { return e.removeVolume(f) },
+	check.VMIRemoveVolume:         func(e *Executor, f drift.Finding, _ Evidence) action { return e.removeVolume(f) },
+	check.DeleteAttachmentPod:     func(e *Executor, f drift.Finding, _ Evidence) action { return e.deletePod(f) },
+	check.DeletePodsOnFencedNode:  (*Executor).fixStaleAttachment,
+	check.DeleteVolumeAttachment:  (*Executor).fixStaleAttachment,
+	check.RemoveAttacherFinalizer: (*Executor).fixStaleAttachment,
+}
+
 // Handles says whether Apply carries out actions of type t (the check rows'
 // actions must all be handled; a test holds them to it).
 func Handles(t drift.ActionType) bool {
-	switch t {
-	case check.VMRemoveVolume, check.VMIRemoveVolume, check.DeleteAttachmentPod,
-		check.DeletePodsOnFencedNode, check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer:
-		return true
-	}
-	return false
+	_, ok := actions[t]
+	return ok
 }
 
 // Apply carries out f's action if, and only if, it is still safe. The
@@ -99,13 +106,8 @@ func Handles(t drift.ActionType) bool {
 func (e *Executor) Apply(ctx context.Context, f drift.Finding, ev Evidence) drift.Result {
 	var r drift.Result
 	var a action
-	switch f.Action.Type {
-	case check.VMRemoveVolume, check.VMIRemoveVolume:
-		a = e.removeVolume(f)
-	case check.DeleteAttachmentPod:
-		a = e.deletePod(f)
-	case check.DeletePodsOnFencedNode, check.DeleteVolumeAttachment, check.RemoveAttacherFinalizer:
-		a = e.fixStaleAttachment(f, ev)
+	if pick, ok := actions[f.Action.Type]; ok {
+		a = pick(e, f, ev)
 	}
 	switch {
 	case !f.Action.Safe:

@@ -60,14 +60,32 @@ func (e *Executor) now() time.Time {
 	return time.Now()
 }
 
+// repairs carries out, per action type this package repairs, the write on
+// the re-checked subject (the server, the volume, and for the attachment
+// checks the attachment).
+var repairs = map[drift.ActionType]func(e *Executor, ctx context.Context, server, volume string, at *snapshot.Attachment) drift.Result{
+	check.DeleteCinderAttachment: func(e *Executor, ctx context.Context, _, _ string, at *snapshot.Attachment) drift.Result {
+		if r := e.deleteAttachment(ctx, at.ID); r != nil {
+			return *r
+		}
+		return e.waitGone(ctx, at.ID, "deleted Cinder attachment "+at.ID)
+	},
+	check.ForceDetachVolume: func(e *Executor, ctx context.Context, _, volume string, at *snapshot.Attachment) drift.Result {
+		if r := e.forceDetach(ctx, volume, at.ID); r != nil {
+			return *r
+		}
+		return e.waitGone(ctx, at.ID, "force-detached attachment "+at.ID+" from volume "+volume)
+	},
+	check.RecreateAttachmentAndDetach: func(e *Executor, ctx context.Context, server, volume string, _ *snapshot.Attachment) drift.Result {
+		return e.recreateAndDetach(ctx, server, volume)
+	},
+}
+
 // Handles says whether Apply carries out actions of type t (the check rows'
 // actions must all be handled; a test holds them to it).
 func Handles(t drift.ActionType) bool {
-	switch t {
-	case check.DeleteCinderAttachment, check.ForceDetachVolume, check.RecreateAttachmentAndDetach:
-		return true
-	}
-	return false
+	_, ok := repairs[t]
+	return ok
 }
 
 // Apply carries out f's action after a live re-read and re-check.
@@ -100,19 +118,8 @@ func (e *Executor) apply(ctx context.Context, f drift.Finding) drift.Result {
 	if why := e.recheck(f, snap); why != "" {
 		return drift.Result{Outcome: drift.Refused, Message: "live re-check: " + why}
 	}
-	switch f.Action.Type {
-	case check.DeleteCinderAttachment:
-		if r := e.deleteAttachment(ctx, attachment.ID); r != nil {
-			return *r
-		}
-		return e.waitGone(ctx, attachment.ID, "deleted Cinder attachment "+attachment.ID)
-	case check.ForceDetachVolume:
-		if r := e.forceDetach(ctx, volume, attachment.ID); r != nil {
-			return *r
-		}
-		return e.waitGone(ctx, attachment.ID, "force-detached attachment "+attachment.ID+" from volume "+volume)
-	case check.RecreateAttachmentAndDetach:
-		return e.recreateAndDetach(ctx, server, volume)
+	if repair, ok := repairs[f.Action.Type]; ok {
+		return repair(e, ctx, server, volume, attachment)
 	}
 	return drift.Result{Outcome: drift.Refused, Message: fmt.Sprintf("no repair for action %s", f.Action.Type)}
 }
