@@ -170,10 +170,10 @@ func TestChunkSizeAndLimits(t *testing.T) {
 // The graces of the checks of 2025-2026 reach the policy, and a negative
 // one is refused before the cluster is contacted.
 func TestNewGraceFlags(t *testing.T) {
-	f := &scopeFlags{tenantAttachGrace: 3 * time.Second, stuckPhaseGrace: time.Hour}
+	f := &scopeFlags{tenantAttachGrace: 3 * time.Second, stuckPhaseGrace: time.Hour, stuckPublishGrace: 7 * time.Minute}
 	p := f.policy(labels.Everything(), "")
-	if p.TenantAttachGrace != 3*time.Second || p.StuckPhaseGrace != time.Hour {
-		t.Fatalf("policy graces %s, %s; want 3s, 1h", p.TenantAttachGrace, p.StuckPhaseGrace)
+	if p.TenantAttachGrace != 3*time.Second || p.StuckPhaseGrace != time.Hour || p.StuckPublishGrace != 7*time.Minute {
+		t.Fatalf("policy graces %s, %s, %s; want 3s, 1h, 7m", p.TenantAttachGrace, p.StuckPhaseGrace, p.StuckPublishGrace)
 	}
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	const cfg = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
@@ -181,7 +181,7 @@ func TestNewGraceFlags(t *testing.T) {
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for flag, want := range map[string]string{"--tenant-attach-grace": "tenant attach grace", "--stuck-phase-grace": "stuck phase grace"} {
+	for flag, want := range map[string]string{"--tenant-attach-grace": "tenant attach grace", "--stuck-phase-grace": "stuck phase grace", "--stuck-publish-grace": "stuck publish grace"} {
 		code, _, stderr := runTether(t, "audit", "--kubeconfig", kc, "-A", flag, "-1s")
 		if code != ExitError || !strings.Contains(stderr, want) {
 			t.Errorf("%s -1s: exit %d, stderr %q; want an error naming %q", flag, code, stderr, want)

@@ -146,7 +146,7 @@ func (o *osAuditOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fs := plan.FirstSighting(s.Findings, plan.Memory{}, o.fixer.SeenTwice(), s.Taken, "tether openstack fix")
+	fs := plan.Once(o.fixer, s, "tether openstack fix")
 	if err := printOpenStackAudit(o.stdout, o.output, o.fixer.Last, fs); err != nil {
 		return err
 	}

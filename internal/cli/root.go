@@ -21,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/plan"
 	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/version"
 )
@@ -269,11 +270,14 @@ func (o *auditOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The first-sighting stage, with no earlier sighting, holds the
+	// findings a fix acts on only when seen twice NotSeenTwice.
+	fs := plan.Once(x, s, "tether fix")
 	p := auditPrint{format: o.resolved.output, api: o.api, namespace: o.resolved.namespace, now: time.Now()}
-	if err := printAudit(o.stdout, p, x.Last, s.Findings); err != nil {
+	if err := printAudit(o.stdout, p, x.Last, fs); err != nil {
 		return err
 	}
-	if len(s.Findings) > 0 {
+	if len(fs) > 0 {
 		return exitError{ExitFindings}
 	}
 	return nil

@@ -85,7 +85,7 @@ func (x *toyFixer) Fix(_ context.Context, f drift.Finding) drift.Result {
 	return drift.Result{Outcome: drift.Refused, Message: "live re-check: the finding no longer holds, or is not safe"}
 }
 
-func (x *toyFixer) SeenTwice() time.Duration { return x.grace }
+func (x *toyFixer) SeenTwice(drift.Finding) time.Duration { return x.grace }
 
 func toyWorld() *toyInventory {
 	return &toyInventory{

@@ -6,10 +6,12 @@
 // Its stages live beside it: snapshot, observe, check, act, and virtapi,
 // the client of virt-api's volume subresources.
 //
-// One sighting is enough for a one-shot run on KubeVirt: the checks hold
-// what is too young themselves (a VolumeAttachment no pod needs, a
-// deletion stuck on a finalizer, an attachment pod), and the controller
-// keeps the durable first sighting in its Finding records.
+// One sighting is enough for a one-shot run on KubeVirt for the checks
+// that hold what is too young themselves (a VolumeAttachment no pod needs,
+// a deletion stuck on a finalizer, an attachment pod). A check whose drift
+// the objects do not date (StuckPublish) says how far apart a fix must see
+// it twice; the controller keeps the durable first sighting in its Finding
+// records.
 package kubevirt
 
 import (
@@ -95,5 +97,7 @@ func (x *Fixer) Fix(ctx context.Context, f drift.Finding) drift.Result {
 	return x.executor.Apply(ctx, f, ev)
 }
 
-// SeenTwice is zero: one sighting is enough (see the package comment).
-func (x *Fixer) SeenTwice() time.Duration { return 0 }
+// SeenTwice is the check's own (check.SeenTwice): zero for every check
+// whose drift the objects date, so one sighting is enough (see the package
+// comment).
+func (x *Fixer) SeenTwice(f drift.Finding) time.Duration { return check.SeenTwice(x.Policy, f.Check) }

@@ -50,7 +50,7 @@ func (x *Fixer) Fix(ctx context.Context, f drift.Finding) drift.Result {
 }
 
 // SeenTwice is the policy's grace: findings are seen twice that far apart.
-func (x *Fixer) SeenTwice() time.Duration {
+func (x *Fixer) SeenTwice(drift.Finding) time.Duration {
 	if x.Policy.Grace > 0 {
 		return x.Policy.Grace
 	}

@@ -28,10 +28,12 @@ type Fixer interface {
 	// Fix carries out one planned finding's action, only after the
 	// platform's live re-read and re-check, and says how it ended.
 	Fix(ctx context.Context, f drift.Finding) drift.Result
-	// SeenTwice is how far apart a one-shot run must see a finding twice
+	// SeenTwice is how far apart a one-shot run must see the finding twice
 	// before its action may be safe; zero when one sighting suffices (the
-	// platform's checks hold what is too young themselves).
-	SeenTwice() time.Duration
+	// platform's checks hold what is too young themselves). A platform may
+	// ask it of some checks only: the driver waits only when a finding of
+	// the first survey needs it.
+	SeenTwice(f drift.Finding) time.Duration
 }
 
 // Survey is one observation and what the checks found in it.
@@ -149,48 +151,63 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 	return rep, nil
 }
 
-// sighted surveys fx and runs the first-sighting stage: a platform that
-// needs a finding seen twice is surveyed again SeenTwice later (only when
-// the first survey found something), and what the second survey finds
-// that the first did not is held NotSeenTwice. A reviewed plan stands for
-// the first sighting of the findings it planned.
+// sighted surveys fx and runs the first-sighting stage: when a safe
+// finding of the first survey needs to be seen twice (SeenTwice), fx is
+// surveyed again the longest of those graces later, and what the second
+// survey finds that the first did not is held NotSeenTwice. A reviewed plan
+// stands for the first sighting of the findings it planned (the run that
+// wrote it had seen them twice).
 func sighted(ctx context.Context, fx Fixer, o Options) ([]drift.Finding, error) {
 	s, err := fx.Survey(ctx)
 	if err != nil {
 		return nil, err
 	}
-	grace := fx.SeenTwice()
-	if grace <= 0 {
-		return s.Findings, nil
-	}
 	seen := Memory{}
 	if o.Reviewed != nil {
-		// The reviewed plan planned these: they were seen twice, grace
-		// apart, before it was written.
-		for id := range o.Reviewed {
-			seen[id] = s.Taken.Add(-grace)
+		for id, f := range o.Reviewed {
+			seen[id] = s.Taken.Add(-fx.SeenTwice(f))
 		}
-	} else {
-		for _, f := range s.Findings {
-			seen.Sighted(f.ID, s.Taken)
-		}
-		if len(s.Findings) > 0 {
-			if o.Notes != nil {
-				fmt.Fprintf(o.Notes, "%d finding(s); observing again in %s (--grace) before planning\n", len(s.Findings), grace)
-			}
-			wait := o.Wait
-			if wait == nil {
-				wait = Sleep
-			}
-			if err := wait(ctx, grace); err != nil {
-				return nil, err
-			}
-			if s, err = fx.Survey(ctx); err != nil {
-				return nil, err
-			}
+		return FirstSighting(s.Findings, seen, fx.SeenTwice, s.Taken, o.command()), nil
+	}
+	longest := Longest(s.Findings, fx.SeenTwice)
+	if longest <= 0 {
+		return s.Findings, nil
+	}
+	for _, f := range s.Findings {
+		seen.Sighted(f.ID, s.Taken)
+	}
+	if o.Notes != nil {
+		fmt.Fprintf(o.Notes, "%d finding(s); observing again in %s before planning (some are acted on only when seen twice that far apart)\n", len(s.Findings), longest)
+	}
+	wait := o.Wait
+	if wait == nil {
+		wait = Sleep
+	}
+	if err := wait(ctx, longest); err != nil {
+		return nil, err
+	}
+	if s, err = fx.Survey(ctx); err != nil {
+		return nil, err
+	}
+	return FirstSighting(s.Findings, seen, fx.SeenTwice, s.Taken, o.command()), nil
+}
+
+// Longest is the longest grace a safe finding of fs needs between two
+// sightings; zero when none needs two.
+func Longest(fs []drift.Finding, grace func(drift.Finding) time.Duration) time.Duration {
+	var longest time.Duration
+	for _, f := range fs {
+		if g := grace(f); f.Action.Safe && g > longest {
+			longest = g
 		}
 	}
-	return FirstSighting(s.Findings, seen, grace, s.Taken, o.command()), nil
+	return longest
+}
+
+// Once is the first-sighting stage of a run that observes once (an audit):
+// every safe finding that must be seen twice is held NotSeenTwice.
+func Once(fx Fixer, s Survey, command string) []drift.Finding {
+	return FirstSighting(s.Findings, Memory{}, fx.SeenTwice, s.Taken, command)
 }
 
 // Items marks the safe findings to act on, up to max; the others are

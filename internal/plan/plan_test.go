@@ -21,6 +21,9 @@ type fakeFixer struct {
 	outcome map[string]drift.Outcome
 	clock   time.Time
 
+	// graceOf, when set, is the grace by finding id (grace for the others).
+	graceOf map[string]time.Duration
+
 	surveyed int
 	fixed    []string
 }
@@ -43,7 +46,12 @@ func (x *fakeFixer) Fix(_ context.Context, f drift.Finding) drift.Result {
 	return drift.Result{Outcome: o, Message: "done"}
 }
 
-func (x *fakeFixer) SeenTwice() time.Duration { return x.grace }
+func (x *fakeFixer) SeenTwice(f drift.Finding) time.Duration {
+	if g, ok := x.graceOf[f.ID]; ok {
+		return g
+	}
+	return x.grace
+}
 
 type fakeBreaker struct {
 	refuse  error
@@ -175,6 +183,42 @@ func TestRun_seenTwiceNothingFoundNoWait(t *testing.T) {
 	}
 }
 
+// A platform that asks two sightings of some findings only: the driver
+// waits the longest grace a safe finding needs (none for a blocked one),
+// holds only the findings that need two sightings and were seen once, and
+// with no such finding surveys once.
+func TestRun_seenTwicePerFinding(t *testing.T) {
+	wait := func(x *fakeFixer, waited *time.Duration) func(context.Context, time.Duration) error {
+		return func(_ context.Context, d time.Duration) error {
+			*waited = d
+			x.clock = x.clock.Add(d)
+			return nil
+		}
+	}
+	x := &fakeFixer{clock: time.Unix(1000, 0), graceOf: map[string]time.Duration{"slow": 2 * time.Minute, "late": time.Minute, "held": time.Hour},
+		surveys: [][]drift.Finding{{safe("once"), safe("slow"), blocked("held")}, {safe("once"), safe("slow"), safe("late"), blocked("held")}}}
+	var waited time.Duration
+	rep, err := Run(context.Background(), x, Options{Max: 10, Wait: wait(x, &waited)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited != 2*time.Minute || x.surveyed != 2 {
+		t.Fatalf("waited %s over %d surveys: want the longest grace of a safe finding (2m), two surveys", waited, x.surveyed)
+	}
+	if got := planned(rep); !slices.Equal(got, []string{"once", "slow"}) {
+		t.Fatalf("planned %v, want once (one sighting enough) and slow (seen twice)", got)
+	}
+	if f := rep.Items[2].Finding; f.ID != "late" || f.Action.BlockedBy != drift.NotSeenTwice {
+		t.Fatalf("late, seen only by the second survey: %+v", f)
+	}
+
+	y := &fakeFixer{graceOf: map[string]time.Duration{"held": time.Hour}, surveys: [][]drift.Finding{{safe("once"), blocked("held")}}}
+	waited = 0
+	if _, err := Run(context.Background(), y, Options{Max: 10, Wait: wait(y, &waited)}); err != nil || waited != 0 || y.surveyed != 1 {
+		t.Fatalf("no safe finding needs two sightings: waited %s, surveyed %d, %v", waited, y.surveyed, err)
+	}
+}
+
 // With a reviewed plan, the plan stands for the first sighting: one survey,
 // and the reviewed findings may act at once; others are held.
 func TestRun_reviewedPlanIsTheFirstSighting(t *testing.T) {
@@ -210,7 +254,7 @@ func TestFirstSighting(t *testing.T) {
 		{"seen 2m before -> safe", Memory{"a": now.Add(-2 * time.Minute)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs := FirstSighting([]drift.Finding{safe("a"), blocked("b")}, c.seen, time.Minute, now, "fix")
+			fs := FirstSighting([]drift.Finding{safe("a"), blocked("b")}, c.seen, Every(time.Minute), now, "fix")
 			if fs[0].Action.Safe != c.safe {
 				t.Fatalf("safe = %t, want %t (%v)", fs[0].Action.Safe, c.safe, fs[0].Evidence)
 			}

@@ -33,13 +33,15 @@ func (m Memory) Sighted(id string, t time.Time) {
 }
 
 // FirstSighting holds every finding whose action would otherwise be safe
-// until it was first seen at least grace before now, and says in its
+// until it was first seen at least its grace before now, and says in its
 // evidence how long ago it was first seen (and that command, the fix
-// command, observes twice). It returns fs, changed in place.
-func FirstSighting(fs []drift.Finding, seen Sightings, grace time.Duration, now time.Time, command string) []drift.Finding {
+// command, observes twice). A finding whose grace is zero needs one
+// sighting and is left as it is. It returns fs, changed in place.
+func FirstSighting(fs []drift.Finding, seen Sightings, graceOf func(drift.Finding) time.Duration, now time.Time, command string) []drift.Finding {
 	for i := range fs {
 		f := &fs[i]
-		if !f.Action.Safe {
+		grace := graceOf(*f)
+		if !f.Action.Safe || grace <= 0 {
 			continue
 		}
 		first, ok := seen.FirstSeen(f.ID)
@@ -49,8 +51,14 @@ func FirstSighting(fs []drift.Finding, seen Sightings, grace time.Duration, now 
 		case ok:
 			f.Block(drift.NotSeenTwice, fmt.Sprintf("first seen %s ago: not yet the grace period (%s) apart", now.Sub(first).Round(time.Second), grace))
 		default:
-			f.Block(drift.NotSeenTwice, fmt.Sprintf("seen once: acted on only when seen again at least %s later (%s observes twice, --grace apart)", grace, command))
+			f.Block(drift.NotSeenTwice, fmt.Sprintf("seen once: acted on only when seen again at least %s later (%s observes twice, that far apart)", grace, command))
 		}
 	}
 	return fs
+}
+
+// Every is the grace of a platform whose findings all need to be seen
+// twice d apart.
+func Every(d time.Duration) func(drift.Finding) time.Duration {
+	return func(drift.Finding) time.Duration { return d }
 }

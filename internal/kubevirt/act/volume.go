@@ -16,8 +16,9 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 )
 
-// removeVolume is the removevolume action of OrphanHotplugVolume and of
-// DanglingVolumeReference: re-run the finding's own check on a live read,
+// removeVolume is the removevolume action of OrphanHotplugVolume,
+// StuckPublish and DanglingVolumeReference: re-run the finding's own check
+// on a live read,
 // refuse unless the server is known to honour dryRun (KubeVirt v0.49 or
 // later), dry run, re-check that nothing moved, call, and wait until the
 // volume is gone.
@@ -25,12 +26,16 @@ func (e *Executor) removeVolume(f drift.Finding) action {
 	if f.Check == check.DanglingVolumeReference {
 		return e.removeDangling(f)
 	}
+	recheck := check.CheckVolume
+	if f.Check == check.StuckPublish {
+		recheck = check.CheckStuckPublish
+	}
 	a := action{
 		read: func(ctx context.Context) (*snapshot.Snapshot, error) {
 			return observe.ForVolume(ctx, e.Client, e.Observe, f.Namespace, f.Object.Name)
 		},
 		check: func(s *snapshot.Snapshot, now time.Time) (drift.Finding, bool) {
-			return check.CheckVolume(s, e.Policy, now, f.Namespace, f.Object.Name, f.Volume)
+			return recheck(s, e.Policy, now, f.Namespace, f.Object.Name, f.Volume)
 		},
 	}
 	a.targets = func(s *snapshot.Snapshot) (*write, *drift.Result) {

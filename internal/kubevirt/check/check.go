@@ -35,6 +35,9 @@ const (
 	// PhantomAttach: a tenant VolumeAttachment says attached, the VMI has
 	// no Ready hot-plug of its volume.
 	PhantomAttach = "PhantomAttach"
+	// StuckPublish: a hot-plug the CSI driver's publish left in the VM
+	// spec, never Ready, that no tenant attachment wants.
+	StuckPublish = "StuckPublish"
 	// AttachAlreadyPresent: a tenant attach fails with "already exists"
 	// while the VMI has the volume Ready.
 	AttachAlreadyPresent = "AttachAlreadyPresent"
@@ -210,6 +213,11 @@ type Check struct {
 	Loop Loop
 	// Events are its actions' Event reasons (empty when it has no action).
 	Events Events
+	// SeenTwice, when set, is how far apart a one-shot fix must see a
+	// finding of the check twice before acting: for drift the objects give
+	// no time to date (the controller dates it from its durable first
+	// sighting, and acts after the check's gracePeriod).
+	SeenTwice func(Policy) time.Duration
 }
 
 // Find runs the check (drift.Finder).
@@ -220,6 +228,7 @@ const (
 	ReasonOrphanDetached               = "TetherOrphanDetached"
 	ReasonOrphanDetachFailed           = "TetherOrphanDetachFailed"
 	ReasonDanglingRemoved              = "TetherDanglingReferenceRemoved"
+	ReasonStuckPublishRemoved          = "TetherStuckPublishRemoved"
 	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
 	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
 )
@@ -261,6 +270,13 @@ func All() []Check {
 			Subjects: []string{"VirtualMachineInstance"}},
 			Run: FindPhantomAttachments, Loop: LoopHotplug,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
+		// Acts (VM-level removevolume) only on a finding seen twice: a
+		// hot-plug that never became Ready has no time in the status.
+		{Row: drift.Row{Name: StuckPublish, Doc: "a hot-plug a CSI publish left in the VM spec, never Ready, that no tenant attachment wants", Page: page(StuckPublish),
+			Subjects: []string{"VirtualMachineInstance"}, Actions: []drift.ActionType{VMRemoveVolume}},
+			Run: FindStuckPublishes, Loop: LoopHotplug, Events: Events{Applied: ReasonStuckPublishRemoved, Failed: ReasonOrphanDetachFailed},
+			Reads:     snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindKubeVirt,
+			SeenTwice: func(p Policy) time.Duration { return p.withDefaults().StuckPublishGrace }},
 		{Row: drift.Row{Name: AttachAlreadyPresent, Doc: "a tenant attach that fails with \"already exists\" while its VMI has the volume Ready", Page: page(AttachAlreadyPresent),
 			Subjects: []string{"VirtualMachineInstance"}},
 			Run: FindAttachAlreadyPresent, Loop: LoopHotplug,
@@ -285,6 +301,15 @@ func All() []Check {
 			Run:   FindInterruptedVolumeMigrations,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
 	}
+}
+
+// SeenTwice is how far apart a one-shot fix must see a finding of the
+// check called name twice (Check.SeenTwice); zero when once is enough.
+func SeenTwice(p Policy, name string) time.Duration {
+	if c, err := Lookup(name); err == nil && c.SeenTwice != nil {
+		return c.SeenTwice(p)
+	}
+	return 0
 }
 
 // Names returns the names of all checks.

@@ -63,6 +63,8 @@ type Policy struct {
 	TenantAttachGrace time.Duration
 	// StuckPhaseGrace: see DefaultStuckPhaseGrace (zero means it).
 	StuckPhaseGrace time.Duration
+	// StuckPublishGrace: see DefaultStuckPublishGrace (zero means it).
+	StuckPublishGrace time.Duration
 	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
@@ -83,6 +85,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.StuckPhaseGrace == 0 {
 		p.StuckPhaseGrace = DefaultStuckPhaseGrace
+	}
+	if p.StuckPublishGrace == 0 {
+		p.StuckPublishGrace = DefaultStuckPublishGrace
 	}
 	p.Storage = p.Storage.withDefaults()
 	return p
@@ -110,6 +115,9 @@ func (p Policy) Validate() error {
 	}
 	if p.StuckPhaseGrace < 0 {
 		errs = append(errs, fmt.Errorf("stuck phase grace must not be negative, got %s", p.StuckPhaseGrace))
+	}
+	if p.StuckPublishGrace < 0 {
+		errs = append(errs, fmt.Errorf("stuck publish grace must not be negative, got %s", p.StuckPublishGrace))
 	}
 	return errors.Join(errs...)
 }

@@ -63,7 +63,7 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{OrphanHotplugVolume, DanglingVolumeReference, StaleVolumeAttachment, PhantomAttach, AttachAlreadyPresent} {
+	for _, name := range []string{OrphanHotplugVolume, DanglingVolumeReference, StaleVolumeAttachment, PhantomAttach, StuckPublish, AttachAlreadyPresent} {
 		if !seen[name] {
 			t.Errorf("the generated worlds never made a %s finding: the test does not reach it", name)
 		}
@@ -72,7 +72,7 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 
 // The controller's checks are the rows that name a loop.
 func TestInLoop(t *testing.T) {
-	if got := InLoop(); !slices.Equal(got, []string{OrphanHotplugVolume, StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, AttachAlreadyPresent}) {
+	if got := InLoop(); !slices.Equal(got, []string{OrphanHotplugVolume, StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent}) {
 		t.Fatalf("controller checks %v", got)
 	}
 	if got := InLoop(LoopStorage); !slices.Equal(got, []string{StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion}) {

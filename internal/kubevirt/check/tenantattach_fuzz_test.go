@@ -216,7 +216,17 @@ func publishedElsewhere(t snapshot.Tenant, node string, vmi *kubevirtv1.VirtualM
 // critical (PhantomAttach) or warning (AttachAlreadyPresent), and never an
 // action.
 func TestTenantAttachChecksAgreeWithTheOracle(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
+	reachesEvery(t, 3, func(b []byte) []drift.Finding { return agreeWithTheOracle(t, b) },
+		func(fd drift.Finding) string { return fd.Check + " " + string(fd.Severity) },
+		"PhantomAttach critical", "PhantomAttach info", "AttachAlreadyPresent warning", "AttachAlreadyPresent info")
+}
+
+// reachesEvery runs run on seeded random byte strings (5000, or 1000 with
+// -short), counts its findings by key, and fails unless each of want was
+// reached (so that the property run checks could fail).
+func reachesEvery(t *testing.T, seed uint64, run func([]byte) []drift.Finding, key func(drift.Finding) string, want ...string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed+1))
 	n := 5000
 	if testing.Short() {
 		n = 1000
@@ -227,11 +237,11 @@ func TestTenantAttachChecksAgreeWithTheOracle(t *testing.T) {
 		for j := range b {
 			b[j] = byte(r.UintN(256))
 		}
-		for _, fd := range agreeWithTheOracle(t, b) {
-			counts[fd.Check+" "+string(fd.Severity)]++
+		for _, fd := range run(b) {
+			counts[key(fd)]++
 		}
 	}
-	for _, k := range []string{"PhantomAttach critical", "PhantomAttach info", "AttachAlreadyPresent warning", "AttachAlreadyPresent info"} {
+	for _, k := range want {
 		if counts[k] == 0 {
 			t.Errorf("the generator never reached %s", k)
 		}

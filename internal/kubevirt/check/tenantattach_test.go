@@ -65,8 +65,10 @@ type tenantAttachCase struct {
 	edit    func(*kubevirtv1.VirtualMachineInstance)
 	tenant  []f.TenantOption
 	policy  func(*Policy)
-	check   string
-	want    *outcome
+	// extra are more snapshot items (e.g. the feature gates).
+	extra []any
+	check string
+	want  *outcome
 }
 
 func (c tenantAttachCase) run(t *testing.T) {
@@ -81,7 +83,7 @@ func (c tenantAttachCase) run(t *testing.T) {
 		c.policy(&p)
 	}
 	p.Checks = []string{c.check}
-	fs := Run(f.Snapshot(vm, vmi, tn), p, now)
+	fs := Run(f.Snapshot(append([]any{vm, vmi, tn}, c.extra...)...), p, now)
 	assertOutcome(t, only(fs, c.check, "vm-a", ""), c.want)
 }
 
@@ -265,7 +267,7 @@ func TestTenantAttachRemedies(t *testing.T) {
 // find something: VMI vm-a has dv-2 Ready; its tenant attaches dv-1 (a
 // phantom) and fails to attach dv-2 ("already exists").
 func tenantAttachWorld() []any {
-	vm := f.VM("vm-a", f.Running())
-	return []any{f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("dv-2")),
-		f.Tenant("t1", f.WithNode(tenantNode()), tenantVA("dv-1", f.Attached()), tenantVA("dv-2", f.AttachError(alreadyExists("dv-2"), now)))}
+	vm := f.VM("vm-a", f.Running(), f.WithVolume("dv-3", f.DataVolume("dv-3"), f.Hotpluggable()))
+	return []any{vm, f.VMI("vm-a", f.OwnedBy(vm), f.WithHotplug("dv-2")),
+		f.Tenant("t1", f.WithNode(tenantNode()), tenantVA("dv-1", f.Attached()), tenantVA("dv-2", f.AttachError(alreadyExists("dv-2"), now)), f.Volumes("dv-3"))}
 }

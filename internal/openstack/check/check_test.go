@@ -247,7 +247,7 @@ func TestChecksLeaveSeenTwiceToTheDriver(t *testing.T) {
 	if len(fs) != 1 || !fs[0].Action.Safe {
 		t.Fatalf("the check alone: want one safe finding, got %+v", fs)
 	}
-	held := plan.FirstSighting(slices.Clone(fs), plan.Memory{}, time.Minute, now, "fix")
+	held := plan.FirstSighting(slices.Clone(fs), plan.Memory{}, plan.Every(time.Minute), now, "fix")
 	if held[0].Action.Safe || held[0].Action.BlockedBy != drift.NotSeenTwice {
 		t.Fatalf("after the first-sighting stage with no earlier sighting: want held NotSeenTwice, got %+v", held[0].Action)
 	}

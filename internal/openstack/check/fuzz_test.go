@@ -86,7 +86,7 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := snapshotFrom(data)
 		before := deepCopy(s)
-		first := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), plan.Memory{}, grace, now, "fix")
+		first := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), plan.Memory{}, plan.Every(grace), now, "fix")
 		seen := plan.Memory{}
 		for i, fd := range first {
 			if fd.Action.Safe {
@@ -98,11 +98,11 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 				seen[fd.ID] = now.Add(-grace + time.Second)
 			}
 		}
-		fs := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), seen, grace, now, "fix")
+		fs := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), seen, plan.Every(grace), now, "fix")
 		if !reflect.DeepEqual(s, before) {
 			t.Fatal("Run changed its snapshot")
 		}
-		if again := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), seen, grace, now, "fix"); !reflect.DeepEqual(fs, again) {
+		if again := plan.FirstSighting(Run(s, Policy{Grace: grace}, now), seen, plan.Every(grace), now, "fix"); !reflect.DeepEqual(fs, again) {
 			t.Fatal("Run is not deterministic")
 		}
 		server := func(id string) *snapshot.Server {

@@ -84,8 +84,11 @@ func nodeReady(n *corev1.Node) bool {
 // required node affinity and required pod anti-affinity on the hostname
 // allow (virt-controller gives a migration's target launcher pod one
 // against the VMI's other pods, migration.go:889-911, so that it lands on
-// another node). It ignores resources and taints, which no test here
-// exercises.
+// another node). Like the scheduler's VolumeBinding plugin, it leaves a pod
+// unscheduled while a claim it mounts is not Bound ("pod has unbound
+// immediate PersistentVolumeClaims"; the provisioner here binds immediately,
+// so every claim is of immediate binding). It ignores resources and taints,
+// which no test here exercises.
 func (k *KubeVirt) bindLoop(ctx context.Context) { every(ctx, 100*time.Millisecond, k.bindPass) }
 
 func (k *KubeVirt) bindPass(ctx context.Context) {
@@ -103,6 +106,9 @@ func (k *KubeVirt) bindPass(ctx context.Context) {
 		if pod.DeletionTimestamp != nil || (pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName) {
 			continue
 		}
+		if !k.claimsBound(ctx, pod) {
+			continue
+		}
 		if bound == nil && hasPodAntiAffinity(pod) {
 			all, err := k.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -118,6 +124,20 @@ func (k *KubeVirt) bindPass(ctx context.Context) {
 			_ = k.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
 		}
 	}
+}
+
+// claimsBound reports whether every claim the pod mounts is Bound.
+func (k *KubeVirt) claimsBound(ctx context.Context, pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		c, err := k.client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if err != nil || c.Status.Phase != corev1.ClaimBound {
+			return false
+		}
+	}
+	return true
 }
 
 // placeFor picks the first node whose labels satisfy the pod's nodeSelector
