@@ -35,6 +35,9 @@ func FuzzAuditJSON(f *testing.F) {
 			if shape&32 != 0 {
 				fd.Action.BlockedBy = drift.BlockReason(text)
 			}
+			if shape&64 != 0 {
+				fd.Cluster = text
+			}
 			fs = append(fs, fd)
 		}
 		s := &snapshot.Snapshot{}
@@ -71,7 +74,7 @@ func TestAppendFinding_knowsEveryField(t *testing.T) {
 		typ  reflect.Type
 		want []string
 	}{
-		{reflect.TypeOf(drift.Finding{}), []string{"id", "check", "namespace", "object", "volume", "severity", "message", "evidence", "action"}},
+		{reflect.TypeOf(drift.Finding{}), []string{"id", "check", "namespace", "cluster,omitempty", "object", "volume", "severity", "message", "evidence", "action"}},
 		{reflect.TypeOf(drift.ObjectRef{}), []string{"kind", "name", "uid"}},
 		{reflect.TypeOf(drift.Action{}), []string{"type", "safe", "blockedBy,omitempty", "remedy"}},
 	} {

@@ -18,6 +18,9 @@ func appendFinding(b []byte, f *drift.Finding) []byte {
 	b = appendField(b, in1, "id", f.ID, true)
 	b = appendField(b, in1, "check", f.Check, true)
 	b = appendField(b, in1, "namespace", f.Namespace, true)
+	if f.Cluster != "" {
+		b = appendField(b, in1, "cluster", f.Cluster, true)
+	}
 	b = append(b, in1+`"object": {`...)
 	b = appendField(b, in2, "kind", f.Object.Kind, true)
 	b = appendField(b, in2, "name", f.Object.Name, true)

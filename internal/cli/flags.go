@@ -107,6 +107,7 @@ type scopeFlags struct {
 	tenantAttachGrace   time.Duration
 	stuckPhaseGrace     time.Duration
 	stuckPublishGrace   time.Duration
+	fenceAfter          time.Duration
 	fenceGoneAfter      time.Duration
 	controllerNamespace string
 	minSeverity         string
@@ -133,6 +134,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.tenantAttachGrace, "tenant-attach-grace", check.DefaultTenantAttachGrace, "PhantomAttach and AttachAlreadyPresent: hold (as info) tenant VolumeAttachments and VMIs younger than this")
 	fs.DurationVar(&f.stuckPhaseGrace, "stuck-phase-grace", check.DefaultStuckPhaseGrace, "StuckHotplugPhase: call a hot-plug phase stuck only after this long")
 	fs.DurationVar(&f.stuckPublishGrace, "stuck-publish-grace", check.DefaultStuckPublishGrace, "StuckPublish: tether fix acts only on a finding seen twice this far apart (it observes again after this long)")
+	fs.DurationVar(&f.fenceAfter, "fence-after", check.DefaultFenceAfter, "TenantNodeDown: fence a tenant Node whose infra VM is down only once it has been NotReady this long")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
 	fs.Int64Var(&f.chunkSize, "chunk-size", observe.DefaultPageSize, "read large lists in chunks of this many objects, as kubectl does; 0 reads each kind in one LIST (less work for the API server, more memory on both sides)")
 }
@@ -229,6 +231,7 @@ func (f *scopeFlags) policy(sel labels.Selector, ns string) check.Policy {
 	p.TenantAttachGrace = f.tenantAttachGrace
 	p.StuckPhaseGrace = f.stuckPhaseGrace
 	p.StuckPublishGrace = f.stuckPublishGrace
+	p.FenceAfter = f.fenceAfter
 	return p
 }
 

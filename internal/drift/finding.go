@@ -77,13 +77,16 @@ type Action struct {
 // `tether audit -o json`). Namespace is the scope the object lives in: a
 // Kubernetes namespace, or an OpenStack project.
 type Finding struct {
-	ID        string    `json:"id"`
-	Check     string    `json:"check"`
-	Namespace string    `json:"namespace"`
-	Object    ObjectRef `json:"object"`
-	Volume    string    `json:"volume"`
-	Severity  Severity  `json:"severity"`
-	Message   string    `json:"message"`
+	ID        string `json:"id"`
+	Check     string `json:"check"`
+	Namespace string `json:"namespace"`
+	// Cluster names the cluster the subject lives in when it is not the
+	// one tether reads: a tenant cluster's name ("" otherwise).
+	Cluster  string    `json:"cluster,omitempty"`
+	Object   ObjectRef `json:"object"`
+	Volume   string    `json:"volume"`
+	Severity Severity  `json:"severity"`
+	Message  string    `json:"message"`
 	// Evidence are short facts a human can verify with the platform's own
 	// client (kubectl, the openstack CLI).
 	Evidence []string `json:"evidence"`
@@ -111,6 +114,16 @@ func FindingID(check, ns string, obj ObjectRef, volume string) string {
 	}
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:6])
+}
+
+// DerivedID is the id FindingID gives f's parts; a subject in another
+// cluster (Cluster) counts that cluster's name with the volume.
+func (f Finding) DerivedID() string {
+	v := f.Volume
+	if f.Cluster != "" {
+		v += "@" + f.Cluster
+	}
+	return FindingID(f.Check, f.Namespace, f.Object, v)
 }
 
 // Qualified names an object as "namespace/name", or "name" when it is

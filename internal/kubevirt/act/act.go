@@ -92,6 +92,8 @@ var actions = map[drift.ActionType]func(e *Executor, f drift.Finding, ev Evidenc
 	check.DeletePodsOnFencedNode:  (*Executor).fixStaleAttachment,
 	check.DeleteVolumeAttachment:  (*Executor).fixStaleAttachment,
 	check.RemoveAttacherFinalizer: (*Executor).fixStaleAttachment,
+	check.TaintOutOfService:       (*Executor).fence,
+	check.RemoveOutOfServiceTaint: (*Executor).fence,
 }
 
 // Handles says whether Apply carries out actions of type t (the check rows'

@@ -80,6 +80,12 @@ func (r *Recorder) Event(ctx context.Context, f drift.Finding, reason, typ, msg 
 		apiVersion = "cdi.kubevirt.io/v1beta1"
 	case "PersistentVolume":
 		apiVersion, evNS, objNS = "v1", metav1.NamespaceDefault, ""
+	case "Node":
+		// A tenant's Node: the Event goes to the infra namespace of its VM.
+		apiVersion, objNS = "v1", ""
+		if evNS == "" {
+			evNS = metav1.NamespaceDefault
+		}
 	case check.KindVolumeAttachment:
 		apiVersion, evNS, objNS = "storage.k8s.io/v1", metav1.NamespaceDefault, ""
 	}

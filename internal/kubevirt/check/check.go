@@ -229,6 +229,8 @@ const (
 	ReasonOrphanDetachFailed           = "TetherOrphanDetachFailed"
 	ReasonDanglingRemoved              = "TetherDanglingReferenceRemoved"
 	ReasonStuckPublishRemoved          = "TetherStuckPublishRemoved"
+	ReasonTenantNodeFence              = "TetherTenantNodeFence"
+	ReasonTenantNodeFenceFailed        = "TetherTenantNodeFenceFailed"
 	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
 	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
 )
@@ -280,6 +282,13 @@ func All() []Check {
 		{Row: drift.Row{Name: AttachAlreadyPresent, Doc: "a tenant attach that fails with \"already exists\" while its VMI has the volume Ready", Page: page(AttachAlreadyPresent),
 			Subjects: []string{"VirtualMachineInstance"}},
 			Run: FindAttachAlreadyPresent, Loop: LoopHotplug,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs},
+		// Acts in a tenant: the out-of-service taint on a Node whose infra
+		// VM is down, and its removal once the VM runs and the Node is
+		// Ready again (only a taint tether put there).
+		{Row: drift.Row{Name: TenantNodeDown, Doc: "a tenant Node whose infra VM is down for certain, fenced with the out-of-service taint", Page: page(TenantNodeDown),
+			Subjects: []string{"Node"}, Actions: []drift.ActionType{TaintOutOfService, RemoveOutOfServiceTaint}},
+			Run: FindTenantNodesDown, Events: Events{Applied: ReasonTenantNodeFence, Failed: ReasonTenantNodeFenceFailed},
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
 		// Report only. No loop: the hot-plug loop's per-VMI snapshot has no
 		// attachment pods, which date the stuck states (without them every

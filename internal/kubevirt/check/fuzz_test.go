@@ -48,6 +48,8 @@ func FuzzOrphanHotplugVolume(f *testing.F) {
 				why = unsafeVolume(s, p, fd)
 			case OrphanAttachmentPod:
 				why = unsafePod(s, p, now, fd)
+			case TenantNodeDown:
+				why = unsafeFence(s, p, now, fd)
 			}
 			if why != "" {
 				t.Fatalf("safe %s proposed although %s\nfinding: %+v", fd.Action.Type, why, fd)
@@ -299,6 +301,92 @@ func tenantsFor(s *snapshot.Snapshot, ns string) []snapshot.Tenant {
 	return out
 }
 
+// unsafeFence says why fencing (or un-fencing) the tenant Node is not
+// allowed, or "" when it is. Non-graceful node shutdown is for a node that
+// is really down (Kubernetes docs, "Non-graceful node shutdown"): the
+// Node's providerID must name the infra VM, that VM must have no VMI or a
+// final one (Succeeded, Failed) and no run strategy or request that starts
+// another (it is gone, Halted, Manual without a Start request, or its
+// VMI Succeeded under RerunOnFailure or ended under Once), and the Node must
+// have been NotReady for the grace and carry no out-of-service taint yet.
+// The taint is removed only where tether's record says it added it, the
+// VMI is Running and the Node Ready.
+func unsafeFence(s *snapshot.Snapshot, p Policy, now time.Time, fd drift.Finding) string {
+	var node *snapshot.TenantNode
+	var tenant *snapshot.Tenant
+	for i := range s.Tenants {
+		for j := range s.Tenants[i].Nodes {
+			if s.Tenants[i].Name == fd.Cluster && s.Tenants[i].Nodes[j].Name == fd.Object.Name {
+				tenant, node = &s.Tenants[i], &s.Tenants[i].Nodes[j]
+			}
+		}
+	}
+	if node == nil || !tenant.Reachable {
+		return "the tenant node was not read"
+	}
+	// The node names its VM by providerID (kubevirt://<vm>), by the
+	// infra-VM annotation, or by its CSI node ID (<namespace>/<vm>).
+	name, _ := strings.CutPrefix(node.ProviderID, snapshot.ProviderIDPrefix)
+	if name == "" {
+		name = node.InfraVMName
+	}
+	if ns, vm, ok := strings.Cut(node.CSINodeID, "/"); name == "" && ok && ns == fd.Namespace {
+		name = vm
+	}
+	if name == "" && vm0(s, fd.Namespace, node.Name) {
+		name = node.Name // tied by its name to a VM that exists
+	}
+	if name == "" {
+		return "the node names no VM (nor is a VM of its name known)"
+	}
+	vm, vmi := findVM(s, fd.Namespace, name), findVMI(s, fd.Namespace, name)
+	final := vmi == nil || vmi.Status.Phase == kubevirtv1.Succeeded || vmi.Status.Phase == kubevirtv1.Failed
+	if fd.Action.Type == RemoveOutOfServiceTaint {
+		switch {
+		case node.FencedBy == "" || !node.OutOfService:
+			return "tether did not add the taint"
+		case vmi == nil || vmi.Status.Phase != kubevirtv1.Running:
+			return "the VMI does not run"
+		case node.Ready != corev1.ConditionTrue:
+			return "the node is not Ready"
+		}
+		return ""
+	}
+	switch {
+	case !final:
+		return "the VMI exists and is not final"
+	case node.OutOfService:
+		return "the node is already out of service"
+	case node.Ready == corev1.ConditionTrue || now.Sub(node.ReadySince) < p.withDefaults().FenceAfter:
+		return "the node has not been NotReady for the grace"
+	case vm == nil || vm.DeletionTimestamp != nil:
+		return ""
+	}
+	for _, r := range vm.Status.StateChangeRequests {
+		if r.Action == kubevirtv1.StartRequest {
+			return "a start is requested"
+		}
+	}
+	strategy := kubevirtv1.RunStrategyHalted
+	switch {
+	case vm.Spec.Running != nil && *vm.Spec.Running:
+		strategy = kubevirtv1.RunStrategyAlways
+	case vm.Spec.RunStrategy != nil && vm.Spec.Running == nil:
+		strategy = *vm.Spec.RunStrategy
+	}
+	switch {
+	case strategy == kubevirtv1.RunStrategyHalted, strategy == kubevirtv1.RunStrategyManual:
+		return ""
+	case strategy == kubevirtv1.RunStrategyRerunOnFailure && vmi != nil && vmi.Status.Phase == kubevirtv1.Succeeded:
+		return ""
+	case strategy == kubevirtv1.RunStrategyOnce && vmi != nil:
+		return ""
+	}
+	return "the VM's run strategy " + string(strategy) + " starts a new VMI"
+}
+
+func vm0(s *snapshot.Snapshot, ns, name string) bool { return findVM(s, ns, name) != nil }
+
 func findVMI(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachineInstance {
 	for i := range s.VMIs {
 		if s.VMIs[i].Namespace == ns && s.VMIs[i].Name == name {
@@ -340,15 +428,18 @@ func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 			}
 			seen[fd.Action.Type]++
 			why := unsafeVolume(s, p, fd)
-			if fd.Check == OrphanAttachmentPod {
+			switch fd.Check {
+			case OrphanAttachmentPod:
 				why = unsafePod(s, p, now, fd)
+			case TenantNodeDown:
+				why = unsafeFence(s, p, now, fd)
 			}
 			if why != "" {
 				t.Fatalf("input %x: safe %s proposed although %s\nfinding: %+v", data, fd.Action.Type, why, fd)
 			}
 		}
 	}
-	for _, a := range []drift.ActionType{VMIRemoveVolume, VMRemoveVolume, DeleteAttachmentPod} {
+	for _, a := range []drift.ActionType{VMIRemoveVolume, VMRemoveVolume, DeleteAttachmentPod, TaintOutOfService} {
 		if seen[a] == 0 && !testing.Short() {
 			t.Errorf("the generator never reached a safe %s", a)
 		}

@@ -65,6 +65,8 @@ type Policy struct {
 	StuckPhaseGrace time.Duration
 	// StuckPublishGrace: see DefaultStuckPublishGrace (zero means it).
 	StuckPublishGrace time.Duration
+	// FenceAfter: see DefaultFenceAfter (zero means it).
+	FenceAfter time.Duration
 	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
@@ -88,6 +90,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.StuckPublishGrace == 0 {
 		p.StuckPublishGrace = DefaultStuckPublishGrace
+	}
+	if p.FenceAfter == 0 {
+		p.FenceAfter = DefaultFenceAfter
 	}
 	p.Storage = p.Storage.withDefaults()
 	return p
@@ -115,6 +120,9 @@ func (p Policy) Validate() error {
 	}
 	if p.StuckPhaseGrace < 0 {
 		errs = append(errs, fmt.Errorf("stuck phase grace must not be negative, got %s", p.StuckPhaseGrace))
+	}
+	if p.FenceAfter < 0 {
+		errs = append(errs, fmt.Errorf("fence-after must not be negative, got %s", p.FenceAfter))
 	}
 	if p.StuckPublishGrace < 0 {
 		errs = append(errs, fmt.Errorf("stuck publish grace must not be negative, got %s", p.StuckPublishGrace))

@@ -51,3 +51,45 @@ func ForAttachmentPod(ctx context.Context, c client.Client, o Options, ns, name 
 	s.VMIs = vmis.Items
 	return snapshot.New(s), nil
 }
+
+// ForTenantNode reads, for re-checking TenantNodeDown on one tenant Node,
+// the tenant called tenant (its nodes, attachments and PVs, as a pass reads
+// it), then the infra VM and VMI the node resolves to by direct GETs, read
+// last: "gone" is a 404 of a read by name, never the absence from a list.
+// A tenant tether is not given, or a node that resolves to no VM, gives a
+// snapshot without VM or VMI (the re-check then finds no safe action).
+func ForTenantNode(ctx context.Context, c client.Client, o Options, tenant, node string) (*snapshot.Snapshot, error) {
+	s := snapshot.Snapshot{}
+	for _, t := range o.Tenants {
+		if t.Name == tenant {
+			s.Tenants = []snapshot.Tenant{readTenant(ctx, t, o)}
+		}
+	}
+	if len(s.Tenants) == 0 || !s.Tenants[0].Reachable {
+		return snapshot.New(s), nil
+	}
+	t := &s.Tenants[0]
+	for i := range t.Nodes {
+		if t.Nodes[i].Name != node {
+			continue
+		}
+		m := snapshot.ResolveTenantNode(&t.Nodes[i], t.Namespace, t.MatchNodesByName)
+		if m.Unknown != "" {
+			break
+		}
+		key := client.ObjectKey{Namespace: m.VM.Namespace, Name: m.VM.Name}
+		var vm kubevirtv1.VirtualMachine
+		if err := getOptional(ctx, c, key, &vm); err != nil {
+			return nil, err
+		} else if vm.Name != "" {
+			s.VMs = []kubevirtv1.VirtualMachine{vm}
+		}
+		var vmi kubevirtv1.VirtualMachineInstance
+		if err := getOptional(ctx, c, key, &vmi); err != nil {
+			return nil, err
+		} else if vmi.Name != "" {
+			s.VMIs = []kubevirtv1.VirtualMachineInstance{vmi}
+		}
+	}
+	return snapshot.New(s), nil
+}

@@ -1,6 +1,10 @@
 package snapshot
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"time"
+
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +30,9 @@ const (
 
 // TenantNode is what tether keeps of one tenant cluster Node.
 type TenantNode struct {
-	Name       string
+	Name string
+	// UID is the Node's uid (the fencing write's precondition).
+	UID        types.UID
 	ProviderID string
 	// The values of ClusterNamespaceAnnotation, InfraVMNameAnnotation and
 	// InfraVMNamespaceAnnotation.
@@ -41,7 +47,30 @@ type TenantNode struct {
 	// kubelet lists in status.volumesInUse or status.volumesAttached
 	// ("kubernetes.io/csi/<driver>^<handle>").
 	InUse []string
+	// Ready is the status of the node's Ready condition ("" when it has
+	// none), and ReadySince that condition's lastTransitionTime: a kubelet
+	// that stopped posting leaves Ready Unknown, set by the node lifecycle
+	// controller.
+	Ready      corev1.ConditionStatus
+	ReadySince time.Time
+	// OutOfService: the node carries the out-of-service taint
+	// (OutOfServiceTaintKey), whoever put it there.
+	OutOfService bool
+	// FencedBy is the value of FencedAnnotation: set when tether put the
+	// out-of-service taint there (it names the infra VM and when).
+	FencedBy string
 }
+
+// OutOfServiceTaintKey is the taint of non-graceful node shutdown (GA in
+// Kubernetes 1.28): on a node that is really down, the pod garbage
+// collector deletes its terminating pods and the attach/detach controller
+// detaches its volumes at once (kubernetes pkg/controller/podgc/
+// gc_controller.go, volume/attachdetach/reconciler/reconciler.go).
+const OutOfServiceTaintKey = "node.kubernetes.io/out-of-service"
+
+// FencedAnnotation records on a tenant Node that tether added its
+// out-of-service taint, so that tether removes only a taint it put there.
+const FencedAnnotation = "tether.dev/fenced"
 
 // InfraVM names a VM of the infra cluster.
 type InfraVM struct{ Namespace, Name string }
@@ -59,6 +88,10 @@ type NodeMapping struct {
 	// tenant speaks for.
 	Unknown   string
 	Ambiguous bool
+	// ByName: no source named the VM; the node is taken for the VM of its
+	// own name (the matchNodesByName opt-in). Nothing then says the node
+	// ever was a VM.
+	ByName bool
 }
 
 // ResolveTenantNode ties a tenant node to its infra VM the way the KubeVirt
@@ -114,7 +147,7 @@ func ResolveTenantNode(n *TenantNode, infraNS string, byName bool) NodeMapping {
 	}
 	if len(found) == 0 {
 		if byName && infraNS != "" {
-			return NodeMapping{VM: InfraVM{infraNS, n.Name}, How: fmt.Sprintf("its name in the tenant's infra namespace %s (matchNodesByName)", infraNS)}
+			return NodeMapping{VM: InfraVM{infraNS, n.Name}, ByName: true, How: fmt.Sprintf("its name in the tenant's infra namespace %s (matchNodesByName)", infraNS)}
 		}
 		why := fmt.Sprintf("tenant node %s has no providerID %s<vm>, no annotations %s/%s and no CSINode node ID", n.Name, ProviderIDPrefix, InfraVMNamespaceAnnotation, InfraVMNameAnnotation)
 		if byName {
@@ -159,6 +192,7 @@ func ParseCSIVolumeName(s string) (driver, handle string, ok bool) {
 func NewTenantNode(node *corev1.Node, csiNode *storagev1.CSINode, driver string) TenantNode {
 	n := TenantNode{
 		Name:             node.Name,
+		UID:              node.UID,
 		ProviderID:       node.Spec.ProviderID,
 		ClusterNamespace: node.Annotations[ClusterNamespaceAnnotation],
 		InfraVMName:      node.Annotations[InfraVMNameAnnotation],
@@ -182,6 +216,15 @@ func NewTenantNode(node *corev1.Node, csiNode *storagev1.CSINode, driver string)
 	for _, v := range node.Status.VolumesAttached {
 		add(string(v.Name))
 	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			n.Ready, n.ReadySince = c.Status, c.LastTransitionTime.Time
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		n.OutOfService = n.OutOfService || t.Key == OutOfServiceTaintKey
+	}
+	n.FencedBy = node.Annotations[FencedAnnotation]
 	return n
 }
 
