@@ -1,0 +1,186 @@
+package realkv
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/act"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/testing/testenv"
+)
+
+// tenantNodeReady sets the tenant node's Ready condition as the node
+// lifecycle controller (Unknown, when the kubelet went silent) or the
+// kubelet (True) would, changed at since.
+func tenantNodeReady(t *testing.T, tc client.Client, name string, status corev1.ConditionStatus, since time.Time) {
+	t.Helper()
+	var n corev1.Node
+	if err := tc.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(since), LastHeartbeatTime: metav1.NewTime(since)}}
+	if err := tc.Status().Update(context.Background(), &n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tenantNode(t *testing.T, tc client.Client, name string) *corev1.Node {
+	t.Helper()
+	var n corev1.Node
+	if err := tc.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+func outOfService(n *corev1.Node) bool {
+	for _, tt := range n.Spec.Taints {
+		if tt.Key == snapshot.OutOfServiceTaintKey {
+			return true
+		}
+	}
+	return false
+}
+
+// A tenant node whose infra VM is stopped on real KubeVirt (the VMI goes):
+// tether fences it with the out-of-service taint only once the node is
+// NotReady past the grace; a plan made while the VM was down changes
+// nothing once the VM runs again, and the act's live re-check refuses it;
+// once the node is Ready again tether removes its own taint, and never an
+// operator's.
+func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
+	w := newWorld(t)
+	w.vm("infra")
+	scope := tenant(t, w.env, w.ns, "infra")
+	tc, err := clients.New(w.env.Tenants["guest"].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := "worker-" + w.ns
+	var stdout string
+	fix := func(args ...string) (int, string) {
+		r := tether(t, w.env, append(append([]string{"fix"}, args...), scope...)...)
+		if r.Code > 1 {
+			t.Fatalf("fix %v: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
+		}
+		stdout = r.Stdout
+		return r.Code, r.Stdout + r.Stderr
+	}
+
+	// Stop the VM: virt-controller deletes its VMI.
+	w.patchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
+	testenv.Eventually(t, 90*time.Second, "VMI infra gone", func() (bool, error) {
+		_, err := w.vmi("infra")
+		return apierrors.IsNotFound(err), nil
+	})
+
+	// The guest's kubelet still counts as Ready (harvester #9939): held.
+	tenantNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
+	f := only(t, audit(t, w.env, scope), check.TenantNodeDown, "")
+	if f.Action.BlockedBy != string(check.TenantNodeStillReady) {
+		t.Fatalf("node still Ready: want held TenantNodeStillReady, got %+v", f)
+	}
+	// NotReady for 10 s: within the grace.
+	tenantNodeReady(t, tc, node, corev1.ConditionUnknown, time.Now().Add(-10*time.Second))
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") || outOfService(tenantNode(t, tc, node)) {
+		t.Fatalf("fenced within the grace:\n%s", out)
+	}
+	// NotReady for two minutes: a plan, then the VM starts again.
+	tenantNodeReady(t, tc, node, corev1.ConditionUnknown, time.Now().Add(-2*time.Minute))
+	code, out := fix("-o", "json")
+	if code != 0 || !strings.Contains(out, `"planned": true`) {
+		t.Fatalf("fix -o json with the VM down: exit %d\n%s", code, out)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	planJSON := stdout
+	if err := os.WriteFile(planFile, []byte(planJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Items []struct {
+			Finding drift.Finding `json:"finding"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(planJSON), &plan); err != nil || len(plan.Items) != 1 {
+		t.Fatalf("plan: %v\n%s", err, planJSON)
+	}
+	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
+	w.running("infra")
+	code, out = fix("--apply", "--plan", planFile)
+	if code != 1 || !strings.Contains(out, "changed-since-plan") || outOfService(tenantNode(t, tc, node)) {
+		t.Fatalf("fix --apply --plan after the VM started again: exit %d\n%s", code, out)
+	}
+	p := check.DefaultPolicy()
+	p.Scope.Namespaces = []string{w.ns}
+	ex, err := act.NewExecutor(w.env.Config, p, observe.Options{Namespace: w.ns,
+		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.ns, Config: w.env.Tenants["guest"].Config}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := ex.Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(tenantNode(t, tc, node)) {
+		t.Fatalf("act on a fence the running VMI contradicts: %+v", res)
+	}
+
+	// Down again for good: fenced.
+	w.patchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
+	testenv.Eventually(t, 90*time.Second, "VMI infra gone", func() (bool, error) {
+		_, err := w.vmi("infra")
+		return apierrors.IsNotFound(err), nil
+	})
+	t0 := time.Now()
+	if _, out := fix("--apply"); !strings.Contains(out, "Applied") {
+		t.Fatalf("fix --apply with the VM down and the node NotReady: \n%s", out)
+	}
+	n := tenantNode(t, tc, node)
+	if !outOfService(n) || !strings.Contains(n.Annotations[snapshot.FencedAnnotation], "infra VM "+w.ns+"/infra down") {
+		t.Fatalf("node after fencing: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
+	}
+	t.Logf("fix --apply fenced the node in %s", time.Since(t0).Round(time.Millisecond))
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") {
+		t.Fatalf("a fenced node was fenced again:\n%s", out)
+	}
+
+	// Back: the VMI runs, but the node is not Ready yet: the taint stays.
+	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
+	w.running("infra")
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(tenantNode(t, tc, node)) {
+		t.Fatalf("un-fenced before the node was Ready:\n%s", out)
+	}
+	tenantNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
+	if _, out := fix("--apply"); !strings.Contains(out, "Applied") {
+		t.Fatalf("fix --apply with the VM back and the node Ready:\n%s", out)
+	}
+	if n := tenantNode(t, tc, node); outOfService(n) || n.Annotations[snapshot.FencedAnnotation] != "" {
+		t.Fatalf("node after un-fencing: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
+	}
+
+	// An operator's own taint, with the VM running and the node Ready:
+	// never touched.
+	n = tenantNode(t, tc, node)
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaintKey, Value: "operator", Effect: corev1.TaintEffectNoExecute})
+	if err := tc.Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(tenantNode(t, tc, node)) {
+		t.Fatalf("an operator's taint was touched:\n%s", out)
+	}
+	var vmi kubevirtv1.VirtualMachineInstance
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "infra"}, &vmi); err != nil || vmi.Status.Phase != kubevirtv1.Running {
+		t.Fatalf("the infra VMI must be left running: %v", err)
+	}
+}
