@@ -1,6 +1,10 @@
 package realkv
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
 	"context"
 	"encoding/json"
 	"os"
@@ -55,6 +59,51 @@ func outOfService(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// tenantIdentity binds the ClusterRoles of config/rbac's files to user in
+// the tenant and returns a config that impersonates user.
+func tenantIdentity(t *testing.T, env *testenv.Env, user string, files ...string) *rest.Config {
+	t.Helper()
+	tc, err := clients.New(env.Tenants["guest"].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal(data, &role); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}}
+		for _, o := range []client.Object{&role, binding} {
+			if err := tc.Create(context.Background(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() { _ = tc.Delete(context.Background(), binding) })
+	}
+	cfg := rest.CopyConfig(env.Tenants["guest"].Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
+}
+
+// executorFor acts in w's namespace with the tenant read through cfg.
+func executorFor(t *testing.T, w *world, cfg *rest.Config) *act.Executor {
+	t.Helper()
+	p := check.DefaultPolicy()
+	p.Scope.Namespaces = []string{w.ns}
+	ex, err := act.NewExecutor(w.env.Config, p, observe.Options{Namespace: w.ns,
+		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.ns, Config: cfg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
 }
 
 // A tenant node whose infra VM is stopped on real KubeVirt (the VMI goes):
@@ -125,14 +174,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "changed-since-plan") || outOfService(tenantNode(t, tc, node)) {
 		t.Fatalf("fix --apply --plan after the VM started again: exit %d\n%s", code, out)
 	}
-	p := check.DefaultPolicy()
-	p.Scope.Namespaces = []string{w.ns}
-	ex, err := act.NewExecutor(w.env.Config, p, observe.Options{Namespace: w.ns,
-		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.ns, Config: w.env.Tenants["guest"].Config}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := ex.Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(tenantNode(t, tc, node)) {
+	if res := executorFor(t, w, w.env.Tenants["guest"].Config).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(tenantNode(t, tc, node)) {
 		t.Fatalf("act on a fence the running VMI contradicts: %+v", res)
 	}
 
@@ -142,6 +184,13 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 		_, err := w.vmi("infra")
 		return apierrors.IsNotFound(err), nil
 	})
+	// Through the tenant-reader role alone the write is refused and the
+	// node stays as it is.
+	reader := tenantIdentity(t, w.env, "tether-reader-"+w.ns, "tenant-reader.yaml")
+	if res := executorFor(t, w, reader).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome == drift.Applied ||
+		!strings.Contains(res.Message, "forbidden") || outOfService(tenantNode(t, tc, node)) {
+		t.Fatalf("fencing with the reader role only: %+v", res)
+	}
 	t0 := time.Now()
 	if _, out := fix("--apply"); !strings.Contains(out, "Applied") {
 		t.Fatalf("fix --apply with the VM down and the node NotReady: \n%s", out)
@@ -162,8 +211,14 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 		t.Fatalf("un-fenced before the node was Ready:\n%s", out)
 	}
 	tenantNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
-	if _, out := fix("--apply"); !strings.Contains(out, "Applied") {
-		t.Fatalf("fix --apply with the VM back and the node Ready:\n%s", out)
+	// Un-fenced through the reader and fencer roles (least privilege).
+	code, _ = fix("-o", "json")
+	if err := json.Unmarshal([]byte(stdout), &plan); err != nil || code != 0 || len(plan.Items) != 1 || plan.Items[0].Finding.Action.Type != check.RemoveOutOfServiceTaint {
+		t.Fatalf("plan with the VM back and the node Ready: %v\n%s", err, stdout)
+	}
+	fencer := tenantIdentity(t, w.env, "tether-reader-"+w.ns, "tenant-reader.yaml", "tenant-fencer.yaml")
+	if res := executorFor(t, w, fencer).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Applied {
+		t.Fatalf("un-fencing with the reader and fencer roles: %+v", res)
 	}
 	if n := tenantNode(t, tc, node); outOfService(n) || n.Annotations[snapshot.FencedAnnotation] != "" {
 		t.Fatalf("node after un-fencing: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
