@@ -54,7 +54,7 @@ func tenantNode(t *testing.T, tc client.Client, name string) *corev1.Node {
 
 func outOfService(n *corev1.Node) bool {
 	for _, tt := range n.Spec.Taints {
-		if tt.Key == snapshot.OutOfServiceTaintKey {
+		if tt.Key == snapshot.OutOfServiceTaint {
 			return true
 		}
 	}
@@ -227,7 +227,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	// An operator's own taint, with the VM running and the node Ready:
 	// never touched.
 	n = tenantNode(t, tc, node)
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaintKey, Value: "operator", Effect: corev1.TaintEffectNoExecute})
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "operator", Effect: corev1.TaintEffectNoExecute})
 	if err := tc.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 // OutOfServiceTaint is the taint tether adds to a tenant Node whose infra
 // VM is down: the value non-graceful node shutdown documents.
-var OutOfServiceTaint = corev1.Taint{Key: snapshot.OutOfServiceTaintKey, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+var OutOfServiceTaint = corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
 
 // fence is TenantNodeDown's action on a tenant Node (the finding's
 // Cluster): add the out-of-service taint and tether's record of it, or
@@ -73,7 +73,7 @@ func fenced(f drift.Finding, node *corev1.Node, vm snapshot.InfraVM, now time.Ti
 	has := false
 	var kept []corev1.Taint
 	for _, t := range node.Spec.Taints {
-		if t.Key == snapshot.OutOfServiceTaintKey {
+		if t.Key == snapshot.OutOfServiceTaint {
 			has = true
 			continue
 		}

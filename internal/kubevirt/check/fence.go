@@ -127,7 +127,7 @@ func decideTenantNode(in Input, t *snapshot.Tenant, n *snapshot.TenantNode) (dri
 		f.Message = fmt.Sprintf("tenant %q node %s is NotReady, but which infra VM it is cannot be told with certainty: not fenced", t.Name, n.Name)
 		f.Evidence = append(f.Evidence, m.Unknown)
 		f.Action = drift.Action{Type: TaintOutOfService, BlockedBy: TenantNodeUnmapped,
-			Remedy: fmt.Sprintf("give tenant %q node %s a providerID kubevirt://<vm> (or the infra-VM annotations) naming its infra VM; or, once you know the node is down, `kubectl taint node %s %s=nodeshutdown:NoExecute` in the tenant", t.Name, n.Name, n.Name, snapshot.OutOfServiceTaintKey)}
+			Remedy: fmt.Sprintf("give tenant %q node %s a providerID kubevirt://<vm> (or the infra-VM annotations) naming its infra VM; or, once you know the node is down, `kubectl taint node %s %s=nodeshutdown:NoExecute` in the tenant", t.Name, n.Name, n.Name, snapshot.OutOfServiceTaint)}
 		return f, true
 	}
 	if !in.scope.namespace(m.VM.Namespace) {
@@ -153,7 +153,7 @@ func decideTenantNode(in Input, t *snapshot.Tenant, n *snapshot.TenantNode) (dri
 	switch {
 	case vm == nil && m.ByName:
 		hold(TenantNodeUnmapped, fmt.Sprintf("tenant node %s is tied to VM %s by its name only, and no VM of that name exists: nothing says the node ever was one", n.Name, m.VM),
-			fmt.Sprintf("give tenant %q node %s a providerID kubevirt://<vm> naming its infra VM; or, once you know the node is down, `kubectl taint node %s %s=nodeshutdown:NoExecute` in the tenant", t.Name, n.Name, n.Name, snapshot.OutOfServiceTaintKey))
+			fmt.Sprintf("give tenant %q node %s a providerID kubevirt://<vm> naming its infra VM; or, once you know the node is down, `kubectl taint node %s %s=nodeshutdown:NoExecute` in the tenant", t.Name, n.Name, n.Name, snapshot.OutOfServiceTaint))
 	case vm != nil && (StartingUp(vm, vmi) || runsOnItsOwn(vm)):
 		hold(VMStarting, fmt.Sprintf("VM %s is starting a new VMI (run strategy %s): the node comes back", m.VM, runStrategyName(vm)),
 			fmt.Sprintf("nothing to do while VM %s starts: `kubectl get vmi %s -n %s -w`", m.VM, m.VM.Name, m.VM.Namespace))
@@ -177,7 +177,7 @@ func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.Inf
 		f.Evidence = append(f.Evidence, fmt.Sprintf("tenant node %s has annotation %s=%q: tether added its out-of-service taint", n.Name, snapshot.FencedAnnotation, n.FencedBy))
 		f.Severity = drift.SeverityWarning
 		f.Action = drift.Action{Type: RemoveOutOfServiceTaint, Safe: true,
-			Remedy: fmt.Sprintf("in tenant %q: `kubectl taint node %s %s-` and `kubectl annotate node %s %s-`", t.Name, n.Name, snapshot.OutOfServiceTaintKey, n.Name, snapshot.FencedAnnotation)}
+			Remedy: fmt.Sprintf("in tenant %q: `kubectl taint node %s %s-` and `kubectl annotate node %s %s-`", t.Name, n.Name, snapshot.OutOfServiceTaint, n.Name, snapshot.FencedAnnotation)}
 		switch {
 		case vmi.Status.Phase != kubevirtv1.Running:
 			f.Severity = drift.SeverityInfo
@@ -265,5 +265,5 @@ func infraVMFacts(ref snapshot.InfraVM, vm *kubevirtv1.VirtualMachine, vmi *kube
 
 func fenceRemedy(t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.InfraVM) string {
 	return fmt.Sprintf("in tenant %q, once you know infra VM %s stays down: `kubectl taint node %s %s=nodeshutdown:NoExecute` (non-graceful node shutdown: the node's pods are deleted and its volumes detached at once); remove the taint when the node is back (`kubectl taint node %s %s-`)",
-		t.Name, vm, n.Name, snapshot.OutOfServiceTaintKey, n.Name, snapshot.OutOfServiceTaintKey)
+		t.Name, vm, n.Name, snapshot.OutOfServiceTaint, n.Name, snapshot.OutOfServiceTaint)
 }

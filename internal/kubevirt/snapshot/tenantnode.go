@@ -54,19 +54,12 @@ type TenantNode struct {
 	Ready      corev1.ConditionStatus
 	ReadySince time.Time
 	// OutOfService: the node carries the out-of-service taint
-	// (OutOfServiceTaintKey), whoever put it there.
+	// (OutOfServiceTaint), whoever put it there.
 	OutOfService bool
 	// FencedBy is the value of FencedAnnotation: set when tether put the
 	// out-of-service taint there (it names the infra VM and when).
 	FencedBy string
 }
-
-// OutOfServiceTaintKey is the taint of non-graceful node shutdown (GA in
-// Kubernetes 1.28): on a node that is really down, the pod garbage
-// collector deletes its terminating pods and the attach/detach controller
-// detaches its volumes at once (kubernetes pkg/controller/podgc/
-// gc_controller.go, volume/attachdetach/reconciler/reconciler.go).
-const OutOfServiceTaintKey = "node.kubernetes.io/out-of-service"
 
 // FencedAnnotation records on a tenant Node that tether added its
 // out-of-service taint, so that tether removes only a taint it put there.
@@ -221,9 +214,7 @@ func NewTenantNode(node *corev1.Node, csiNode *storagev1.CSINode, driver string)
 			n.Ready, n.ReadySince = c.Status, c.LastTransitionTime.Time
 		}
 	}
-	for _, t := range node.Spec.Taints {
-		n.OutOfService = n.OutOfService || t.Key == OutOfServiceTaintKey
-	}
+	n.OutOfService = HasOutOfServiceTaint(node)
 	n.FencedBy = node.Annotations[FencedAnnotation]
 	return n
 }
