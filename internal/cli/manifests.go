@@ -35,7 +35,7 @@ user names. Apply with: tether manifests protection | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 	}
 	prot.Flags().StringArrayVar(&po.allow, "allow", nil, "also let this user through, e.g. system:kube-controller-manager when it runs without --use-service-account-credentials (repeatable)")
-	cmd.AddCommand(bind(prot, po), newManifestsRBAC())
+	cmd.AddCommand(bind(prot, po), newManifestsRBAC(), newManifestsTenant())
 	return cmd
 }
 
@@ -88,6 +88,52 @@ config/rbac/common (ServiceAccount, leader election, metrics), as config/namespa
 	fs.StringVar(&o.ControllerNamespace, "controller-namespace", "tether-system", "the namespace the controller runs in (its ServiceAccount and records)")
 	fs.BoolVar(&o.Protection, "protection", false, "also grant protection's finalizer patches (protection.enabled: true)")
 	return bind(cmd, o)
+}
+
+// newManifestsTenant is `tether manifests tenant`: the RBAC to apply in a
+// tenant cluster for the identity of the kubeconfig tether is given.
+func newManifestsTenant() *cobra.Command {
+	o := &tenantManifestOptions{}
+	cmd := &cobra.Command{
+		Use:   "tenant",
+		Short: "Print the RBAC to apply in a tenant cluster (reading; fencing with --fence)",
+		Long: `Prints, for a TENANT cluster (a cluster running inside the VMs), the ClusterRoles tether
+needs there, bound to the service account of the kubeconfig tether is given for it:
+tether-tenant-reader (config/rbac/tenant-reader.yaml: the evidence tether reads) and, with
+--fence, tether-tenant-fencer (config/rbac/tenant-fencer.yaml: get and update on Nodes, for
+TenantNodeDown's out-of-service taint). Apply it in the tenant:
+
+  tether manifests tenant --service-account kube-system/tether-reader --fence | kubectl --context tenant apply -f -`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&o.ServiceAccount, "service-account", "kube-system/tether-reader", "NAMESPACE/NAME of the tenant kubeconfig's service account")
+	cmd.Flags().BoolVar(&o.Fence, "fence", false, "also grant fencing (TenantNodeDown): get and update on Nodes")
+	return bind(cmd, o)
+}
+
+// tenantManifestOptions are `tether manifests tenant`'s.
+type tenantManifestOptions struct {
+	rbac.TenantOptions
+	out io.Writer
+}
+
+func (o *tenantManifestOptions) Validate() error {
+	_, err := rbac.Tenant(o.TenantOptions)
+	return err
+}
+
+func (o *tenantManifestOptions) Complete(cmd *cobra.Command) error {
+	o.out = cmd.OutOrStdout()
+	return nil
+}
+
+// Run prints the tenant RBAC.
+func (o *tenantManifestOptions) Run(context.Context) error {
+	objs, err := rbac.Tenant(o.TenantOptions)
+	if err != nil {
+		return err
+	}
+	return printObjects(o.out, objs)
 }
 
 // rbacManifestOptions are `tether manifests rbac`'s.
