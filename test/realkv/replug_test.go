@@ -97,7 +97,7 @@ func TestRealV17_replugSameName_staysDetachingWhileTheOldPodStays(t *testing.T) 
 	}
 
 	// Once the old pod is gone, v1.7.0 attaches the volume anew.
-	if err := env.Real.HoldPod(context.Background(), w.ns, old.Name, false); err != nil {
+	if err := realkubevirt.HoldPod(context.Background(), env.Client, w.ns, old.Name, false); err != nil {
 		t.Fatal(err)
 	}
 	w.waitPhase("solo", "pvc-data", kubevirtv1.VolumeReady)
@@ -152,7 +152,7 @@ func TestReal_replugSameName_waitsBoundThenCompletes(t *testing.T) {
 		t.Fatalf("fix --apply changed the VMI or the old pod: %v", err)
 	}
 
-	if err := w.env.Real.HoldPod(context.Background(), w.ns, old.Name, false); err != nil {
+	if err := realkubevirt.HoldPod(context.Background(), w.env.Client, w.ns, old.Name, false); err != nil {
 		t.Fatal(err)
 	}
 	w.waitPhase("solo", "pvc-data", kubevirtv1.VolumeReady)
@@ -179,10 +179,10 @@ func (w *world) replugWhileOldPodStays(vmi, vol string) *corev1.Pod {
 	w.t.Helper()
 	ctx := context.Background()
 	old := w.attachmentPod(vol)
-	if err := w.env.Real.HoldPod(ctx, w.ns, old.Name, true); err != nil {
+	if err := realkubevirt.HoldPod(ctx, w.env.Client, w.ns, old.Name, true); err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { _ = w.env.Real.HoldPod(context.Background(), w.ns, old.Name, false) })
+	w.t.Cleanup(func() { _ = realkubevirt.HoldPod(context.Background(), w.env.Client, w.ns, old.Name, false) })
 	w.removeVolume(virtapi.VMI, vmi, vol)
 	testenv.Eventually(w.t, 30*time.Second, "the unplug deletes "+old.Name+" and leaves "+vol+" Detaching", func() (bool, error) {
 		return w.pod(old.Name).DeletionTimestamp != nil && w.phase(vmi, vol) == kubevirtv1.HotplugVolumeDetaching, nil

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/tether-dev/tether/internal/testing/controlplane"
@@ -72,13 +73,15 @@ func (k *KubeVirt) startNodes(ctx, runCtx context.Context) error {
 
 // HoldPod keeps the pod in the API after it is deleted (true), as any
 // finalizer on it does, until let go (false): it adds (removes) the
-// finalizer PodHold and tells kwok to leave the pod alone, because kwok,
-// unlike a kubelet, strips every finalizer of a deleted pod. While held the
-// pod keeps its status. virt-controller deletes attachment pods with a
-// grace period of 0, so without a finalizer they leave the API at once.
-func (k *KubeVirt) HoldPod(ctx context.Context, namespace, name string, hold bool) error {
+// finalizer PodHold and the annotation that tells kwok to leave the pod
+// alone, because kwok, unlike a kubelet, strips every finalizer of a
+// deleted pod. While held the pod keeps its status. virt-controller deletes
+// attachment pods with a grace period of 0, so without a finalizer they
+// leave the API at once. It works in any world (where no kwok runs, the
+// annotation is inert).
+func HoldPod(ctx context.Context, c kubernetes.Interface, namespace, name string, hold bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := k.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -88,7 +91,7 @@ func (k *KubeVirt) HoldPod(ctx context.Context, namespace, name string, hold boo
 			p.Finalizers = append(p.Finalizers, PodHold)
 			metav1.SetMetaDataAnnotation(&p.ObjectMeta, PodHold, "true")
 		}
-		_, err = k.client.CoreV1().Pods(namespace).Update(ctx, p, metav1.UpdateOptions{})
+		_, err = c.CoreV1().Pods(namespace).Update(ctx, p, metav1.UpdateOptions{})
 		return err
 	})
 }
