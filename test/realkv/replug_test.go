@@ -36,11 +36,14 @@ import (
 // the old pod stays. tether dates the state from the old pod's deletion,
 // not its creation: within the grace there is no finding, past it a
 // warning that names virt-controller and KubeVirt v1.9.0 as the release to
-// upgrade to, and fix --apply changes nothing. The emulated virt-handler
-// plays only what virt-handler v1.7.0 does there: nothing, as it mounts
-// only from Bound, Pending or AttachedToNode (canUpdateToMounted,
-// pkg/virt-handler/vm.go:443).
-func TestRealV17_replugSameName_staysDetachingWhileTheOldPodStays(t *testing.T) {
+// upgrade to, and fix --apply changes nothing. Once the old pod is gone,
+// v1.7.0 either attaches the volume on a new pod or, losing #17139's race,
+// leaves it Detaching on the new pod for good, which tether reports the
+// same way, dated from the new pod's creation. The emulated virt-handler
+// plays only what virt-handler v1.7.0 does with a Detaching volume in the
+// spec: nothing, as it mounts only from Bound, Pending or AttachedToNode
+// (canUpdateToMounted, pkg/virt-handler/vm.go:443).
+func TestRealV17_replugSameName_staysDetaching(t *testing.T) {
 	env := startV17(t, "HotplugVolumes")
 	w := newWorldIn(t, env)
 	w.claims("pvc-data")
@@ -96,13 +99,41 @@ func TestRealV17_replugSameName_staysDetachingWhileTheOldPodStays(t *testing.T) 
 		t.Fatalf("fix --apply changed the old pod or the VMI")
 	}
 
-	// Once the old pod is gone, v1.7.0 attaches the volume anew.
+	// Once the old pod is gone, v1.7.0 makes a new one. Whether the volume
+	// then attaches is #17139's race: the status pass after the new pod's
+	// creation resets Detaching from the claim only while virt-controller's
+	// pod cache does not show the new pod yet; once it does, the volume stays
+	// Detaching on the new, running pod for good. Both happen here.
 	if err := realkubevirt.HoldPod(context.Background(), env.Client, w.ns, old.Name, false); err != nil {
 		t.Fatal(err)
 	}
-	w.waitPhase("solo", "pvc-data", kubevirtv1.VolumeReady)
-	if s := w.volumeStatus("solo", "pvc-data"); s.HotplugVolume.AttachPodName == old.Name {
-		t.Fatalf("Ready on the old pod %s", old.Name)
+	testenv.Eventually(t, 60*time.Second, "pvc-data Ready, or Detaching, on a new running attachment pod", func() (bool, error) {
+		s = w.volumeStatus("solo", "pvc-data")
+		return s != nil && s.HotplugVolume != nil && s.HotplugVolume.AttachPodName != old.Name && s.HotplugVolume.AttachPodUID != "" &&
+			(s.Phase == kubevirtv1.VolumeReady || s.Phase == kubevirtv1.HotplugVolumeDetaching), nil
+	})
+	if s.Phase == kubevirtv1.VolumeReady {
+		t.Logf("KubeVirt v1.7.0 attached the re-plugged volume on a new pod once the old one was gone")
+		return
+	}
+	current := w.pod(s.HotplugVolume.AttachPodName)
+	t.Logf("KubeVirt v1.7.0 left the re-plugged volume Detaching on the new pod %s (#17139)", current.Name)
+	time.Sleep(time.Until(current.CreationTimestamp.Add(grace + time.Second)))
+	if p := w.phase("solo", "pvc-data"); p != kubevirtv1.HotplugVolumeDetaching {
+		t.Fatalf("#17139's state should last: phase %s", p)
+	}
+	f = only(t, audit(t, env, scope), check.StuckHotplugPhase, "pvc-data")
+	for _, want := range []string{"stays Detaching", "since at least the creation of its attachment pod " + current.Name, "lacks upstream fix kubevirt/kubevirt#17139"} {
+		if !contains(f.Evidence, want) {
+			t.Fatalf("the evidence should say %q: %q", want, f.Evidence)
+		}
+	}
+	if f.Severity != "warning" || !strings.Contains(f.Action.Remedy, "upgrade KubeVirt to v1.9.0") {
+		t.Fatalf("want a warning with the release to upgrade to, got %+v", f)
+	}
+	fixChangesNothing(t, env, scope)
+	if p := w.pod(current.Name); p.UID != current.UID || p.DeletionTimestamp != nil || w.phase("solo", "pvc-data") != kubevirtv1.HotplugVolumeDetaching {
+		t.Fatalf("fix --apply changed the attachment pod or the volume")
 	}
 }
 
