@@ -111,7 +111,7 @@ func migrationHold(t *testing.T, env *testenv.Env) {
 
 	f = only(t, audit(t, env, scope), "OrphanHotplugVolume", "pvc-orphan")
 	if !f.Action.Safe || f.Action.Type != "VMIRemoveVolume" {
-		t.Fatalf("after the migration: want a safe VMIRemoveVolume, got action %+v remedy %q", f.Action, f.Remedy)
+		t.Fatalf("after the migration: want a safe VMIRemoveVolume, got action %+v", f.Action)
 	}
 	r = tether(t, env, append([]string{"fix", "--apply"}, scope...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {

@@ -46,12 +46,12 @@ type finding struct {
 	Severity string   `json:"severity"`
 	Volume   string   `json:"volume"`
 	Evidence []string `json:"evidence"`
-	Remedy   string   `json:"remedy"`
 	Object   struct{ Kind, Name string }
 	Action   struct {
 		Type      string `json:"type"`
 		Safe      bool   `json:"safe"`
 		BlockedBy string `json:"blockedBy"`
+		Remedy    string `json:"remedy"`
 	} `json:"action"`
 }
 

@@ -120,16 +120,25 @@ func (w *world) vmi(name string) (*kubevirtv1.VirtualMachineInstance, error) {
 
 // phase is the volume's status phase on the VMI ("" when it has no entry).
 func (w *world) phase(name, vol string) kubevirtv1.VolumePhase {
-	vmi, err := w.vmi(name)
-	if err != nil {
-		return ""
-	}
-	for _, s := range vmi.Status.VolumeStatus {
-		if s.Name == vol {
-			return s.Phase
-		}
+	if s := w.volumeStatus(name, vol); s != nil {
+		return s.Phase
 	}
 	return ""
+}
+
+// volumeStatus is the volume's status entry on the VMI (nil when it has
+// none, or the VMI cannot be read).
+func (w *world) volumeStatus(name, vol string) *kubevirtv1.VolumeStatus {
+	vmi, err := w.vmi(name)
+	if err != nil {
+		return nil
+	}
+	for i := range vmi.Status.VolumeStatus {
+		if vmi.Status.VolumeStatus[i].Name == vol {
+			return &vmi.Status.VolumeStatus[i]
+		}
+	}
+	return nil
 }
 
 func (w *world) waitPhase(name, vol string, want kubevirtv1.VolumePhase) {
@@ -138,8 +147,15 @@ func (w *world) waitPhase(name, vol string, want kubevirtv1.VolumePhase) {
 	})
 }
 
-// hotplug adds claim through virt-api's subresource on the given route.
+// hotplug adds claim through virt-api's subresource on the given route
+// and waits until it is Ready.
 func (w *world) hotplug(kind virtapi.Kind, name, claim string) {
+	w.addVolume(kind, name, claim)
+	w.waitPhase(name, claim, kubevirtv1.VolumeReady)
+}
+
+// addVolume adds claim through virt-api's subresource on the given route.
+func (w *world) addVolume(kind virtapi.Kind, name, claim string) {
 	sub, err := virtapi.NewSubresourceClient(w.env.Config)
 	if err != nil {
 		w.t.Fatal(err)
@@ -147,16 +163,19 @@ func (w *world) hotplug(kind virtapi.Kind, name, claim string) {
 	if err := virtapi.AddVolume(context.Background(), sub, kind, w.ns, name, fixture.AddVolumeOptions(claim)); err != nil {
 		w.t.Fatalf("addvolume %s via %s route: %v", claim, kind, err)
 	}
-	w.waitPhase(name, claim, kubevirtv1.VolumeReady)
 }
 
-func (w *world) removeFromVM(name, claim string) {
+func (w *world) removeFromVM(name, claim string) { w.removeVolume(virtapi.VM, name, claim) }
+
+// removeVolume removes claim through virt-api's subresource on the given
+// route.
+func (w *world) removeVolume(kind virtapi.Kind, name, claim string) {
 	sub, err := virtapi.NewSubresourceClient(w.env.Config)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if err := virtapi.RemoveVolume(context.Background(), sub, virtapi.VM, w.ns, name, &kubevirtv1.RemoveVolumeOptions{Name: claim}); err != nil {
-		w.t.Fatalf("removevolume %s via the VM route: %v", claim, err)
+	if err := virtapi.RemoveVolume(context.Background(), sub, kind, w.ns, name, &kubevirtv1.RemoveVolumeOptions{Name: claim}); err != nil {
+		w.t.Fatalf("removevolume %s via the %s route: %v", claim, kind, err)
 	}
 }
 

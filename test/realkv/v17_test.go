@@ -49,7 +49,7 @@ func TestRealV17_vmOwnedVMIOnlyHotplug_isAnOrphanTetherRemoves(t *testing.T) {
 
 	f := only(t, audit(t, env, scope), "OrphanHotplugVolume", "pvc-orphan")
 	if !f.Action.Safe || f.Action.Type != "VMIRemoveVolume" {
-		t.Fatalf("v1.7 with HotplugVolumes: want a safe VMIRemoveVolume, got action %+v remedy %q", f.Action, f.Remedy)
+		t.Fatalf("v1.7 with HotplugVolumes: want a safe VMIRemoveVolume, got action %+v", f.Action)
 	}
 	r := tether(t, env, append([]string{"fix", "--apply"}, scope...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {

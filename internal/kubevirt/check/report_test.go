@@ -113,6 +113,14 @@ func TestStuckHotplugPhaseDecisions(t *testing.T) {
 		{name: "re-plugged volume Detaching for 5m -> nothing (within the grace)",
 			why:   "a normal attach leaves Detaching within one virt-controller sync",
 			items: []any{replug, hpPod("hp-volume-new", young), kvAt("v1.8.1")}},
+		{name: "re-plugged volume Detaching on its old pod, deleted 5m ago, created 40m ago -> nothing (within the grace)",
+			why:   "Detaching began when virt-controller deleted the old pod (v1.7.0 vmi.go:335-337); its creation dates the plug before the unplug",
+			items: []any{replug, hpPod("hp-volume-new", old, f.Terminating(f.Epoch().Add(55*time.Minute))), kvAt("v1.7.0")}},
+		{name: "re-plugged volume Detaching on its old pod, deleted 40m ago, held by a finalizer, v1.7.0 -> warning, upgrade to v1.9.0",
+			why:   "kubevirt #16159 keeps the terminating pod as the current one before v1.7.1; #17139 resets the inherited Detaching from v1.8.2, v1.9.0",
+			items: []any{replug, hpPod("hp-volume-new", old, f.Finalizers("example.com/hold"), f.Terminating(f.Epoch().Add(20*time.Minute))), kvAt("v1.7.0")}, sev: drift.SeverityWarning,
+			evidence: []string{"still names attachment pod hp-volume-new, which the unplug deleted", "kubevirt/kubevirt#16159", "kept by finalizers example.com/hold",
+				"for 40m0s", "upgrade KubeVirt to v1.9.0"}},
 		{name: "re-plugged volume Detaching, attachment pod not listed -> info, duration unknown",
 			why:   "VolumeStatus has no timestamp (kubevirt.io/api core/v1/types.go:417-438)",
 			items: []any{replug, kvAt("v1.8.1")}, sev: drift.SeverityInfo,
@@ -494,7 +502,11 @@ func kvStuckWrong(s *snapshot.Snapshot, p Policy, at time.Time, fd drift.Finding
 	var since time.Time
 	switch {
 	case inSpec && vs.Phase == "Detaching":
-		if pod != nil && !pod.CreationTimestamp.IsZero() {
+		// Detaching starts in the pass that deletes the old pod (v1.7.0
+		// vmi.go:335-337); a pod not being deleted was made by the re-plug.
+		if dying {
+			since = pod.DeletionTimestamp.Time
+		} else if pod != nil && !pod.CreationTimestamp.IsZero() {
 			since = pod.CreationTimestamp.Time
 		}
 	case inSpec && dying && vs.Phase != "Detaching" && vs.Phase != "UnMountedFromPod":

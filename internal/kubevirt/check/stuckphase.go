@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,9 @@ type stuckHotplug struct {
 // in-scope VMI that is Running, not terminating and not migrating:
 //   - in the VMI spec and Detaching: the re-plug race (FixReplugDetaching);
 //     virt-controller must reset the phase; since when the attachment pod
-//     the status names was created (the re-plug made it);
+//     the status names was created (the re-plug made it), or, when that pod
+//     is the old one being deleted (KubeVirt before #16159 keeps it as the
+//     current one), since its deletion;
 //   - in the VMI spec and its attachment pod is being deleted: the dying pod
 //     kept as current (FixDyingAttachPod); virt-controller must make a new
 //     one; since the pod's deletionTimestamp;
@@ -102,29 +105,52 @@ func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1
 	case inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching:
 		s := stuckHotplug{fix: fixFor(FixReplugDetaching), next: "virt-controller",
 			what: "is in the VMI spec (wanted) but its status stays Detaching, as after an unplug and a re-plug under the same name"}
-		if pod != nil && !pod.CreationTimestamp.IsZero() {
+		switch {
+		case dying:
+			// The status still names the pod the unplug deleted: KubeVirt
+			// before #16159 keeps it as the current one. Detaching began
+			// with that deletion (virt-controller v1.7.0 deletes the pod and
+			// then writes the phase in one pass, vmi.go:335-337), not with
+			// the pod's creation, which dates the plug before the unplug.
+			s.what += fmt.Sprintf(", and still names attachment pod %s, which the unplug deleted: KubeVirt without %s keeps it as the current one and makes no new one while it stays",
+				pod.Name, fixFor(FixDyingAttachPod).Change)
+			s.since = pod.DeletionTimestamp.Time
+			s.sinceFact = terminatingFact(pod) + "; the volume has been Detaching since about then"
+		case pod != nil && !pod.CreationTimestamp.IsZero():
 			s.since = pod.CreationTimestamp.Time
 			s.sinceFact = fmt.Sprintf("Detaching since at least the creation of its attachment pod %s (%s)", pod.Name, in.age(pod.CreationTimestamp))
-		} else {
+		default:
 			s.sinceFact = "how long it has been Detaching cannot be known: KubeVirt keeps no time in the volume status, and the attachment pod it names is not in the snapshot"
 		}
 		return s, true
 	case inSpec && dying && !isDetaching(vs.Phase):
 		return stuckHotplug{fix: fixFor(FixDyingAttachPod), next: "virt-controller", since: pod.DeletionTimestamp.Time,
 			what:      fmt.Sprintf("is in the VMI spec (wanted) and its status (phase %s) still names attachment pod %s, which is being deleted", orNone(string(vs.Phase)), pod.Name),
-			sinceFact: fmt.Sprintf("attachment pod %s has been terminating since %s", pod.Name, pod.DeletionTimestamp.UTC().Format(time.RFC3339))}, true
+			sinceFact: terminatingFact(pod)}, true
 	case !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted):
 		s := stuckHotplug{fix: fixFor(FixRemountAfterUnplug), next: "virt-handler on node " + orNone(vmi.Status.NodeName),
 			what: fmt.Sprintf("is gone from the VMI spec (unplugged) but its status stays %s: the volume is still mounted into the guest's pod", vs.Phase)}
 		if dying {
 			s.since = pod.DeletionTimestamp.Time
-			s.sinceFact = fmt.Sprintf("its attachment pod %s has been terminating since %s", pod.Name, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
+			s.sinceFact = terminatingFact(pod)
 		} else {
 			s.sinceFact = "how long it has been stuck cannot be known: KubeVirt keeps no time in the volume status or the VMI spec, and no terminating attachment pod dates the unplug"
 		}
 		return s, true
 	}
 	return stuckHotplug{}, false
+}
+
+// terminatingFact says since when the attachment pod is being deleted and,
+// if any, which finalizers keep it: virt-controller deletes attachment pods
+// with a grace period of 0 (volume-hotplug.go:404-406 in v1.9.0), so one
+// that stays is held by a finalizer or by a node that has not torn it down.
+func terminatingFact(pod *corev1.Pod) string {
+	fact := fmt.Sprintf("attachment pod %s has been terminating since %s", pod.Name, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
+	if len(pod.Finalizers) > 0 {
+		fact += ", kept by finalizers " + strings.Join(pod.Finalizers, ", ")
+	}
+	return fact
 }
 
 // dyingAttachmentPod returns the attachment pod ns/name if it is being

@@ -16,6 +16,7 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/realkubevirt"
 )
 
 // Under the default gates, the VMI route refuses a VM-owned VMI, and the VM
@@ -108,6 +109,56 @@ func TestConformance_standaloneVMIRoute(t *testing.T) {
 		err := virtapi.AddVolume(context.Background(), w.sub, virtapi.VMI, ns, "solo", fixture.AddVolumeOptions("data"))
 		phases := w.watchPhases(t, ns, "solo", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
 		return fmt.Sprintf("VMI route addvolume %s, ends %s", answer(err), last(phases))
+	}))
+}
+
+// A volume unplugged and plugged again under the same name while its old
+// attachment pod is still in the API (held by a finalizer): KubeVirt v1.9.0
+// reads the re-plugged volume's phase from its claim (no pod is current:
+// the old one is being deleted) and makes no new attachment pod while the
+// old one, which mounts the same volumes, stays (needsHandleHotplug,
+// volume-hotplug.go:41-50); once the old pod is gone the volume is Ready on
+// a new pod.
+func TestConformance_replugWhileOldPodStays(t *testing.T) {
+	same(t, both(t, func(t *testing.T, w *kvWorld, ns string) string {
+		ctx := context.Background()
+		w.claim(t, ns, "data")
+		w.standalone(t, ns, "solo")
+		from := w.resourceVersion(t, ns, "solo")
+		if err := virtapi.AddVolume(ctx, w.sub, virtapi.VMI, ns, "solo", fixture.AddVolumeOptions("data")); err != nil {
+			t.Fatal(err)
+		}
+		w.watchPhases(t, ns, "solo", "data", from, func(s *kubevirtv1.VolumeStatus) bool { return s != nil && s.Phase == kubevirtv1.VolumeReady })
+		old := w.status(ns, "solo", "data").HotplugVolume.AttachPodName
+		if err := realkubevirt.HoldPod(ctx, w.cs, ns, old, true); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = realkubevirt.HoldPod(context.Background(), w.cs, ns, old, false) })
+		if err := virtapi.RemoveVolume(ctx, w.sub, virtapi.VMI, ns, "solo", &kubevirtv1.RemoveVolumeOptions{Name: "data"}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the old pod deleted and data Detaching", func() bool {
+			p, err := w.cs.CoreV1().Pods(ns).Get(ctx, old, metav1.GetOptions{})
+			s := w.status(ns, "solo", "data")
+			return err == nil && p.DeletionTimestamp != nil && s != nil && s.Phase == kubevirtv1.HotplugVolumeDetaching
+		})
+		if err := virtapi.AddVolume(ctx, w.sub, virtapi.VMI, ns, "solo", fixture.AddVolumeOptions("data")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		held := "gone"
+		if s := w.status(ns, "solo", "data"); s != nil {
+			held = string(s.Phase)
+		}
+		pods := w.attachmentPods(t, ns)
+		if err := realkubevirt.HoldPod(ctx, w.cs, ns, old, false); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "data Ready on a new pod", func() bool {
+			s := w.status(ns, "solo", "data")
+			return s != nil && s.Phase == kubevirtv1.VolumeReady && s.HotplugVolume != nil && s.HotplugVolume.AttachPodName != old
+		})
+		return fmt.Sprintf("while the old pod stays the re-plugged volume is %s with %d new attachment pods; once it is gone, Ready on a new pod", held, pods)
 	}))
 }
 

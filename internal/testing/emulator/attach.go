@@ -25,6 +25,17 @@ func splitAttachmentPods(pods []*corev1.Pod, volumes []virtv1.Volume) (current *
 	return current, old
 }
 
+// needsAttachmentSync is needsHandleHotplug (volume-hotplug.go:41-50): with
+// a single attachment pod that holds exactly the hot-plug volumes,
+// virt-controller leaves the pods alone, even while that pod is being
+// deleted (so no new pod is made until it is gone).
+func needsAttachmentSync(hot []virtv1.Volume, pods []*corev1.Pod) bool {
+	if len(pods) == 1 && podMatches(pods[0], hot) {
+		return false
+	}
+	return len(hot) > 0 || len(pods) > 0
+}
+
 // syncAttachmentPods creates the pod for the ready volumes (not while an
 // older one is still pending) or deletes old pods whose removed volumes are
 // no longer Ready or MountedToPod; the newest running old pod stays as a

@@ -130,7 +130,10 @@
 //     one is still Pending); old pods are deleted once none of their removed
 //     volumes is Ready or MountedToPod, and the newest running old pod stays
 //     as a fallback while the new one is not running
-//     (volume-hotplug.go:77-229). A hot-plug volume is ready when its PVC
+//     (volume-hotplug.go:77-229). A single attachment pod that holds exactly
+//     the hot-plug volumes is left alone even while it is being deleted (held
+//     by a finalizer): no new pod is made until it is gone
+//     (needsHandleHotplug, volume-hotplug.go:41-50). A hot-plug volume is ready when its PVC
 //     (the claim, or the DataVolume's name) exists and, if the PVC is owned
 //     by a DataVolume, that DataVolume is Succeeded or PendingPopulation. A
 //     hot-plug volume whose PVC is missing freezes attachment-pod creation

@@ -257,7 +257,7 @@ func (e *Emulator) syncHotplug(ctx context.Context, vmi *virtv1.VirtualMachineIn
 		}
 	}
 	podsChanged := false
-	if !frozen {
+	if !frozen && needsAttachmentSync(hotVols, mine) {
 		if podsChanged, err = e.syncAttachmentPods(ctx, id, vmi, launcher, mine, ready, hot); err != nil {
 			return false, err
 		}

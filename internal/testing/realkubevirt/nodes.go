@@ -4,18 +4,26 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/tether-dev/tether/internal/testing/controlplane"
 )
 
 // kwokAnnotation marks the Nodes kwok manages (and only those).
 const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// PodHold is the annotation (value "true") that makes kwok leave a pod
+// alone, and the finalizer that keeps it in the API once deleted: see
+// HoldPod.
+const PodHold = "realkubevirt.tether.dev/hold"
 
 // startNodes starts kwok, creates the Nodes it manages (labelled
 // schedulable for KubeVirt, as virt-handler labels its node) and starts the
@@ -32,6 +40,9 @@ func (k *KubeVirt) startNodes(ctx, runCtx context.Context) error {
 		"--cidr=10.244.0.1/16",
 		"--node-ip=127.0.0.1",
 		"--server-address=",
+		// Deprecated in kwok v0.7.0 in favour of stages, which would have to
+		// restate kwok's default pod stages; still honoured (pod_controller.go need).
+		"--disregard-status-with-annotation-selector="+PodHold+"=true",
 	)
 	if err != nil {
 		return err
@@ -58,6 +69,31 @@ func (k *KubeVirt) startNodes(ctx, runCtx context.Context) error {
 	k.loop(runCtx, k.bindLoop)
 	k.loop(runCtx, k.provisionLoop)
 	return nil
+}
+
+// HoldPod keeps the pod in the API after it is deleted (true), as any
+// finalizer on it does, until let go (false): it adds (removes) the
+// finalizer PodHold and the annotation that tells kwok to leave the pod
+// alone, because kwok, unlike a kubelet, strips every finalizer of a
+// deleted pod. While held the pod keeps its status. virt-controller deletes
+// attachment pods with a grace period of 0, so without a finalizer they
+// leave the API at once. It works in any world (where no kwok runs, the
+// annotation is inert).
+func HoldPod(ctx context.Context, c kubernetes.Interface, namespace, name string, hold bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == PodHold })
+		delete(p.Annotations, PodHold)
+		if hold {
+			p.Finalizers = append(p.Finalizers, PodHold)
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, PodHold, "true")
+		}
+		_, err = c.CoreV1().Pods(namespace).Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func (k *KubeVirt) nodesReady(ctx context.Context) bool {
