@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -28,6 +29,10 @@ type fixFlags struct {
 	command string
 	// reviewed holds the --plan file's planned findings by id (validate).
 	reviewed map[string]drift.Finding
+	// The anomaly guard.
+	overrideGuard bool
+	guardMax      int
+	guardShare    float64
 }
 
 // register binds the flags of the fix command called command ("tether
@@ -43,6 +48,9 @@ func (f *fixFlags) register(cmd *cobra.Command, command, scope, noun string) {
 	fs.IntVar(&f.maxActions, "max", DefaultFixMaxActions, "at most this many "+noun+" in this run (0: none)")
 	fs.StringVar(&f.object, "object", "", "only findings about this object, "+scope+"/NAME")
 	fs.StringVar(&f.planFile, "plan", "", "with --apply: act only on this reviewed plan (written by `"+command+" -o json`)")
+	fs.BoolVar(&f.overrideGuard, "override-guard", false, "apply although the anomaly guard refuses the batch (a partial read, a source listing none of a kind, too many safe findings at once); logged")
+	fs.IntVar(&f.guardMax, "guard-max-safe", plan.DefaultGuardMaxSafe, "the anomaly guard refuses a batch with more safe findings than this, or than --guard-share of the subjects read, whichever is larger")
+	fs.Float64Var(&f.guardShare, "guard-share", plan.DefaultGuardShare, "see --guard-max-safe: the share of the subjects read (0.10 = 10%)")
 }
 
 // validate checks the flags alone and reads the --plan file; lookup names
@@ -55,6 +63,12 @@ func (f *fixFlags) validate(lookup func(string) error, checks []string) error {
 	}
 	if f.maxActions < 0 {
 		return fmt.Errorf("--max must be 0 or more, got %d", f.maxActions)
+	}
+	if f.guardMax < 0 {
+		return fmt.Errorf("--guard-max-safe must not be negative, got %d (0 is the default; to act regardless, use --override-guard)", f.guardMax)
+	}
+	if f.guardShare < 0 || f.guardShare > 1 {
+		return fmt.Errorf("--guard-share must be between 0 (the default) and 1, got %g", f.guardShare)
 	}
 	if f.planFile != "" && !f.apply {
 		return fmt.Errorf("--plan %s: a reviewed plan is applied with --apply; without --apply, fix only prints a plan", f.planFile)
@@ -71,13 +85,21 @@ func (f *fixFlags) validate(lookup func(string) error, checks []string) error {
 
 // options are the driver's options of these flags.
 func (f *fixFlags) options(notes io.Writer) plan.Options {
-	return plan.Options{Check: f.only, Object: f.object, Max: f.maxActions, Apply: f.apply, Reviewed: f.reviewed, Notes: notes, Command: f.command}
+	return plan.Options{Check: f.only, Object: f.object, Max: f.maxActions, Apply: f.apply, Reviewed: f.reviewed, Notes: notes, Command: f.command,
+		Guard: plan.Guard{MaxSafe: f.guardMax, Share: f.guardShare, Override: f.overrideGuard, Flag: "--override-guard"}}
 }
 
 // runFix drives fx with o and prints the report; scope heads the column
 // of the findings' scope (NAMESPACE or PROJECT).
 func runFix(ctx context.Context, fx plan.Fixer, o plan.Options, out io.Writer, format, scope string) error {
 	rep, err := plan.Run(ctx, fx, o)
+	var refused *plan.GuardError
+	if errors.As(err, &refused) {
+		// Show what was refused: the plan as it would have run.
+		if perr := printPlan(out, format, scope, rep.Items, false); perr != nil {
+			return perr
+		}
+	}
 	if err != nil {
 		return err
 	}

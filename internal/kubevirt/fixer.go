@@ -77,7 +77,7 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 			kept = append(kept, f)
 		}
 	}
-	return plan.Survey{Findings: kept, Taken: now}, nil
+	return plan.Survey{Findings: kept, Taken: now, Subjects: subjects(s), Anomalies: Anomalies(s)}, nil
 }
 
 // Fix carries out one finding through act, whose live re-check sees the

@@ -38,7 +38,7 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 		return plan.Survey{}, err
 	}
 	x.Last = s
-	return plan.Survey{Findings: check.Run(s, x.Policy, s.Taken), Taken: s.Taken}, nil
+	return plan.Survey{Findings: check.Run(s, x.Policy, s.Taken), Taken: s.Taken, Subjects: subjects(s), Anomalies: Anomalies(s)}, nil
 }
 
 // Fix repairs one finding through act's live re-read and re-check.

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
@@ -41,6 +42,13 @@ type Survey struct {
 	Findings []drift.Finding
 	// Taken is when the observation was made: the "now" of the checks.
 	Taken time.Time
+	// Subjects counts the objects the checks judged (the anomaly guard's
+	// share counts from it).
+	Subjects int
+	// Anomalies are the platform's own word that the picture looks wrong:
+	// a read that returned partial data, a source that lists none of a kind
+	// the other says exists. Any of them refuses an apply (Guard).
+	Anomalies []string
 }
 
 // Breaker shares a blast-radius limit with whoever else acts (the
@@ -67,6 +75,8 @@ type Options struct {
 	Reviewed map[string]drift.Finding
 	// Breaker, when set, is asked before applying and told of each action.
 	Breaker Breaker
+	// Guard refuses the whole batch when the picture looks wrong.
+	Guard Guard
 	// Wait sleeps between the two sightings; default: a timer.
 	Wait func(context.Context, time.Duration) error
 	// Notes receives what the operator should know while the run goes on.
@@ -102,6 +112,9 @@ type Report struct {
 	// Changed counts the reviewed plan's findings that changed since the
 	// review and were left alone.
 	Changed int
+	// Guard says why the anomaly guard refuses (or, overridden, would have
+	// refused) this batch; nil when it does not.
+	Guard []string
 }
 
 // Incomplete says whether the run fell short of what it was asked: an
@@ -112,17 +125,35 @@ func (r Report) Incomplete() bool { return r.Failed+r.Changed > 0 }
 // the run could not read the platform or was refused as a whole (the
 // breaker), and nothing was changed.
 func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
-	fs, err := sighted(ctx, fx, o)
+	fs, last, err := sighted(ctx, fx, o)
 	if err != nil {
 		return Report{}, err
 	}
+	safe := 0
+	for _, f := range fs {
+		if f.Action.Safe {
+			safe++
+		}
+	}
+	guard := o.Guard.Reasons(last, safe)
 	fs = Filter(fs, o.Check, o.Object)
-	rep := Report{Items: Items(fs, o.Max)}
+	rep := Report{Items: Items(fs, o.Max), Guard: guard}
 	if o.Reviewed != nil {
 		rep.Items, rep.Changed = Reviewed(fs, o.Reviewed, o.Max)
 	}
+	if len(guard) > 0 && o.Notes != nil {
+		switch {
+		case !o.Apply:
+			fmt.Fprintf(o.Notes, "note: the anomaly guard would refuse --apply: %s\n", strings.Join(guard, "; "))
+		case o.Guard.Override:
+			fmt.Fprintf(o.Notes, "warning: anomaly guard overridden (%s): %s\n", o.Guard.flag(), strings.Join(guard, "; "))
+		}
+	}
 	if !o.Apply {
 		return rep, nil
+	}
+	if len(guard) > 0 && !o.Guard.Override {
+		return rep, &GuardError{Reasons: guard, Flag: o.Guard.flag()}
 	}
 	if o.Reviewed == nil && o.Notes != nil {
 		fmt.Fprintf(o.Notes, "note: --apply without --plan acts on a plan made now from live state; to apply exactly a reviewed plan, save it with `%s -o json > plan.json` and pass --plan plan.json\n", o.command())
@@ -157,21 +188,21 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 // survey finds that the first did not is held NotSeenTwice. A reviewed plan
 // stands for the first sighting of the findings it planned (the run that
 // wrote it had seen them twice).
-func sighted(ctx context.Context, fx Fixer, o Options) ([]drift.Finding, error) {
+func sighted(ctx context.Context, fx Fixer, o Options) ([]drift.Finding, Survey, error) {
 	s, err := fx.Survey(ctx)
 	if err != nil {
-		return nil, err
+		return nil, Survey{}, err
 	}
 	seen := Memory{}
 	if o.Reviewed != nil {
 		for id, f := range o.Reviewed {
 			seen[id] = s.Taken.Add(-fx.SeenTwice(f))
 		}
-		return FirstSighting(s.Findings, seen, fx.SeenTwice, s.Taken, o.command()), nil
+		return FirstSighting(s.Findings, seen, fx.SeenTwice, s.Taken, o.command()), s, nil
 	}
 	longest := Longest(s.Findings, fx.SeenTwice)
 	if longest <= 0 {
-		return s.Findings, nil
+		return s.Findings, s, nil
 	}
 	for _, f := range s.Findings {
 		seen.Sighted(f.ID, s.Taken)
@@ -184,12 +215,12 @@ func sighted(ctx context.Context, fx Fixer, o Options) ([]drift.Finding, error) 
 		wait = Sleep
 	}
 	if err := wait(ctx, longest); err != nil {
-		return nil, err
+		return nil, Survey{}, err
 	}
 	if s, err = fx.Survey(ctx); err != nil {
-		return nil, err
+		return nil, Survey{}, err
 	}
-	return FirstSighting(s.Findings, seen, fx.SeenTwice, s.Taken, o.command()), nil
+	return FirstSighting(s.Findings, seen, fx.SeenTwice, s.Taken, o.command()), s, nil
 }
 
 // Longest is the longest grace a safe finding of fs needs between two

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -260,6 +261,78 @@ func TestFirstSighting(t *testing.T) {
 			}
 			if fs[1].Action.BlockedBy != "Busy" {
 				t.Fatalf("a finding blocked by its check changed its reason to %s", fs[1].Action.BlockedBy)
+			}
+		})
+	}
+}
+
+// guardFixer is a fakeFixer whose survey carries subjects and anomalies.
+type guardFixer struct {
+	fakeFixer
+	subjects  int
+	anomalies []string
+}
+
+func (x *guardFixer) Survey(ctx context.Context) (Survey, error) {
+	s, err := x.fakeFixer.Survey(ctx)
+	s.Subjects, s.Anomalies = x.subjects, x.anomalies
+	return s, err
+}
+
+func manySafe(n int) []drift.Finding {
+	var fs []drift.Finding
+	for i := 0; i < n; i++ {
+		fs = append(fs, safe(fmt.Sprintf("f%02d", i)))
+	}
+	return fs
+}
+
+// The anomaly guard refuses a whole batch, nothing fixed, when the platform
+// says the picture is wrong or too much is safe at once; it says why and
+// how to override; overridden, the batch goes on and the notes say so; a
+// dry run only warns.
+func TestRun_anomalyGuard(t *testing.T) {
+	cases := []struct {
+		name      string
+		safe      int
+		subjects  int
+		anomalies []string
+		override  bool
+		refused   bool
+	}{
+		{name: "a partial read refuses", safe: 1, subjects: 10, anomalies: []string{"tenant t1 could not be read"}, refused: true},
+		{name: "26 safe of 100 subjects: over 25", safe: 26, subjects: 100, refused: true},
+		{name: "25 safe: at the limit", safe: 25, subjects: 100},
+		{name: "60 safe of 1000 subjects: under 10%", safe: 60, subjects: 1000},
+		{name: "101 safe of 1000 subjects: over 10%", safe: 101, subjects: 1000, refused: true},
+		{name: "overridden", safe: 1, subjects: 10, anomalies: []string{"zero volumes"}, override: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := &guardFixer{fakeFixer: fakeFixer{surveys: [][]drift.Finding{manySafe(c.safe), manySafe(c.safe)}}, subjects: c.subjects, anomalies: c.anomalies}
+			var notes bytes.Buffer
+			g := Guard{Override: c.override, Flag: "--override-guard"}
+			dry, err := Run(context.Background(), x, Options{Max: 1000, Guard: g, Notes: &notes})
+			if err != nil || (len(dry.Guard) > 0) != (c.refused || c.override) {
+				t.Fatalf("dry run: %v, guard %v", err, dry.Guard)
+			}
+			x.surveyed = 0
+			notes.Reset()
+			_, err = Run(context.Background(), x, Options{Max: 1000, Apply: true, Guard: g, Notes: &notes})
+			var ge *GuardError
+			switch {
+			case c.refused:
+				if !errors.As(err, &ge) || len(x.fixed) != 0 || !strings.Contains(err.Error(), "nothing was changed") || !strings.Contains(err.Error(), "--override-guard") {
+					t.Fatalf("want the batch refused, nothing fixed: %v, fixed %v", err, x.fixed)
+				}
+			case c.override:
+				if err != nil || len(x.fixed) != c.safe || !strings.Contains(notes.String(), "anomaly guard overridden (--override-guard): zero volumes") {
+					t.Fatalf("overridden: %v, fixed %d, notes %q", err, len(x.fixed), notes.String())
+				}
+			default:
+				if err != nil || len(x.fixed) != c.safe {
+					t.Fatalf("want the batch applied: %v, fixed %d", err, len(x.fixed))
+				}
 			}
 		})
 	}

@@ -208,9 +208,19 @@ func TestAudit_tenantDown_noAction(t *testing.T) {
 	if err := os.WriteFile(dead, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The anomaly guard refuses the whole batch (the tenant's evidence is
+	// partial), naming why and the override; the plan shows the orphan
+	// blocked anyway.
 	r := tether(t, env, "tether", "fix", "--apply", "-n", ns, "--tenant", "guest="+dead+":"+ns)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "blocked: TenantUnreachable") || strings.Contains(r.Stdout, "Applied") {
+	if r.Code != 2 || !strings.Contains(r.Stdout, "blocked: TenantUnreachable") || strings.Contains(r.Stdout, "Applied") ||
+		!strings.Contains(r.Stderr, `anomaly guard refused the whole batch, nothing was changed: tenant "guest" could not be read`) || !strings.Contains(r.Stderr, "--override-guard") {
 		t.Fatalf("code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// Overridden, the run goes on, says so, and still acts on nothing the
+	// tenant's silence leaves unproven.
+	r = tether(t, env, "tether", "fix", "--apply", "--override-guard", "-n", ns, "--tenant", "guest="+dead+":"+ns)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "blocked: TenantUnreachable") || strings.Contains(r.Stdout, "Applied") || !strings.Contains(r.Stderr, "anomaly guard overridden (--override-guard)") {
+		t.Fatalf("override: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
