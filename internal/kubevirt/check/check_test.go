@@ -12,6 +12,7 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestLookup(t *testing.T) {
@@ -239,7 +240,10 @@ func TestEveryBlockHasARemedy(t *testing.T) {
 }
 
 func TestChecksAcceptAHandBuiltInput(t *testing.T) {
-	s := f.Snapshot(append(append(append(orphanWorld(), storageChecksWorld()...), tenantAttachWorld()...), reportItems()...)...)
+	down := snapshot.TenantNode{Name: "worker-9", ProviderID: snapshot.ProviderIDPrefix + "vm-down", ClusterNamespace: f.Namespace,
+		Ready: corev1.ConditionUnknown, ReadySince: now.Add(-time.Hour)}
+	items := append(append(append(orphanWorld(), storageChecksWorld()...), tenantAttachWorld()...), reportItems()...)
+	s := f.Snapshot(append(items, f.Tenant("t-down", f.WithNode(down)))...)
 	for _, c := range All() {
 		got := c.Run(Input{Snapshot: s, Policy: DefaultPolicy(), Now: now})
 		want := c.Run(NewInput(s, DefaultPolicy(), now))

@@ -56,7 +56,8 @@ const DefaultFenceAfter = time.Minute
 // of waiting, or force-detaching after six minutes without knowing.
 //
 // Decisions, in order, per reachable tenant and Node (tenant nodes of
-// infra namespaces out of scope are skipped):
+// infra namespaces out of scope, and nodes with no Ready condition at all,
+// are skipped):
 //   - the Node's mapping to an infra VM: uncertain and the Node NotReady:
 //     held (TenantNodeUnmapped); uncertain and Ready: no finding;
 //   - the infra VMI exists and is not final: when tether fenced the Node
@@ -104,6 +105,11 @@ func CheckTenantNode(s *snapshot.Snapshot, p Policy, now time.Time, tenant, node
 }
 
 func decideTenantNode(in Input, t *snapshot.Tenant, n *snapshot.TenantNode) (drift.Finding, bool) {
+	if n.Ready == "" {
+		// No Ready condition: no kubelet has spoken for the node, and no
+		// node lifecycle controller has either. No word is no evidence.
+		return drift.Finding{}, false
+	}
 	notReady := n.Ready != corev1.ConditionTrue
 	m := snapshot.ResolveTenantNode(n, t.Namespace, t.MatchNodesByName)
 	// The scope is the infra namespace of the node's VM (where its Events

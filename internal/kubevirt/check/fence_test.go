@@ -143,6 +143,8 @@ func TestTenantNodeDown(t *testing.T) {
 		{name: "node with no mapping, Ready -> no finding",
 			node: func(n *snapshot.TenantNode) { n.ProviderID, n.ClusterNamespace, n.Ready = "", "", corev1.ConditionTrue },
 			want: noFinding()},
+		{name: "no Ready condition at all (no kubelet ever posted) -> no finding", vm: halted,
+			node: func(n *snapshot.TenantNode) { n.Ready = "" }, want: noFinding()},
 		{name: "tenant unreachable -> no finding", vm: halted, tenant: []f.TenantOption{f.Unreachable("timeout")}, want: noFinding()},
 		{name: "VM namespace out of scope -> no finding", vm: halted, policy: func(p *Policy) { p.Scope.Namespaces = []string{"other"} }, want: noFinding()},
 		{name: "fenced by tether, VMI Running again, node Ready -> remove the taint",

@@ -250,6 +250,17 @@ func (g *gen) tenantNode(name string) snapshot.TenantNode {
 	for j := g.n(3); j > 0; j-- {
 		n.InUse = append(n.InUse, g.of(poolVolume...))
 	}
+	// The Ready condition follows from what was drawn (no draw of its own,
+	// so the worlds of the other checks stay as they were): silent long
+	// ago, Ready, or NotReady long ago.
+	switch len(n.InUse) {
+	case 0:
+		n.Ready = corev1.ConditionUnknown
+	case 1:
+		n.Ready = corev1.ConditionTrue
+	default:
+		n.Ready = corev1.ConditionFalse
+	}
 	return n
 }
 
