@@ -328,6 +328,27 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 	}
 }
 
+// NamespaceKinds are the kinds Namespace reads: those of one namespace,
+// and the KubeVirt CR.
+const NamespaceKinds = snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindPods |
+	snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindKubeVirt
+
+// Namespace gathers the namespace o.Namespace as Observe would read it,
+// for the controller's namespace loop, which reads its caches with it: of
+// the kinds o.Kinds names (within NamespaceKinds), its VMIs, VMs,
+// attachment pods (or every pod), PVCs and DataVolumes, and the KubeVirt
+// CR's feature gates.
+func Namespace(ctx context.Context, r client.Reader, o StorageRead) (*snapshot.Snapshot, error) {
+	if k := o.Kinds; o.Namespace == "" || k == 0 || k&^NamespaceKinds != 0 {
+		return nil, fmt.Errorf("observe.Namespace: reads the kinds of one namespace (%s), not %q in %q", NamespaceKinds, k, o.Namespace)
+	}
+	var s snapshot.Snapshot
+	if err := o.readAll(ctx, r, &s); err != nil {
+		return nil, err
+	}
+	return snapshot.New(s), nil
+}
+
 // storageStep is one kind Storage lists.
 type storageStep struct {
 	kind string

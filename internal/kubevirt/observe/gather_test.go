@@ -191,3 +191,62 @@ func TestStorage_cacheAndLiveReadTheSame(t *testing.T) {
 		t.Fatal("NoVMs and NoDataVolumes should read neither")
 	}
 }
+
+// One namespace read from a cache (the controller's namespace loop) equals
+// Observe's live read of that namespace, kind for kind; nothing of another
+// namespace or outside the kinds asked for is read, and a kind outside one
+// namespace is refused.
+func TestNamespace_cacheReadEqualsObserveOfTheNamespace(t *testing.T) {
+	ns, other := fixture.InNamespace("ns"), fixture.InNamespace("other")
+	vm := fixture.VM("vm-a", ns)
+	vmi := fixture.VMI("vm-a", ns, fixture.OwnedBy(vm), fixture.Running(), fixture.WithHotplug("v1", fixture.AttachPod("hp-1")))
+	objs := []client.Object{kubeVirt(), vm, vmi, fixture.PVC("claim-1", ns), fixture.DataVolume("dv-1", ns),
+		fixture.AttachmentPod("hp-1", ns, fixture.LaunchedBy(vmi)), fixture.UserPod("app-1", ns, fixture.BoundTo("node-1")),
+		fixture.VM("vm-b", other), fixture.VMI("vm-b", other), fixture.PVC("claim-1", other), fixture.AttachmentPod("hp-2", other),
+		fixture.NodeObject("node-1"), fixture.CSIPV("pv-1", "h1")}
+	cache, live := readers(t, objs...)
+	ctx := context.Background()
+	for _, k := range []snapshot.Kinds{
+		observe.NamespaceKinds &^ snapshot.KindPods,
+		observe.NamespaceKinds,
+		snapshot.KindVMs | snapshot.KindPVCs,
+	} {
+		c, err := observe.Namespace(ctx, cache, observe.StorageRead{Namespace: "ns", Shared: true, Kinds: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := observe.Observe(ctx, live.(client.Client), observe.Options{Namespace: "ns", Kinds: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameSnapshots(t, "Namespace "+k.String(), c, l)
+		for _, o := range append(append(append([]metav1.Object{}, objectsOf(c.VMs)...), objectsOf(c.VMIs)...), append(objectsOf(c.PVCs), objectsOf(c.AttachmentPods)...)...) {
+			if o.GetNamespace() != "ns" {
+				t.Errorf("%s: read %s/%s of another namespace", k, o.GetNamespace(), o.GetName())
+			}
+		}
+		if len(c.Nodes)+len(c.PVs) != 0 || (!k.Has(snapshot.KindVMIs) && len(c.VMIs) != 0) || (!k.Has(snapshot.KindKubeVirt) && c.FeatureGates.Known) {
+			t.Errorf("%s: read more than asked: %+v", k, exported(c))
+		}
+	}
+	full, _ := observe.Namespace(ctx, cache, observe.StorageRead{Namespace: "ns", Kinds: observe.NamespaceKinds &^ snapshot.KindPods})
+	if len(full.VMs) != 1 || len(full.VMIs) != 1 || len(full.PVCs) != 1 || len(full.DataVolumes) != 1 || len(full.AttachmentPods) != 1 || len(full.Pods) != 0 || !full.FeatureGates.Known {
+		t.Errorf("the namespace's objects were not all read: %+v", exported(full))
+	}
+	for _, o := range []observe.StorageRead{{Kinds: snapshot.KindVMs}, {Namespace: "ns", Kinds: snapshot.KindStorage | snapshot.KindVMs}, {Namespace: "ns"}} {
+		if _, err := observe.Namespace(ctx, cache, o); err == nil {
+			t.Errorf("%+v: read, want refused", o)
+		}
+	}
+}
+
+func objectsOf[T any, P interface {
+	*T
+	metav1.Object
+}](items []T) []metav1.Object {
+	out := make([]metav1.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
+	}
+	return out
+}

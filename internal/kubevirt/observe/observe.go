@@ -85,10 +85,31 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 		k = snapshot.AllKinds
 	}
 	s := &snapshot.Snapshot{}
-	// VMIs before VMs: a VM created between the two LISTs then has no VMI
-	// in the snapshot, rather than a VMI whose VM looks gone. The chain
-	// keeps that order of resourceVersions while the LISTs overlap.
 	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k, Pages: o.Pages, Lean: o.Lean}
+	if err := read.readAll(ctx, c, s); err != nil {
+		return nil, err
+	}
+	if o.GoneNodeRecordsIn != "" && k.Has(snapshot.KindStorage) {
+		s.NodesGoneSince = findingrecord.ReadNodesGone(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
+	}
+	for _, t := range o.Tenants {
+		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
+	}
+	return snapshot.New(*s), nil
+}
+
+// readAll reads into s, in one chain, the VMIs, the kinds Storage reads
+// and the KubeVirt CR's gates, as far as o.Kinds (every kind when zero)
+// names them.
+//
+// VMIs before VMs: a VM created between the two LISTs then has no VMI in
+// the snapshot, rather than a VMI whose VM looks gone. The chain keeps
+// that order of resourceVersions while the LISTs overlap.
+func (o StorageRead) readAll(ctx context.Context, r client.Reader, s *snapshot.Snapshot) error {
+	k := o.Kinds
+	if k == 0 {
+		k = snapshot.AllKinds
+	}
 	ch := newChain(ctx)
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
@@ -98,31 +119,25 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 			return err
 		}
 	}
-	read.add(ch, c, vmiStep)
+	o.add(ch, r, vmiStep)
 	// Every pod when a storage check needs their users; the attachment
 	// pods are then picked out of them, without a second LIST.
-	fill := read.addStorage(ch, c, s)
+	fill := o.addStorage(ch, r, s)
 	if k.Has(snapshot.KindKubeVirt) {
 		ch.add(func(ctx context.Context, first func()) error {
-			s.FeatureGates = Gates(ctx, c)
+			s.FeatureGates = Gates(ctx, r)
 			return nil
 		})
 	}
 	if err := ch.wait(); err != nil {
-		return nil, err
+		return err
 	}
 	s.VMIs = vmis.Items
 	fill()
 	if s.Pods != nil {
 		s.AttachmentPods = attachmentPods(s.Pods)
 	}
-	if o.GoneNodeRecordsIn != "" && k.Has(snapshot.KindStorage) {
-		s.NodesGoneSince = findingrecord.ReadNodesGone(ctx, c, o.GoneNodeRecordsIn, s.VolumeAttachments, func(w string) { s.Warnings = append(s.Warnings, w) })
-	}
-	for _, t := range o.Tenants {
-		s.Tenants = append(s.Tenants, readTenant(ctx, t, o))
-	}
-	return snapshot.New(*s), nil
+	return nil
 }
 
 func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {
