@@ -46,10 +46,12 @@ const (
 )
 
 // controllerChecks are the checks the controller runs: those whose row
-// names a controller loop (check.All). OrphanHotplugVolume is decided per
-// VMI (the VMI, its VM, the KubeVirt feature gates and the tenants'
-// attachments); the storage checks are decided from cluster-wide caches of
-// Nodes, VolumeAttachments, PVs, claims and pods. The other checks run in
+// names a controller loop (check.All). OrphanHotplugVolume and the tenant
+// attach checks are decided per VMI (the VMI, its VM, the KubeVirt feature
+// gates and the tenants' attachments); the storage checks from
+// cluster-wide caches of Nodes, VolumeAttachments, PVs, claims and pods;
+// the report-only StuckHotplugPhase, SharedClaimConflict and
+// InterruptedVolumeMigration per namespace. The other checks run in
 // `tether audit` and `tether fix` only.
 var controllerChecks = check.InLoop()
 
@@ -78,8 +80,7 @@ type Config struct {
 	// DryRun: record findings, never act.
 	DryRun bool `json:"dryRun"`
 	// Checks by check name. A check that is not listed, or not enabled,
-	// does not run. The controller runs OrphanHotplugVolume and the storage
-	// checks (StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion);
+	// does not run. The controller runs the checks ControllerChecks names;
 	// enabling any other check is an error (they run in `tether audit/fix`).
 	Checks map[string]CheckConfig `json:"checks"`
 	// Storage is the policy of the storage checks.

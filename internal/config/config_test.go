@@ -166,6 +166,12 @@ func TestParse(t *testing.T) {
 			errs: []string{"checks.OrphanAttachmentPod.enabled:", "the controller runs only OrphanHotplugVolume", "`tether audit` and `tether fix` only"}},
 		{name: "DanglingVolumeReference enabled -> error", in: "checks: {OrphanHotplugVolume: {enabled: true}, DanglingVolumeReference: {enabled: true}}\n",
 			errs: []string{"checks.DanglingVolumeReference.enabled:", "`tether audit` and `tether fix` only"}},
+		{name: "the namespace loop's report-only checks -> decoded", in: "checks: {StuckHotplugPhase: {enabled: true}, SharedClaimConflict: {enabled: true}, InterruptedVolumeMigration: {enabled: true, gracePeriod: 0s}}\n",
+			want: withDefaults(func(c *Config) {
+				c.Checks["StuckHotplugPhase"] = CheckConfig{Enabled: true, GracePeriod: dur(10 * time.Minute)}
+				c.Checks["SharedClaimConflict"] = CheckConfig{Enabled: true, GracePeriod: dur(10 * time.Minute)}
+				c.Checks["InterruptedVolumeMigration"] = CheckConfig{Enabled: true}
+			})},
 		{
 			name: "storage checks and storage policy -> decoded",
 			in: "checks: {StaleVolumeAttachment: {enabled: true, gracePeriod: 1m}, MultiAttachConflict: {enabled: true}, BlockedDeletion: {enabled: true}}\n" +

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // needs lists what the configuration's features read and write (the
@@ -16,7 +17,7 @@ import (
 // cluster-scoped subjects). The storage-remediation writes are optional:
 // without them those actions fail and say so, the rest runs.
 func needs(cfg *config.Config, checks bool, ownNS string) []need {
-	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
+	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, namespaceNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
 	var out []need
 	for _, f := range features {
 		if n := f(cfg, checks, ownNS); n != nil {
@@ -52,6 +53,37 @@ func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
 		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
 			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
 	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: g}
+}
+
+// namespaceNeed is what the namespace loop's caches list and watch: the
+// kinds its enabled checks read (their rows' Reads), in every scoped
+// namespace, and the KubeVirt CR wherever it is. It reads nothing live
+// and writes only records and Events (recordsNeed).
+func namespaceNeed(cfg *config.Config, _ bool, _ string) *need {
+	names, kinds, err := namespaceLoop(cfg.Enabled)
+	if err != nil || len(names) == 0 {
+		return nil
+	}
+	var g []grant
+	for _, k := range []struct {
+		kind            snapshot.Kinds
+		group, resource string
+	}{
+		{snapshot.KindVMIs, "kubevirt.io", "virtualmachineinstances"},
+		{snapshot.KindVMs, "kubevirt.io", "virtualmachines"},
+		{snapshot.KindPVCs, "", "persistentvolumeclaims"},
+		{snapshot.KindDataVolumes, "cdi.kubevirt.io", "datavolumes"},
+		{snapshot.KindAttachmentPods, "", "pods"},
+		{snapshot.KindPods, "", "pods"},
+	} {
+		if kinds.Has(k.kind) {
+			g = append(g, grant{verb: "list", group: k.group, resource: k.resource}, grant{verb: "watch", group: k.group, resource: k.resource})
+		}
+	}
+	if kinds.Has(snapshot.KindKubeVirt) {
+		g = append(g, clusterWide([]grant{{verb: "list", group: "kubevirt.io", resource: "kubevirts"}, {verb: "watch", group: "kubevirt.io", resource: "kubevirts"}})...)
+	}
+	return &need{feature: strings.Join(names, ", "), fix: fixBase, grants: g}
 }
 
 // storageNeed is what the storage loop reads, when a check of that loop is

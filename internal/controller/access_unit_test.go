@@ -41,6 +41,14 @@ func TestAccess(t *testing.T) {
 		c.Scope.Namespaces = scope
 		return &c
 	}
+	namespace := func(checks ...string) *config.Config {
+		c := config.Default()
+		for _, n := range checks {
+			c.Checks[n] = config.CheckConfig{Enabled: true}
+		}
+		c.Scope.Namespaces = []string{"a"}
+		return &c
+	}
 	cases := []struct {
 		name   string
 		cfg    *config.Config
@@ -63,6 +71,15 @@ func TestAccess(t *testing.T) {
 		{"hot-plug, scoped, no cluster-wide pods -> starts", hotplug("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
 			return !(g.resource == "pods" && ns == ""), nil
 		}, nil},
+		{"namespace loop without claim reads -> names its checks and the namespace", namespace(check.SharedClaimConflict, check.StuckHotplugPhase), true,
+			allowAllBut("watch persistentvolumeclaims", "list kubevirts.kubevirt.io"),
+			[]string{"StuckHotplugPhase, SharedClaimConflict (fix: apply config/rbac", "watch persistentvolumeclaims in namespace a", "list kubevirts.kubevirt.io cluster-wide"}},
+		{"namespace loop, one check -> asks only what it reads", namespace(check.InterruptedVolumeMigration), true,
+			allowAllBut("list pods", "list kubevirts.kubevirt.io", "get virtualmachines.kubevirt.io"), nil},
+		{"namespace loop with namespaced RBAC -> starts", namespace(check.StuckHotplugPhase, check.SharedClaimConflict, check.InterruptedVolumeMigration), true,
+			func(_ context.Context, g grant, ns string) (bool, error) {
+				return ns != "" || g.resource == "kubevirts", nil
+			}, nil},
 		{"storage checks with namespaced RBAC -> says they need cluster-wide reads", storage("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
 			return ns != "", nil
 		}, []string{"storage checks (fix: the storage checks read cluster-wide", "list nodes cluster-wide", "list pods cluster-wide"}},

@@ -198,13 +198,19 @@ func (r *StorageReconciler) snapshot(ctx context.Context) (*snapshot.Snapshot, e
 // storageRecords returns the records of the enabled storage checks by
 // finding id (a disabled check's records are left as they are).
 func (r *StorageReconciler) storageRecords(ctx context.Context) (map[string]*v1alpha1.Finding, error) {
+	return recordsOf(ctx, r.Cache, r.Checks)
+}
+
+// recordsOf returns, by finding id, the records of the named checks among
+// those opts select.
+func recordsOf(ctx context.Context, c client.Reader, checks []string, opts ...client.ListOption) (map[string]*v1alpha1.Finding, error) {
 	var list v1alpha1.FindingList
-	if err := r.Cache.List(ctx, &list, client.HasLabels{v1alpha1.LabelCheck}); err != nil {
+	if err := c.List(ctx, &list, append(opts, client.HasLabels{v1alpha1.LabelCheck})...); err != nil {
 		return nil, err
 	}
 	out := map[string]*v1alpha1.Finding{}
 	for i := range list.Items {
-		if rec := &list.Items[i]; slices.Contains(r.Checks, rec.Spec.Check) {
+		if rec := &list.Items[i]; slices.Contains(checks, rec.Spec.Check) {
 			out[rec.Spec.ID] = rec
 		}
 	}

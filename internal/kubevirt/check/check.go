@@ -189,6 +189,10 @@ const (
 	// LoopStorage decides from cluster-wide caches of Nodes,
 	// VolumeAttachments, PVs, claims and pods.
 	LoopStorage Loop = "storage"
+	// LoopNamespace decides one namespace at a time from the caches of the
+	// kinds its checks read there (VMs, VMIs, claims, attachment pods) and
+	// the KubeVirt CR. Its checks only report.
+	LoopNamespace Loop = "namespace"
 )
 
 // Events are the Event reasons a check's actions are recorded with, by
@@ -290,24 +294,22 @@ func All() []Check {
 			Subjects: []string{"Node"}, Actions: []drift.ActionType{TaintOutOfService, RemoveOutOfServiceTaint}},
 			Run: FindTenantNodesDown, Events: Events{Applied: ReasonTenantNodeFence, Failed: ReasonTenantNodeFenceFailed},
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
-		// Report only. No loop: the hot-plug loop's per-VMI snapshot has no
-		// attachment pods, which date the stuck states (without them every
-		// unplug would read as stuck for an unknown time).
+		// The namespace loop runs the report-only checks that need a
+		// whole namespace at once: the attachment pods that date a stuck
+		// hot-plug phase (the hot-plug loop's per-VMI snapshot has none),
+		// every VM and VMI that may share a claim, and VMs without a
+		// running VMI (which the per-VMI hot-plug loop never visits).
 		{Row: drift.Row{Name: StuckHotplugPhase, Doc: "a hot-plug volume stuck in a phase KubeVirt should have left, who must act, and the KubeVirt release that fixes it", Page: page(StuckHotplugPhase),
 			Subjects: []string{"VirtualMachineInstance"}},
-			Run:   FindStuckHotplugPhases,
+			Run: FindStuckHotplugPhases, Loop: LoopNamespace,
 			Reads: snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindKubeVirt},
-		// Report only. No loop: it needs every VM and VMI of a namespace at
-		// once; the hot-plug loop sees one VMI, the storage loop no VMs.
 		{Row: drift.Row{Name: SharedClaimConflict, Doc: "a claim only one node may use, referenced by two or more VMs, and who holds it", Page: page(SharedClaimConflict),
 			Subjects: []string{"PersistentVolumeClaim"}},
-			Run:   FindSharedClaimConflicts,
+			Run: FindSharedClaimConflicts, Loop: LoopNamespace,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
-		// Report only. No loop: its subject is a VM without a running VMI,
-		// which the per-VMI hot-plug loop never visits.
 		{Row: drift.Row{Name: InterruptedVolumeMigration, Doc: "a VM left needing manual recovery by an interrupted volume migration, and which claim holds its data", Page: page(InterruptedVolumeMigration),
 			Subjects: []string{"VirtualMachine"}},
-			Run:   FindInterruptedVolumeMigrations,
+			Run: FindInterruptedVolumeMigrations, Loop: LoopNamespace,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
 	}
 }
