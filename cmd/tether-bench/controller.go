@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -31,8 +32,13 @@ import (
 
 // runController measures `tether controller` over N seeded VMIs: the heap its
 // caches take per VMI, the API requests per minute once it has settled
-// (watches aside), and how late it acts after a grace period ends.
-func runController(sizes string, hotplugs int, window time.Duration) error {
+// (watches aside), and how late it acts after a grace period ends. also
+// names checks run besides OrphanHotplugVolume (comma-separated).
+func runController(sizes string, hotplugs int, window time.Duration, also string) error {
+	var checks []string
+	if also != "" {
+		checks = strings.Split(also, ",")
+	}
 	ctx := context.Background()
 	env, c, err := controllerEnv(ctx)
 	if err != nil {
@@ -47,7 +53,7 @@ func runController(sizes string, hotplugs int, window time.Duration) error {
 		if err := seed(ctx, c, from, to, hotplugs, false); err != nil {
 			return err
 		}
-		return measure(ctx, env, c, to, window)
+		return measure(ctx, env, c, to, window, checks)
 	})
 	fmt.Printf("typed floor: the empty Go structs of one cached VMI and its VM with %d volumes take %d B (see typedFloor)\n", hotplugs, typedFloor(hotplugs))
 	return err
@@ -107,19 +113,31 @@ func heap() uint64 {
 	return m.HeapAlloc
 }
 
-func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, window time.Duration) error {
+func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, window time.Duration, also []string) error {
 	cfg := config.Default()
 	cfg.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true, GracePeriod: metav1.Duration{Duration: 2 * time.Second}}}
+	for _, name := range also {
+		cfg.Checks[name] = config.CheckConfig{Enabled: true}
+	}
 	cfg.Scope.Namespaces = []string{"bench"}
 	cfg.AllowVMIOnlyDetach = true
+	nsSum, nsPasses := reconcileTime("namespace")
 	run, err := startController(ctx, env, &cfg)
 	if err != nil {
 		return err
 	}
 	cctx, before, t0 := run.ctx, run.heapBefore, run.synced
 	base := reconciles()
-	if err := waitFor(cctx, 10*time.Minute, func() bool { return reconciles()-base >= float64(n) && queueEmpty() }); err != nil { // the first reconcile of every VMI
+	if err := waitFor(cctx, 10*time.Minute, func() bool { return reconciles()-base >= float64(n) && queueEmpty("hotplug") }); err != nil { // the first reconcile of every VMI
 		return fmt.Errorf("initial reconciles: %w", err)
+	}
+	if slices.ContainsFunc(also, func(c string) bool { return slices.Contains(check.InLoop(check.LoopNamespace), c) }) {
+		if err := waitFor(cctx, 10*time.Minute, func() bool {
+			_, passes := reconcileTime("namespace")
+			return passes > nsPasses && queueEmpty("namespace")
+		}); err != nil {
+			return fmt.Errorf("first namespace pass: %w", err)
+		}
 	}
 	initial := time.Since(t0)
 	perVMI := float64(heap()-before) / float64(n)
@@ -132,6 +150,10 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 		action = "failed"
 	}
 	fmt.Printf("%-6d %-14s %-16s %-22.1f %-20s %s\n", n, fmt.Sprintf("%.1f KiB", perVMI/1024), initial.Round(10*time.Millisecond), perMin, action, detail)
+	if sum, passes := reconcileTime("namespace"); passes > nsPasses {
+		sum, passes = sum-nsSum, passes-nsPasses
+		fmt.Printf("       namespace loop: %d passes over the namespace, %s each (avg)\n", passes, time.Duration(sum/float64(passes)*float64(time.Second)).Round(100*time.Microsecond))
+	}
 	if err := run.stop(); err != nil {
 		return err
 	}
@@ -244,8 +266,9 @@ func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int
 	return time.Duration((sum - sumBefore) / float64(count-countBefore) * float64(time.Second)), nil
 }
 
-// queueEmpty reports whether the controller's work queue is drained.
-func queueEmpty() bool {
+// queueEmpty reports whether the work queue of the controller named name
+// is drained.
+func queueEmpty(name string) bool {
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
 		return false
@@ -256,7 +279,7 @@ func queueEmpty() bool {
 		}
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == "hotplug" {
+				if l.GetName() == "name" && l.GetValue() == name {
 					return m.GetGauge().GetValue() == 0
 				}
 			}
@@ -285,6 +308,28 @@ func reconciles() float64 {
 		}
 	}
 	return total
+}
+
+// reconcileTime is the total time and the count of the reconciles of the
+// controller named name so far.
+func reconcileTime(name string) (float64, uint64) {
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, fam := range families {
+		if fam.GetName() != "controller_runtime_reconcile_time_seconds" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == name {
+					return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0, 0
 }
 
 func histogram() (float64, uint64) {

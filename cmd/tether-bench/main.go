@@ -33,6 +33,7 @@ func main() {
 	volumes := flag.String("volumes", "2000,10000", "storage mode: comma-separated volume counts (claim, PV, VolumeAttachment and pod each)")
 	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`; storage: its storage checks")
 	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
+	also := flag.String("checks", "", "controller mode: comma-separated checks the controller runs besides OrphanHotplugVolume (e.g. the namespace loop's)")
 	runs := flag.Int("runs", 3, "audit mode: runs of each contestant (interleaved); the median is printed")
 	loopMax := flag.Int("loop-max", 20000, "audit mode: leave the list-and-get loop out above this many VMIs (0: never)")
 	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
@@ -47,7 +48,7 @@ func main() {
 	case "audit":
 		err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold})
 	case "controller":
-		err = runController(*sizes, *hotplugs, *window)
+		err = runController(*sizes, *hotplugs, *window, *also)
 	case "storage":
 		err = runStorage(*volumes, *window)
 	default:
