@@ -7,6 +7,8 @@ package tether_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -265,6 +267,51 @@ func TestRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChecksAreTheControllers: the chart offers exactly the checks the
+// controller runs (the rows that name a loop), in the schema and in
+// values.yaml; each renders into a configuration the controller accepts
+// with it enabled; with scope.namespaces, the storage checks, and only
+// they, are refused.
+func TestChecksAreTheControllers(t *testing.T) {
+	want := config.ControllerChecks()
+	slices.Sort(want)
+	data, err := os.ReadFile("values.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			Checks struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"checks"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(schema.Properties.Checks.Properties)); !slices.Equal(got, want) {
+		t.Errorf("the schema's checks are %v, want the controller's %v", got, want)
+	}
+	defaults, err := chartutil.ReadValuesFile("values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(defaults.AsMap()["checks"].(map[string]any))); !slices.Equal(got, want) {
+		t.Errorf("values.yaml lists the checks %v, want the controller's %v", got, want)
+	}
+	for _, check := range want {
+		on := map[string]any{"checks": map[string]any{check: map[string]any{"enabled": true}}}
+		if cfg := controllerConfig(t, render(t, on)); !cfg.Enabled(check) {
+			t.Errorf("checks.%s.enabled: true renders a configuration without it", check)
+		}
+		on["scope"] = map[string]any{"namespaces": []any{"a"}}
+		_, err := renderIn(t, namespace, on)
+		if storage := slices.Contains(config.StorageChecks(), check); storage != (err != nil) {
+			t.Errorf("%s with scope.namespaces: refused %v (%v), want refused only for a storage check", check, err != nil, err)
+		}
 	}
 }
 

@@ -31,8 +31,8 @@ import (
 //  3. The image tag is the chart's appVersion, not latest.
 //  4. Every object carries Helm's labels too (instance, managed-by,
 //     version, helm.sh/chart); the selectors are config/'s.
-//  5. The configuration lists the controller's four checks (disabled ones
-//     with enabled: false) where config/ lists OrphanAttachmentPod
+//  5. The configuration lists every check the controller runs (disabled
+//     ones with enabled: false) where config/ lists OrphanAttachmentPod
 //     disabled; both mean the same configuration.
 //  6. Rules are grouped differently (the KubeVirt CR in a rule of its own);
 //     they grant the same.
