@@ -191,7 +191,7 @@ func eachClaimUse(in Input, want func(ns, claim, kind, name string) bool, fn fun
 		}
 		for _, r := range vm.Status.VolumeRequests {
 			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
-				if claim := hotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) && want(vm.Namespace, claim, "VM", vm.Name) {
+				if claim := snapshot.HotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) && want(vm.Namespace, claim, "VM", vm.Name) {
 					u = claimUseAt{ns: vm.Namespace, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "request", volume: o.Name, request: o}
 					fn(&u)
 				}
@@ -286,17 +286,6 @@ func diskShareable(spec *kubevirtv1.VirtualMachineInstanceSpec, name string) boo
 		}
 	}
 	return false
-}
-
-// hotplugSourceClaim is the claim of an addvolume request's source.
-func hotplugSourceClaim(s *kubevirtv1.HotplugVolumeSource) string {
-	switch {
-	case s.PersistentVolumeClaim != nil:
-		return s.PersistentVolumeClaim.ClaimName
-	case s.DataVolume != nil:
-		return s.DataVolume.Name
-	}
-	return ""
 }
 
 func modeList(modes []corev1.PersistentVolumeAccessMode) string {

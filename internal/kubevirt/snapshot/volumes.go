@@ -44,6 +44,20 @@ func ClaimName(v *kubevirtv1.Volume) string {
 	return ""
 }
 
+// HotplugSourceClaim returns the claim (or DataVolume) an addvolume
+// request's source names, or "".
+func HotplugSourceClaim(src *kubevirtv1.HotplugVolumeSource) string {
+	switch {
+	case src == nil:
+		return ""
+	case src.PersistentVolumeClaim != nil:
+		return src.PersistentVolumeClaim.ClaimName
+	case src.DataVolume != nil:
+		return src.DataVolume.Name
+	}
+	return ""
+}
+
 // Hotpluggable reports whether a volume is marked hotpluggable, which the
 // removevolume API requires.
 func Hotpluggable(v *kubevirtv1.Volume) bool {
