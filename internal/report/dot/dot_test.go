@@ -9,6 +9,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -243,6 +247,201 @@ func TestWrite_graphvizRenders(t *testing.T) {
 		}
 		if err := os.WriteFile(*svg, out, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// checkWorld runs one check on a fixture world and draws its one finding.
+func checkWorld(t *testing.T, name string, items ...any) (parsed, string, drift.Finding) {
+	t.Helper()
+	s := fx.Snapshot(items...)
+	p := check.DefaultPolicy()
+	p.Checks = []string{name}
+	fs := check.Run(s, p, fx.Epoch().Add(time.Hour))
+	if len(fs) != 1 {
+		t.Fatalf("the world has %d %s findings, want one: %+v", len(fs), name, fs)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, s, fs); err != nil {
+		t.Fatal(err)
+	}
+	return parse(t, b.String()), b.String(), fs[0]
+}
+
+// red reports whether attrs draw the drift.
+func red(attrs string) bool { return strings.Contains(attrs, `color="red"`) }
+
+// wantEdges fails for each edge (from, to, label part, drifted) that is
+// missing or drawn otherwise.
+func wantEdges(t *testing.T, g parsed, edges ...[4]any) {
+	t.Helper()
+	for _, e := range edges {
+		key := e[0].(string) + " -> " + e[1].(string)
+		attrs, ok := g.edges[key]
+		switch {
+		case !ok:
+			t.Errorf("missing edge %s; have %v", key, g.edges)
+		case !strings.Contains(attrs, e[2].(string)):
+			t.Errorf("edge %s is labelled %s, want %q in it", key, attrs, e[2])
+		case red(attrs) != e[3].(bool):
+			t.Errorf("edge %s drawn %s, want drift=%v", key, attrs, e[3])
+		}
+	}
+}
+
+// nodeOf returns the id of the node whose id starts with prefix.
+func nodeOf(t *testing.T, g parsed, prefix string) string {
+	t.Helper()
+	for id := range g.nodes {
+		if strings.HasPrefix(id, prefix) {
+			return id
+		}
+	}
+	t.Fatalf("no node %s*; have %v", prefix, g.nodes)
+	return ""
+}
+
+// StuckHotplugPhase: the VMI and the volume its status still lists after
+// the unplug, the edge saying so; the attachment pod the evidence dates
+// the state by, terminating; the node whose virt-handler must act.
+func TestWrite_stuckHotplugPhase(t *testing.T) {
+	vmi := fx.VMI("db", fx.Running(), fx.OnNode("node-a"), fx.WithHotplug("data", fx.StatusOnly(), fx.Claim("data-pvc"), fx.AttachPod("hp-volume-old")))
+	g, _, _ := checkWorld(t, check.StuckHotplugPhase, vmi, fx.PVC("data-pvc"), fx.NodeObject("node-a"),
+		fx.AttachmentPod("hp-volume-old", fx.BoundTo("node-a"), fx.Terminating(fx.Epoch())))
+	wantEdges(t, g,
+		[4]any{"f0_VirtualMachineInstance_default_db", "f0_Volume_default_data", "hot-plug, Ready, not in the VMI spec", true},
+		[4]any{"f0_Volume_default_data", "f0_Pod_default_hp_volume_old", "attached by", false},
+		[4]any{"f0_Pod_default_hp_volume_old", "f0_Node__node_a", "on", false},
+		[4]any{"f0_VirtualMachineInstance_default_db", "f0_Node__node_a", "runs on", false},
+		[4]any{"f0_Volume_default_data", "f0_PersistentVolumeClaim_default_data_pvc", "claim", false})
+	if a := g.nodes["f0_Pod_default_hp_volume_old"]; !strings.Contains(a, "terminating since 2024-01-01T00:00:00Z") {
+		t.Errorf("the dying attachment pod is drawn %s, want its deletion time", a)
+	}
+}
+
+// SharedClaimConflict: the claim, and every VM and VMI that references it,
+// each reference drawn as the drift: the holder's VMI (run by its VM) and
+// the VM that waits.
+func TestWrite_sharedClaimConflict(t *testing.T) {
+	holder := fx.VM("holder", fx.Running(), fx.WithVolume("data", fx.PVC("shared")))
+	waiter := fx.VM("waiter", fx.WithVolume("disk", fx.PVC("shared")))
+	vmi := fx.VMI("holder", fx.OwnedBy(holder), fx.OnNode("node-a"), fx.WithVolume("data", fx.PVC("shared")))
+	g, _, _ := checkWorld(t, check.SharedClaimConflict, holder, waiter, vmi, fx.PVC("shared"), fx.PVC("unrelated"), fx.NodeObject("node-a"))
+	claim := "f0_PersistentVolumeClaim_default_shared"
+	if !red(g.nodes[claim]) {
+		t.Errorf("the subject claim is drawn %s", g.nodes[claim])
+	}
+	wantEdges(t, g,
+		[4]any{"f0_VirtualMachine_default_waiter", claim, "volume disk", true},
+		[4]any{"f0_VirtualMachine_default_holder", claim, "volume data", true},
+		[4]any{"f0_VirtualMachineInstance_default_holder", claim, "volume data", true},
+		[4]any{"f0_VirtualMachine_default_holder", "f0_VirtualMachineInstance_default_holder", "runs", false},
+		[4]any{"f0_VirtualMachineInstance_default_holder", "f0_Node__node_a", "runs on", false})
+	if _, ok := g.nodes["f0_PersistentVolumeClaim_default_unrelated"]; ok {
+		t.Error("a claim nobody shares is drawn")
+	}
+}
+
+// InterruptedVolumeMigration: the VM and its migrated volume, the source
+// claim that holds the data, and the destination claim its spec names,
+// drawn as the drift; a source that is gone is missing, dashed.
+func TestWrite_interruptedVolumeMigration(t *testing.T) {
+	g, _, _ := checkWorld(t, check.InterruptedVolumeMigration, interruptedVM(), fx.PVC("src"), fx.PVC("dst"))
+	if !red(g.nodes["f0_VirtualMachine_default_db"]) {
+		t.Errorf("the subject VM is drawn %s", g.nodes["f0_VirtualMachine_default_db"])
+	}
+	wantEdges(t, g,
+		[4]any{"f0_VirtualMachine_default_db", "f0_Volume_default_d", "migrated volume", false},
+		[4]any{"f0_Volume_default_d", "f0_PersistentVolumeClaim_default_src", "source: the consistent data", false},
+		[4]any{"f0_Volume_default_d", "f0_PersistentVolumeClaim_default_dst", "destination: may be partly copied; the VM spec names it", true})
+	g, _, _ = checkWorld(t, check.InterruptedVolumeMigration, interruptedVM(), fx.PVC("dst"))
+	if a := g.nodes["f0_PersistentVolumeClaim_default_src"]; !strings.Contains(a, "dashed") || !strings.Contains(a, "(missing)") {
+		t.Errorf("a source claim that is gone is drawn %s", a)
+	}
+	wantEdges(t, g, [4]any{"f0_Volume_default_d", "f0_PersistentVolumeClaim_default_src", "source", true})
+}
+
+// interruptedVM is VM db, stopped by an interrupted migration of its
+// volume d from claim src to claim dst, its spec naming dst.
+func interruptedVM() *kubevirtv1.VirtualMachine {
+	vm := fx.VM("db", fx.WithVolume("d", fx.PVC("dst")))
+	mig := kubevirtv1.UpdateVolumesStrategyMigration
+	vm.Spec.UpdateVolumesStrategy = &mig
+	vm.Status.VolumeUpdateState = &kubevirtv1.VolumeUpdateState{VolumeMigrationState: &kubevirtv1.VolumeMigrationState{
+		MigratedVolumes: []kubevirtv1.StorageMigratedVolumeInfo{{VolumeName: "d",
+			SourcePVCInfo: &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: "src"}, DestinationPVCInfo: &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: "dst"}}}}}
+	vm.Status.Conditions = []kubevirtv1.VirtualMachineCondition{{Type: kubevirtv1.VirtualMachineManualRecoveryRequired, Status: corev1.ConditionTrue}}
+	return vm
+}
+
+// tenantVMWorld is VM vm-a's VMI on node-1 and tenant t1, whose node
+// worker-0 is that VM and which attaches handle dv-1 there (opts).
+func tenantVMWorld(vmiOpts []fx.Option, opts ...fx.Option) []any {
+	vm := fx.VM("vm-a", fx.Running())
+	vmi := fx.VMI("vm-a", append([]fx.Option{fx.OwnedBy(vm)}, vmiOpts...)...)
+	node := snapshot.TenantNode{Name: "worker-0", ProviderID: snapshot.ProviderIDPrefix + "vm-a", ClusterNamespace: fx.Namespace}
+	tn := fx.Tenant("t1", fx.WithNode(node), fx.Attaches("worker-0", "dv-1", append([]fx.Option{fx.AttachedToID(fx.Namespace + "/vm-a")}, opts...)...))
+	return []any{vm, vmi, tn, fx.PVC("dv-1")}
+}
+
+// PhantomAttach: the tenant VolumeAttachment that says attached, on the
+// tenant node that is the VM, and the volume the VMI lacks, missing.
+func TestWrite_phantomAttach(t *testing.T) {
+	g, _, _ := checkWorld(t, check.PhantomAttach, tenantVMWorld(nil, fx.Attached())...)
+	vmi, vol := "f0_VirtualMachineInstance_default_vm_a", "f0_Volume_default_dv_1"
+	va := nodeOf(t, g, "f0_VolumeAttachment_tenant_t1_csi")
+	if a := g.nodes[vol]; !strings.Contains(a, "(missing)") || !red(a) {
+		t.Errorf("the volume the VMI lacks is drawn %s, want the drift, missing", a)
+	}
+	if a := g.nodes[va]; !strings.Contains(a, `\n(tenant t1)\nattached`) {
+		t.Errorf("the tenant's VolumeAttachment is drawn %s, want it to name its tenant and say attached", a)
+	}
+	wantEdges(t, g,
+		[4]any{vmi, vol, "no such volume", true},
+		[4]any{vol, "f0_PersistentVolumeClaim_default_dv_1", "claim of its name", false},
+		[4]any{va, "f0_PersistentVolumeClaim_default_dv_1", "tenant wants", false},
+		[4]any{va, "f0_Node_tenant_t1_worker_0", "on", false},
+		[4]any{"f0_Node_tenant_t1_worker_0", vmi, "is this VM (providerID kubevirt://vm-a", false})
+}
+
+// AttachAlreadyPresent: the VMI's Ready hot-plug, and the tenant attach
+// that fails although the VM has the volume, drawn as the drift with its
+// error.
+func TestWrite_attachAlreadyPresent(t *testing.T) {
+	msg := `Unable to add volume [dv-1] because volume with that name already exists`
+	g, _, _ := checkWorld(t, check.AttachAlreadyPresent, tenantVMWorld([]fx.Option{fx.WithHotplug("dv-1")}, fx.AttachError(msg, fx.Epoch()))...)
+	vmi, vol := "f0_VirtualMachineInstance_default_vm_a", "f0_Volume_default_dv_1"
+	va := nodeOf(t, g, "f0_VolumeAttachment_tenant_t1_csi")
+	if a := g.nodes[va]; !strings.Contains(a, "attach fails: Unable to add volume [dv-1] because volume with that name a…") {
+		t.Errorf("the failing tenant VolumeAttachment is drawn %s, want its error, cut", a)
+	}
+	wantEdges(t, g,
+		[4]any{vmi, vol, "hot-plug, Ready", true},
+		[4]any{va, "f0_PersistentVolumeClaim_default_dv_1", "its attach fails", true},
+		[4]any{"f0_Node_tenant_t1_worker_0", vmi, "is this VM", false})
+}
+
+// The pictures of the five checks above render with Graphviz.
+func TestWrite_newChecksRender(t *testing.T) {
+	bin, err := exec.LookPath("dot")
+	if err != nil {
+		t.Skip("Graphviz's dot is not installed (apt-get install graphviz): the structural tests above still ran")
+	}
+	vm := fx.VM("holder", fx.Running(), fx.WithVolume("data", fx.PVC("shared")))
+	for name, items := range map[string][]any{
+		check.StuckHotplugPhase:          {fx.VMI("db", fx.Running(), fx.WithHotplug("data", fx.StatusOnly(), fx.AttachPod("hp-1"))), fx.AttachmentPod("hp-1", fx.Terminating(fx.Epoch()))},
+		check.SharedClaimConflict:        {vm, fx.VM("waiter", fx.WithVolume("data", fx.PVC("shared"))), fx.VMI("holder", fx.OwnedBy(vm), fx.WithVolume("data", fx.PVC("shared"))), fx.PVC("shared")},
+		check.InterruptedVolumeMigration: {interruptedVM(), fx.PVC("dst")},
+		check.PhantomAttach:              tenantVMWorld(nil, fx.Attached()),
+		check.AttachAlreadyPresent:       tenantVMWorld([]fx.Option{fx.WithHotplug("dv-1")}, fx.AttachError(`"already exists"`, fx.Epoch())),
+	} {
+		_, src, _ := checkWorld(t, name, items...)
+		cmd := exec.Command(bin, "-Tsvg")
+		cmd.Stdin = strings.NewReader(src)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if out, err := cmd.Output(); err != nil || stderr.Len() > 0 || !bytes.Contains(out, []byte("<svg")) {
+			t.Errorf("%s: dot -Tsvg: %v\n%s", name, err, stderr.String())
 		}
 	}
 }
