@@ -100,7 +100,7 @@ func runAudit(o auditOptions) error {
 	fmt.Printf("%-8s %-28s %10s %9s %10s %10s %9s %s\n", "VMIS", "CONTESTANT", "WALL", "REQUESTS", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP")
 	err = growing(o.sizes, "-vmis", func(from, to int) error {
 		t0 := time.Now()
-		if err := seed(ctx, c, from, to, o.hotplugs, true); err != nil {
+		if err := seed(ctx, c, from, to, o.hotplugs, true, false); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d VMIs in %s\n", to, time.Since(t0).Round(time.Millisecond))

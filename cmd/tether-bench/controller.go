@@ -33,8 +33,9 @@ import (
 // runController measures `tether controller` over N seeded VMIs: the heap its
 // caches take per VMI, the API requests per minute once it has settled
 // (watches aside), and how late it acts after a grace period ends. also
-// names checks run besides OrphanHotplugVolume (comma-separated).
-func runController(sizes string, hotplugs int, window time.Duration, also string) error {
+// names checks run besides OrphanHotplugVolume (comma-separated); with
+// claims, every hot-plugged volume has its claim.
+func runController(sizes string, hotplugs int, window time.Duration, also string, claims bool) error {
 	var checks []string
 	if also != "" {
 		checks = strings.Split(also, ",")
@@ -50,7 +51,7 @@ func runController(sizes string, hotplugs int, window time.Duration, also string
 	}
 	fmt.Printf("%-6s %-14s %-16s %-22s %-20s %s\n", "VMIS", "HEAP/VMI", "FIRST PASS", "REQUESTS/MIN (steady)", "GRACE->ACTION (avg)", "STEADY-STATE REQUESTS")
 	err = growing(sizes, "-vmis", func(from, to int) error {
-		if err := seed(ctx, c, from, to, hotplugs, false); err != nil {
+		if err := seed(ctx, c, from, to, hotplugs, false, claims); err != nil {
 			return err
 		}
 		return measure(ctx, env, c, to, window, checks)

@@ -34,6 +34,7 @@ func main() {
 	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`; storage: its storage checks")
 	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
 	also := flag.String("checks", "", "controller mode: comma-separated checks the controller runs besides OrphanHotplugVolume (e.g. the namespace loop's)")
+	claims := flag.Bool("claims", false, "controller mode: also create the claim of every hot-plugged volume")
 	runs := flag.Int("runs", 3, "audit mode: runs of each contestant (interleaved); the median is printed")
 	loopMax := flag.Int("loop-max", 20000, "audit mode: leave the list-and-get loop out above this many VMIs (0: never)")
 	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
@@ -48,7 +49,7 @@ func main() {
 	case "audit":
 		err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold})
 	case "controller":
-		err = runController(*sizes, *hotplugs, *window, *also)
+		err = runController(*sizes, *hotplugs, *window, *also, *claims)
 	case "storage":
 		err = runStorage(*volumes, *window)
 	default:
@@ -61,9 +62,10 @@ func main() {
 }
 
 // seed creates VMs and VMIs from index from to to, paused so the emulator
-// leaves them as written. A VMI's status is written with the object (the
-// VMI has no status subresource, as in KubeVirt).
-func seed(ctx context.Context, c client.Client, from, to, hotplugs int, vmiOnly bool) error {
+// leaves them as written, and with claims the claims of their volumes. A
+// VMI's status is written with the object (the VMI has no status
+// subresource, as in KubeVirt).
+func seed(ctx context.Context, c client.Client, from, to, hotplugs int, vmiOnly, claims bool) error {
 	const ns = "bench"
 	_ = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	work := make(chan int)
@@ -74,7 +76,7 @@ func seed(ctx context.Context, c client.Client, from, to, hotplugs int, vmiOnly 
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := seedOne(ctx, c, ns, i, hotplugs, vmiOnly); err != nil {
+				if err := seedOne(ctx, c, ns, i, hotplugs, vmiOnly, claims); err != nil {
 					errs <- err
 					return
 				}
@@ -100,13 +102,20 @@ func seed(ctx context.Context, c client.Client, from, to, hotplugs int, vmiOnly 
 	}
 }
 
-func seedOne(ctx context.Context, c client.Client, ns string, i, hotplugs int, vmiOnly bool) error {
+func seedOne(ctx context.Context, c client.Client, ns string, i, hotplugs int, vmiOnly, claims bool) error {
 	name := fmt.Sprintf("vm-%05d", i)
 	var vmOpts, vmiOpts []fixture.Option
 	for h := 0; h < hotplugs; h++ {
 		// Even volumes are in the VM spec; odd ones are VMI-only hot-plugs
 		// (unless vmiOnly is false: then all are in the spec).
 		vol := fmt.Sprintf("%s-hp%d", name, h)
+		if claims {
+			pvc := fixture.PVC(vol, fixture.InNamespace(ns))
+			pvc.UID = ""
+			if err := c.Create(ctx, pvc); err != nil {
+				return err
+			}
+		}
 		if h%2 == 0 || !vmiOnly {
 			vmOpts = append(vmOpts, fixture.WithVolume(vol, fixture.PVC(vol), fixture.Hotpluggable()))
 		}
