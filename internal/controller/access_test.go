@@ -87,8 +87,8 @@ func TestController_protectionWithoutItsRBAC_refusesToStart(t *testing.T) {
 }
 
 // Without a storage check, the controller's pod cache holds only hot-plug
-// attachment pods (RBAC cannot narrow pods by label; the cache does); with
-// one, every pod in scope.
+// attachment pods (RBAC cannot narrow pods by label; the cache does), the
+// namespace checks' too; with one, every pod in scope.
 func TestController_podCacheHoldsOnlyAttachmentPods(t *testing.T) {
 	w := newWorld(t)
 	for name, labels := range map[string]map[string]string{"attach": {"kubevirt.io": "hotplug-disk"}, "app": {"app": "web"}} {
@@ -106,6 +106,13 @@ func TestController_podCacheHoldsOnlyAttachmentPods(t *testing.T) {
 		want []string
 	}{
 		{"hot-plug only -> attachment pods", func() *config.Config { return w.cfg(time.Hour) }, []string{"attach"}},
+		{"the namespace checks, which read attachment pods -> attachment pods", func() *config.Config {
+			c := w.cfg(time.Hour)
+			for _, name := range check.InLoop(check.LoopNamespace) {
+				c.Checks[name] = config.CheckConfig{Enabled: true}
+			}
+			return c
+		}, []string{"attach"}},
 		{"a storage check -> every pod", func() *config.Config {
 			c := w.cfg(time.Hour)
 			c.Checks[check.BlockedDeletion] = config.CheckConfig{Enabled: true}
