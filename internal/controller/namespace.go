@@ -161,14 +161,37 @@ func setupNamespace(mgr manager.Manager, rs *records.Keeper, policy check.Policy
 		return err
 	}
 	r := &NamespaceReconciler{Cache: mgr.GetClient(), Records: rs, Policy: policy, Checks: names, Kinds: kinds, Log: o.Log.WithName("namespace")}
-	// Resyncs carry no change, nor do updates of what the lean caches do
-	// not hold (a VMI's guest information, a pod's conditions).
-	changed := builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}, leanViewChanged())
 	ns := inNamespace{}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("namespace").
 		// A record deleted or edited by someone else is put back.
 		Watches(&v1alpha1.Finding{}, ns, builder.WithPredicates(recordTampered(), recordOf(names)))
+	for _, w := range namespaceWatches(kinds) {
+		// One WithPredicates per watch: a second one would replace the first.
+		b = b.Watches(w.obj, ns, builder.WithPredicates(w.preds...))
+	}
+	if kinds.Has(snapshot.KindKubeVirt) {
+		// The running KubeVirt and its gates change what a stuck phase's
+		// finding says: every namespace with VMIs is looked at again.
+		b = b.Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.vmiNamespaces), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+	}
+	return b.Complete(r)
+}
+
+// namespaceWatch is a kind the namespace loop watches, with the events of
+// it that start a pass.
+type namespaceWatch struct {
+	obj   client.Object
+	preds []predicate.Predicate
+}
+
+// namespaceWatches are the watches of the kinds the loop reads. Resyncs
+// carry no change, nor do updates of what the lean caches do not hold (a
+// VMI's guest information, a pod's conditions); the pod cache holds every
+// pod when a storage check is enabled, and only attachment pods concern
+// this loop.
+func namespaceWatches(kinds snapshot.Kinds) []namespaceWatch {
+	var out []namespaceWatch
 	for _, w := range []struct {
 		kind snapshot.Kinds
 		obj  client.Object
@@ -177,20 +200,14 @@ func setupNamespace(mgr manager.Manager, rs *records.Keeper, policy check.Policy
 		{snapshot.KindVMIs, &kubevirtv1.VirtualMachineInstance{}, nil},
 		{snapshot.KindVMs, &kubevirtv1.VirtualMachine{}, nil},
 		{snapshot.KindPVCs, &corev1.PersistentVolumeClaim{}, nil},
-		// The pod cache holds every pod when a storage check is enabled:
-		// only the attachment pods concern this loop.
 		{snapshot.KindAttachmentPods, &corev1.Pod{}, []predicate.Predicate{attachmentPod()}},
 	} {
 		if kinds.Has(w.kind) {
-			b = b.Watches(w.obj, ns, changed, builder.WithPredicates(w.more...))
+			preds := append([]predicate.Predicate{predicate.ResourceVersionChangedPredicate{}, leanViewChanged()}, w.more...)
+			out = append(out, namespaceWatch{obj: w.obj, preds: preds})
 		}
 	}
-	if kinds.Has(snapshot.KindKubeVirt) {
-		// The running KubeVirt and its gates change what a stuck phase's
-		// finding says: every namespace with VMIs is looked at again.
-		b = b.Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.vmiNamespaces), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
-	}
-	return b.Complete(r)
+	return out
 }
 
 // vmiNamespaces maps a change of the KubeVirt CR to every namespace that

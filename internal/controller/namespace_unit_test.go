@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -213,5 +214,52 @@ func TestLeanViewChanged(t *testing.T) {
 	}
 	if old.Status.GuestOSInfo.Name != "" || guest.ResourceVersion != "2" {
 		t.Error("the predicate changed the cached objects")
+	}
+}
+
+// The loop watches the kinds its checks read, each with the filters that
+// keep changes it cannot see from starting a pass: an update of only the
+// resource version and generation starts none, a pod that is no
+// attachment pod starts none.
+func TestNamespaceWatches(t *testing.T) {
+	pass := func(w namespaceWatch, e any) bool {
+		for _, p := range w.preds {
+			var ok bool
+			switch e := e.(type) {
+			case event.CreateEvent:
+				ok = p.Create(e)
+			case event.UpdateEvent:
+				ok = p.Update(e)
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	_, kinds, _ := namespaceLoop(func(string) bool { return true })
+	got := map[string]namespaceWatch{}
+	for _, w := range namespaceWatches(kinds) {
+		got[fmt.Sprintf("%T", w.obj)] = w
+	}
+	if len(got) != 4 {
+		t.Fatalf("watches %v, want VMIs, VMs, claims and pods", got)
+	}
+	for _, o := range []client.Object{fixture.VMI("v"), fixture.VM("v"), fixture.PVC("c"), fixture.AttachmentPod("hp-1")} {
+		w := got[fmt.Sprintf("%T", o)]
+		moved := o.DeepCopyObject().(client.Object)
+		moved.SetResourceVersion("9")
+		moved.SetGeneration(9)
+		relabelled := moved.DeepCopyObject().(client.Object)
+		relabelled.SetLabels(map[string]string{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue, "x": "y"})
+		if !pass(w, event.CreateEvent{Object: o}) || pass(w, event.UpdateEvent{ObjectOld: o, ObjectNew: moved}) || !pass(w, event.UpdateEvent{ObjectOld: o, ObjectNew: relabelled}) {
+			t.Errorf("%T: a creation and a label change must start a pass, a new resource version alone not", o)
+		}
+	}
+	if pass(got["*v1.Pod"], event.CreateEvent{Object: fixture.UserPod("app")}) {
+		t.Error("a pod that is no attachment pod started a pass")
+	}
+	if _, kinds, _ := namespaceLoop(func(c string) bool { return c == check.InterruptedVolumeMigration }); len(namespaceWatches(kinds)) != 3 {
+		t.Errorf("InterruptedVolumeMigration alone watches %d kinds, want VMIs, VMs and claims", len(namespaceWatches(kinds)))
 	}
 }
