@@ -267,70 +267,49 @@ func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int
 	return time.Duration((sum - sumBefore) / float64(count-countBefore) * float64(time.Second)), nil
 }
 
+// series calls fn with each series of the controller-runtime metric family
+// whose label is value.
+func series(family, label, value string, fn func(*dto.Metric)) {
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return
+	}
+	for _, fam := range families {
+		if fam.GetName() != family {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					fn(m)
+				}
+			}
+		}
+	}
+}
+
 // queueEmpty reports whether the work queue of the controller named name
 // is drained.
 func queueEmpty(name string) bool {
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		return false
-	}
-	for _, fam := range families {
-		if fam.GetName() != "workqueue_depth" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == name {
-					return m.GetGauge().GetValue() == 0
-				}
-			}
-		}
-	}
-	return false
+	empty := false
+	series("workqueue_depth", "name", name, func(m *dto.Metric) { empty = m.GetGauge().GetValue() == 0 })
+	return empty
 }
 
-// reconciles is the controller's reconcile count so far.
+// reconciles is the hot-plug controller's reconcile count so far.
 func reconciles() float64 {
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		return 0
-	}
 	total := 0.0
-	for _, fam := range families {
-		if fam.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "hotplug" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
+	series("controller_runtime_reconcile_total", "controller", "hotplug", func(m *dto.Metric) { total += m.GetCounter().GetValue() })
 	return total
 }
 
 // reconcileTime is the total time and the count of the reconciles of the
 // controller named name so far.
-func reconcileTime(name string) (float64, uint64) {
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		return 0, 0
-	}
-	for _, fam := range families {
-		if fam.GetName() != "controller_runtime_reconcile_time_seconds" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == name {
-					return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0, 0
+func reconcileTime(name string) (sum float64, count uint64) {
+	series("controller_runtime_reconcile_time_seconds", "controller", name, func(m *dto.Metric) {
+		sum, count = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+	})
+	return sum, count
 }
 
 func histogram() (float64, uint64) {
