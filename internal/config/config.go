@@ -85,6 +85,9 @@ type Config struct {
 	Checks map[string]CheckConfig `json:"checks"`
 	// Storage is the policy of the storage checks.
 	Storage StorageConfig `json:"storage"`
+	// Hotplug holds the report-after graces of the hot-plug checks of the
+	// drift users report now.
+	Hotplug HotplugConfig `json:"hotplug"`
 	// Scope limits what is looked at and acted on.
 	Scope ScopeConfig `json:"scope"`
 	// AllowVMIOnlyDetach: see check.Policy.
@@ -177,6 +180,19 @@ type StorageConfig struct {
 	// ForceDetach accepts the last resort on fenced nodes: deleting a stale
 	// VolumeAttachment, or its attacher finalizer (counted as forced).
 	ForceDetach bool `json:"forceDetach"`
+}
+
+// HotplugConfig holds the report-after graces of the tenant attach checks
+// and StuckHotplugPhase (the CLI's --tenant-attach-grace and
+// --stuck-phase-grace).
+type HotplugConfig struct {
+	// TenantAttachGrace (report after): PhantomAttach and
+	// AttachAlreadyPresent hold tenant VolumeAttachments and VMIs younger
+	// than this. Zero means check.DefaultTenantAttachGrace (5m).
+	TenantAttachGrace metav1.Duration `json:"tenantAttachGrace"`
+	// StuckPhaseGrace (report after): StuckHotplugPhase calls a phase stuck
+	// only after this long. Zero means check.DefaultStuckPhaseGrace (10m).
+	StuckPhaseGrace metav1.Duration `json:"stuckPhaseGrace"`
 }
 
 // ProtectionConfig configures the protection of VM dependents.
@@ -337,6 +353,8 @@ func (c *Config) withScope(p check.Policy) (check.Policy, error) {
 	}
 	p.AllowVMIOnlyDetach = c.AllowVMIOnlyDetach
 	p.TenantAuthoritative = c.TenantAuthoritative
+	p.TenantAttachGrace = c.Hotplug.TenantAttachGrace.Duration
+	p.StuckPhaseGrace = c.Hotplug.StuckPhaseGrace.Duration
 	p.Storage = check.StoragePolicy{
 		StaleAttachmentGrace: c.Storage.StaleAttachmentGrace.Duration,
 		MultiAttachGrace:     c.Storage.MultiAttachGrace.Duration,

@@ -593,6 +593,25 @@ func TestStoragePolicy(t *testing.T) {
 	}
 }
 
+// The hot-plug graces of the file reach the policy; negative ones are
+// refused, named.
+func TestHotplugPolicy(t *testing.T) {
+	c, err := Parse([]byte("checks: {PhantomAttach: {enabled: true}}\nhotplug: {tenantAttachGrace: 7m, stuckPhaseGrace: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TenantAttachGrace != 7*time.Minute || p.StuckPhaseGrace != time.Hour {
+		t.Fatalf("policy graces %s, %s; want 7m, 1h", p.TenantAttachGrace, p.StuckPhaseGrace)
+	}
+	if _, err := Parse([]byte("checks: {PhantomAttach: {enabled: true}}\nhotplug: {tenantAttachGrace: -1s}\n")); err == nil || !strings.Contains(err.Error(), "hotplug.tenantAttachGrace") {
+		t.Fatalf("a negative grace: %v", err)
+	}
+}
+
 // TestStaleAttachmentDefaultsAddUp: the docs (docs/controller.md, "Report
 // after, act after") say that with the defaults a stale VolumeAttachment is
 // reported after 5m and acted on 10m later, 15m in all.

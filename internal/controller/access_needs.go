@@ -51,7 +51,10 @@ func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
 	}
 	g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), clusterWide(reads("kubevirt.io", "kubevirts")),
 		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
-			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"}})
+			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"},
+			// The VM-level route: StuckPublish, and OrphanHotplugVolume with
+			// tenantAuthoritative, remove volumes from the VM spec.
+			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
 	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: g}
 }
 

@@ -66,6 +66,9 @@ func TestAccess(t *testing.T) {
 		{"protection off, patch refused -> starts", hotplug("a"), true, allowAllBut("patch persistentvolumeclaims", "get namespaces"), nil},
 		{"hot-plug check without VMI reads -> names config/rbac", hotplug("a"), true, allowAllBut("watch virtualmachineinstances.kubevirt.io"),
 			[]string{"OrphanHotplugVolume (fix: apply config/rbac", "watch virtualmachineinstances.kubevirt.io in namespace a"}},
+		{"hot-plug check without the VM-level removevolume (StuckPublish acts there) -> names it", hotplug("a"), true,
+			allowAllBut("update virtualmachines/removevolume.subresources.kubevirt.io"),
+			[]string{"update virtualmachines/removevolume.subresources.kubevirt.io in namespace a"}},
 		{"scoped records without the controller's namespace -> names it", hotplug("a"), true, allowAllBut("list findings.tether.dev"),
 			[]string{"list findings.tether.dev in namespace a", "list findings.tether.dev in namespace tether-system"}},
 		{"hot-plug, scoped, no cluster-wide pods -> starts", hotplug("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
