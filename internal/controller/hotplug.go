@@ -79,6 +79,11 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		// A hold only time lifts (a tenant attachment too recent) comes
+		// with no event when it ends: look again once it has.
+		if wait := policy.RecheckAfter(f.Action.BlockedBy); wait > 0 && (after == 0 || wait < after) {
+			after = wait
+		}
 		if after > 0 && (requeue == 0 || after < requeue) {
 			requeue = after
 		}

@@ -136,3 +136,36 @@ func (w *world) startWithTenant(kubeconfig string) {
 	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: kubeconfig, Namespace: w.ns}}
 	w.start(cfg)
 }
+
+// A phantom attach held as too recent turns critical once the grace has
+// passed, with no event to say so: the hot-plug loop looks again by itself.
+func TestController_phantomAttach_heldThenCriticalWithoutAnEvent(t *testing.T) {
+	w := newWorld(t)
+	tenant := w.env.Tenants["guest"]
+	tc, err := clients.New(tenant.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.orphan("vm-p", "pvc-other") // a running VMI; pvc-ghost is not on it
+	node := fixture.TenantNodeObject("worker-p-"+w.ns, w.ns, "vm-p")
+	pv := fixture.PV("pv-ghost-"+w.ns, "pvc-ghost")
+	va := fixture.VolumeAttachment("va-ghost-"+w.ns, node.Name, pv.Name, fixture.AttachedToID(w.ns+"/vm-p"))
+	drv := fixture.CSIDriver("csi.kubevirt.io", true)
+	for _, o := range []client.Object{node, drv, pv, va} {
+		o.SetUID("")
+		if err := tc.Create(w.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	va.Status.Attached = true
+	if err := tc.Status().Update(w.ctx, va); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.cfg(0)
+	cfg.Checks = map[string]config.CheckConfig{check.PhantomAttach: {Enabled: true}}
+	cfg.Hotplug.TenantAttachGrace.Duration = 4 * time.Second
+	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: tenant.Kubeconfig, Namespace: w.ns}}
+	w.start(cfg)
+	w.waitFinding("vm-p", "pvc-ghost", v1alpha1.PhaseBlocked, string(check.TenantAttachTooRecent))
+	w.waitFinding("vm-p", "pvc-ghost", v1alpha1.PhaseBlocked, string(check.HotplugMissing))
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -96,6 +97,20 @@ func (p Policy) withDefaults() Policy {
 	}
 	p.Storage = p.Storage.withDefaults()
 	return p
+}
+
+// RecheckAfter is, for a hold that only time lifts, the longest wait
+// before the finding must be decided again (the grace it waits out); zero
+// for a hold an object's change lifts, whose event wakes the controller.
+func (p Policy) RecheckAfter(r drift.BlockReason) time.Duration {
+	p = p.withDefaults()
+	switch r {
+	case TenantAttachTooRecent:
+		return p.TenantAttachGrace
+	case NotReadyTooRecent:
+		return p.FenceAfter
+	}
+	return 0
 }
 
 // Validate reports every problem with the policy, or nil.
