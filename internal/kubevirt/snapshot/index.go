@@ -40,6 +40,10 @@ type Index struct {
 	vmisOnce sync.Once
 	vmis     map[Key]*kubevirtv1.VirtualMachineInstance
 	vmisByNS map[string][]*kubevirtv1.VirtualMachineInstance
+	vmsOnce  sync.Once
+	vmsByNS  map[string][]*kubevirtv1.VirtualMachine
+	// vmNS are the namespaces that hold a VM or a VMI.
+	vmNS     []string
 	podsOnce sync.Once
 	pods     map[Key]*corev1.Pod
 	pvcsOnce sync.Once
@@ -147,6 +151,52 @@ func (ix *Index) VMI(ns, name string) *kubevirtv1.VirtualMachineInstance {
 func (ix *Index) VMIsIn(ns string) []*kubevirtv1.VirtualMachineInstance {
 	ix.vmisOnce.Do(ix.indexVMIs)
 	return ix.vmisByNS[ns]
+}
+
+// VMsIn returns the VMs of namespace ns, in snapshot order.
+func (ix *Index) VMsIn(ns string) []*kubevirtv1.VirtualMachine {
+	ix.vmsOnce.Do(ix.indexVMNamespaces)
+	return ix.vmsByNS[ns]
+}
+
+// VMNamespaces returns the namespaces that hold a VM or a VMI, each once,
+// in the order the snapshot first names them (its VMs, then its VMIs).
+func (ix *Index) VMNamespaces() []string {
+	ix.vmsOnce.Do(ix.indexVMNamespaces)
+	return ix.vmNS
+}
+
+// indexVMNamespaces indexes VMs by namespace and lists the namespaces of
+// the VMs and VMIs. LIST results come sorted by namespace, so a run of one
+// namespace is appended at once.
+func (ix *Index) indexVMNamespaces() {
+	vms := ix.s.VMs
+	ix.vmsByNS = map[string][]*kubevirtv1.VirtualMachine{}
+	seen := map[string]bool{}
+	add := func(ns string) {
+		if !seen[ns] {
+			seen[ns] = true
+			ix.vmNS = append(ix.vmNS, ns)
+		}
+	}
+	start := 0
+	for i := range vms {
+		if ns := vms[i].Namespace; i+1 == len(vms) || vms[i+1].Namespace != ns {
+			add(ns)
+			list := ix.vmsByNS[ns]
+			for j := start; j <= i; j++ {
+				list = append(list, &vms[j])
+			}
+			ix.vmsByNS[ns] = list
+			start = i + 1
+		}
+	}
+	vmis := ix.s.VMIs
+	for i := range vmis {
+		if ns := vmis[i].Namespace; i+1 == len(vmis) || vmis[i+1].Namespace != ns {
+			add(ns)
+		}
+	}
 }
 
 // AttachmentPod returns the attachment pod ns/name, or nil.

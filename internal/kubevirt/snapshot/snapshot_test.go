@@ -246,6 +246,21 @@ func TestVMIsInKeepsOrderAcrossRuns(t *testing.T) {
 	}
 }
 
+func TestVMsInKeepsOrderAcrossRuns(t *testing.T) {
+	s := f.Snapshot(f.VM("a"), f.VM("b"), f.VM("x", f.InNamespace("other")), f.VM("c"),
+		f.VMI("y", f.InNamespace("third")), f.VMI("z", f.InNamespace("other")))
+	var got []string
+	for _, vm := range s.Index().VMsIn("default") {
+		got = append(got, vm.Name)
+	}
+	if !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Errorf("VMsIn(default) = %v", got)
+	}
+	if ns := s.Index().VMNamespaces(); !reflect.DeepEqual(ns, []string{"default", "other", "third"}) {
+		t.Errorf("VMNamespaces() = %v", ns)
+	}
+}
+
 func TestLazyLookupsAreSafeConcurrently(t *testing.T) {
 	s := f.Snapshot(f.VMI("a"), f.AttachmentPod("p"), f.PVC("c"), f.DataVolume("d"))
 	done := make(chan bool)
@@ -253,7 +268,8 @@ func TestLazyLookupsAreSafeConcurrently(t *testing.T) {
 		go func() {
 			ix := s.Index()
 			done <- ix.VMI("default", "a") != nil && ix.AttachmentPod("default", "p") != nil &&
-				ix.PVC("default", "c") != nil && ix.DataVolume("default", "d") != nil && len(ix.VMIsIn("default")) == 1
+				ix.PVC("default", "c") != nil && ix.DataVolume("default", "d") != nil && len(ix.VMIsIn("default")) == 1 &&
+				len(ix.VMsIn("default")) == 0 && len(ix.VMNamespaces()) == 1
 		}()
 	}
 	for i := 0; i < 4; i++ {
