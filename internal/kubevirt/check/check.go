@@ -81,6 +81,8 @@ type memo struct {
 	owners    []knownOwner
 	// dying are the attachment pods being deleted (StuckHotplugPhase).
 	dying map[snapshot.Key]*corev1.Pod
+	// tenantAttach is what the tenant attach checks read.
+	tenantAttach *[keeps][]tenantHandles
 }
 
 type knownOwner struct {
