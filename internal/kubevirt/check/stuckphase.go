@@ -63,7 +63,7 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 			if vs.HotplugVolume == nil || vs.Name == "" || !in.scope.volume(vs.Name) {
 				continue
 			}
-			s, ok := stuckState(in, vmi, vs)
+			s, ok := stuckState(in, vmi, vs, inVMISpec(vmi, vs.Name, j))
 			if !ok {
 				continue
 			}
@@ -77,8 +77,7 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 
 // stuckState classifies one hot-plug volume status (see
 // FindStuckHotplugPhases).
-func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (stuckHotplug, bool) {
-	inSpec := snapshot.VMIVolume(vmi, vs.Name) != nil
+func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, inSpec bool) (stuckHotplug, bool) {
 	detaching := inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching
 	unplugged := !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted)
 	if !detaching && !unplugged && (!inSpec || isDetaching(vs.Phase)) {
@@ -125,6 +124,16 @@ func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1
 		return s, true
 	}
 	return stuckHotplug{}, false
+}
+
+// inVMISpec reports whether the VMI spec has a volume called name. Status
+// entries mostly follow the spec's order, so the spec volume at hint (the
+// entry's own index) is compared first.
+func inVMISpec(vmi *kubevirtv1.VirtualMachineInstance, name string, hint int) bool {
+	if vols := vmi.Spec.Volumes; hint < len(vols) && vols[hint].Name == name {
+		return true
+	}
+	return snapshot.VMIVolume(vmi, name) != nil
 }
 
 // dyingAttachmentPod returns the attachment pod ns/name if it is being
