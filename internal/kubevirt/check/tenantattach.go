@@ -66,9 +66,7 @@ func tenantAttachments(in Input, vmi *kubevirtv1.VirtualMachineInstance) (out [k
 			continue
 		}
 		for _, node := range t.NodesFor(vm) {
-			atts := t.AttachmentsOn(node.Name)
-			for j := range atts {
-				a := &atts[j]
+			for _, a := range t.AttachmentsOn(node.Name) {
 				k := keepFor(a)
 				if k == keeps || !in.scope.volume(a.Handle) {
 					continue
