@@ -84,13 +84,15 @@ func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1
 		return stuckHotplug{}, false
 	}
 	var pod *corev1.Pod
-	if name := vs.HotplugVolume.AttachPodName; name != "" {
+	// Only a pod being deleted matters unless the volume is detaching, and
+	// those are few: most volumes need no lookup at all, and while no
+	// attachment pod is being deleted the status's pod is not even read.
+	if terminating := in.dyingAttachmentPods(); (detaching || len(terminating) > 0) && vs.HotplugVolume.AttachPodName != "" {
+		name := vs.HotplugVolume.AttachPodName
 		if detaching {
 			pod = in.Index.AttachmentPod(vmi.Namespace, name)
 		} else {
-			// Only a pod being deleted matters here, and those are few:
-			// most volumes need no lookup in the index at all.
-			pod = in.dyingAttachmentPod(vmi.Namespace, name)
+			pod = terminating[snapshot.Key{Namespace: vmi.Namespace, Name: name}]
 		}
 		if pod != nil && vs.HotplugVolume.AttachPodUID != "" && pod.UID != vs.HotplugVolume.AttachPodUID {
 			pod = nil // a newer pod of that name: not the one the status means
@@ -136,9 +138,9 @@ func inVMISpec(vmi *kubevirtv1.VirtualMachineInstance, name string, hint int) bo
 	return snapshot.VMIVolume(vmi, name) != nil
 }
 
-// dyingAttachmentPod returns the attachment pod ns/name if it is being
-// deleted, from a set of those pods built once per pass.
-func (in Input) dyingAttachmentPod(ns, name string) *corev1.Pod {
+// dyingAttachmentPods returns the attachment pods being deleted, by
+// namespace and name, found once per pass.
+func (in Input) dyingAttachmentPods() map[snapshot.Key]*corev1.Pod {
 	if in.memo.dying == nil {
 		in.memo.dying = map[snapshot.Key]*corev1.Pod{}
 		for i := range in.Snapshot.AttachmentPods {
@@ -147,7 +149,7 @@ func (in Input) dyingAttachmentPod(ns, name string) *corev1.Pod {
 			}
 		}
 	}
-	return in.memo.dying[snapshot.Key{Namespace: ns, Name: name}]
+	return in.memo.dying
 }
 
 func stuckFinding(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, s stuckHotplug) (drift.Finding, bool) {
