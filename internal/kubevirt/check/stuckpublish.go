@@ -65,7 +65,7 @@ func FindStuckPublishes(in Input) []drift.Finding {
 				continue
 			}
 			if facts == nil {
-				facts = &vmiFacts{own: own, tenants: in.Index.TenantsFor(vmi.Namespace)}
+				facts = &vmiFacts{own: own, tenants: in.Index.TenantsFor(vmi.Namespace), pass: &in, at: i}
 			}
 			if f, ok := decideStuckPublish(in, vmi, v, facts); ok {
 				out = append(out, f)

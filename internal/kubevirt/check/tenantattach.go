@@ -55,17 +55,19 @@ type tenantHandles struct {
 }
 
 // tenantAttachments returns, for each check (keepFor), the attachments it
-// reads among those of every tenant that applies to the VMI's namespace,
+// reads of the snapshot's VMI i, among those of every tenant that applies
+// to the VMI's namespace,
 // was read whole (reachable, its CSIDriver present) and ties a node to the
 // VMI's VM with certainty; a tenant with a node that may be the VM without
 // certainly being it says nothing.
-func tenantAttachments(in Input, vmi *kubevirtv1.VirtualMachineInstance) (out [keeps]tenantHandles) {
+func tenantAttachments(in Input, i int) (out [keeps]tenantHandles) {
+	vmi := &in.Snapshot.VMIs[i]
 	vm := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
-	for _, t := range in.Index.TenantsFor(vmi.Namespace) {
+	for ti, t := range in.Index.TenantsFor(vmi.Namespace) {
 		if !t.Reachable || t.DriverMissing || len(t.Ambiguous(vm)) > 0 {
 			continue
 		}
-		for _, node := range t.NodesFor(vm) {
+		for _, node := range in.vmiTenantNodes(i)[ti] {
 			for _, a := range t.AttachmentsOn(node.Name) {
 				k := keepFor(a)
 				if k == keeps || !in.scope.volume(a.Handle) {
@@ -98,7 +100,7 @@ func (in Input) tenantAttachScan() *[keeps][]tenantHandles {
 		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) || len(in.Index.TenantsFor(vmi.Namespace)) == 0 {
 			continue
 		}
-		for k, h := range tenantAttachments(in, vmi) {
+		for k, h := range tenantAttachments(in, i) {
 			if len(h.order) > 0 {
 				h.i = i
 				scan[k] = append(scan[k], h)
