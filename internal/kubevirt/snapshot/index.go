@@ -49,7 +49,7 @@ type Index struct {
 	pvcsOnce sync.Once
 	// pvcs is keyed by namespace, then name: a lookup hashes and compares
 	// the name alone in a smaller map.
-	pvcs    map[string]map[string]*corev1.PersistentVolumeClaim
+	pvcs    map[string]map[string]pvcEntry
 	dvsOnce sync.Once
 	dvs     map[Key]*cdiv1.DataVolume
 
@@ -211,11 +211,25 @@ func (ix *Index) AttachmentPod(ns, name string) *corev1.Pod {
 	return ix.pods[Key{ns, name}]
 }
 
+// pvcEntry is an indexed claim and whether it is being deleted: the
+// common question is answered without reading the claim itself.
+type pvcEntry struct {
+	pvc      *corev1.PersistentVolumeClaim
+	deleting bool
+}
+
 // PVC returns the PersistentVolumeClaim ns/name, or nil.
 func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
+	pvc, _ := ix.PVCState(ns, name)
+	return pvc
+}
+
+// PVCState returns the PersistentVolumeClaim ns/name, or nil, and whether
+// it has a deletionTimestamp.
+func (ix *Index) PVCState(ns, name string) (pvc *corev1.PersistentVolumeClaim, deleting bool) {
 	ix.pvcsOnce.Do(func() {
 		pvcs := ix.s.PVCs
-		ix.pvcs = map[string]map[string]*corev1.PersistentVolumeClaim{}
+		ix.pvcs = map[string]map[string]pvcEntry{}
 		// LIST results come sorted by namespace: each run of one namespace
 		// is counted first, so that its map is made to size.
 		for i := 0; i < len(pvcs); {
@@ -225,15 +239,16 @@ func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
 			}
 			byName := ix.pvcs[ns]
 			if byName == nil {
-				byName = make(map[string]*corev1.PersistentVolumeClaim, j-i)
+				byName = make(map[string]pvcEntry, j-i)
 				ix.pvcs[ns] = byName
 			}
 			for ; i < j; i++ {
-				byName[pvcs[i].Name] = &pvcs[i]
+				byName[pvcs[i].Name] = pvcEntry{pvc: &pvcs[i], deleting: pvcs[i].DeletionTimestamp != nil}
 			}
 		}
 	})
-	return ix.pvcs[ns][name]
+	e := ix.pvcs[ns][name]
+	return e.pvc, e.deleting
 }
 
 // DataVolume returns the DataVolume ns/name, or nil.

@@ -63,6 +63,20 @@ func TestIndexLookups(t *testing.T) {
 	}
 }
 
+// PVCState says, with the claim, whether it is being deleted.
+func TestPVCState(t *testing.T) {
+	ix := f.Snapshot(f.PVC("live"), f.PVC("going", f.Terminating(time.Unix(100, 0)))).Index()
+	if pvc, deleting := ix.PVCState("default", "live"); pvc == nil || deleting {
+		t.Errorf("live: %v %v", pvc, deleting)
+	}
+	if pvc, deleting := ix.PVCState("default", "going"); pvc == nil || pvc.Name != "going" || !deleting {
+		t.Errorf("going: %v %v", pvc, deleting)
+	}
+	if pvc, deleting := ix.PVCState("default", "none"); pvc != nil || deleting {
+		t.Errorf("none: %v %v", pvc, deleting)
+	}
+}
+
 func TestIndexIsBuiltLazilyForLiterals(t *testing.T) {
 	s := &snapshot.Snapshot{VMs: []kubevirtv1.VirtualMachine{*f.VM("a")}}
 	if s.Index().VM("default", "a") == nil {
