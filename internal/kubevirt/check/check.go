@@ -86,7 +86,7 @@ type memo struct {
 	// nodes hold, from nodesAt[i]-1 for each VMI i asked about, the
 	// tenant nodes that are its VM, one list per tenant of its namespace.
 	nodes   [][]snapshot.TenantNodeRef
-	nodesAt []int
+	nodesAt []int32
 }
 
 type knownOwner struct {
@@ -113,19 +113,19 @@ func (in Input) owner(i int) Ownership {
 func (in Input) vmiTenantNodes(i int) [][]snapshot.TenantNodeRef {
 	m := in.memo
 	if m.nodesAt == nil {
-		m.nodesAt = make([]int, len(in.Snapshot.VMIs))
+		m.nodesAt = make([]int32, len(in.Snapshot.VMIs))
 		m.nodes = make([][]snapshot.TenantNodeRef, 0, len(in.Snapshot.VMIs))
 	}
 	vmi := &in.Snapshot.VMIs[i]
 	tenants := in.Index.TenantsFor(vmi.Namespace)
-	if at := m.nodesAt[i]; at > 0 {
+	if at := int(m.nodesAt[i]); at > 0 {
 		return m.nodes[at-1 : at-1+len(tenants)]
 	}
 	start, vm := len(m.nodes), snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
 	for _, t := range tenants {
 		m.nodes = append(m.nodes, t.NodesFor(vm))
 	}
-	m.nodesAt[i] = start + 1
+	m.nodesAt[i] = int32(start + 1)
 	return m.nodes[start:len(m.nodes):len(m.nodes)]
 }
 

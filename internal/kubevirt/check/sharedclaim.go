@@ -119,7 +119,9 @@ func claimsWithTwoUsers(in Input) map[string]map[string]bool {
 	var multi map[string]map[string]bool
 	for _, ns := range in.Index.VMNamespaces() {
 		if seen == nil {
-			seen = map[string]first{}
+			// Made to the size of the first namespace, at two claims per
+			// VMI, so that it seldom grows.
+			seen = make(map[string]first, 2*len(in.Index.VMIsIn(ns)))
 		}
 		clear(seen)
 		eachClaimUse(in, ns, func(claim, kind, name string) bool {
