@@ -214,12 +214,13 @@ func eachClaimUse(in Input, ns string, want func(claim, kind, name string) bool,
 			}
 		}
 	}
-	for _, vmi := range in.Index.VMIsIn(ns) {
+	for _, i := range in.Index.VMIIndexesIn(ns) {
+		vmi := &in.Snapshot.VMIs[i]
 		if !named(vmi) || vmi.IsFinal() {
 			continue
 		}
 		kind, name := "VMI", vmi.Name
-		if own := VMOwner(vmi); own != nil {
+		if own := in.owner(i).Owner; own != nil { // VMOwner, resolved once per pass
 			kind, name = "VM", own.Name
 		}
 		for j := range vmi.Spec.Volumes {

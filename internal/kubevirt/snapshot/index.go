@@ -40,8 +40,10 @@ type Index struct {
 	vmisOnce sync.Once
 	vmis     map[Key]*kubevirtv1.VirtualMachineInstance
 	vmisByNS map[string][]*kubevirtv1.VirtualMachineInstance
-	vmsOnce  sync.Once
-	vmsByNS  map[string][]*kubevirtv1.VirtualMachine
+	// vmiAtByNS holds the same VMIs as their indexes in the snapshot.
+	vmiAtByNS map[string][]int
+	vmsOnce   sync.Once
+	vmsByNS   map[string][]*kubevirtv1.VirtualMachine
 	// vmNS are the namespaces that hold a VM or a VMI.
 	vmNS     []string
 	podsOnce sync.Once
@@ -93,16 +95,17 @@ func (ix *Index) indexVMIs() {
 	vmis := ix.s.VMIs
 	ix.vmis = make(map[Key]*kubevirtv1.VirtualMachineInstance, len(vmis))
 	ix.vmisByNS = map[string][]*kubevirtv1.VirtualMachineInstance{}
+	ix.vmiAtByNS = map[string][]int{}
 	start := 0
 	for i := range vmis {
 		vmi := &vmis[i]
 		ix.vmis[Key{vmi.Namespace, vmi.Name}] = vmi
 		if i+1 == len(vmis) || vmis[i+1].Namespace != vmi.Namespace {
-			list := ix.vmisByNS[vmi.Namespace]
+			list, at := ix.vmisByNS[vmi.Namespace], ix.vmiAtByNS[vmi.Namespace]
 			for j := start; j <= i; j++ {
-				list = append(list, &vmis[j])
+				list, at = append(list, &vmis[j]), append(at, j)
 			}
-			ix.vmisByNS[vmi.Namespace] = list
+			ix.vmisByNS[vmi.Namespace], ix.vmiAtByNS[vmi.Namespace] = list, at
 			start = i + 1
 		}
 	}
@@ -151,6 +154,13 @@ func (ix *Index) VMI(ns, name string) *kubevirtv1.VirtualMachineInstance {
 func (ix *Index) VMIsIn(ns string) []*kubevirtv1.VirtualMachineInstance {
 	ix.vmisOnce.Do(ix.indexVMIs)
 	return ix.vmisByNS[ns]
+}
+
+// VMIIndexesIn returns the indexes in the snapshot's VMIs of the VMIs of
+// namespace ns, in snapshot order (the VMIs of VMIsIn).
+func (ix *Index) VMIIndexesIn(ns string) []int {
+	ix.vmisOnce.Do(ix.indexVMIs)
+	return ix.vmiAtByNS[ns]
 }
 
 // VMsIn returns the VMs of namespace ns, in snapshot order.

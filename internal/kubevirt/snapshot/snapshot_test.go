@@ -258,6 +258,9 @@ func TestVMIsInKeepsOrderAcrossRuns(t *testing.T) {
 	if !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Errorf("VMIsIn(default) = %v", got)
 	}
+	if at := s.Index().VMIIndexesIn("default"); !reflect.DeepEqual(at, []int{0, 1, 3}) {
+		t.Errorf("VMIIndexesIn(default) = %v", at)
+	}
 }
 
 func TestVMsInKeepsOrderAcrossRuns(t *testing.T) {
