@@ -96,11 +96,15 @@ func CheckStuckPublish(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiNam
 // scope, with no Ready hot-plug (and no volume that is not hot-plugged) of
 // it in the VMI status.
 func stuckPublishCandidate(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume) bool {
-	if !snapshot.Hotpluggable(v) || snapshot.ClaimName(v) == "" || !in.scope.volume(v.Name) {
+	// The VMI status first: most volumes have a Ready hot-plug or a status
+	// entry that is no hot-plug, and their source is then never read.
+	if !in.scope.volume(v.Name) {
 		return false
 	}
-	vs := hotplugStatus(vmi, v.Name)
-	return vs == nil || (vs.HotplugVolume != nil && vs.Phase != kubevirtv1.VolumeReady)
+	if vs := hotplugStatus(vmi, v.Name); vs != nil && (vs.HotplugVolume == nil || vs.Phase == kubevirtv1.VolumeReady) {
+		return false
+	}
+	return snapshot.Hotpluggable(v) && snapshot.ClaimName(v) != ""
 }
 
 func decideStuckPublish(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, facts *vmiFacts) (drift.Finding, bool) {
