@@ -161,7 +161,9 @@ func waitingElsewhere(in Input, vmi *kubevirtv1.VirtualMachineInstance, volume, 
 			mine[n.Name] = true
 		}
 		for _, h := range []string{volume, claim} {
-			for _, a := range t.Attachments(h) {
+			as := t.Attachments(h)
+			for j := range as {
+				a := &as[j]
 				if mine[a.Node] || a.Attached || a.Deleting {
 					continue
 				}
