@@ -194,13 +194,18 @@ func eachClaimUse(in Input, ns string, want func(claim, kind, name string) bool,
 		if !named(vm) || IsTerminating(vm) {
 			continue
 		}
-		var lbl map[string]string
+		// The template's labels are read only for a reference fn gets.
+		labels := func() map[string]string {
+			if t := vm.Spec.Template; t != nil {
+				return t.ObjectMeta.Labels
+			}
+			return nil
+		}
 		if t := vm.Spec.Template; t != nil {
-			lbl = t.ObjectMeta.Labels
 			for j := range t.Spec.Volumes {
 				v := &t.Spec.Volumes[j]
 				if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(claim, "VM", vm.Name) {
-					u = claimUseAt{ns: ns, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "spec", volume: v.Name, spec: &t.Spec}
+					u = claimUseAt{ns: ns, claim: claim, kind: "VM", name: vm.Name, labels: labels(), via: "spec", volume: v.Name, spec: &t.Spec}
 					fn(&u)
 				}
 			}
@@ -208,7 +213,7 @@ func eachClaimUse(in Input, ns string, want func(claim, kind, name string) bool,
 		for _, r := range vm.Status.VolumeRequests {
 			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
 				if claim := hotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) && want(claim, "VM", vm.Name) {
-					u = claimUseAt{ns: ns, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "request", volume: o.Name, request: o}
+					u = claimUseAt{ns: ns, claim: claim, kind: "VM", name: vm.Name, labels: labels(), via: "request", volume: o.Name, request: o}
 					fn(&u)
 				}
 			}
