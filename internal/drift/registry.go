@@ -62,11 +62,20 @@ func Lookup[R Described](rows []R, name, what string) (R, error) {
 // names are skipped, Lookup reports them) on in, and returns their findings
 // in the one order of Sort.
 func Run[R Finder[In], In any](rows []R, in In, selected []string) []Finding {
-	var out []Finding
+	// The rows' findings are joined once, into a slice of their total size.
+	parts, n := make([][]Finding, 0, len(rows)), 0
 	for _, r := range rows {
 		if len(selected) == 0 || slices.Contains(selected, r.Meta().Name) {
-			out = append(out, r.Find(in)...)
+			fs := r.Find(in)
+			parts, n = append(parts, fs), n+len(fs)
 		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Finding, 0, n)
+	for _, fs := range parts {
+		out = append(out, fs...)
 	}
 	Sort(out)
 	return out

@@ -81,6 +81,12 @@ type memo struct {
 	owners    []knownOwner
 	// dying are the attachment pods being deleted (StuckHotplugPhase).
 	dying map[snapshot.Key]*corev1.Pod
+	// tenantAttach is what the tenant attach checks read.
+	tenantAttach *[keeps][]tenantHandles
+	// nodes hold, from nodesAt[i]-1 for each VMI i asked about, the
+	// tenant nodes that are its VM, one list per tenant of its namespace.
+	nodes   [][]snapshot.TenantNodeRef
+	nodesAt []int32
 }
 
 type knownOwner struct {
@@ -99,6 +105,28 @@ func (in Input) owner(i int) Ownership {
 		o.own, o.known = ResolveOwner(in.Index, &in.Snapshot.VMIs[i]), true
 	}
 	return o.own
+}
+
+// vmiTenantNodes returns, for the snapshot's VMI i and each tenant of its
+// namespace (Index.TenantsFor), the tenant nodes that are its VM, looked up
+// once: the hot-plug, StuckPublish and tenant attach checks all ask.
+func (in Input) vmiTenantNodes(i int) [][]snapshot.TenantNodeRef {
+	m := in.memo
+	if m.nodesAt == nil {
+		m.nodesAt = make([]int32, len(in.Snapshot.VMIs))
+		m.nodes = make([][]snapshot.TenantNodeRef, 0, len(in.Snapshot.VMIs))
+	}
+	vmi := &in.Snapshot.VMIs[i]
+	tenants := in.Index.TenantsFor(vmi.Namespace)
+	if at := int(m.nodesAt[i]); at > 0 {
+		return m.nodes[at-1 : at-1+len(tenants)]
+	}
+	start, vm := len(m.nodes), snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
+	for _, t := range tenants {
+		m.nodes = append(m.nodes, t.NodesFor(vm))
+	}
+	m.nodesAt[i] = int32(start + 1)
+	return m.nodes[start:len(m.nodes):len(m.nodes)]
 }
 
 // hotplugGates returns the snapshot's FeatureGates.Hotplug, evaluated once.

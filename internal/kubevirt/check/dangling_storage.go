@@ -81,12 +81,12 @@ type storage struct {
 // dataVolumeTemplate (virt-controller creates the DataVolume), or by the PVC
 // alone (CDI garbage-collects succeeded DataVolumes and keeps their PVCs).
 func judgeStorage(in Input, ns string, src source, templated bool) storage {
-	pvc := in.Index.PVC(ns, src.name)
+	pvc, pvcDeleting := in.Index.PVCState(ns, src.name)
 	dv := in.Index.DataVolume(ns, src.name)
 	st := storage{gone: pvc == nil && dv == nil}
 	if src.kind == "PVC" {
 		switch {
-		case pvc != nil && !IsTerminating(pvc):
+		case pvc != nil && !pvcDeleting:
 			st.state = storagePresent
 		case dv != nil && !IsTerminating(dv) && provisioning(dv):
 			st.state = storageProvisioning // CDI may be re-creating the PVC
@@ -116,7 +116,7 @@ func judgeStorage(in Input, ns string, src source, templated bool) storage {
 		st.state, st.facts = storageFailed, []string{in.failedFact(dv)}
 	case dv != nil && provisioning(dv):
 		st.state = storageProvisioning
-	case pvc != nil && IsTerminating(pvc):
+	case pvc != nil && pvcDeleting:
 		st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name, finalizerList(pvc.Finalizers)
 	case pvc != nil:
 		st.state = storagePresent

@@ -45,12 +45,13 @@ func ResolveOwner(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) Ow
 type vmiFacts struct {
 	own     Ownership
 	tenants []*snapshot.TenantIndex
-	// nodes (for the first two tenants) and more (for the others) are the
-	// tenant nodes that are the VMI's VM, looked up on first need
-	// (tenantNodes).
-	nodes      [2][]snapshot.TenantNodeRef
-	more       [][]snapshot.TenantNodeRef
+	// nodes are, per tenant, the tenant nodes that are the VMI's VM,
+	// looked up on first need (tenantNodes): through pass when it is set
+	// (at is then the VMI's index in the snapshot), else directly.
+	nodes      [][]snapshot.TenantNodeRef
 	nodesKnown bool
+	pass       *Input
+	at         int
 }
 
 func lookupVMI(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) vmiFacts {
@@ -60,19 +61,17 @@ func lookupVMI(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) vmiFa
 // tenantNodes returns the nodes of tenant i (of f.tenants) that are vm.
 func (f *vmiFacts) tenantNodes(i int, vm snapshot.InfraVM) []snapshot.TenantNodeRef {
 	if !f.nodesKnown {
-		for j, t := range f.tenants {
-			if j < len(f.nodes) {
+		if f.pass != nil {
+			f.nodes = f.pass.vmiTenantNodes(f.at)
+		} else {
+			f.nodes = make([][]snapshot.TenantNodeRef, len(f.tenants))
+			for j, t := range f.tenants {
 				f.nodes[j] = t.NodesFor(vm)
-			} else {
-				f.more = append(f.more, t.NodesFor(vm))
 			}
 		}
 		f.nodesKnown = true
 	}
-	if i < len(f.nodes) {
-		return f.nodes[i]
-	}
-	return f.more[i-len(f.nodes)]
+	return f.nodes[i]
 }
 
 // subject is one hot-plugged volume of one VMI and what the decision reads.
@@ -141,7 +140,7 @@ func FindOrphanHotplugVolumes(in Input) []drift.Finding {
 				continue
 			}
 			if !looked {
-				facts = vmiFacts{own: in.owner(i), tenants: in.Index.TenantsFor(vmi.Namespace)}
+				facts = vmiFacts{own: in.owner(i), tenants: in.Index.TenantsFor(vmi.Namespace), pass: &in, at: i}
 				looked = true
 			}
 			if f, ok := decideVolume(in, vmi, vs, &facts); ok {
@@ -189,7 +188,7 @@ func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirt
 	sub := &subject{vmi: vmi, status: vs, vmiFacts: *facts}
 	v, ok := classify(in, sub)
 	// Keep the tenant nodes classify looked up for the VMI's other volumes.
-	facts.nodes, facts.more, facts.nodesKnown = sub.nodes, sub.more, sub.nodesKnown
+	facts.nodes, facts.nodesKnown = sub.nodes, sub.nodesKnown
 	if !ok {
 		return drift.Finding{}, false
 	}

@@ -64,31 +64,34 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 	if len(multi) == 0 {
 		return nil
 	}
-	// Second pass: the users of those claims, with the details.
+	// Second pass, only in the namespaces that have such claims: their
+	// users, with the details.
 	byClaim := map[claimKey]map[userKey]*claimUser{}
-	inMulti := func(ns, claim, _, _ string) bool { return multi[[2]string{ns, claim}] }
-	eachClaimUse(in, inMulti, func(at *claimUseAt) {
-		k := claimKey{at.ns, at.claim}
-		users := byClaim[k]
-		if users == nil {
-			users = map[userKey]*claimUser{}
-			byClaim[k] = users
-		}
-		who := userKey{at.kind, at.name}
-		u := users[who]
-		if u == nil {
-			u = &claimUser{kind: at.kind, name: at.name}
-			users[who] = u
-		}
-		if how := at.how(); !slices.Contains(u.how, how) {
-			u.how = append(u.how, how)
-		}
-		u.shareable = u.shareable || at.shareable()
-		u.selected = u.selected || in.scope.labels(at.labels)
-		if at.vmi != nil {
-			u.vmi = at.vmi
-		}
-	})
+	for ns, claims := range multi {
+		inMulti := func(claim, _, _ string) bool { return claims[claim] }
+		eachClaimUse(in, ns, inMulti, func(at *claimUseAt) {
+			k := claimKey{at.ns, at.claim}
+			users := byClaim[k]
+			if users == nil {
+				users = map[userKey]*claimUser{}
+				byClaim[k] = users
+			}
+			who := userKey{at.kind, at.name}
+			u := users[who]
+			if u == nil {
+				u = &claimUser{kind: at.kind, name: at.name}
+				users[who] = u
+			}
+			if how := at.how(); !slices.Contains(u.how, how) {
+				u.how = append(u.how, how)
+			}
+			u.shareable = u.shareable || at.shareable()
+			u.selected = u.selected || in.scope.labels(at.labels)
+			if at.vmi != nil {
+				u.vmi = at.vmi
+			}
+		})
+	}
 	var out []drift.Finding
 	for k, byKey := range byClaim {
 		users := make([]*claimUser, 0, len(byKey))
@@ -102,32 +105,43 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 	return out
 }
 
-// claimsWithTwoUsers returns the claims (namespace, name) that two or more
+// claimsWithTwoUsers returns, by namespace, the claims that two or more
 // users reference, as eachClaimUse counts them, reading only names: most
 // claims have one user, and the walk over every VM and VMI is the whole
-// cost of the check.
-func claimsWithTwoUsers(in Input) map[[2]string]bool {
+// cost of the check. It counts one namespace at a time in one map keyed
+// by claim name alone, emptied between namespaces.
+func claimsWithTwoUsers(in Input) map[string]map[string]bool {
 	type first struct {
 		vm, multi bool
 		name      string
 	}
-	seen := make(map[[2]string]first, len(in.Snapshot.PVCs))
-	var multi map[[2]string]bool
-	eachClaimUse(in, func(ns, claim, kind, name string) bool {
-		k := [2]string{ns, claim}
-		f, ok := seen[k]
-		switch {
-		case !ok:
-			seen[k] = first{vm: kind == "VM", name: name}
-		case !f.multi && (f.vm != (kind == "VM") || f.name != name):
-			seen[k] = first{multi: true}
-			if multi == nil {
-				multi = map[[2]string]bool{}
-			}
-			multi[k] = true
+	var seen map[string]first
+	var multi map[string]map[string]bool
+	for _, ns := range in.Index.VMNamespaces() {
+		if seen == nil {
+			// Made to the size of the first namespace, at two claims per
+			// VMI, so that it seldom grows.
+			seen = make(map[string]first, 2*len(in.Index.VMIsIn(ns)))
 		}
-		return false
-	}, nil)
+		clear(seen)
+		eachClaimUse(in, ns, func(claim, kind, name string) bool {
+			f, ok := seen[claim]
+			switch {
+			case !ok:
+				seen[claim] = first{vm: kind == "VM", name: name}
+			case !f.multi && (f.vm != (kind == "VM") || f.name != name):
+				seen[claim] = first{multi: true}
+				if multi[ns] == nil {
+					if multi == nil {
+						multi = map[string]map[string]bool{}
+					}
+					multi[ns] = map[string]bool{}
+				}
+				multi[ns][claim] = true
+			}
+			return false
+		}, nil)
+	}
 	return multi
 }
 
@@ -165,52 +179,59 @@ func (u claimUseAt) how() string {
 	return "VMI " + u.vmi.Name + " volume " + u.volume
 }
 
-// eachClaimUse calls want for every in-scope claim reference of a VM not
-// being deleted (template volumes, addvolume requests) and of a VMI not
-// finished (spec volumes, counted as its VM's when VM-owned), with the
-// user's kind and name; only where want says yes does it gather the
-// reference's details and call fn with them (fn must not keep them). The
-// one walk serves both passes of the check: want alone is cheap.
-func eachClaimUse(in Input, want func(ns, claim, kind, name string) bool, fn func(*claimUseAt)) {
+// eachClaimUse calls want for every in-scope claim reference in namespace
+// ns of a VM not being deleted (template volumes, addvolume requests) and
+// of a VMI not finished (spec volumes, counted as its VM's when VM-owned),
+// with the user's kind and name; only where want says yes does it gather
+// the reference's details and call fn with them (fn must not keep them).
+// The one walk serves both passes of the check: want alone is cheap.
+func eachClaimUse(in Input, ns string, want func(claim, kind, name string) bool, fn func(*claimUseAt)) {
+	if !in.scope.namespace(ns) {
+		return
+	}
 	var u claimUseAt // reused
-	for i := range in.Snapshot.VMs {
-		vm := &in.Snapshot.VMs[i]
-		if !named(vm) || !in.scope.namespace(vm.Namespace) || IsTerminating(vm) {
+	for _, vm := range in.Index.VMsIn(ns) {
+		if !named(vm) || IsTerminating(vm) {
 			continue
 		}
-		var lbl map[string]string
+		// The template's labels are read only for a reference fn gets.
+		labels := func() map[string]string {
+			if t := vm.Spec.Template; t != nil {
+				return t.ObjectMeta.Labels
+			}
+			return nil
+		}
 		if t := vm.Spec.Template; t != nil {
-			lbl = t.ObjectMeta.Labels
 			for j := range t.Spec.Volumes {
 				v := &t.Spec.Volumes[j]
-				if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(vm.Namespace, claim, "VM", vm.Name) {
-					u = claimUseAt{ns: vm.Namespace, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "spec", volume: v.Name, spec: &t.Spec}
+				if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(claim, "VM", vm.Name) {
+					u = claimUseAt{ns: ns, claim: claim, kind: "VM", name: vm.Name, labels: labels(), via: "spec", volume: v.Name, spec: &t.Spec}
 					fn(&u)
 				}
 			}
 		}
 		for _, r := range vm.Status.VolumeRequests {
 			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
-				if claim := snapshot.HotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) && want(vm.Namespace, claim, "VM", vm.Name) {
-					u = claimUseAt{ns: vm.Namespace, claim: claim, kind: "VM", name: vm.Name, labels: lbl, via: "request", volume: o.Name, request: o}
+				if claim := snapshot.HotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) && want(claim, "VM", vm.Name) {
+					u = claimUseAt{ns: ns, claim: claim, kind: "VM", name: vm.Name, labels: labels(), via: "request", volume: o.Name, request: o}
 					fn(&u)
 				}
 			}
 		}
 	}
-	for i := range in.Snapshot.VMIs {
+	for _, i := range in.Index.VMIIndexesIn(ns) {
 		vmi := &in.Snapshot.VMIs[i]
-		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || vmi.IsFinal() {
+		if !named(vmi) || vmi.IsFinal() {
 			continue
 		}
 		kind, name := "VMI", vmi.Name
-		if own := VMOwner(vmi); own != nil {
+		if own := in.owner(i).Owner; own != nil { // VMOwner, resolved once per pass
 			kind, name = "VM", own.Name
 		}
 		for j := range vmi.Spec.Volumes {
 			v := &vmi.Spec.Volumes[j]
-			if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(vmi.Namespace, claim, kind, name) {
-				u = claimUseAt{ns: vmi.Namespace, claim: claim, kind: kind, name: name, labels: vmi.Labels, vmi: vmi, via: "vmi", volume: v.Name, spec: &vmi.Spec}
+			if claim := snapshot.ClaimName(v); claim != "" && in.scope.volume(claim) && want(claim, kind, name) {
+				u = claimUseAt{ns: ns, claim: claim, kind: kind, name: name, labels: vmi.Labels, vmi: vmi, via: "vmi", volume: v.Name, spec: &vmi.Spec}
 				fn(&u)
 			}
 		}

@@ -66,7 +66,7 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 			if vs.HotplugVolume == nil || vs.Name == "" || !in.scope.volume(vs.Name) {
 				continue
 			}
-			s, ok := stuckState(in, vmi, vs)
+			s, ok := stuckState(in, vmi, vs, inVMISpec(vmi, vs.Name, j))
 			if !ok {
 				continue
 			}
@@ -80,21 +80,22 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 
 // stuckState classifies one hot-plug volume status (see
 // FindStuckHotplugPhases).
-func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (stuckHotplug, bool) {
-	inSpec := snapshot.VMIVolume(vmi, vs.Name) != nil
+func stuckState(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, inSpec bool) (stuckHotplug, bool) {
 	detaching := inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching
 	unplugged := !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted)
 	if !detaching && !unplugged && (!inSpec || isDetaching(vs.Phase)) {
 		return stuckHotplug{}, false
 	}
 	var pod *corev1.Pod
-	if name := vs.HotplugVolume.AttachPodName; name != "" {
+	// Only a pod being deleted matters unless the volume is detaching, and
+	// those are few: most volumes need no lookup at all, and while no
+	// attachment pod is being deleted the status's pod is not even read.
+	if terminating := in.dyingAttachmentPods(); (detaching || len(terminating) > 0) && vs.HotplugVolume.AttachPodName != "" {
+		name := vs.HotplugVolume.AttachPodName
 		if detaching {
 			pod = in.Index.AttachmentPod(vmi.Namespace, name)
 		} else {
-			// Only a pod being deleted matters here, and those are few:
-			// most volumes need no lookup in the index at all.
-			pod = in.dyingAttachmentPod(vmi.Namespace, name)
+			pod = terminating[snapshot.Key{Namespace: vmi.Namespace, Name: name}]
 		}
 		if pod != nil && vs.HotplugVolume.AttachPodUID != "" && pod.UID != vs.HotplugVolume.AttachPodUID {
 			pod = nil // a newer pod of that name: not the one the status means
@@ -153,9 +154,19 @@ func terminatingFact(pod *corev1.Pod) string {
 	return fact
 }
 
-// dyingAttachmentPod returns the attachment pod ns/name if it is being
-// deleted, from a set of those pods built once per pass.
-func (in Input) dyingAttachmentPod(ns, name string) *corev1.Pod {
+// inVMISpec reports whether the VMI spec has a volume called name. Status
+// entries mostly follow the spec's order, so the spec volume at hint (the
+// entry's own index) is compared first.
+func inVMISpec(vmi *kubevirtv1.VirtualMachineInstance, name string, hint int) bool {
+	if vols := vmi.Spec.Volumes; hint < len(vols) && vols[hint].Name == name {
+		return true
+	}
+	return snapshot.VMIVolume(vmi, name) != nil
+}
+
+// dyingAttachmentPods returns the attachment pods being deleted, by
+// namespace and name, found once per pass.
+func (in Input) dyingAttachmentPods() map[snapshot.Key]*corev1.Pod {
 	if in.memo.dying == nil {
 		in.memo.dying = map[snapshot.Key]*corev1.Pod{}
 		for i := range in.Snapshot.AttachmentPods {
@@ -164,7 +175,7 @@ func (in Input) dyingAttachmentPod(ns, name string) *corev1.Pod {
 			}
 		}
 	}
-	return in.memo.dying[snapshot.Key{Namespace: ns, Name: name}]
+	return in.memo.dying
 }
 
 func stuckFinding(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, s stuckHotplug) (drift.Finding, bool) {

@@ -65,7 +65,7 @@ func FindStuckPublishes(in Input) []drift.Finding {
 				continue
 			}
 			if facts == nil {
-				facts = &vmiFacts{own: own, tenants: in.Index.TenantsFor(vmi.Namespace)}
+				facts = &vmiFacts{own: own, tenants: in.Index.TenantsFor(vmi.Namespace), pass: &in, at: i}
 			}
 			if f, ok := decideStuckPublish(in, vmi, v, facts); ok {
 				out = append(out, f)
@@ -96,11 +96,15 @@ func CheckStuckPublish(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiNam
 // scope, with no Ready hot-plug (and no volume that is not hot-plugged) of
 // it in the VMI status.
 func stuckPublishCandidate(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume) bool {
-	if !snapshot.Hotpluggable(v) || snapshot.ClaimName(v) == "" || !in.scope.volume(v.Name) {
+	// The VMI status first: most volumes have a Ready hot-plug or a status
+	// entry that is no hot-plug, and their source is then never read.
+	if !in.scope.volume(v.Name) {
 		return false
 	}
-	vs := hotplugStatus(vmi, v.Name)
-	return vs == nil || (vs.HotplugVolume != nil && vs.Phase != kubevirtv1.VolumeReady)
+	if vs := hotplugStatus(vmi, v.Name); vs != nil && (vs.HotplugVolume == nil || vs.Phase == kubevirtv1.VolumeReady) {
+		return false
+	}
+	return snapshot.Hotpluggable(v) && snapshot.ClaimName(v) != ""
 }
 
 func decideStuckPublish(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, facts *vmiFacts) (drift.Finding, bool) {
@@ -157,7 +161,9 @@ func waitingElsewhere(in Input, vmi *kubevirtv1.VirtualMachineInstance, volume, 
 			mine[n.Name] = true
 		}
 		for _, h := range []string{volume, claim} {
-			for _, a := range t.Attachments(h) {
+			as := t.Attachments(h)
+			for j := range as {
+				a := &as[j]
 				if mine[a.Node] || a.Attached || a.Deleting {
 					continue
 				}

@@ -105,7 +105,9 @@ func oneTenant(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snaps
 			if t.KubeletUses(node.Name, h) {
 				return tenantWants, "", nil
 			}
-			for _, a := range t.Attachments(h) {
+			as := t.Attachments(h)
+			for j := range as {
+				a := &as[j] // not copied: an attachment is a large struct
 				if a.Node != node.Name {
 					continue
 				}

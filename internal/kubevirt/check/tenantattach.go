@@ -25,35 +25,90 @@ type tenantAttach struct {
 	snapshot.TenantAttachment
 }
 
-// tenantAttachments returns, grouped by volume handle in the order first
-// seen, the attachments keep selects among those of every tenant that
-// applies to the VMI's namespace, was read whole (reachable, its CSIDriver
-// present) and ties a node to the VMI's VM with certainty; a tenant with a
-// node that may be the VM without certainly being it says nothing.
-func tenantAttachments(in Input, vmi *kubevirtv1.VirtualMachineInstance, keep func(snapshot.TenantAttachment) bool) ([]string, map[string][]tenantAttach) {
-	var order []string
-	var by map[string][]tenantAttach
+// The attachments each tenant attach check reads: attached ones
+// (PhantomAttach) and ones whose attach failed with "already exists"
+// (AttachAlreadyPresent); none being deleted.
+const (
+	keepAttached = iota
+	keepAlreadyExists
+	keeps
+)
+
+// keepFor says which check reads attachment a (keeps for none).
+func keepFor(a *snapshot.TenantAttachment) int {
+	switch {
+	case a.Deleting:
+	case a.Attached:
+		return keepAttached
+	case strings.Contains(strings.ToLower(a.AttachError), "already exists"):
+		return keepAlreadyExists
+	}
+	return keeps
+}
+
+// tenantHandles are the attachments of one VMI that one check reads,
+// grouped by volume handle in the order first seen.
+type tenantHandles struct {
+	i     int // the VMI's index in the snapshot
+	order []string
+	by    map[string][]tenantAttach
+}
+
+// tenantAttachments returns, for each check (keepFor), the attachments it
+// reads of the snapshot's VMI i, among those of every tenant that applies
+// to the VMI's namespace,
+// was read whole (reachable, its CSIDriver present) and ties a node to the
+// VMI's VM with certainty; a tenant with a node that may be the VM without
+// certainly being it says nothing.
+func tenantAttachments(in Input, i int) (out [keeps]tenantHandles) {
+	vmi := &in.Snapshot.VMIs[i]
 	vm := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
-	for _, t := range in.Index.TenantsFor(vmi.Namespace) {
+	for ti, t := range in.Index.TenantsFor(vmi.Namespace) {
 		if !t.Reachable || t.DriverMissing || len(t.Ambiguous(vm)) > 0 {
 			continue
 		}
-		for _, node := range t.NodesFor(vm) {
+		for _, node := range in.vmiTenantNodes(i)[ti] {
 			for _, a := range t.AttachmentsOn(node.Name) {
-				if !keep(a) || !in.scope.volume(a.Handle) {
+				k := keepFor(a)
+				if k == keeps || !in.scope.volume(a.Handle) {
 					continue
 				}
-				if by == nil {
-					by = map[string][]tenantAttach{}
+				h := &out[k]
+				if h.by == nil {
+					h.by = map[string][]tenantAttach{}
 				}
-				if _, ok := by[a.Handle]; !ok {
-					order = append(order, a.Handle)
+				if _, ok := h.by[a.Handle]; !ok {
+					h.order = append(h.order, a.Handle)
 				}
-				by[a.Handle] = append(by[a.Handle], tenantAttach{tenant: t, node: node, TenantAttachment: a})
+				h.by[a.Handle] = append(h.by[a.Handle], tenantAttach{tenant: t, node: node, TenantAttachment: *a})
 			}
 		}
 	}
-	return order, by
+	return out
+}
+
+// tenantAttachScan returns, for each check (keepFor), the VMIs in scope
+// with attachments it reads: both checks read the tenants for every VMI,
+// so the first to run reads them for both, in one walk per pass.
+func (in Input) tenantAttachScan() *[keeps][]tenantHandles {
+	if in.memo.tenantAttach != nil {
+		return in.memo.tenantAttach
+	}
+	scan := &[keeps][]tenantHandles{}
+	for i := range in.Snapshot.VMIs {
+		vmi := &in.Snapshot.VMIs[i]
+		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) || len(in.Index.TenantsFor(vmi.Namespace)) == 0 {
+			continue
+		}
+		for k, h := range tenantAttachments(in, i) {
+			if len(h.order) > 0 {
+				h.i = i
+				scan[k] = append(scan[k], h)
+			}
+		}
+	}
+	in.memo.tenantAttach = scan
+	return scan
 }
 
 // hotplugStatus returns the VMI's first volume status entry for the volume
@@ -61,24 +116,23 @@ func tenantAttachments(in Input, vmi *kubevirtv1.VirtualMachineInstance, keep fu
 // its own name), or one whose claim or DataVolume is that name; nil when
 // there is none.
 func hotplugStatus(vmi *kubevirtv1.VirtualMachineInstance, handle string) *kubevirtv1.VolumeStatus {
-	var byClaim *kubevirtv1.VolumeStatus
 	for i := range vmi.Status.VolumeStatus {
-		vs := &vmi.Status.VolumeStatus[i]
-		if vs.Name == handle {
+		if vs := &vmi.Status.VolumeStatus[i]; vs.Name == handle {
 			return vs
 		}
-		if byClaim != nil {
-			continue
-		}
+	}
+	// No entry of that name: the claims are looked up only now.
+	for i := range vmi.Status.VolumeStatus {
+		vs := &vmi.Status.VolumeStatus[i]
 		claim := snapshot.ClaimName(snapshot.VMIVolume(vmi, vs.Name))
 		if claim == "" && vs.PersistentVolumeClaimInfo != nil {
 			claim = vs.PersistentVolumeClaimInfo.ClaimName
 		}
 		if claim == handle {
-			byClaim = vs
+			return vs
 		}
 	}
-	return byClaim
+	return nil
 }
 
 // isReadyHotplug reports whether a status entry is a hot-plug in phase
@@ -118,8 +172,7 @@ func tenantAttachSince(vmi *kubevirtv1.VirtualMachineInstance, a snapshot.Tenant
 func FindPhantomAttachments(in Input) []drift.Finding {
 	in = in.ready()
 	var out []drift.Finding
-	keep := func(a snapshot.TenantAttachment) bool { return a.Attached && !a.Deleting }
-	eachTenantHandle(in, keep, func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach) {
+	eachTenantHandle(in, keepAttached, func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach) {
 		vs := hotplugStatus(vmi, h)
 		if !isReadyHotplug(vs) && (vs == nil || vs.HotplugVolume != nil) {
 			out = append(out, phantomFinding(in, i, vmi, h, vs, as))
@@ -130,16 +183,11 @@ func FindPhantomAttachments(in Input) []drift.Finding {
 
 // eachTenantHandle calls fn for each VMI in scope (i is its index in the
 // snapshot) and each volume handle that tenantAttachments finds for it
-// with keep, with those attachments.
-func eachTenantHandle(in Input, keep func(snapshot.TenantAttachment) bool, fn func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach)) {
-	for i := range in.Snapshot.VMIs {
-		vmi := &in.Snapshot.VMIs[i]
-		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) || len(in.Index.TenantsFor(vmi.Namespace)) == 0 {
-			continue
-		}
-		order, by := tenantAttachments(in, vmi, keep)
-		for _, h := range order {
-			fn(i, vmi, h, by[h])
+// for the check keep, with those attachments.
+func eachTenantHandle(in Input, keep int, fn func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach)) {
+	for _, th := range in.tenantAttachScan()[keep] {
+		for _, h := range th.order {
+			fn(th.i, &in.Snapshot.VMIs[th.i], h, th.by[h])
 		}
 	}
 }
@@ -265,10 +313,7 @@ func phantomRemedy(vmi *kubevirtv1.VirtualMachineInstance, handle string, a tena
 func FindAttachAlreadyPresent(in Input) []drift.Finding {
 	in = in.ready()
 	var out []drift.Finding
-	keep := func(a snapshot.TenantAttachment) bool {
-		return !a.Attached && !a.Deleting && strings.Contains(strings.ToLower(a.AttachError), "already exists")
-	}
-	eachTenantHandle(in, keep, func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach) {
+	eachTenantHandle(in, keepAlreadyExists, func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach) {
 		if vs := hotplugStatus(vmi, h); isReadyHotplug(vs) {
 			out = append(out, alreadyPresentFinding(in, i, vmi, h, vs, as))
 		}

@@ -27,8 +27,9 @@ type AttachPodRef struct {
 // changes what it answers. The parts every pass needs are built up front;
 // the others on first use, safely for concurrent callers.
 type Index struct {
-	s   *Snapshot
-	vms map[Key]*kubevirtv1.VirtualMachine
+	s *Snapshot
+	// vms, pods and pvcs are keyed by namespace, then name (byNamespace).
+	vms byNamespace[int32]
 	// podRefs and migrationPods are only filled for namespaces that hold
 	// attachment pods: nobody else asks.
 	podRefs       map[Key][]AttachPodRef
@@ -40,14 +41,18 @@ type Index struct {
 	vmisOnce sync.Once
 	vmis     map[Key]*kubevirtv1.VirtualMachineInstance
 	vmisByNS map[string][]*kubevirtv1.VirtualMachineInstance
+	// vmiAtByNS holds the same VMIs as their indexes in the snapshot.
+	vmiAtByNS map[string][]int
+	vmsOnce   sync.Once
+	vmsByNS   map[string][]*kubevirtv1.VirtualMachine
+	// vmNS are the namespaces that hold a VM or a VMI.
+	vmNS     []string
 	podsOnce sync.Once
-	pods     map[Key]*corev1.Pod
+	pods     byNamespace[int32]
 	pvcsOnce sync.Once
-	// pvcs is keyed by namespace, then name: a lookup hashes and compares
-	// the name alone in a smaller map.
-	pvcs    map[string]map[string]*corev1.PersistentVolumeClaim
-	dvsOnce sync.Once
-	dvs     map[Key]*cdiv1.DataVolume
+	pvcs     byNamespace[pvcEntry]
+	dvsOnce  sync.Once
+	dvs      map[Key]*cdiv1.DataVolume
 
 	storageOnce sync.Once
 	storage     storageIndex
@@ -56,14 +61,10 @@ type Index struct {
 func buildIndex(s *Snapshot) *Index {
 	ix := &Index{
 		s:             s,
-		vms:           make(map[Key]*kubevirtv1.VirtualMachine, len(s.VMs)),
+		vms:           indexByNamespace(len(s.VMs), func(i int) (string, string, int32) { return s.VMs[i].Namespace, s.VMs[i].Name, int32(i) }),
 		podRefs:       make(map[Key][]AttachPodRef, len(s.AttachmentPods)),
 		migrationPods: map[types.UID]*kubevirtv1.VirtualMachineInstance{},
 		tenantsByNS:   map[string][]*TenantIndex{},
-	}
-	for i := range s.VMs {
-		vm := &s.VMs[i]
-		ix.vms[Key{vm.Namespace, vm.Name}] = vm
 	}
 	podNS := map[string]bool{}
 	for i := range s.AttachmentPods {
@@ -89,16 +90,17 @@ func (ix *Index) indexVMIs() {
 	vmis := ix.s.VMIs
 	ix.vmis = make(map[Key]*kubevirtv1.VirtualMachineInstance, len(vmis))
 	ix.vmisByNS = map[string][]*kubevirtv1.VirtualMachineInstance{}
+	ix.vmiAtByNS = map[string][]int{}
 	start := 0
 	for i := range vmis {
 		vmi := &vmis[i]
 		ix.vmis[Key{vmi.Namespace, vmi.Name}] = vmi
 		if i+1 == len(vmis) || vmis[i+1].Namespace != vmi.Namespace {
-			list := ix.vmisByNS[vmi.Namespace]
+			list, at := ix.vmisByNS[vmi.Namespace], ix.vmiAtByNS[vmi.Namespace]
 			for j := start; j <= i; j++ {
-				list = append(list, &vmis[j])
+				list, at = append(list, &vmis[j]), append(at, j)
 			}
-			ix.vmisByNS[vmi.Namespace] = list
+			ix.vmisByNS[vmi.Namespace], ix.vmiAtByNS[vmi.Namespace] = list, at
 			start = i + 1
 		}
 	}
@@ -134,7 +136,10 @@ func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance, refBuf 
 
 // VM returns the VirtualMachine ns/name, or nil.
 func (ix *Index) VM(ns, name string) *kubevirtv1.VirtualMachine {
-	return ix.vms[Key{ns, name}]
+	if i, ok := ix.vms[ns][name]; ok {
+		return &ix.s.VMs[i]
+	}
+	return nil
 }
 
 // VMI returns the VirtualMachineInstance ns/name, or nil.
@@ -149,41 +154,131 @@ func (ix *Index) VMIsIn(ns string) []*kubevirtv1.VirtualMachineInstance {
 	return ix.vmisByNS[ns]
 }
 
+// VMIIndexesIn returns the indexes in the snapshot's VMIs of the VMIs of
+// namespace ns, in snapshot order (the VMIs of VMIsIn).
+func (ix *Index) VMIIndexesIn(ns string) []int {
+	ix.vmisOnce.Do(ix.indexVMIs)
+	return ix.vmiAtByNS[ns]
+}
+
+// VMsIn returns the VMs of namespace ns, in snapshot order.
+func (ix *Index) VMsIn(ns string) []*kubevirtv1.VirtualMachine {
+	ix.vmsOnce.Do(ix.indexVMNamespaces)
+	return ix.vmsByNS[ns]
+}
+
+// VMNamespaces returns the namespaces that hold a VM or a VMI, each once,
+// in the order the snapshot first names them (its VMs, then its VMIs).
+func (ix *Index) VMNamespaces() []string {
+	ix.vmsOnce.Do(ix.indexVMNamespaces)
+	return ix.vmNS
+}
+
+// indexVMNamespaces indexes VMs by namespace and lists the namespaces of
+// the VMs and VMIs. LIST results come sorted by namespace, so a run of one
+// namespace is appended at once.
+func (ix *Index) indexVMNamespaces() {
+	vms := ix.s.VMs
+	ix.vmsByNS = map[string][]*kubevirtv1.VirtualMachine{}
+	seen := map[string]bool{}
+	add := func(ns string) {
+		if !seen[ns] {
+			seen[ns] = true
+			ix.vmNS = append(ix.vmNS, ns)
+		}
+	}
+	start := 0
+	for i := range vms {
+		if ns := vms[i].Namespace; i+1 == len(vms) || vms[i+1].Namespace != ns {
+			add(ns)
+			list := ix.vmsByNS[ns]
+			for j := start; j <= i; j++ {
+				list = append(list, &vms[j])
+			}
+			ix.vmsByNS[ns] = list
+			start = i + 1
+		}
+	}
+	vmis := ix.s.VMIs
+	for i := range vmis {
+		if ns := vmis[i].Namespace; i+1 == len(vmis) || vmis[i+1].Namespace != ns {
+			add(ns)
+		}
+	}
+}
+
 // AttachmentPod returns the attachment pod ns/name, or nil.
 func (ix *Index) AttachmentPod(ns, name string) *corev1.Pod {
+	pods := ix.s.AttachmentPods
 	ix.podsOnce.Do(func() {
-		ix.pods = make(map[Key]*corev1.Pod, len(ix.s.AttachmentPods))
-		for i := range ix.s.AttachmentPods {
-			pod := &ix.s.AttachmentPods[i]
-			ix.pods[Key{pod.Namespace, pod.Name}] = pod
-		}
+		ix.pods = indexByNamespace(len(pods), func(i int) (string, string, int32) { return pods[i].Namespace, pods[i].Name, int32(i) })
 	})
-	return ix.pods[Key{ns, name}]
+	if i, ok := ix.pods[ns][name]; ok {
+		return &pods[i]
+	}
+	return nil
+}
+
+// pvcEntry is an indexed claim (its index in the snapshot's PVCs) and
+// whether it is being deleted: the common question is answered without
+// reading the claim itself, from an entry no larger than a pointer.
+type pvcEntry struct {
+	at       int32
+	deleting bool
 }
 
 // PVC returns the PersistentVolumeClaim ns/name, or nil.
 func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
+	pvc, _ := ix.PVCState(ns, name)
+	return pvc
+}
+
+// PVCState returns the PersistentVolumeClaim ns/name, or nil, and whether
+// it has a deletionTimestamp.
+func (ix *Index) PVCState(ns, name string) (pvc *corev1.PersistentVolumeClaim, deleting bool) {
+	pvcs := ix.s.PVCs
 	ix.pvcsOnce.Do(func() {
-		pvcs := ix.s.PVCs
-		ix.pvcs = map[string]map[string]*corev1.PersistentVolumeClaim{}
-		// LIST results come sorted by namespace: each run of one namespace
-		// is counted first, so that its map is made to size.
-		for i := 0; i < len(pvcs); {
-			ns, j := pvcs[i].Namespace, i+1
-			for j < len(pvcs) && pvcs[j].Namespace == ns {
-				j++
-			}
-			byName := ix.pvcs[ns]
-			if byName == nil {
-				byName = make(map[string]*corev1.PersistentVolumeClaim, j-i)
-				ix.pvcs[ns] = byName
-			}
-			for ; i < j; i++ {
-				byName[pvcs[i].Name] = &pvcs[i]
+		ix.pvcs = indexByNamespace(len(pvcs), func(i int) (string, string, pvcEntry) {
+			return pvcs[i].Namespace, pvcs[i].Name, pvcEntry{at: int32(i), deleting: pvcs[i].DeletionTimestamp != nil}
+		})
+	})
+	e, ok := ix.pvcs[ns][name]
+	if !ok {
+		return nil, false
+	}
+	return &pvcs[e.at], e.deleting
+}
+
+// byNamespace maps a namespace, then a name, to a small value (an index
+// into one of the snapshot's slices): a lookup hashes and compares the name
+// alone, in a map whose entries are no larger than a pointer.
+type byNamespace[V any] map[string]map[string]V
+
+// indexByNamespace indexes n objects; entry i gives object i's namespace,
+// name and value. Of two objects of one name, the later is kept. LIST
+// results come sorted by namespace: each run of one namespace is counted
+// first, so that its map is made to size.
+func indexByNamespace[V any](n int, entry func(i int) (ns, name string, v V)) byNamespace[V] {
+	out := byNamespace[V]{}
+	for i := 0; i < n; {
+		ns, _, _ := entry(i)
+		j := i + 1
+		for ; j < n; j++ {
+			if next, _, _ := entry(j); next != ns {
+				break
 			}
 		}
-	})
-	return ix.pvcs[ns][name]
+		byName := out[ns]
+		if byName == nil {
+			byName = make(map[string]V, j-i)
+			out[ns] = byName
+		}
+		for ; i < j; i++ {
+			_, name, v := entry(i)
+			byName[name] = v
+		}
+	}
+	return out
 }
 
 // DataVolume returns the DataVolume ns/name, or nil.

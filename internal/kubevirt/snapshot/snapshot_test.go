@@ -63,6 +63,20 @@ func TestIndexLookups(t *testing.T) {
 	}
 }
 
+// PVCState says, with the claim, whether it is being deleted.
+func TestPVCState(t *testing.T) {
+	ix := f.Snapshot(f.PVC("live"), f.PVC("going", f.Terminating(time.Unix(100, 0)))).Index()
+	if pvc, deleting := ix.PVCState("default", "live"); pvc == nil || deleting {
+		t.Errorf("live: %v %v", pvc, deleting)
+	}
+	if pvc, deleting := ix.PVCState("default", "going"); pvc == nil || pvc.Name != "going" || !deleting {
+		t.Errorf("going: %v %v", pvc, deleting)
+	}
+	if pvc, deleting := ix.PVCState("default", "none"); pvc != nil || deleting {
+		t.Errorf("none: %v %v", pvc, deleting)
+	}
+}
+
 func TestIndexIsBuiltLazilyForLiterals(t *testing.T) {
 	s := &snapshot.Snapshot{VMs: []kubevirtv1.VirtualMachine{*f.VM("a")}}
 	if s.Index().VM("default", "a") == nil {
@@ -244,6 +258,24 @@ func TestVMIsInKeepsOrderAcrossRuns(t *testing.T) {
 	if !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Errorf("VMIsIn(default) = %v", got)
 	}
+	if at := s.Index().VMIIndexesIn("default"); !reflect.DeepEqual(at, []int{0, 1, 3}) {
+		t.Errorf("VMIIndexesIn(default) = %v", at)
+	}
+}
+
+func TestVMsInKeepsOrderAcrossRuns(t *testing.T) {
+	s := f.Snapshot(f.VM("a"), f.VM("b"), f.VM("x", f.InNamespace("other")), f.VM("c"),
+		f.VMI("y", f.InNamespace("third")), f.VMI("z", f.InNamespace("other")))
+	var got []string
+	for _, vm := range s.Index().VMsIn("default") {
+		got = append(got, vm.Name)
+	}
+	if !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Errorf("VMsIn(default) = %v", got)
+	}
+	if ns := s.Index().VMNamespaces(); !reflect.DeepEqual(ns, []string{"default", "other", "third"}) {
+		t.Errorf("VMNamespaces() = %v", ns)
+	}
 }
 
 func TestLazyLookupsAreSafeConcurrently(t *testing.T) {
@@ -253,7 +285,8 @@ func TestLazyLookupsAreSafeConcurrently(t *testing.T) {
 		go func() {
 			ix := s.Index()
 			done <- ix.VMI("default", "a") != nil && ix.AttachmentPod("default", "p") != nil &&
-				ix.PVC("default", "c") != nil && ix.DataVolume("default", "d") != nil && len(ix.VMIsIn("default")) == 1
+				ix.PVC("default", "c") != nil && ix.DataVolume("default", "d") != nil && len(ix.VMIsIn("default")) == 1 &&
+				len(ix.VMsIn("default")) == 0 && len(ix.VMNamespaces()) == 1
 		}()
 	}
 	for i := 0; i < 4; i++ {

@@ -45,7 +45,7 @@ type TenantIndex struct {
 	// byHandle holds the attachments of each volume handle, on any node.
 	byHandle map[string][]TenantAttachment
 	// byNode holds, per node, the attachments whose handle is known.
-	byNode map[string][]TenantAttachment
+	byNode map[string][]*TenantAttachment
 	// unresolved holds, per node, attachments whose volume handle cannot be
 	// known (their PV is missing or has no CSI source). They may want any
 	// volume on that node.
@@ -185,9 +185,12 @@ func (ti *TenantIndex) indexPVs(t *Tenant) pvHandles {
 // to, makes that node unknown.
 func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, listed map[string]bool, pvs *pvHandles) {
 	ti.byHandle = make(map[string][]TenantAttachment, len(t.VolumeAttachments))
-	ti.byNode = map[string][]TenantAttachment{}
-	// One-entry lists are windows into buf rather than separate allocations.
+	ti.byNode = make(map[string][]*TenantAttachment, len(t.Nodes))
+	// Every attachment of known handle is kept once in buf: byNode points
+	// into it, and one-entry lists are windows into buf (or into onNode)
+	// rather than separate allocations.
 	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
+	onNode := make([]*TenantAttachment, 0, len(t.VolumeAttachments))
 	for i := range t.VolumeAttachments {
 		va := &t.VolumeAttachments[i]
 		if va.Spec.Attacher != ti.Driver {
@@ -204,14 +207,19 @@ func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, li
 				ti.unresolved[a.Node] = append(ti.unresolved[a.Node], a)
 				return
 			}
-			ti.byNode[a.Node] = append(ti.byNode[a.Node], a)
-			k := a.Handle
-			if list, ok := ti.byHandle[k]; ok {
-				ti.byHandle[k] = append(list, a)
-				return
-			}
 			buf = append(buf, a)
-			ti.byHandle[k] = buf[len(buf)-1 : len(buf) : len(buf)]
+			p := &buf[len(buf)-1]
+			if list, ok := ti.byNode[a.Node]; ok {
+				ti.byNode[a.Node] = append(list, p)
+			} else {
+				onNode = append(onNode, p)
+				ti.byNode[a.Node] = onNode[len(onNode)-1 : len(onNode) : len(onNode)]
+			}
+			if list, ok := ti.byHandle[a.Handle]; ok {
+				ti.byHandle[a.Handle] = append(list, a)
+			} else {
+				ti.byHandle[a.Handle] = buf[len(buf)-1 : len(buf) : len(buf)]
+			}
 		})
 	}
 }
@@ -289,8 +297,9 @@ func (t *TenantIndex) Attachments(handle string) []TenantAttachment {
 }
 
 // AttachmentsOn returns the tenant's attachments on node whose volume
-// handle is known, in the order the tenant listed them.
-func (t *TenantIndex) AttachmentsOn(node string) []TenantAttachment {
+// handle is known, in the order the tenant listed them. They are the
+// index's: callers must not change them.
+func (t *TenantIndex) AttachmentsOn(node string) []*TenantAttachment {
 	return t.byNode[node]
 }
 
