@@ -46,6 +46,9 @@ const (
 	LabelCheck      = "tether.dev/check"
 	LabelSubjectUID = "tether.dev/subject-uid"
 	LabelFindingID  = "tether.dev/finding"
+	// LabelCluster names the tenant cluster a record's subject lives in
+	// (a tenant Node of TenantNodeDown); absent for infra subjects.
+	LabelCluster = "tether.dev/cluster"
 	// LabelScope names the scope of the controller that filed the record
 	// (a hash of scope.namespaces, selector and volumePrefix).
 	LabelScope = "tether.dev/scope"

@@ -34,20 +34,35 @@ func Tenant(o TenantOptions) ([]runtime.Object, error) {
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("--service-account %q: want NAMESPACE/NAME, e.g. kube-system/tether-reader", o.ServiceAccount)
 	}
-	files := [][]byte{tenantReaderYAML}
-	if o.Fence {
-		files = append(files, tenantFencerYAML)
+	roles, err := TenantRoles(o.Fence)
+	if err != nil {
+		return nil, err
 	}
 	var out []runtime.Object
+	for _, role := range roles {
+		role.TypeMeta = typeMeta("ClusterRole")
+		out = append(out, &role, &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: meta(role.Name, ""),
+			RoleRef:  roleRef("ClusterRole", role.Name),
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}})
+	}
+	return out, nil
+}
+
+// TenantRoles returns the tenant ClusterRoles: tenant-reader.yaml, and
+// tenant-fencer.yaml with fence (the start-up RBAC check asks for exactly
+// what they grant).
+func TenantRoles(fence bool) ([]rbacv1.ClusterRole, error) {
+	files := [][]byte{tenantReaderYAML}
+	if fence {
+		files = append(files, tenantFencerYAML)
+	}
+	out := make([]rbacv1.ClusterRole, 0, len(files))
 	for _, f := range files {
 		var role rbacv1.ClusterRole
 		if err := yaml.Unmarshal(f, &role); err != nil {
 			return nil, fmt.Errorf("rbac: embedded tenant role: %w", err)
 		}
-		role.TypeMeta = typeMeta("ClusterRole")
-		out = append(out, &role, &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: meta(role.Name, ""),
-			RoleRef:  roleRef("ClusterRole", role.Name),
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}})
+		out = append(out, role)
 	}
 	return out, nil
 }

@@ -88,6 +88,8 @@ type Config struct {
 	// Hotplug holds the report-after graces of the hot-plug checks of the
 	// drift users report now.
 	Hotplug HotplugConfig `json:"hotplug"`
+	// Fencing is TenantNodeDown's policy (docs/checks/TenantNodeDown.md).
+	Fencing FencingConfig `json:"fencing"`
 	// Scope limits what is looked at and acted on.
 	Scope ScopeConfig `json:"scope"`
 	// AllowVMIOnlyDetach: see check.Policy.
@@ -193,6 +195,17 @@ type HotplugConfig struct {
 	// StuckPhaseGrace (report after): StuckHotplugPhase calls a phase stuck
 	// only after this long. Zero means check.DefaultStuckPhaseGrace (10m).
 	StuckPhaseGrace metav1.Duration `json:"stuckPhaseGrace"`
+}
+
+// FencingConfig is TenantNodeDown's report-after time (the CLI's
+// --fence-after). The check runs when checks.TenantNodeDown is enabled; it
+// reads the tenants, and its action writes to them (the opt-in tenant-side
+// role config/rbac/tenant-fencer.yaml, `tether manifests tenant --fence`).
+type FencingConfig struct {
+	// FenceAfter (report after): a tenant Node whose infra VM is down is
+	// fenced only once it has been NotReady this long. Zero means
+	// check.DefaultFenceAfter (1m).
+	FenceAfter metav1.Duration `json:"fenceAfter"`
 }
 
 // ProtectionConfig configures the protection of VM dependents.
@@ -355,6 +368,7 @@ func (c *Config) withScope(p check.Policy) (check.Policy, error) {
 	p.TenantAuthoritative = c.TenantAuthoritative
 	p.TenantAttachGrace = c.Hotplug.TenantAttachGrace.Duration
 	p.StuckPhaseGrace = c.Hotplug.StuckPhaseGrace.Duration
+	p.FenceAfter = c.Fencing.FenceAfter.Duration
 	p.Storage = check.StoragePolicy{
 		StaleAttachmentGrace: c.Storage.StaleAttachmentGrace.Duration,
 		MultiAttachGrace:     c.Storage.MultiAttachGrace.Duration,

@@ -36,6 +36,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateStorage()...)
 	errs = append(errs, c.Scope.validate()...)
 	errs = append(errs, validateTenants(c.Tenants, c.Scope.Namespaces)...)
+	if c.Enabled(check.TenantNodeDown) && len(c.Tenants) == 0 {
+		errs = append(errs, errors.New("checks.TenantNodeDown.enabled: fences tenant nodes, and no tenant is configured: add the tenant clusters under tenants, or set enabled: false"))
+	}
 	if c.TenantAuthoritative && len(c.Tenants) == 0 {
 		errs = append(errs, errors.New("tenantAuthoritative: has no effect without tenants: add a tenant under tenants or set it to false"))
 	}

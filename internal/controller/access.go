@@ -9,15 +9,18 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Where the missing permissions of each feature come from.
 const (
-	fixBase        = "apply config/rbac (kubectl apply -k config/rbac), or for a controller limited to scope.namespaces the output of `tether manifests rbac` with one --namespace per scoped namespace"
-	fixStorage     = "the storage checks read cluster-wide (Nodes, VolumeAttachments, PVs, every pod on a node): apply config/rbac (kubectl apply -k config/rbac); namespaced RBAC cannot grant them"
-	fixMetrics     = "the HTTPS metrics endpoint asks the API server about each scraper: apply config/rbac/common (kubectl apply -k config/rbac/common), or serve plain HTTP with --metrics-secure=false"
-	fixRemediation = "StaleVolumeAttachment actions will be refused until you apply the opt-in config/rbac/storage-remediation (kubectl apply -k config/rbac/storage-remediation)"
-	fixProtection  = "apply the opt-in config/rbac/protection (kubectl apply -k config/rbac/protection), or for a controller limited to scope.namespaces add --protection to `tether manifests rbac`"
+	fixBase         = "apply config/rbac (kubectl apply -k config/rbac), or for a controller limited to scope.namespaces the output of `tether manifests rbac` with one --namespace per scoped namespace"
+	fixStorage      = "the storage checks read cluster-wide (Nodes, VolumeAttachments, PVs, every pod on a node): apply config/rbac (kubectl apply -k config/rbac); namespaced RBAC cannot grant them"
+	fixMetrics      = "the HTTPS metrics endpoint asks the API server about each scraper: apply config/rbac/common (kubectl apply -k config/rbac/common), or serve plain HTTP with --metrics-secure=false"
+	fixRemediation  = "StaleVolumeAttachment actions will be refused until you apply the opt-in config/rbac/storage-remediation (kubectl apply -k config/rbac/storage-remediation)"
+	fixTenantReader = "in the tenant, bind config/rbac/tenant-reader.yaml to the identity of its kubeconfig: `tether manifests tenant --service-account NAMESPACE/NAME | kubectl --context TENANT apply -f -`"
+	fixTenantFencer = "in the tenant, bind the opt-in config/rbac/tenant-fencer.yaml too: `tether manifests tenant --service-account NAMESPACE/NAME --fence | kubectl --context TENANT apply -f -`; or set checks.TenantNodeDown.enabled: false (or dryRun: true)"
+	fixProtection   = "apply the opt-in config/rbac/protection (kubectl apply -k config/rbac/protection), or for a controller limited to scope.namespaces add --protection to `tether manifests rbac`"
 )
 
 // grant is one permission: a verb on a resource, in every scoped namespace
@@ -104,8 +107,13 @@ func splitOptional(ds []denial) (required, optional []denial) {
 // accessError says which permissions are missing, by feature, and how to
 // grant them.
 func accessError(ds []denial) error {
+	return accessErrorFor("controller: this identity lacks permissions that the configuration needs:", ds)
+}
+
+// accessErrorFor is accessError under another heading.
+func accessErrorFor(head string, ds []denial) error {
 	var b strings.Builder
-	b.WriteString("controller: this identity lacks permissions that the configuration needs:")
+	b.WriteString(head)
 	var last *need
 	for _, d := range ds {
 		if d.need != last {
@@ -132,24 +140,7 @@ func checkAccess(ctx context.Context, o Options, checks bool) error {
 		return err
 	}
 	t0 := time.Now()
-	// Several features need the same grant: ask once.
-	asked := map[string]bool{}
-	ask := func(ctx context.Context, g grant, ns string) (bool, error) {
-		key := g.String() + " " + ns
-		if allowed, ok := asked[key]; ok {
-			return allowed, nil
-		}
-		res, sub, _ := strings.Cut(g.resource, "/")
-		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Namespace: ns},
-		}}
-		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
-		if err != nil {
-			return false, fmt.Errorf("controller: checking RBAC (SelfSubjectAccessReview for %s): %w", g, err)
-		}
-		asked[key] = got.Status.Allowed
-		return got.Status.Allowed, nil
-	}
+	ask, asked := selfReview(cs, "controller")
 	all := needs(o.Config, checks, o.Namespace)
 	if o.MetricsAddr != "0" && !o.MetricsInsecure {
 		all = append(all, metricsNeed())
@@ -165,6 +156,70 @@ func checkAccess(ctx context.Context, o Options, checks bool) error {
 	o.Log.Info("RBAC checked", "questions", len(asked), "missing", len(required), "took", time.Since(t0).Round(time.Millisecond).String())
 	if len(required) > 0 {
 		return accessError(required)
+	}
+	if checks {
+		return checkTenantAccess(ctx, o)
+	}
+	return nil
+}
+
+// selfReview returns an askFunc answering with SelfSubjectAccessReviews
+// (which every authenticated identity may create) through cs, asking each
+// question once, and the answers so far. who names the cluster in errors.
+func selfReview(cs kubernetes.Interface, who string) (askFunc, map[string]bool) {
+	asked := map[string]bool{}
+	return func(ctx context.Context, g grant, ns string) (bool, error) {
+		key := g.String() + " " + ns
+		if allowed, ok := asked[key]; ok {
+			return allowed, nil
+		}
+		res, sub, _ := strings.Cut(g.resource, "/")
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Namespace: ns},
+		}}
+		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("%s: checking RBAC (SelfSubjectAccessReview for %s): %w", who, g, err)
+		}
+		asked[key] = got.Status.Allowed
+		return got.Status.Allowed, nil
+	}, asked
+}
+
+// checkTenantAccess asks each tenant whether the identity of its kubeconfig
+// holds what tenantNeeds lists there, and fails with the list and the fix
+// if not (a tenant reader that cannot list is a tenant whose evidence never
+// counts; a fencer that cannot update Nodes fails every fence). A tenant
+// that cannot be asked (unreachable now) is logged and not checked: its
+// evidence counts as unknown until it answers.
+func checkTenantAccess(ctx context.Context, o Options) error {
+	ns, err := tenantNeeds(o.Config)
+	if err != nil || len(ns) == 0 {
+		return err
+	}
+	var msgs []string
+	for _, tc := range o.Config.Tenants {
+		rc, err := clientcmd.BuildConfigFromFlags("", tc.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("config: tenants[%s].kubeconfig %s: %v", tc.Name, tc.Kubeconfig, err)
+		}
+		rc.Timeout = 10 * time.Second
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		ask, _ := selfReview(cs, "tenant "+tc.Name)
+		ds, err := missing(ctx, ns, nil, ask)
+		if err != nil {
+			o.Log.Info("tenant RBAC not checked: the tenant did not answer", "tenant", tc.Name, "error", err.Error())
+			continue
+		}
+		if len(ds) > 0 {
+			msgs = append(msgs, accessErrorFor(fmt.Sprintf("tenant %q: the identity of its kubeconfig (%s) lacks permissions that the configuration needs there:", tc.Name, tc.Kubeconfig), ds).Error())
+		}
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("controller: %s", strings.Join(msgs, "\n"))
 	}
 	return nil
 }

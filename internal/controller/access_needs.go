@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -17,7 +18,7 @@ import (
 // cluster-scoped subjects). The storage-remediation writes are optional:
 // without them those actions fail and say so, the rest runs.
 func needs(cfg *config.Config, checks bool, ownNS string) []need {
-	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, namespaceNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
+	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, fenceNeed, namespaceNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
 	var out []need
 	for _, f := range features {
 		if n := f(cfg, checks, ownNS); n != nil {
@@ -56,6 +57,50 @@ func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
 			// tenantAuthoritative, remove volumes from the VM spec.
 			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
 	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: g}
+}
+
+// fenceNeed is what the fence loop reads of the infra cluster: the VMs and
+// VMIs its tenant nodes resolve to (their caches and the live re-check).
+// Its writes are in the tenants (tenantNeeds).
+func fenceNeed(cfg *config.Config, _ bool, _ string) *need {
+	enabled := slices.DeleteFunc(check.InLoop(check.LoopFence), func(n string) bool { return !cfg.Enabled(n) })
+	if len(enabled) == 0 {
+		return nil
+	}
+	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: reads("kubevirt.io", "virtualmachineinstances", "virtualmachines")}
+}
+
+// tenantNeeds is what the identity of each tenant's kubeconfig needs in
+// its tenant: what the role of config/rbac/tenant-reader.yaml grants, and,
+// when TenantNodeDown may act (enabled, no dry run), what the opt-in
+// config/rbac/tenant-fencer.yaml grants. The roles' own rules are asked,
+// so the check cannot drift from the roles.
+func tenantNeeds(cfg *config.Config) ([]need, error) {
+	if len(cfg.Tenants) == 0 {
+		return nil, nil
+	}
+	fence := cfg.Enabled(check.TenantNodeDown) && !cfg.DryRun
+	roles, err := rbac.TenantRoles(fence)
+	if err != nil {
+		return nil, err
+	}
+	fixes := []string{fixTenantReader, fixTenantFencer}
+	features := []string{"tenant evidence (tether-tenant-reader)", check.TenantNodeDown + " fencing (tether-tenant-fencer)"}
+	out := make([]need, 0, len(roles))
+	for i, role := range roles {
+		n := need{feature: features[i], fix: fixes[i]}
+		for _, r := range role.Rules {
+			for _, group := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, verb := range r.Verbs {
+						n.grants = append(n.grants, grant{verb: verb, group: group, resource: res, clusterWide: true})
+					}
+				}
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // namespaceNeed is what the namespace loop's caches list and watch: the

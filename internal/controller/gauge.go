@@ -108,16 +108,21 @@ type tenantHealth interface {
 	Name() string
 	// Up reports whether the tenant's evidence counts at now.
 	Up(now time.Time) bool
+	// Fenced counts its nodes carrying tether's out-of-service taint.
+	Fenced() int
 }
 
 // tenantHealth sets tether_tenant_up of every tenant: 1 while its evidence
-// counts (caches synced, no recent failure), as the checks read it.
+// counts (caches synced, no recent failure), as the checks read it; and
+// tether_tenant_nodes_fenced, while it does (an unreachable tenant's count
+// keeps its last value).
 func (g gauges) tenantHealth() {
 	now := g.now()
 	for _, tw := range g.tenants {
 		v := 0.0
 		if tw.Up(now) {
 			v = 1
+			metrics.TenantNodesFenced.WithLabelValues(tw.Name()).Set(float64(tw.Fenced()))
 		}
 		metrics.TenantUp.WithLabelValues(tw.Name()).Set(v)
 	}

@@ -76,27 +76,37 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 	}
 }
 
-// tether_tenant_up is each tenant's Up.
+// tether_tenant_up is each tenant's Up; tether_tenant_nodes_fenced its
+// count of fenced nodes while it is up, and its last count while it is
+// not (an unreachable tenant's nodes are not known to be unfenced).
 func TestGauges_tenantUp(t *testing.T) {
 	now := time.Now()
+	metrics.TenantNodesFenced.WithLabelValues("guest-down").Set(3) // last seen while up
 	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme).Build(), now: func() time.Time { return now },
-		tenants: []tenantHealth{stubTenant{"guest-up", true}, stubTenant{"guest-down", false}}}
+		tenants: []tenantHealth{stubTenant{"guest-up", true, 2}, stubTenant{"guest-down", false, 0}}}
 	g.refresh(context.Background())
 	for name, want := range map[string]float64{"guest-up": 1, "guest-down": 0} {
 		if got := testutil.ToFloat64(metrics.TenantUp.WithLabelValues(name)); got != want {
 			t.Errorf("tether_tenant_up{tenant=%q} = %v, want %v", name, got, want)
 		}
 	}
+	for name, want := range map[string]float64{"guest-up": 2, "guest-down": 3} {
+		if got := testutil.ToFloat64(metrics.TenantNodesFenced.WithLabelValues(name)); got != want {
+			t.Errorf("tether_tenant_nodes_fenced{tenant=%q} = %v, want %v", name, got, want)
+		}
+	}
 }
 
 // stubTenant is a tenant whose evidence counts or not.
 type stubTenant struct {
-	name string
-	up   bool
+	name   string
+	up     bool
+	fenced int
 }
 
 func (s stubTenant) Name() string      { return s.name }
 func (s stubTenant) Up(time.Time) bool { return s.up }
+func (s stubTenant) Fenced() int       { return s.fenced }
 
 // trippedBudget is the budget of a process that has tripped.
 type trippedBudget struct{}

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
@@ -59,9 +58,11 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	vmi := snap.VMIs[0]
 	// The snapshot holds only the VMI, its VM, the gates and the tenants:
-	// checks that need more (claims, pods) would report falsely here.
+	// checks of other loops, which need more (claims, attachment pods),
+	// would report falsely here (a Detaching hot-plug stuck "for an
+	// unknown time" whose attachment pod says it is recent).
 	policy := r.Policy
-	policy.Checks = config.ControllerChecks()
+	policy.Checks = check.InLoop(check.LoopHotplug)
 	current := map[string]drift.Finding{}
 	for _, f := range check.Run(snap, policy, now) {
 		if f.Object.UID == vmi.UID && r.Records.Config.Enabled(f.Check) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -13,6 +14,7 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -23,16 +25,23 @@ func reconciler(t *testing.T, c client.Client, cfg *config.Config, p check.Polic
 	return &HotplugReconciler{Cache: c, Executor: &act.Executor{Client: c}, Policy: p, Records: testRecords(c, cfg)}
 }
 
-// Even when a configuration (or a caller) enables a check the controller's
-// snapshot cannot serve, the reconciler runs only OrphanHotplugVolume: a VMI
-// volume whose claim is not in that snapshot is no dangling reference.
+// Even when a configuration (or a caller) enables a check the hot-plug
+// loop's snapshot cannot serve, the reconciler runs only the checks of its
+// loop: a VMI volume whose claim is not in that snapshot is no dangling
+// reference, and a hot-plug Detaching since its attachment pod was made 5
+// minutes ago (under StuckHotplugPhase's grace; the namespace loop, which
+// reads the pod, reports nothing) is not stuck "for an unknown time".
 func TestReconcile_runsOnlyTheControllerChecks(t *testing.T) {
 	vm := fixture.VM("vm", fixture.InNamespace("ns"), fixture.Running())
-	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.OwnedBy(vm), fixture.WithHotplug("v1"))
-	c := fakeClient(interceptor.Funcs{}, vm, vmi)
-	cfg := graceConfig(time.Hour, check.OrphanHotplugVolume, check.DanglingVolumeReference, check.OrphanAttachmentPod)
+	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.OwnedBy(vm), fixture.Running(), fixture.OnNode("node-1"), fixture.WithHotplug("v1"),
+		fixture.WithHotplug("v2", fixture.VolumePhase(kubevirtv1.HotplugVolumeDetaching), fixture.AttachPod("hp-volume-new")))
+	pod := fixture.AttachmentPod("hp-volume-new", fixture.InNamespace("ns"), fixture.CreatedAt(time.Now().Add(-5*time.Minute)),
+		fixture.Labels(snapshot.AttachmentPodLabel, snapshot.AttachmentPodLabelValue))
+	c := fakeClient(interceptor.Funcs{}, vm, vmi, pod)
+	enabled := []string{check.OrphanHotplugVolume, check.DanglingVolumeReference, check.OrphanAttachmentPod, check.StuckHotplugPhase, check.TenantNodeDown}
+	cfg := graceConfig(time.Hour, enabled...)
 	p := check.DefaultPolicy()
-	p.Checks = []string{check.OrphanHotplugVolume, check.DanglingVolumeReference, check.OrphanAttachmentPod}
+	p.Checks = enabled
 	r := reconciler(t, c, cfg, p)
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vmi)}); err != nil {
 		t.Fatal(err)

@@ -56,8 +56,8 @@ func newExecutor(o Options, policy check.Policy, obs observe.Options) (*act.Exec
 	return ex, nil
 }
 
-// setupChecks registers the checks' reconcilers (hot-plug, namespace and
-// storage, as enabled) and their tenant watches, which it returns.
+// setupChecks registers the checks' reconcilers (hot-plug, fence, namespace
+// and storage, as enabled) and their tenant watches, which it returns.
 func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *records.Keeper) ([]*tenant.Watch, error) {
 	tenants, sources, err := addTenants(mgr, o)
 	if err != nil {
@@ -71,6 +71,12 @@ func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *record
 	if slices.ContainsFunc(check.InLoop(check.LoopHotplug), o.Config.Enabled) {
 		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
 		if err := r.setup(mgr); err != nil {
+			return nil, err
+		}
+	}
+	if slices.ContainsFunc(check.InLoop(check.LoopFence), o.Config.Enabled) {
+		// Config validation has made sure there are tenants.
+		if err := setupFence(mgr, rs, ex, policy, tenants, o); err != nil {
 			return nil, err
 		}
 	}

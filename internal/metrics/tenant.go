@@ -20,6 +20,14 @@ var (
 		Name: "tether_tenant_errors_total",
 		Help: "Failed requests, lists and watches against a tenant cluster's API.",
 	}, []string{"tenant"})
+
+	// TenantNodesFenced is the number of a tenant's nodes that carry the
+	// out-of-service taint tether put there (TenantNodeDown): their infra
+	// VMs are down and their pods and volumes were released.
+	TenantNodesFenced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tether_tenant_nodes_fenced",
+		Help: "Tenant nodes carrying the out-of-service taint tether added because their infra VM is down.",
+	}, []string{"tenant"})
 )
 
-func init() { crmetrics.Registry.MustRegister(TenantUp, TenantErrors) }
+func init() { crmetrics.Registry.MustRegister(TenantUp, TenantErrors, TenantNodesFenced) }

@@ -28,30 +28,6 @@ import (
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
-// tenantNodeReady sets the tenant node's Ready condition as the node
-// lifecycle controller (Unknown, when the kubelet went silent) or the
-// kubelet (True) would, changed at since.
-func tenantNodeReady(t *testing.T, tc client.Client, name string, status corev1.ConditionStatus, since time.Time) {
-	t.Helper()
-	var n corev1.Node
-	if err := tc.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(since), LastHeartbeatTime: metav1.NewTime(since)}}
-	if err := tc.Status().Update(context.Background(), &n); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func tenantNode(t *testing.T, tc client.Client, name string) *corev1.Node {
-	t.Helper()
-	var n corev1.Node
-	if err := tc.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
-		t.Fatal(err)
-	}
-	return &n
-}
-
 func outOfService(n *corev1.Node) bool {
 	for _, tt := range n.Spec.Taints {
 		if tt.Key == snapshot.OutOfServiceTaint {
@@ -139,18 +115,18 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	})
 
 	// The guest's kubelet still counts as Ready (harvester #9939): held.
-	tenantNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
+	testenv.SetNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
 	f := only(t, audit(t, w.env, scope), check.TenantNodeDown, "")
 	if f.Action.BlockedBy != string(check.TenantNodeStillReady) {
 		t.Fatalf("node still Ready: want held TenantNodeStillReady, got %+v", f)
 	}
 	// NotReady for 10 s: within the grace.
-	tenantNodeReady(t, tc, node, corev1.ConditionUnknown, time.Now().Add(-10*time.Second))
-	if _, out := fix("--apply"); strings.Contains(out, "Applied") || outOfService(tenantNode(t, tc, node)) {
+	testenv.SetNodeReady(t, tc, node, corev1.ConditionUnknown, time.Now().Add(-10*time.Second))
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("fenced within the grace:\n%s", out)
 	}
 	// NotReady for two minutes: a plan, then the VM starts again.
-	tenantNodeReady(t, tc, node, corev1.ConditionUnknown, time.Now().Add(-2*time.Minute))
+	testenv.SetNodeReady(t, tc, node, corev1.ConditionUnknown, time.Now().Add(-2*time.Minute))
 	code, out := fix("-o", "json")
 	if code != 0 || !strings.Contains(out, `"planned": true`) {
 		t.Fatalf("fix -o json with the VM down: exit %d\n%s", code, out)
@@ -171,10 +147,10 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
 	w.running("infra")
 	code, out = fix("--apply", "--plan", planFile)
-	if code != 1 || !strings.Contains(out, "changed-since-plan") || outOfService(tenantNode(t, tc, node)) {
+	if code != 1 || !strings.Contains(out, "changed-since-plan") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("fix --apply --plan after the VM started again: exit %d\n%s", code, out)
 	}
-	if res := executorFor(t, w, w.env.Tenants["guest"].Config).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(tenantNode(t, tc, node)) {
+	if res := executorFor(t, w, w.env.Tenants["guest"].Config).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("act on a fence the running VMI contradicts: %+v", res)
 	}
 
@@ -188,14 +164,14 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	// node stays as it is.
 	reader := tenantIdentity(t, w.env, "tether-reader-"+w.ns, "tenant-reader.yaml")
 	if res := executorFor(t, w, reader).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome == drift.Applied ||
-		!strings.Contains(res.Message, "forbidden") || outOfService(tenantNode(t, tc, node)) {
+		!strings.Contains(res.Message, "forbidden") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("fencing with the reader role only: %+v", res)
 	}
 	t0 := time.Now()
 	if _, out := fix("--apply"); !strings.Contains(out, "Applied") {
 		t.Fatalf("fix --apply with the VM down and the node NotReady: \n%s", out)
 	}
-	n := tenantNode(t, tc, node)
+	n := testenv.Node(t, tc, node)
 	if !outOfService(n) || !strings.Contains(n.Annotations[snapshot.FencedAnnotation], "infra VM "+w.ns+"/infra down") {
 		t.Fatalf("node after fencing: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 	}
@@ -207,10 +183,10 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	// Back: the VMI runs, but the node is not Ready yet: the taint stays.
 	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
 	w.running("infra")
-	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(tenantNode(t, tc, node)) {
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("un-fenced before the node was Ready:\n%s", out)
 	}
-	tenantNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
+	testenv.SetNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
 	// Un-fenced through the reader and fencer roles (least privilege).
 	code, _ = fix("-o", "json")
 	if err := json.Unmarshal([]byte(stdout), &plan); err != nil || code != 0 || len(plan.Items) != 1 || plan.Items[0].Finding.Action.Type != check.RemoveOutOfServiceTaint {
@@ -220,18 +196,18 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	if res := executorFor(t, w, fencer).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Applied {
 		t.Fatalf("un-fencing with the reader and fencer roles: %+v", res)
 	}
-	if n := tenantNode(t, tc, node); outOfService(n) || n.Annotations[snapshot.FencedAnnotation] != "" {
+	if n := testenv.Node(t, tc, node); outOfService(n) || n.Annotations[snapshot.FencedAnnotation] != "" {
 		t.Fatalf("node after un-fencing: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 	}
 
 	// An operator's own taint, with the VM running and the node Ready:
 	// never touched.
-	n = tenantNode(t, tc, node)
+	n = testenv.Node(t, tc, node)
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: snapshot.OutOfServiceTaint, Value: "operator", Effect: corev1.TaintEffectNoExecute})
 	if err := tc.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
-	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(tenantNode(t, tc, node)) {
+	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("an operator's taint was touched:\n%s", out)
 	}
 	var vmi kubevirtv1.VirtualMachineInstance

@@ -136,6 +136,11 @@ type Subject struct {
 	// Observed builds the Event recorded when the record is created; nil
 	// records EventFindingObserved with the finding's message.
 	Observed func(drift.Finding) (reason, typ, msg string)
+	// Cluster, when set, is the tenant cluster the subject lives in: the
+	// record is labelled with it (v1alpha1.LabelCluster) and carries no
+	// owner reference (Owner only names the subject), so the loop that
+	// writes it retires it when the subject goes (RetireFinished).
+	Cluster string
 }
 
 // Sync creates or updates one record, acts through p when the decision

@@ -103,6 +103,20 @@ func (rs *Keeper) ResolveGone(ctx context.Context, current map[string]drift.Find
 	return errors.Join(errs...)
 }
 
+// RetireFinished deletes the finished records of recs whose action no
+// longer counts in the blast-radius window: the records of a subject that
+// is gone and owns none of them (Subject.Cluster).
+func (rs *Keeper) RetireFinished(ctx context.Context, recs map[string]*v1alpha1.Finding, now time.Time) error {
+	var errs []error
+	for _, rec := range recs {
+		if findingrecord.OfOtherScope(rec, rs.scope()) || !findingrecord.Finished(rec) || rs.coolingDown(rec, now) > 0 {
+			continue
+		}
+		errs = append(errs, rs.Retire(ctx, rec))
+	}
+	return errors.Join(errs...)
+}
+
 func (rs *Keeper) resolve(ctx context.Context, rec *v1alpha1.Finding, now time.Time, why string) error {
 	st := *rec.Status.DeepCopy()
 	reason := "ConditionGone"
@@ -126,12 +140,16 @@ func (rs *Keeper) create(ctx context.Context, subj Subject, f drift.Finding) (*v
 				v1alpha1.LabelCheck: f.Check, v1alpha1.LabelSubjectUID: string(subj.Owner.UID), v1alpha1.LabelFindingID: f.ID,
 				v1alpha1.LabelScope: rs.scope(),
 			},
-			OwnerReferences: []metav1.OwnerReference{subj.Owner},
 		},
 		Spec: v1alpha1.FindingSpec{
 			ID: f.ID, Check: f.Check, Volume: f.Volume, Node: subj.Node,
 			Subject: v1alpha1.SubjectRef{APIVersion: subj.Owner.APIVersion, Kind: f.Object.Kind, Name: f.Object.Name, UID: f.Object.UID},
 		},
+	}
+	if subj.Cluster == "" {
+		rec.OwnerReferences = []metav1.OwnerReference{subj.Owner}
+	} else {
+		rec.Labels[v1alpha1.LabelCluster] = subj.Cluster
 	}
 	if err := rs.Live.Create(ctx, rec); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -1,6 +1,9 @@
 package tenant
 
 import (
+	"reflect"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -43,6 +46,42 @@ func (tw *Watch) WatchInto(infra client.Reader, q *WakeQueue) error {
 		AddFunc: func(any) { te.all() }, DeleteFunc: func(any) { te.all() },
 	})
 	return err
+}
+
+// WatchNodesInto wakes, in q, the tenant node a change concerns: a Node
+// added or deleted, or changed in what TenantNodeDown reads (heartbeats
+// change nothing kept), or its CSINode changed (what ties it to an infra
+// VM). Keys are the tenant's name and the node's.
+func (tw *Watch) WatchNodesInto(q *WakeQueue) error {
+	wake := func(o any) { tw.wakeNode(q, o) }
+	for _, inf := range []toolscache.SharedIndexInformer{tw.nodes, tw.csiNodes} {
+		_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    wake,
+			UpdateFunc: func(old, o any) { tw.nodeUpdated(q, old, o) },
+			DeleteFunc: wake,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wakeNode wakes, in q, the tenant node a Node or CSINode stands for.
+func (tw *Watch) wakeNode(q *WakeQueue, o any) {
+	switch n := unwrapTombstone(o).(type) {
+	case *corev1.Node:
+		q.add([]metav1.ObjectMeta{{Namespace: tw.cfg.Name, Name: n.Name}})
+	case *storagev1.CSINode:
+		q.add([]metav1.ObjectMeta{{Namespace: tw.cfg.Name, Name: n.Name}})
+	}
+}
+
+// nodeUpdated wakes, in q, a tenant node whose kept view changed.
+func (tw *Watch) nodeUpdated(q *WakeQueue, old, o any) {
+	if tw.nodeChanged(old, o) {
+		tw.wakeNode(q, o)
+	}
 }
 
 // tenantEvents turns changes in a tenant's caches into generic events for
@@ -117,7 +156,7 @@ func (te tenantEvents) nodeAdded(o any) {
 // VMs it stood for before and stands for now; every VMI when either is
 // unknown.
 func (te tenantEvents) nodeUpdated(old, o any) {
-	if equality.Semantic.DeepEqual(te.tw.keptOfNode(old), te.tw.keptOfNode(o)) {
+	if !te.tw.nodeChanged(old, o) {
 		return
 	}
 	was, now := te.tw.vmOfNode(old), te.tw.vmOfNode(o)
@@ -128,6 +167,24 @@ func (te tenantEvents) nodeUpdated(old, o any) {
 	for _, vm := range []*snapshot.InfraVM{was, now} {
 		te.send([]metav1.ObjectMeta{{Namespace: vm.Namespace, Name: vm.Name}})
 	}
+}
+
+// nodeChanged reports whether an update of a Node or CSINode changed what
+// the evidence reads of it. (The kept view of a Node holds a time.Time,
+// which the API machinery's semantic equality cannot compare: it panics on
+// the unexported fields of any time.Time it reaches.)
+func (tw *Watch) nodeChanged(old, o any) bool {
+	a, b := tw.keptOfNode(old), tw.keptOfNode(o)
+	if na, ok := a.(snapshot.TenantNode); ok {
+		if nb, ok := b.(snapshot.TenantNode); ok {
+			if !na.ReadySince.Equal(nb.ReadySince) {
+				return true
+			}
+			na.ReadySince, nb.ReadySince = time.Time{}, time.Time{}
+			return !reflect.DeepEqual(na, nb)
+		}
+	}
+	return !equality.Semantic.DeepEqual(a, b)
 }
 
 // keptOfNode is what of a Node or CSINode the evidence reads.

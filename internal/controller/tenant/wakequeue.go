@@ -4,14 +4,16 @@ import (
 	"context"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
-// WakeQueue holds the VMIs that tenant changes woke, each once, until the
-// leader's hot-plug controller takes them. The tenant watches run on every
+// WakeQueue holds the VMIs (or tenant nodes) that tenant changes woke, each
+// once, until the leader's hot-plug (or fence) controller takes them. The tenant watches run on every
 // replica, the controller only on the leader: a handler therefore never
 // waits for a reader, and what a standby holds is bounded by the number of
 // distinct VMIs, however many tenant events arrive.
@@ -20,16 +22,34 @@ type WakeQueue struct {
 	pending map[types.NamespacedName]struct{}
 	// wake holds one token while something is pending.
 	wake chan struct{}
-	// out is the hot-plug controller's channel source.
+	// out is the controller's channel source.
 	out chan event.GenericEvent
+	// object is the event's object for a key.
+	object func(types.NamespacedName) client.Object
 }
 
-// NewWakeQueue returns an empty queue.
+// NewWakeQueue returns an empty queue of VMIs, for the hot-plug controller.
 func NewWakeQueue() *WakeQueue {
+	return newWakeQueue(func(k types.NamespacedName) client.Object {
+		return &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+	})
+}
+
+// NewNodeWakeQueue returns an empty queue of tenant nodes, for the fence
+// controller: a key's namespace is the tenant's name, its name the node's
+// (the tenant's Nodes are cluster-scoped there).
+func NewNodeWakeQueue() *WakeQueue {
+	return newWakeQueue(func(k types.NamespacedName) client.Object {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+	})
+}
+
+func newWakeQueue(object func(types.NamespacedName) client.Object) *WakeQueue {
 	return &WakeQueue{
 		pending: map[types.NamespacedName]struct{}{},
 		wake:    make(chan struct{}, 1),
 		out:     make(chan event.GenericEvent, 1024),
+		object:  object,
 	}
 }
 
@@ -79,7 +99,7 @@ func (q *WakeQueue) Start(ctx context.Context) error {
 		case <-q.wake:
 		}
 		for _, k := range q.take() {
-			ev := event.GenericEvent{Object: &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}
+			ev := event.GenericEvent{Object: q.object(k)}
 			select {
 			case q.out <- ev:
 			case <-ctx.Done():

@@ -209,7 +209,10 @@ func NewWatch(tc config.TenantConfig) (*Watch, error) {
 }
 
 // keepNodeEvidence is the tenant Node informer's transform: of a Node, keep
-// only what ties it to an infra VM and the kubelet's volumes of driver.
+// only what ties it to an infra VM, the kubelet's volumes of driver, and
+// what TenantNodeDown reads (the Ready condition's status and since when,
+// the out-of-service taint and tether's record of having set it). The
+// kubelet's heartbeats change nothing kept.
 func keepNodeEvidence(driver string) toolscache.TransformFunc {
 	return func(obj any) (any, error) {
 		n, ok := obj.(*corev1.Node)
@@ -218,7 +221,17 @@ func keepNodeEvidence(driver string) toolscache.TransformFunc {
 		}
 		kept := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
 		kept.Spec.ProviderID = n.Spec.ProviderID
-		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation} {
+		for _, t := range n.Spec.Taints {
+			if t.Key == snapshot.OutOfServiceTaint {
+				kept.Spec.Taints = append(kept.Spec.Taints, t)
+			}
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				kept.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+			}
+		}
+		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation, snapshot.FencedAnnotation} {
 			if v, ok := n.Annotations[k]; ok {
 				if kept.Annotations == nil {
 					kept.Annotations = map[string]string{}
@@ -324,6 +337,63 @@ func (tw *Watch) Evidence(vmi *kubevirtv1.VirtualMachineInstance) snapshot.Tenan
 		}
 	}
 	return t
+}
+
+// Node returns what the tenant says about one of its nodes, for
+// TenantNodeDown: the tenant as it stands (reachable or why not) with that
+// node only; found is false when the tenant is reachable and has no such
+// node.
+func (tw *Watch) Node(name string) (t snapshot.Tenant, found bool) {
+	t = snapshot.Tenant{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver, MatchNodesByName: tw.cfg.MatchNodesByName}
+	ok, why := tw.conn.reachable(tw.synced(), time.Now())
+	if !ok {
+		t.Error = why
+		return t, true
+	}
+	t.Reachable = true
+	obj, ok, _ := tw.nodes.GetStore().GetByKey(name)
+	if !ok {
+		return t, false
+	}
+	var cn *storagev1.CSINode
+	if c, ok, _ := tw.csiNodes.GetStore().GetByKey(name); ok {
+		cn = c.(*storagev1.CSINode)
+	}
+	t.Nodes = []snapshot.TenantNode{snapshot.NewTenantNode(obj.(*corev1.Node), cn, tw.driver())}
+	return t, true
+}
+
+// NodesOf returns the names of the tenant's nodes that resolve to infra VM
+// vm with certainty.
+func (tw *Watch) NodesOf(vm snapshot.InfraVM) []string {
+	if !tw.Applies(vm.Namespace) {
+		return nil
+	}
+	var out []string
+	for _, n := range tw.tenantNodes() {
+		if m := snapshot.ResolveTenantNode(&n, tw.cfg.Namespace, tw.cfg.MatchNodesByName); m.Unknown == "" && m.VM == vm {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// NodeNames returns the names of all the tenant's nodes.
+func (tw *Watch) NodeNames() []string {
+	return tw.nodes.GetStore().ListKeys()
+}
+
+// Fenced counts the tenant's nodes that carry the out-of-service taint
+// tether put there (its annotation says so).
+func (tw *Watch) Fenced() int {
+	n := 0
+	for _, o := range tw.nodes.GetStore().List() {
+		node := o.(*corev1.Node)
+		if node.Annotations[snapshot.FencedAnnotation] != "" && snapshot.HasOutOfServiceTaint(node) {
+			n++
+		}
+	}
+	return n
 }
 
 // vmiHandles returns the names a tenant volume handle of the VMI's volumes

@@ -221,6 +221,10 @@ const (
 	// kinds its checks read there (VMs, VMIs, claims, attachment pods) and
 	// the KubeVirt CR. Its checks only report.
 	LoopNamespace Loop = "namespace"
+	// LoopFence decides per tenant node (the node from its tenant's
+	// watch, the infra VM and VMI it resolves to); its records belong to
+	// no infra object, since the VM may be gone.
+	LoopFence Loop = "fence"
 )
 
 // Events are the Event reasons a check's actions are recorded with, by
@@ -320,7 +324,7 @@ func All() []Check {
 		// Ready again (only a taint tether put there).
 		{Row: drift.Row{Name: TenantNodeDown, Doc: "a tenant Node whose infra VM is down for certain, fenced with the out-of-service taint", Page: page(TenantNodeDown),
 			Subjects: []string{"Node"}, Actions: []drift.ActionType{TaintOutOfService, RemoveOutOfServiceTaint}},
-			Run: FindTenantNodesDown, Events: Events{Applied: ReasonTenantNodeFence, Failed: ReasonTenantNodeFenceFailed},
+			Run: FindTenantNodesDown, Loop: LoopFence, Events: Events{Applied: ReasonTenantNodeFence, Failed: ReasonTenantNodeFenceFailed},
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
 		// The namespace loop runs the report-only checks that need a
 		// whole namespace at once: the attachment pods that date a stuck

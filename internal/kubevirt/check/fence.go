@@ -179,6 +179,10 @@ func decideTenantNode(in Input, t *snapshot.Tenant, n *snapshot.TenantNode) (dri
 func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.InfraVM, vmi *kubevirtv1.VirtualMachineInstance, f drift.Finding) (drift.Finding, bool) {
 	notReady := n.Ready != corev1.ConditionTrue
 	if n.OutOfService && n.FencedBy != "" {
+		// The un-fence is a finding of its own (its own record in the
+		// controller): the fence's record keeps counting in the
+		// blast-radius window after it is resolved.
+		f.ID = unfenceID(f)
 		f.Message = fmt.Sprintf("tenant %q node %s carries the out-of-service taint tether added, and its infra VM %s runs again", t.Name, n.Name, vm)
 		f.Evidence = append(f.Evidence, fmt.Sprintf("tenant node %s has annotation %s=%q: tether added its out-of-service taint", n.Name, snapshot.FencedAnnotation, n.FencedBy))
 		f.Severity = drift.SeverityWarning
@@ -202,6 +206,12 @@ func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.Inf
 		Remedy: fmt.Sprintf("look at the guest: `virtctl console %s -n %s`; if it is hung, stop it (`virtctl stop %s -n %s`) and tether fences the node once the VMI is final", vm.Name, vm.Namespace, vm.Name, vm.Namespace)}
 	f.Block(InfraVMIRunning, "")
 	return f, true
+}
+
+// unfenceID is the id of an un-fence finding: derived like every other
+// (drift.Finding.DerivedID), with "unfence" in place of the volume.
+func unfenceID(f drift.Finding) string {
+	return drift.FindingID(f.Check, f.Namespace, f.Object, "unfence@"+f.Cluster)
 }
 
 // vmiFinal: the VMI ended (KubeVirt never restarts a final VMI; a new one

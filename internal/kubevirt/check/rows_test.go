@@ -76,8 +76,11 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 // The controller's checks are the rows that name a loop.
 func TestInLoop(t *testing.T) {
 	if got := InLoop(); !slices.Equal(got, []string{OrphanHotplugVolume, StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent,
-		StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
+		TenantNodeDown, StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
 		t.Fatalf("controller checks %v", got)
+	}
+	if got := InLoop(LoopFence); !slices.Equal(got, []string{TenantNodeDown}) {
+		t.Fatalf("fence checks %v", got)
 	}
 	if got := InLoop(LoopStorage); !slices.Equal(got, []string{StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion}) {
 		t.Fatalf("storage checks %v", got)

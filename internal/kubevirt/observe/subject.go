@@ -59,16 +59,24 @@ func ForAttachmentPod(ctx context.Context, c client.Client, o Options, ns, name 
 // A tenant tether is not given, or a node that resolves to no VM, gives a
 // snapshot without VM or VMI (the re-check then finds no safe action).
 func ForTenantNode(ctx context.Context, c client.Client, o Options, tenant, node string) (*snapshot.Snapshot, error) {
-	s := snapshot.Snapshot{}
 	for _, t := range o.Tenants {
 		if t.Name == tenant {
-			s.Tenants = []snapshot.Tenant{readTenant(ctx, t, o)}
+			return WithInfraOfNode(ctx, c, readTenant(ctx, t, o), node)
 		}
 	}
-	if len(s.Tenants) == 0 || !s.Tenants[0].Reachable {
+	return snapshot.New(snapshot.Snapshot{}), nil
+}
+
+// WithInfraOfNode completes tenant t (as read, live or from a watch's
+// caches) into the snapshot TenantNodeDown decides node on: with the infra
+// VM and VMI the node resolves to, read from c by name (a cache in the
+// controller, the API server in the live re-check). An unreachable tenant,
+// or a node that resolves to no VM, gives a snapshot without VM or VMI.
+func WithInfraOfNode(ctx context.Context, c client.Reader, t snapshot.Tenant, node string) (*snapshot.Snapshot, error) {
+	s := snapshot.Snapshot{Tenants: []snapshot.Tenant{t}}
+	if !t.Reachable {
 		return snapshot.New(s), nil
 	}
-	t := &s.Tenants[0]
 	for i := range t.Nodes {
 		if t.Nodes[i].Name != node {
 			continue
