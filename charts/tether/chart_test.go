@@ -231,6 +231,7 @@ func TestRefused(t *testing.T) {
 		{"unknown key -> schema names it", `replica: 2`, []string{"replica", "not allowed"}},
 		{"unknown nested key -> schema names it", "protection:\n  enable: true", []string{"protection", "enable"}},
 		{"unknown check -> schema names it", "checks:\n  OrphanAttachmentPod: {enabled: true}", []string{"checks", "OrphanAttachmentPod"}},
+		{"fencing without a tenant -> names tenants", "checks:\n  TenantNodeDown: {enabled: true}", []string{"TenantNodeDown", "tenants", "tenant-fencer"}},
 		{"pull policy not an enum value -> lists them", "image:\n  pullPolicy: Sometimes", []string{"pullPolicy", "IfNotPresent"}},
 		{"duration without unit -> names it", "blastRadius:\n  interval: 10", []string{"interval"}},
 		{"duration in words -> names it", `actionTimeout: ten minutes`, []string{"actionTimeout"}},
@@ -304,6 +305,9 @@ func TestChecksAreTheControllers(t *testing.T) {
 	}
 	for _, check := range want {
 		on := map[string]any{"checks": map[string]any{check: map[string]any{"enabled": true}}}
+		if check == "TenantNodeDown" { // it fences tenant nodes: it needs a tenant
+			on["tenants"] = []any{map[string]any{"name": "guest1", "secretName": "guest1-kubeconfig", "namespace": "a"}}
+		}
 		if cfg := controllerConfig(t, render(t, on)); !cfg.Enabled(check) {
 			t.Errorf("checks.%s.enabled: true renders a configuration without it", check)
 		}

@@ -199,6 +199,14 @@ func TestParse(t *testing.T) {
 			errs: []string{"storage.fenceGoneNodesAfter: 30s is too short", "at least 1m0s", "or 0 to turn the rule off"}},
 		{name: "unknown storage field -> error naming it", in: "storage: {forceDettach: true}\n", errs: []string{`unknown field "storage.forceDettach"`}},
 		{name: "tenantAuthoritative without tenants -> error", in: "tenantAuthoritative: true\n", errs: []string{"tenantAuthoritative: has no effect without tenants"}},
+		{name: "TenantNodeDown without tenants -> error", in: "checks: {TenantNodeDown: {enabled: true}}\n", errs: []string{"checks.TenantNodeDown.enabled:", "no tenant is configured"}},
+		{name: "TenantNodeDown with a tenant and fencing.fenceAfter -> decoded", in: "checks: {TenantNodeDown: {enabled: true, gracePeriod: 30s}}\nfencing: {fenceAfter: 3m}\ntenants: [{name: g, kubeconfig: /k, namespace: c}]\n",
+			want: withDefaults(func(c *Config) {
+				c.Checks["TenantNodeDown"] = CheckConfig{Enabled: true, GracePeriod: dur(30 * time.Second)}
+				c.Fencing.FenceAfter = dur(3 * time.Minute)
+				c.Tenants = []TenantConfig{{Name: "g", Kubeconfig: "/k", Namespace: "c"}}
+			})},
+		{name: "negative fencing.fenceAfter -> error", in: "fencing: {fenceAfter: -1m}\n", errs: []string{"fencing.fenceAfter"}},
 		{name: "maxActions zero -> error suggesting dryRun", in: "blastRadius: {maxActions: 0}\n", errs: []string{"blastRadius.maxActions: must be at least 1", "dryRun: true"}},
 		{name: "negative interval -> error", in: "blastRadius: {interval: -1s}\n", errs: []string{"blastRadius.interval: must be positive"}},
 		{name: "zero backoff base -> error", in: "backoff: {base: 0s}\n", errs: []string{"backoff.base: must be positive"}},
@@ -405,6 +413,7 @@ scope: {namespaces: [a], selector: "x=y", volumePrefix: pvc-}
 allowVMIOnlyDetach: true
 tenantAuthoritative: true
 tenants: [{name: g, kubeconfig: /k}]
+fencing: {fenceAfter: 3m}
 `))
 		if err != nil {
 			t.Fatal(err)
@@ -422,6 +431,9 @@ tenants: [{name: g, kubeconfig: /k}]
 		}
 		if !p.AllowVMIOnlyDetach || !p.TenantAuthoritative || p.DeleteAttachmentPods {
 			t.Errorf("opt-ins %+v", p)
+		}
+		if p.FenceAfter != 3*time.Minute {
+			t.Errorf("fence after %s, want fencing.fenceAfter's 3m", p.FenceAfter)
 		}
 		if p.MinAttachmentPodAge != check.DefaultPolicy().MinAttachmentPodAge {
 			t.Errorf("min attachment pod age %s, want the check package's default", p.MinAttachmentPodAge)

@@ -163,3 +163,57 @@ func TestAccess_metrics(t *testing.T) {
 		}
 	}
 }
+
+// What the tenant identity needs in its tenant: the reader role's rights
+// whenever tenants are configured, and the fencer role's only when
+// TenantNodeDown may act (enabled, no dry run); each names its role and the
+// command that binds it.
+func TestAccess_tenantNeeds(t *testing.T) {
+	withTenant := func(fence, dryRun bool) *config.Config {
+		c := config.Default()
+		c.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: "/k", Namespace: "a"}}
+		c.Checks[check.OrphanHotplugVolume] = config.CheckConfig{Enabled: true}
+		if fence {
+			c.Checks[check.TenantNodeDown] = config.CheckConfig{Enabled: true}
+		}
+		c.DryRun = dryRun
+		return &c
+	}
+	for _, tc := range []struct {
+		name     string
+		cfg      *config.Config
+		features int
+	}{
+		{"no tenant -> nothing", func() *config.Config { c := config.Default(); return &c }(), 0},
+		{"tenant, no fencing -> reader", withTenant(false, false), 1},
+		{"fencing in dry run -> reader", withTenant(true, true), 1},
+		{"fencing -> reader and fencer", withTenant(true, false), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, err := tenantNeeds(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ns) != tc.features {
+				t.Fatalf("%d needs, want %d: %+v", len(ns), tc.features, ns)
+			}
+		})
+	}
+	ns, err := tenantNeeds(withTenant(true, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := missing(context.Background(), ns, nil, allowAllBut("update nodes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := accessError(ds).Error()
+	for _, want := range []string{"update nodes cluster-wide", "tether-tenant-fencer", "tether manifests tenant", "--fence"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if ds, _ := missing(context.Background(), ns, nil, allowAllBut("watch nodes")); len(ds) != 1 || !strings.Contains(ds[0].need.fix, "tenant-reader") {
+		t.Errorf("a reader without watch on nodes: %+v", ds)
+	}
+}

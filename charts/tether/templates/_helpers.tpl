@@ -71,4 +71,7 @@ would leave it without the rights it needs, naming the values to change.
 {{- if and $v.tenantAuthoritative (not $v.tenants) }}
 {{- fail "tenantAuthoritative needs at least one entry in tenants" }}
 {{- end }}
+{{- if and $v.checks.TenantNodeDown $v.checks.TenantNodeDown.enabled (not $v.tenants) }}
+{{- fail "checks.TenantNodeDown.enabled fences tenant nodes and needs at least one entry in tenants (each with config/rbac/tenant-fencer.yaml bound in its cluster)" }}
+{{- end }}
 {{- end }}
