@@ -3,7 +3,9 @@
 // VolumeAttachment → node (with the tenants' VolumeAttachments of the
 // volume and the tenant nodes that are the VM, when tenants are
 // configured); for a claim, the pods, VMs and VMIs that reference it; for
-// a VM, the volume migration it records. Each finding is one cluster
+// a VM, the volume migration it records; for a tenant Node
+// (TenantNodeDown), its Ready state and taint, the infra VM it is and that
+// VM's VMI. Each finding is one cluster
 // subgraph labelled with its id, check, message and what tether would do.
 // The drift is drawn red and bold: the finding's subject, its volume and
 // the edge between them, every edge to an object that is missing (a
@@ -161,11 +163,21 @@ func (g *graph) add(kind, ns, name string, missing bool) string {
 		label += "\n(missing)"
 	}
 	n := &node{id: id, label: label, missing: missing,
-		subject: kind == g.f.Object.Kind && name == g.f.Object.Name && (ns == g.f.Namespace || ns == "") ||
+		subject: kind == g.f.Object.Kind && name == g.f.Object.Name && g.subjectNamespace(ns) ||
 			kind == "Volume" && name == g.f.Volume && ns == g.f.Namespace}
 	g.nodes = append(g.nodes, n)
 	g.byID[id] = n
 	return id
+}
+
+// subjectNamespace reports whether an object of namespace ns may be the
+// finding's subject: one of the finding's namespace, a cluster-scoped one,
+// or one of its tenant's when the subject lives in a tenant.
+func (g *graph) subjectNamespace(ns string) bool {
+	if g.f.Cluster != "" {
+		return ns == "tenant "+g.f.Cluster
+	}
+	return ns == g.f.Namespace || ns == ""
 }
 
 func (g *graph) link(from, to, label string) { g.linkAs(from, to, label, false) }
@@ -224,6 +236,12 @@ func (g *graph) build() {
 			}
 			g.linkAs(from, id, u.how, true)
 		}
+	case "Node":
+		if f.Cluster == "" {
+			g.add(f.Object.Kind, ns, f.Object.Name, false)
+			break
+		}
+		g.tenantNode(f.Cluster, f.Object.Name)
 	case "PersistentVolume", "VolumeAttachment":
 		g.pv(f.Volume)
 		// Its own node, when no PV names it (an inline volume).
@@ -423,6 +441,57 @@ func (g *graph) tenantAttachments(ns, handle, id string) {
 			}
 		}
 	}
+}
+
+// tenantNode adds a tenant's Node with its Ready state and out-of-service
+// taint, the infra VM it resolves to and that VM's VMI: a VMI that is gone
+// or final is drawn as the drift (the VM is down).
+func (g *graph) tenantNode(tenant, name string) {
+	var t *snapshot.Tenant
+	var tn *snapshot.TenantNode
+	for i := range g.s.Tenants {
+		if g.s.Tenants[i].Name != tenant {
+			continue
+		}
+		t = &g.s.Tenants[i]
+		for j := range t.Nodes {
+			if t.Nodes[j].Name == name {
+				tn = &t.Nodes[j]
+			}
+		}
+	}
+	id := g.add("Node", "tenant "+tenant, name, tn == nil)
+	if tn == nil {
+		return
+	}
+	ready := "Ready=" + cmp.Or(string(tn.Ready), "(none)")
+	if !tn.ReadySince.IsZero() {
+		ready += " since " + tn.ReadySince.UTC().Format(time.RFC3339)
+	}
+	g.note(id, ready)
+	switch {
+	case tn.OutOfService && tn.FencedBy != "":
+		g.note(id, "out-of-service taint (tether's)")
+	case tn.OutOfService:
+		g.note(id, "out-of-service taint")
+	}
+	m := snapshot.ResolveTenantNode(tn, t.Namespace, t.MatchNodesByName)
+	if m.Unknown != "" {
+		g.note(id, "infra VM unknown: "+clip(m.Unknown, 60))
+		return
+	}
+	vmObj := g.ix.VM(m.VM.Namespace, m.VM.Name)
+	vm := g.add("VirtualMachine", m.VM.Namespace, m.VM.Name, vmObj == nil)
+	g.link(id, vm, "is ("+m.How+")")
+	vmi := g.ix.VMI(m.VM.Namespace, m.VM.Name)
+	vi := g.add("VirtualMachineInstance", m.VM.Namespace, m.VM.Name, vmi == nil)
+	if vmi != nil {
+		g.note(vi, "phase "+cmp.Or(string(vmi.Status.Phase), "(none)"))
+	}
+	if vmObj == nil {
+		vm = id // no VM: the VMI hangs off the node
+	}
+	g.linkAs(vm, vi, "runs", vmi == nil || vmi.IsFinal())
 }
 
 // clip cuts s to at most n runes.

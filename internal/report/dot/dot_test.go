@@ -421,7 +421,7 @@ func TestWrite_attachAlreadyPresent(t *testing.T) {
 		[4]any{"f0_Node_tenant_t1_worker_0", vmi, "is this VM", false})
 }
 
-// The pictures of the five checks above render with Graphviz.
+// The pictures of the six checks above render with Graphviz.
 func TestWrite_newChecksRender(t *testing.T) {
 	bin, err := exec.LookPath("dot")
 	if err != nil {
@@ -434,6 +434,8 @@ func TestWrite_newChecksRender(t *testing.T) {
 		check.InterruptedVolumeMigration: {interruptedVM(), fx.PVC("dst")},
 		check.PhantomAttach:              tenantVMWorld(nil, fx.Attached()),
 		check.AttachAlreadyPresent:       tenantVMWorld([]fx.Option{fx.WithHotplug("dv-1")}, fx.AttachError(`"already exists"`, fx.Epoch())),
+		check.TenantNodeDown: {fx.Tenant("t1", fx.WithNode(snapshot.TenantNode{Name: "worker-0", ProviderID: snapshot.ProviderIDPrefix + "vm-a",
+			ClusterNamespace: fx.Namespace, Ready: corev1.ConditionUnknown, ReadySince: fx.Epoch()}))},
 	} {
 		_, src, _ := checkWorld(t, name, items...)
 		cmd := exec.Command(bin, "-Tsvg")
@@ -444,4 +446,53 @@ func TestWrite_newChecksRender(t *testing.T) {
 			t.Errorf("%s: dot -Tsvg: %v\n%s", name, err, stderr.String())
 		}
 	}
+}
+
+// TenantNodeDown: the tenant Node, NotReady, the infra VM it is, and that
+// VM's VMI missing, drawn as the drift; with the VMI back and tether's taint
+// on the node, the un-fence shows the taint and the VMI's phase.
+func TestWrite_tenantNodeDown(t *testing.T) {
+	node := func(mod func(*snapshot.TenantNode)) fx.TenantOption {
+		n := snapshot.TenantNode{Name: "worker-0", ProviderID: snapshot.ProviderIDPrefix + "vm-a", ClusterNamespace: fx.Namespace,
+			Ready: corev1.ConditionUnknown, ReadySince: fx.Epoch()}
+		if mod != nil {
+			mod(&n)
+		}
+		return fx.WithNode(n)
+	}
+	halted := kubevirtv1.RunStrategyHalted
+	vm := fx.VM("vm-a")
+	vm.Spec.RunStrategy = &halted
+	g, src, f := checkWorld(t, check.TenantNodeDown, vm, fx.Tenant("t1", node(nil)))
+	if f.Action.Type != check.TaintOutOfService || !f.Action.Safe {
+		t.Fatalf("the world's finding: %+v", f)
+	}
+	tn, vmi := "f0_Node_tenant_t1_worker_0", "f0_VirtualMachineInstance_default_vm_a"
+	if a := g.nodes[tn]; !red(a) || !strings.Contains(a, `Ready=Unknown since 2`) {
+		t.Errorf("the tenant node is drawn %s, want the subject with its Ready state", a)
+	}
+	if a := g.nodes[vmi]; !strings.Contains(a, "(missing)") {
+		t.Errorf("the VMI is drawn %s, want missing", a)
+	}
+	wantEdges(t, g,
+		[4]any{tn, "f0_VirtualMachine_default_vm_a", "is (providerID kubevirt://vm-a", false},
+		[4]any{"f0_VirtualMachine_default_vm_a", vmi, "runs", true})
+	if !strings.Contains(src, "safe to TaintOutOfService") {
+		t.Errorf("the cluster label does not say what tether would do:\n%s", src)
+	}
+
+	back := fx.VMI("vm-a", fx.OwnedBy(vm), fx.Running())
+	g, _, f = checkWorld(t, check.TenantNodeDown, vm, back, fx.Tenant("t1", node(func(n *snapshot.TenantNode) {
+		n.Ready, n.OutOfService, n.FencedBy = corev1.ConditionTrue, true, "infra VM default/vm-a down"
+	})))
+	if f.Action.Type != check.RemoveOutOfServiceTaint {
+		t.Fatalf("the world's finding: %+v", f)
+	}
+	if a := g.nodes[tn]; !strings.Contains(a, "out-of-service taint (tether's)") {
+		t.Errorf("the fenced node is drawn %s, want tether's taint", a)
+	}
+	if a := g.nodes[vmi]; !strings.Contains(a, "phase Running") {
+		t.Errorf("the VMI is drawn %s, want its phase", a)
+	}
+	wantEdges(t, g, [4]any{"f0_VirtualMachine_default_vm_a", vmi, "runs", false})
 }
