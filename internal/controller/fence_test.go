@@ -25,8 +25,10 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/controlplane"
 	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/guest"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -252,4 +254,87 @@ func fenceRecord(t *testing.T, w *world, node string) *v1alpha1.Finding {
 		}
 	}
 	return nil
+}
+
+// End to end on the emulator world, the controller doing the fencing: a
+// guest cluster whose kube-controller-manager runs the real attach/detach
+// and pod garbage-collection controllers (the CSI attacher played in it)
+// has a pod using a claim on a node that is infra VM "infra", whose VM
+// spec hot-plugs that claim's volume. The VM stops, the node goes
+// NotReady with the volume in use, the workload deletes its pod: the
+// controller fences the node, and the real controllers then delete the pod
+// and detach the volume at once (unfenced, they wait six minutes). The VM
+// starts again, its VMI comes back with the hot-plug from the VM spec that
+// no tenant attachment wants any more: with tenantAuthoritative it is the
+// orphan the controller removes (VM-level removevolume); the node turns
+// Ready and the controller lifts the fence. The times are logged.
+func TestController_fenceEndToEnd_realControllersReleaseAndTheOrphanGoes(t *testing.T) {
+	w := newWorld(t)
+	ctx := w.ctx
+	vm := fixture.VM("infra", fixture.Running(), fixture.InNamespace(w.ns))
+	vm.UID = ""
+	if err := w.c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	w.waitVMI("infra", "running", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
+	pvc := fixture.PVC(guest.Handle, fixture.InNamespace(w.ns))
+	pvc.UID = ""
+	if err := w.c.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if err := virtapi.AddVolume(ctx, w.sub, virtapi.VM, w.ns, "infra", fixture.AddVolumeOptions(guest.Handle)); err != nil {
+		t.Fatal(err)
+	}
+	w.waitVMI("infra", "the hot-plug", func(v *kubevirtv1.VirtualMachineInstance) bool { return lists(v, guest.Handle) })
+	g := guest.Start(t, w.ns, "infra")
+
+	cfg := w.cfg(time.Hour)
+	cfg.AllowVMIOnlyDetach = false
+	cfg.TenantAuthoritative = true
+	cfg.Checks = map[string]config.CheckConfig{
+		check.TenantNodeDown:      {Enabled: true, GracePeriod: metav1.Duration{}},
+		check.OrphanHotplugVolume: {Enabled: true, GracePeriod: metav1.Duration{Duration: time.Second}},
+	}
+	cfg.Fencing.FenceAfter.Duration = 5 * time.Second
+	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: g.CP.Kubeconfig, Namespace: w.ns, Driver: g.Attacher.Driver()}}
+	w.start(cfg)
+	time.Sleep(3 * time.Second)
+	if w.finding("infra", guest.Handle) != nil || snapshot.HasOutOfServiceTaint(testenv.Node(t, g.Client, guest.Node)) {
+		t.Fatal("acted while the guest attaches the volume on a Ready node")
+	}
+
+	halt(t, w, "infra", kubevirtv1.RunStrategyHalted)
+	testenv.Eventually(t, 60*time.Second, "VMI infra gone", func() (bool, error) { return w.vmi("infra") == nil, nil })
+	vmiGone := time.Now()
+	g.SetNode(t, corev1.ConditionUnknown, vmiGone, true)
+	g.DeletePod(t)
+	testenv.Eventually(t, 60*time.Second, "the node fenced", func() (bool, error) {
+		return snapshot.HasOutOfServiceTaint(testenv.Node(t, g.Client, guest.Node)), nil
+	})
+	tainted := time.Now()
+	testenv.Eventually(t, 90*time.Second, "the guest's attachment detached and gone", func() (bool, error) { return g.Attachment(ctx) == nil, nil })
+	vaGone := time.Now()
+	testenv.Eventually(t, 60*time.Second, "the pod deleted", func() (bool, error) { return g.PodGone(ctx), nil })
+	t.Logf("VMI gone -> taint %s (fenceAfter 5s); taint -> VolumeAttachment gone %s", tainted.Sub(vmiGone).Round(100*time.Millisecond), vaGone.Sub(tainted).Round(100*time.Millisecond))
+
+	halt(t, w, "infra", kubevirtv1.RunStrategyAlways)
+	w.waitVMI("infra", "running again", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
+	g.SetNode(t, corev1.ConditionTrue, time.Now(), false)
+	testenv.Eventually(t, 60*time.Second, "the fence lifted", func() (bool, error) {
+		n := testenv.Node(t, g.Client, guest.Node)
+		return !snapshot.HasOutOfServiceTaint(n) && n.Annotations[snapshot.FencedAnnotation] == "", nil
+	})
+	w.waitFinding("infra", guest.Handle, v1alpha1.PhaseResolved, string(drift.Applied))
+	testenv.Eventually(t, 30*time.Second, "the orphan gone from the VM spec", func() (bool, error) {
+		var v kubevirtv1.VirtualMachine
+		if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "infra"}, &v); err != nil {
+			return false, err
+		}
+		for _, vol := range v.Spec.Template.Spec.Volumes {
+			if vol.Name == guest.Handle {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
