@@ -87,7 +87,21 @@ func (w *World) WaitServer(t testing.TB, id, status string) {
 // the volume's ID.
 func (w *World) Volume(t testing.TB, name string) string {
 	t.Helper()
-	v, err := volumes.Create(ctx(), w.BlockStorageClient(t), volumes.CreateOpts{Name: name, Size: 1}, nil).Extract()
+	return w.createVolume(t, w.BlockStorageClient(t), name)
+}
+
+// VolumeIn creates a 1 GiB volume in another project (Cinder records the
+// token's project as its owner) and waits until it is available. The
+// world's admin may attach it to a server of its own project, as an admin
+// can in a real cloud.
+func (w *World) VolumeIn(t testing.TB, project, name string) string {
+	t.Helper()
+	return w.createVolume(t, w.BlockStorageClientIn(t, project), name)
+}
+
+func (w *World) createVolume(t testing.TB, c *gophercloud.ServiceClient, name string) string {
+	t.Helper()
+	v, err := volumes.Create(ctx(), c, volumes.CreateOpts{Name: name, Size: 1}, nil).Extract()
 	if err != nil {
 		t.Fatalf("creating volume %s: %v", name, err)
 	}
@@ -171,10 +185,11 @@ func (w *World) NovaAttachments(t testing.TB, server string) []NovaAttachment {
 	return out
 }
 
-// CinderAttachments lists Cinder's attachment records of a volume.
+// CinderAttachments lists Cinder's attachment records of a volume, in
+// whichever project the volume is (all_tenants: the world's user is admin).
 func (w *World) CinderAttachments(t testing.TB, volume string) []attachments.Attachment {
 	t.Helper()
-	pages, err := attachments.List(w.BlockStorageClient(t), attachments.ListOpts{VolumeID: volume}).AllPages(ctx())
+	pages, err := attachments.List(w.BlockStorageClient(t), attachments.ListOpts{VolumeID: volume, AllTenants: true}).AllPages(ctx())
 	if err != nil {
 		t.Fatalf("listing the Cinder attachments of volume %s: %v", volume, err)
 	}
