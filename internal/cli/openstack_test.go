@@ -145,6 +145,55 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	w.WaitVolume(t, dangling, "available")
 }
 
+// TestOpenStackOtherProjectsVolumeIsNotGone (issue 32): a stopped server of
+// project admin uses a volume of project demo, attached through Nova by
+// the admin. Listed with --project admin, Cinder's volume and attachment
+// lists leave the volume out (they filter by the volume's project), yet
+// the volume exists: nothing may call it gone, in --project or
+// all-projects mode, and fix --apply changes nothing. Nova and Cinder
+// agree about the mapping, so no finding names it at all.
+func TestOpenStackOtherProjectsVolumeIsNotGone(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	s, v := w.Server(t, "cross-project"), w.VolumeIn(t, "demo", "cross-project")
+	at := w.Attach(t, s, v)
+	w.StopServer(t, s)
+
+	about := func(out string) []drift.Finding {
+		t.Helper()
+		var report AuditReport
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("audit -o json: %v: %s", err, out)
+		}
+		var fs []drift.Finding
+		for _, f := range report.Findings {
+			if f.Volume == v || string(f.Object.UID) == s || f.Object.Name == at {
+				fs = append(fs, f)
+			}
+		}
+		return fs
+	}
+	for _, scope := range [][]string{{"--project", w.Project}, {"--all-projects"}} {
+		_, out, stderr := runTether(t, append([]string{"openstack", "audit", "-o", "json"}, scope...)...)
+		if fs := about(out); len(fs) != 0 {
+			t.Errorf("audit %v: findings about server %s and volume %s of project demo: %+v\n%s", scope, s, v, fs, stderr)
+		}
+	}
+	code, out, stderr := runTether(t, "openstack", "fix", "--project", w.Project, "--grace", "1s", "--apply")
+	if code != ExitOK || strings.Contains(out, string(oscheck.VolumeGone)) || strings.Contains(out, "Applied") {
+		t.Errorf("fix --project %s --apply: exit %d\n%s\n%s", w.Project, code, out, stderr)
+	}
+	// Both services still hold the attachment.
+	if !w.NovaLists(t, s, v) {
+		t.Fatal("Nova lost its mapping")
+	}
+	if got := w.CinderAttachments(t, v); len(got) != 1 || got[0].ID != at || got[0].Status != "attached" {
+		t.Fatalf("Cinder lists %+v, want %s attached", got, at)
+	}
+	w.WaitVolume(t, v, "in-use")
+}
+
 // TestOpenStackAuditWithoutAdmin: Nova's policy lets only admins list all
 // projects' servers (os_compute_api:servers:detail:get_all_tenants); a
 // member gets 403, and the error names the role and --project.

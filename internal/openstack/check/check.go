@@ -76,6 +76,15 @@ const (
 	// RootVolume: the mapping is the server's root disk, which Nova never
 	// detaches.
 	RootVolume drift.BlockReason = "RootVolume"
+	// Unconfirmed: an object the finding rests on is missing from the
+	// lists, and no read by ID answered 404 for it (the read failed, or was
+	// not made): tether calls nothing gone on a list alone.
+	Unconfirmed drift.BlockReason = "Unconfirmed"
+	// OutsideScope: an object the repair rests on exists, but outside what
+	// the lists showed (a volume or server of another project than
+	// --project, or one the credentials do not list): tether does not act
+	// on what its scope leaves out.
+	OutsideScope drift.BlockReason = "OutsideScope"
 )
 
 // DefaultGrace is the grace period unless the policy says otherwise.
