@@ -24,6 +24,10 @@ const (
 	// StaleCinderAttachment: Cinder holds an attachment for a server that
 	// does not exist, is deleted, or does not list the volume.
 	StaleCinderAttachment = "StaleCinderAttachment"
+	// LeftoverCinderAttachment: Cinder holds a second attachment (reserved
+	// or attaching) of a volume for a server that has the volume through
+	// the attachment Nova's mapping records.
+	LeftoverCinderAttachment = "LeftoverCinderAttachment"
 )
 
 // Action types (contract: they appear in JSON output and plans).
@@ -85,6 +89,10 @@ const (
 	// --project, or one the credentials do not list): tether does not act
 	// on what its scope leaves out.
 	OutsideScope drift.BlockReason = "OutsideScope"
+	// AttachmentConnected: the attachment has had a connector (attaching,
+	// or connection info): deleting it makes Cinder terminate that
+	// connection on the backend, which the server may use.
+	AttachmentConnected drift.BlockReason = "AttachmentConnected"
 )
 
 // DefaultGrace is the grace period unless the policy says otherwise.
@@ -127,6 +135,9 @@ func All() []Check {
 		{Row: drift.Row{Name: StaleCinderAttachment, Doc: "Cinder holds an attachment for a server that does not exist, is deleted, or does not list the volume",
 			Page: "docs/checks/" + StaleCinderAttachment + ".md", Subjects: []string{"Attachment"}, Actions: []drift.ActionType{DeleteCinderAttachment, ForceDetachVolume}},
 			Run: FindStaleCinderAttachments},
+		{Row: drift.Row{Name: LeftoverCinderAttachment, Doc: "Cinder holds a second, reserved or attaching, attachment of a volume for a server that has it through the attachment Nova's mapping records",
+			Page: "docs/checks/" + LeftoverCinderAttachment + ".md", Subjects: []string{"Attachment"}, Actions: []drift.ActionType{DeleteCinderAttachment}},
+			Run: FindLeftoverCinderAttachments},
 	}
 }
 

@@ -41,6 +41,16 @@ func (w *world) attachment(id, volume, server, status string) *world {
 	return w
 }
 
+// connected gives the attachments connection info (a connector was given).
+func (w *world) connected(ids ...string) *world {
+	for i := range w.s.Attachments {
+		if slices.Contains(ids, w.s.Attachments[i].ID) {
+			w.s.Attachments[i].Connected = true
+		}
+	}
+	return w
+}
+
 // gone records that reads by ID of ids answered 404.
 func (w *world) gone(ids ...string) *world {
 	for _, id := range ids {
@@ -210,6 +220,54 @@ func TestChecks(t *testing.T) {
 		{"mapping whose recorded attachment answered 404 -> recreate and detach",
 			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1", status("available", time.Hour)).gone("a1"),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
+
+		// LeftoverCinderAttachment: a second attachment of the volume for
+		// the server, beside the one Nova's mapping records. Cinder deletes
+		// a reserved attachment in its API alone (cinder/volume/api.py:
+		// 2629-2631) and hands an attaching one, which has a connector, to
+		// the volume service to terminate its connection (cinder/volume/
+		// manager.py:4994-5002). A running server does not hold the
+		// delete: a reservation has no connection to cut.
+		{"reservation beside the attachment Nova records, server running -> delete the reservation",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"reservation beside Nova's attachment on a multiattach volume another server uses -> delete",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).server("s2", listsWith("v1", "a3", "/dev/vdb")).volume("v1", multiattach).
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved").attachment("a3", "v1", "s2", "attached"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"attaching attachment beside Nova's -> held (it has a connector)",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "attaching"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, AttachmentConnected}}},
+		{"reservation with connection info beside Nova's -> held",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved").connected("a2"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, AttachmentConnected}}},
+		{"reservation beside Nova's, server migrating -> held",
+			(&world{}).server("s1", task("migrating"), listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, ServerTaskState}}},
+		{"reservation beside Nova's, resize awaiting confirmation -> held",
+			(&world{}).server("s1", vmState("resized"), listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, ServerTransitional}}},
+		{"reservation beside Nova's, volume attaching for 30s -> held",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).volume("v1", status("attaching", 30*time.Second)).
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, VolumeTransitional}}},
+		{"reservation Nova's mapping records -> no finding (it is Nova's)",
+			(&world{}).server("s1", listsWith("v1", "a2", "/dev/vdb")).volume("v1", status("reserved", time.Hour)).
+				attachment("a2", "v1", "s1", "reserved"),
+			nil},
+		{"reservation beside Nova's attachment that is not attached yet -> no finding",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attaching").attachment("a2", "v1", "s1", "reserved"),
+			nil},
+		{"two attachments, mapping's attachment id not read -> no finding",
+			(&world{}).server("s1", lists("v1")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			nil},
 
 		// DanglingNovaAttachment. Nova's mappings: servers detail
 		// os-extended-volumes:volumes_attached and, with compute 2.89,

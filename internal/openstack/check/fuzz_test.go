@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 	"github.com/tether-dev/tether/internal/plan"
 )
@@ -105,11 +106,19 @@ func snapshotFrom(data []byte) *snapshot.Snapshot {
 //   - a volume in a transitional status younger than the grace period, or a
 //     multiattach volume that another idle server lists and holds, is never
 //     acted on;
+//   - a second attachment of a volume for a server (beside the attached one
+//     Nova's mapping records, for the same server and volume) may be
+//     deleted only when it is reserved without connection info, listed, and
+//     its server is listed and idle: Cinder then deletes it in its API
+//     alone, with no connection to cut (cinder/volume/api.py:2629-2631), so
+//     neither a running server nor other users of a multiattach volume
+//     hold it;
 //   - a server, volume or attachment that the lists do not show is gone
 //     only when a read by ID answered 404: no finding calls a volume gone,
 //     and no safe action rests on a server or attachment being gone,
 //     without that 404; nor does a safe action rest on an object that
-//     only a read by ID showed (outside the listed scope).
+//     only a read by ID showed (outside the listed scope), unless that read
+//     shows it deleted.
 func FuzzChecksNeverActUnsafely(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 1, 0})
@@ -201,6 +210,10 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 				t.Fatalf("safe on a volume %s for %s: %+v", v.Status, now.Sub(v.Updated), fd)
 			}
 			subject := string(fd.Object.UID)
+			if fd.Check == LeftoverCinderAttachment {
+				leftoverSafe(t, fd, attachment, server, outside, idle, deleted)
+				continue
+			}
 			if fd.Check == StaleCinderAttachment {
 				var at *snapshot.Attachment
 				for i := range s.Attachments {
@@ -216,8 +229,8 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 				if sv == nil && !s.Direct.Gone[at.Instance] {
 					t.Fatalf("safe on an attachment whose server %s no read by ID answered 404 for: %+v", at.Instance, fd)
 				}
-				if outside(at.Instance) {
-					t.Fatalf("safe on an attachment whose server %s is outside the lists: %+v", at.Instance, fd)
+				if outside(at.Instance) && !deleted(sv) {
+					t.Fatalf("safe on an attachment whose server %s exists outside the lists: %+v", at.Instance, fd)
 				}
 				if !deleted(sv) && (listed(sv, at.VolumeID) || !idle(sv) || !stopped(sv)) {
 					t.Fatalf("safe on an attachment whose server %+v lists the volume, is busy or may run: %+v", sv, fd)
@@ -258,6 +271,29 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			}
 		}
 	})
+}
+
+// leftoverSafe holds a safe LeftoverCinderAttachment finding to the rule
+// of the oracle above.
+func leftoverSafe(t *testing.T, fd drift.Finding, attachment func(string) *snapshot.Attachment, server func(string) *snapshot.Server,
+	outside func(string) bool, idle, deleted func(*snapshot.Server) bool) {
+	t.Helper()
+	at := attachment(fd.Object.Name)
+	if at == nil || outside(at.ID) || at.Status != "reserved" || at.Connected {
+		t.Fatalf("safe delete of an attachment that is not a listed reservation without connection info: %+v (%+v)", fd, at)
+	}
+	sv := server(at.Instance)
+	if deleted(sv) || outside(sv.ID) || !idle(sv) {
+		t.Fatalf("safe delete of a reservation whose server %+v is gone, outside the lists or busy: %+v", sv, fd)
+	}
+	i := slices.IndexFunc(sv.Volumes, func(m snapshot.ServerVolume) bool { return m.VolumeID == at.VolumeID })
+	if i < 0 || sv.Volumes[i].AttachmentID == "" || sv.Volumes[i].AttachmentID == at.ID {
+		t.Fatalf("safe delete of a reservation that Nova's mapping records, or beside no recorded attachment: %+v", fd)
+	}
+	used := attachment(sv.Volumes[i].AttachmentID)
+	if used == nil || used.Status != "attached" || used.Instance != sv.ID || used.VolumeID != at.VolumeID {
+		t.Fatalf("safe delete of a reservation beside %+v, which is not the server's attached attachment: %+v", used, fd)
+	}
 }
 
 func deepCopy(s *snapshot.Snapshot) *snapshot.Snapshot {
