@@ -249,6 +249,21 @@ func (w *World) StaleAttachment(t testing.TB, volume string) (attachmentID, serv
 	return a.ID, serverID
 }
 
+// Reserve creates a Cinder attachment of the volume for the server
+// without a connector (POST /attachments, block storage 3.54), as Nova's
+// first attach step does: Cinder records it reserved, with no connection
+// on the backend. On a volume the server already holds, Cinder allows it
+// for the same server only (a migration's second attachment), and it is
+// what a retried attach leaves behind. It returns the attachment's ID.
+func (w *World) Reserve(t testing.TB, server, volume string) string {
+	t.Helper()
+	a, err := attachments.Create(ctx(), w.BlockStorageClient(t), attachments.CreateOpts{VolumeUUID: volume, InstanceUUID: server, Mode: "rw"}).Extract()
+	if err != nil {
+		t.Fatalf("reserving volume %s for server %s (POST /attachments without a connector): %v", volume, server, err)
+	}
+	return a.ID
+}
+
 // ForgetBDM makes Nova forget the server's block device mapping of the
 // volume, as a lost database write or a hand edit does: the row is
 // soft-deleted in the cell database (Nova's own soft-delete: deleted = id).
