@@ -126,9 +126,9 @@ func TestChecks(t *testing.T) {
 	}{
 		// StaleCinderAttachment. Cinder's attachment statuses and volume
 		// statuses: api-ref/source/v3/attachments.inc and
-		// volumes-v3-volumes.inc; a server Nova does not list is what
-		// GET /servers/{id} answers 404 for.
-		{"attachment for a server Nova does not list -> delete the attachment",
+		// volumes-v3-volumes.inc; a server is gone when GET /servers/{id}
+		// answers 404.
+		{"attachment for a server Nova answers 404 for -> delete the attachment",
 			(&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached").gone("ghost"),
 			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
 		{"attachment for a server listed as deleted -> delete the attachment",

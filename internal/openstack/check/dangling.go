@@ -13,7 +13,10 @@ import (
 // on a server (os-extended-volumes:volumes_attached, and with compute 2.89
 // the attachment id it records) while Cinder holds no live attachment of
 // that volume for that server: the volume is gone, the attachment is gone,
-// or the attachment the mapping records belongs to another server.
+// or the attachment the mapping records belongs to another server. Gone is
+// a 404 to a read by ID (snapshot.Direct): a volume or recorded attachment
+// the lists only leave out holds the finding (Unconfirmed), and one that
+// exists outside them is evidence, never repaired (OutsideScope).
 func FindDanglingNovaAttachments(in Input) []drift.Finding {
 	var out []drift.Finding
 	for i := range in.Snapshot.Servers {

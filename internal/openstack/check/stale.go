@@ -10,8 +10,10 @@ import (
 )
 
 // FindStaleCinderAttachments finds Cinder attachments that hold a volume
-// for a server Nova does not list, lists as deleted, or lists without the
-// volume. Nova creates its block device mapping before it asks Cinder for
+// for a server Nova does not have (a read by ID answered 404), lists as
+// deleted, or lists without the volume; a server only the lists leave out
+// is no more than unconfirmed (Unconfirmed), and one that exists outside
+// them is evidence, never acted on (OutsideScope). Nova creates its block device mapping before it asks Cinder for
 // an attachment (reserve_block_device_name, then attachment_create) and
 // deletes the Cinder attachment before the mapping on detach, so in steady
 // state every live Cinder attachment has a mapping on its server; a
