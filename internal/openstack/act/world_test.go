@@ -416,7 +416,9 @@ func TestRootDiskIsNeverDetached(t *testing.T) {
 func TestDeleteLeftoverReservation(t *testing.T) {
 	w := ostest.Start(t)
 	e := executor(t, w)
-	s, v, used, left := leftover(t, w, "leftover")
+	s := w.Server(t, "leftover")
+	t.Cleanup(func() { w.DeleteServer(t, s) })
+	v, used, left := leftover(t, w, s, "leftover")
 	plannedDelete(t, e, check.LeftoverCinderAttachment, v, left)
 	if got := liveAttachments(t, w, v); len(got) != 1 || got[0] != used+"/"+s+"/attached" {
 		t.Fatalf("Cinder lists %v, want only %s attached to %s", got, used, s)
@@ -436,11 +438,13 @@ func TestDeleteLeftoverReservation(t *testing.T) {
 func TestLeftoverRefusedWhenItChanged(t *testing.T) {
 	w := ostest.Start(t)
 	e := executor(t, w)
-	s, v, used, left := leftover(t, w, "leftover-connected")
+	s := w.Server(t, "leftover-changed")
+	t.Cleanup(func() { w.DeleteServer(t, s) })
+	v, used, left := leftover(t, w, s, "leftover-connected")
 	f := planned(t, e, check.LeftoverCinderAttachment, v)
 	// Cinder refuses a connector for a second attachment of a
 	// non-multiattach volume while another has one ("duplicate connectors
-	// detected", cinder/volume/api.py:2512-2531), so the move to attaching
+	// detected", cinder/volume/api.py:2512-2532), so the move to attaching
 	// is written where Cinder's volume service writes it
 	// (manager.py:4921, db volume_attached).
 	cinderSQL(t, w, "update volume_attachment set attach_status = 'attaching' where id = ?", left)
@@ -449,25 +453,27 @@ func TestLeftoverRefusedWhenItChanged(t *testing.T) {
 		t.Fatalf("Cinder lists %v, want %s attached and %s attaching", got, used, left)
 	}
 
-	s2, v2, used2, left2 := leftover(t, w, "leftover-recorded")
+	v2, used2, left2 := leftover(t, w, s, "leftover-recorded")
 	f = planned(t, e, check.LeftoverCinderAttachment, v2)
-	sql(t, w, "update block_device_mapping set attachment_id = ? where instance_uuid = ? and volume_id = ? and deleted = 0", left2, s2, v2)
+	sql(t, w, "update block_device_mapping set attachment_id = ? where instance_uuid = ? and volume_id = ? and deleted = 0", left2, s, v2)
 	t.Cleanup(func() {
-		sql(t, w, "update block_device_mapping set attachment_id = ? where instance_uuid = ? and volume_id = ? and deleted = 0", used2, s2, v2)
+		sql(t, w, "update block_device_mapping set attachment_id = ? where instance_uuid = ? and volume_id = ? and deleted = 0", used2, s, v2)
 	})
 	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "no longer holds")
-	if got := liveAttachments(t, w, v2); len(got) != 2 || !slices.Contains(got, left2+"/"+s2+"/reserved") {
+	if got := liveAttachments(t, w, v2); len(got) != 2 || !slices.Contains(got, left2+"/"+s+"/reserved") {
 		t.Fatalf("Cinder lists %v, want %s still reserved beside %s", got, left2, used2)
 	}
 }
 
-// leftover attaches a new volume to a new server through Nova (used, the
+// leftover attaches a new volume to the server through Nova (used, the
 // attachment Nova records) and reserves it for the server again (left).
-func leftover(t *testing.T, w *ostest.World, name string) (server, volume, used, left string) {
+// (The tests of a package share Nova's quota of 10 servers: the leftover
+// tests delete theirs.)
+func leftover(t *testing.T, w *ostest.World, server, name string) (volume, used, left string) {
 	t.Helper()
-	server, volume = w.Server(t, name), w.Volume(t, name)
+	volume = w.Volume(t, name)
 	used = w.Attach(t, server, volume)
-	return server, volume, used, w.Reserve(t, server, volume)
+	return volume, used, w.Reserve(t, server, volume)
 }
 
 func novaHas(as []ostest.NovaAttachment, volume string) (ostest.NovaAttachment, bool) {
