@@ -28,7 +28,8 @@ func newOpenStack() *cobra.Command {
 		Short: "Audit and fix volume attachments where Nova and Cinder disagree",
 		Long: `Reads Nova's servers and the volumes they list, and Cinder's volumes and
 attachments (all projects; admin), and reports where the two records of one
-attachment disagree: DanglingNovaAttachment and StaleCinderAttachment.
+attachment disagree: DanglingNovaAttachment, StaleCinderAttachment and
+LeftoverCinderAttachment.
 The cloud comes from clouds.yaml, as for the openstack CLI (--os-cloud, OS_CLOUD).
 See docs/openstack.md.`,
 	}

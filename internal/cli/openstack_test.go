@@ -145,6 +145,96 @@ func TestOpenStackAuditAndFix(t *testing.T) {
 	w.WaitVolume(t, dangling, "available")
 }
 
+// TestOpenStackOtherProjectsVolumeIsNotGone (issue 32): a stopped server of
+// project admin uses a volume of project demo, attached through Nova by
+// the admin. Listed with --project admin, Cinder's volume and attachment
+// lists leave the volume out (they filter by the volume's project), yet
+// the volume exists: nothing may call it gone, in --project or
+// all-projects mode, and fix --apply changes nothing. Nova and Cinder
+// agree about the mapping, so no finding names it at all.
+func TestOpenStackOtherProjectsVolumeIsNotGone(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	s, v := w.Server(t, "cross-project"), w.VolumeIn(t, "demo", "cross-project")
+	at := w.Attach(t, s, v)
+	w.StopServer(t, s)
+
+	about := func(out string) []drift.Finding {
+		t.Helper()
+		var report AuditReport
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("audit -o json: %v: %s", err, out)
+		}
+		var fs []drift.Finding
+		for _, f := range report.Findings {
+			if f.Volume == v || string(f.Object.UID) == s || f.Object.Name == at {
+				fs = append(fs, f)
+			}
+		}
+		return fs
+	}
+	for _, scope := range [][]string{{"--project", w.Project}, {"--all-projects"}} {
+		_, out, stderr := runTether(t, append([]string{"openstack", "audit", "-o", "json"}, scope...)...)
+		if fs := about(out); len(fs) != 0 {
+			t.Errorf("audit %v: findings about server %s and volume %s of project demo: %+v\n%s", scope, s, v, fs, stderr)
+		}
+	}
+	code, out, stderr := runTether(t, "openstack", "fix", "--project", w.Project, "--grace", "1s", "--apply")
+	if code != ExitOK || strings.Contains(out, string(oscheck.VolumeGone)) || strings.Contains(out, "Applied") {
+		t.Errorf("fix --project %s --apply: exit %d\n%s\n%s", w.Project, code, out, stderr)
+	}
+	// Both services still hold the attachment.
+	if !w.NovaLists(t, s, v) {
+		t.Fatal("Nova lost its mapping")
+	}
+	if got := w.CinderAttachments(t, v); len(got) != 1 || got[0].ID != at || got[0].Status != "attached" {
+		t.Fatalf("Cinder lists %+v, want %s attached", got, at)
+	}
+	w.WaitVolume(t, v, "in-use")
+}
+
+// TestOpenStackFixLeftoverReservation (issue 32): a running server with a
+// volume attached through Nova and a second reservation of it for the same
+// server, a retried attach's leftover. audit reports the reservation
+// (seen once), fix --apply deletes it, and only it: Cinder keeps the
+// attachment Nova records, attached, and Nova keeps its mapping.
+func TestOpenStackFixLeftoverReservation(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	s, v := w.Server(t, "cli-leftover"), w.Volume(t, "cli-leftover")
+	used := w.Attach(t, s, v)
+	left := w.Reserve(t, s, v)
+
+	code, out, stderr := runTether(t, "openstack", "audit", "--check", oscheck.LeftoverCinderAttachment, "-o", "json")
+	var report AuditReport
+	if err := json.Unmarshal([]byte(out), &report); code != ExitFindings || err != nil {
+		t.Fatalf("audit: exit %d, %v\n%s\n%s", code, err, out, stderr)
+	}
+	var found []drift.Finding
+	for _, f := range report.Findings {
+		if f.Volume == v {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 || found[0].Object.Name != left || found[0].Action.Type != oscheck.DeleteCinderAttachment || found[0].Action.BlockedBy != drift.NotSeenTwice {
+		t.Fatalf("audit: findings about volume %s: %+v; want the reservation %s, a delete held NotSeenTwice", v, found, left)
+	}
+	code, out, stderr = runTether(t, "openstack", "fix", "--check", oscheck.LeftoverCinderAttachment, "--grace", "1s", "--apply")
+	if code != ExitOK || !strings.Contains(out, "Applied") || !strings.Contains(out, left) {
+		t.Fatalf("fix --apply: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if got := w.CinderAttachments(t, v); len(got) != 1 || got[0].ID != used || got[0].Status != "attached" {
+		t.Fatalf("Cinder lists %+v, want only %s attached", got, used)
+	}
+	if !w.NovaLists(t, s, v) {
+		t.Fatal("Nova lost its mapping")
+	}
+	w.WaitVolume(t, v, "in-use")
+	w.WaitServer(t, s, "ACTIVE")
+}
+
 // TestOpenStackAuditWithoutAdmin: Nova's policy lets only admins list all
 // projects' servers (os_compute_api:servers:detail:get_all_tenants); a
 // member gets 403, and the error names the role and --project.

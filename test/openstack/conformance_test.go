@@ -294,6 +294,69 @@ func TestServerDeleteReleasesVolumes(t *testing.T) {
 	}
 }
 
+// A second, reserved attachment of a volume for the server that holds it
+// (LeftoverCinderAttachment relies on each step):
+//   - Cinder reserves a non-multiattach volume that is in-use again for the
+//     same server (cinder/volume/api.py:2398-2414, the same-instance
+//     override for migrations): a new attachment, reserved, with no
+//     connection info, and the volume stays in-use;
+//   - its attachment records carry no creation time (cinder/api/v3/views/
+//     attachments.py:27-50), so the age of a reservation is what tether's
+//     seen-twice stage measures;
+//   - the operator's DELETE of the attachment Nova uses answers 409 (the
+//     guard asks Nova, api.py:2590-2616), and changes nothing;
+//   - the operator's DELETE of the reservation answers 200: an attachment
+//     without connection info passes the guard without asking Nova
+//     (api.py:2587-2588) and a reserved one is deleted in the API alone
+//     (api.py:2629-2631); the volume's status is set from the attachment
+//     left (api.py:2642), in-use, and Nova keeps its mapping.
+func TestReservationBesideNovasAttachment(t *testing.T) {
+	w := openstack.Start(t)
+	server, volume := w.Server(t, "reserved-twice"), w.Volume(t, "reserved-twice")
+	used := w.Attach(t, server, volume)
+	left := w.Reserve(t, server, volume)
+	bs := w.BlockStorageClient(t)
+
+	var raw struct {
+		Attachment map[string]any `json:"attachment"`
+	}
+	resp, err := bs.Get(bg, bs.ServiceURL("attachments", left), &raw, nil)
+	if err != nil {
+		t.Fatalf("GET /attachments/%s: %v", left, err)
+	}
+	resp.Body.Close()
+	a := raw.Attachment
+	if a["status"] != "reserved" || a["instance"] != server || a["volume_id"] != volume {
+		t.Fatalf("the second reservation: %v; want reserved for server %s and volume %s", a, server, volume)
+	}
+	if ci, _ := a["connection_info"].(map[string]any); len(ci) != 0 {
+		t.Errorf("the reservation has connection info %v; want none (no connector was given)", ci)
+	}
+	if _, has := a["created_at"]; has {
+		t.Errorf("Cinder's attachment shows created_at %v; tether measures a reservation's age by seeing it twice, and could use it", a["created_at"])
+	}
+	if v := w.GetVolume(t, volume); v.Status != "in-use" {
+		t.Errorf("volume %s after the second reservation: %s; want in-use", volume, v.Status)
+	}
+
+	code, body := call(t, bs, http.MethodDelete, bs.ServiceURL("attachments", used), nil, nil)
+	if code != http.StatusConflict || !strings.Contains(body, "using the Compute API") {
+		t.Fatalf("a plain DELETE of attachment %s that Nova uses answered %d %s; want 409 ConflictNovaUsingAttachment", used, code, body)
+	}
+	code, body = call(t, bs, http.MethodDelete, bs.ServiceURL("attachments", left), nil, nil)
+	if code != http.StatusOK {
+		t.Fatalf("a plain DELETE of the reservation %s answered %d %s; want 200", left, code, body)
+	}
+	as := w.CinderAttachments(t, volume)
+	if len(as) != 1 || as[0].ID != used || as[0].Status != "attached" {
+		t.Fatalf("Cinder lists %+v after deleting the reservation; want only %s, attached", as, used)
+	}
+	w.WaitVolume(t, volume, "in-use")
+	if na, ok := novaHas(w.NovaAttachments(t, server), volume); !ok || na.AttachmentID != used {
+		t.Errorf("Nova lists %+v for volume %s; want its mapping with attachment %s", na, volume, used)
+	}
+}
+
 // Nova shows a server's vm_state and task_state to admins
 // (nova/api/openstack/compute/views/servers.py:348-357); tether holds servers
 // with a task. An idle server has vm_state active and task_state null.

@@ -101,7 +101,7 @@ func (e *Executor) apply(ctx context.Context, f drift.Finding) drift.Result {
 	}
 	server, volume := string(f.Object.UID), f.Volume
 	var attachment *snapshot.Attachment
-	if f.Check == check.StaleCinderAttachment {
+	if f.Object.Kind == "Attachment" {
 		at, err := observe.Attachment(ctx, e.Clients, f.Object.Name)
 		if err != nil {
 			return failed("live re-read", err)

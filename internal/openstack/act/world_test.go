@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,19 @@ func planned(t *testing.T, e *Executor, checkName, volume string) drift.Finding 
 	return found[0]
 }
 
+// plannedDelete plans the check's finding about the volume, which must be
+// a safe delete of the attachment, and applies it; applied again, the same
+// plan finds the attachment gone.
+func plannedDelete(t *testing.T, e *Executor, checkName, volume, attachment string) {
+	t.Helper()
+	f := planned(t, e, checkName, volume)
+	if f.Object.Name != attachment || f.Action.Type != check.DeleteCinderAttachment || !f.Action.Safe {
+		t.Fatalf("plan: %+v, want a safe delete of attachment %s", f, attachment)
+	}
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "deleted Cinder attachment "+attachment)
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "AlreadyGone")
+}
+
 // novaDB is the world's Nova cell database (world.env TETHER_OS_NOVA_DB).
 func novaDB(t *testing.T, w *ostest.World) string {
 	t.Helper()
@@ -76,12 +90,24 @@ func novaDB(t *testing.T, w *ostest.World) string {
 // or a stuck Nova task would leave it.
 func sql(t *testing.T, w *ostest.World, stmt string, args ...string) {
 	t.Helper()
+	sqlOn(t, novaDB(t, w), stmt, args...)
+}
+
+// cinderSQL runs one statement with args on Cinder's database, as an
+// interrupted Cinder request would leave it.
+func cinderSQL(t *testing.T, w *ostest.World, stmt string, args ...string) {
+	t.Helper()
+	sqlOn(t, filepath.Join(w.Dir, "cinder", "cinder.sqlite"), stmt, args...)
+}
+
+func sqlOn(t *testing.T, db, stmt string, args ...string) {
+	t.Helper()
 	const script = `import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 n = db.execute(sys.argv[2], sys.argv[3:]).rowcount
 db.commit()
 print(n)`
-	out, err := exec.Command("/usr/bin/python3", append([]string{"-c", script, novaDB(t, w), stmt}, args...)...).CombinedOutput()
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-c", script, db, stmt}, args...)...).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "1" {
 		t.Fatalf("%s %v: %v: %s (want 1 row changed)", stmt, args, err, out)
 	}
@@ -108,18 +134,12 @@ func TestDeleteAttachmentOfServerNovaDoesNotKnow(t *testing.T) {
 	e := executor(t, w)
 	v := w.Volume(t, "stale-ghost")
 	a, _ := w.StaleAttachment(t, v)
-	f := planned(t, e, check.StaleCinderAttachment, v)
-	if f.Object.Name != a || f.Action.Type != check.DeleteCinderAttachment || !f.Action.Safe {
-		t.Fatalf("plan: %+v", f)
-	}
-	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "deleted Cinder attachment")
+	plannedDelete(t, e, check.StaleCinderAttachment, v, a)
 	// Cinder: no attachment left, the volume is available again.
 	if got := liveAttachments(t, w, v); len(got) != 0 {
 		t.Fatalf("Cinder still lists %v", got)
 	}
 	w.WaitVolume(t, v, "available")
-	// Applying the same plan again finds the attachment gone.
-	wantOutcome(t, e.Apply(context.Background(), f), drift.Applied, "AlreadyGone")
 }
 
 func TestForceDetachWhereNovaForgotTheMapping(t *testing.T) {
@@ -385,4 +405,82 @@ func TestRootDiskIsNeverDetached(t *testing.T) {
 	if !w.NovaLists(t, s, v) {
 		t.Fatal("Nova lost the root disk's mapping")
 	}
+}
+
+// TestDeleteLeftoverReservation: a volume attached through Nova (the
+// attachment Nova's mapping records) and a second reservation of it for the
+// same server, as a retried attach leaves it. The plan deletes the
+// reservation, on a running server too (a reservation has no connection to
+// cut); afterwards Cinder holds only Nova's attachment, still attached,
+// the volume stays in-use and Nova still records that attachment.
+func TestDeleteLeftoverReservation(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s := w.Server(t, "leftover")
+	t.Cleanup(func() { w.DeleteServer(t, s) })
+	v, used, left := leftover(t, w, s, "leftover")
+	plannedDelete(t, e, check.LeftoverCinderAttachment, v, left)
+	if got := liveAttachments(t, w, v); len(got) != 1 || got[0] != used+"/"+s+"/attached" {
+		t.Fatalf("Cinder lists %v, want only %s attached to %s", got, used, s)
+	}
+	if a, ok := novaHas(w.NovaAttachments(t, s), v); !ok || a.AttachmentID != used {
+		t.Fatalf("Nova records %+v for volume %s, want attachment %s", a, v, used)
+	}
+	w.WaitVolume(t, v, "in-use")
+	w.WaitServer(t, s, "ACTIVE")
+}
+
+// TestLeftoverRefusedWhenItChanged: the live re-check right before the
+// DELETE refuses when the reservation moved on since the plan (attaching,
+// as Cinder records it once a connector is given: its delete would
+// terminate that connection), and when Nova's mapping now records the
+// reservation itself. Nothing is deleted.
+func TestLeftoverRefusedWhenItChanged(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s := w.Server(t, "leftover-changed")
+	t.Cleanup(func() { w.DeleteServer(t, s) })
+	v, used, left := leftover(t, w, s, "leftover-connected")
+	f := planned(t, e, check.LeftoverCinderAttachment, v)
+	// Cinder refuses a connector for a second attachment of a
+	// non-multiattach volume while another has one ("duplicate connectors
+	// detected", cinder/volume/api.py:2512-2532), so the move to attaching
+	// is written where Cinder's volume service writes it
+	// (manager.py:4921, db volume_attached).
+	cinderSQL(t, w, "update volume_attachment set attach_status = 'attaching' where id = ?", left)
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, string(check.AttachmentConnected))
+	if got := liveAttachments(t, w, v); len(got) != 2 || !slices.Contains(got, used+"/"+s+"/attached") || !slices.Contains(got, left+"/"+s+"/attaching") {
+		t.Fatalf("Cinder lists %v, want %s attached and %s attaching", got, used, left)
+	}
+
+	v2, used2, left2 := leftover(t, w, s, "leftover-recorded")
+	f = planned(t, e, check.LeftoverCinderAttachment, v2)
+	sql(t, w, "update block_device_mapping set attachment_id = ? where instance_uuid = ? and volume_id = ? and deleted = 0", left2, s, v2)
+	t.Cleanup(func() {
+		sql(t, w, "update block_device_mapping set attachment_id = ? where instance_uuid = ? and volume_id = ? and deleted = 0", used2, s, v2)
+	})
+	wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "no longer holds")
+	if got := liveAttachments(t, w, v2); len(got) != 2 || !slices.Contains(got, left2+"/"+s+"/reserved") {
+		t.Fatalf("Cinder lists %v, want %s still reserved beside %s", got, left2, used2)
+	}
+}
+
+// leftover attaches a new volume to the server through Nova (used, the
+// attachment Nova records) and reserves it for the server again (left).
+// (The tests of a package share Nova's quota of 10 servers: the leftover
+// tests delete theirs.)
+func leftover(t *testing.T, w *ostest.World, server, name string) (volume, used, left string) {
+	t.Helper()
+	volume = w.Volume(t, name)
+	used = w.Attach(t, server, volume)
+	return volume, used, w.Reserve(t, server, volume)
+}
+
+func novaHas(as []ostest.NovaAttachment, volume string) (ostest.NovaAttachment, bool) {
+	for _, a := range as {
+		if a.VolumeID == volume {
+			return a, true
+		}
+	}
+	return ostest.NovaAttachment{}, false
 }

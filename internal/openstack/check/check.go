@@ -24,6 +24,10 @@ const (
 	// StaleCinderAttachment: Cinder holds an attachment for a server that
 	// does not exist, is deleted, or does not list the volume.
 	StaleCinderAttachment = "StaleCinderAttachment"
+	// LeftoverCinderAttachment: Cinder holds a second attachment (reserved
+	// or attaching) of a volume for a server that has the volume through
+	// the attachment Nova's mapping records.
+	LeftoverCinderAttachment = "LeftoverCinderAttachment"
 )
 
 // Action types (contract: they appear in JSON output and plans).
@@ -76,6 +80,19 @@ const (
 	// RootVolume: the mapping is the server's root disk, which Nova never
 	// detaches.
 	RootVolume drift.BlockReason = "RootVolume"
+	// Unconfirmed: an object the finding rests on is missing from the
+	// lists, and no read by ID answered 404 for it (the read failed, or was
+	// not made): tether calls nothing gone on a list alone.
+	Unconfirmed drift.BlockReason = "Unconfirmed"
+	// OutsideScope: an object the repair rests on exists, but outside what
+	// the lists showed (a volume or server of another project than
+	// --project, or one the credentials do not list): tether does not act
+	// on what its scope leaves out.
+	OutsideScope drift.BlockReason = "OutsideScope"
+	// AttachmentConnected: the attachment has had a connector (attaching,
+	// or connection info): deleting it makes Cinder terminate that
+	// connection on the backend, which the server may use.
+	AttachmentConnected drift.BlockReason = "AttachmentConnected"
 )
 
 // DefaultGrace is the grace period unless the policy says otherwise.
@@ -118,6 +135,9 @@ func All() []Check {
 		{Row: drift.Row{Name: StaleCinderAttachment, Doc: "Cinder holds an attachment for a server that does not exist, is deleted, or does not list the volume",
 			Page: "docs/checks/" + StaleCinderAttachment + ".md", Subjects: []string{"Attachment"}, Actions: []drift.ActionType{DeleteCinderAttachment, ForceDetachVolume}},
 			Run: FindStaleCinderAttachments},
+		{Row: drift.Row{Name: LeftoverCinderAttachment, Doc: "Cinder holds a second, reserved or attaching, attachment of a volume for a server that has it through the attachment Nova's mapping records",
+			Page: "docs/checks/" + LeftoverCinderAttachment + ".md", Subjects: []string{"Attachment"}, Actions: []drift.ActionType{DeleteCinderAttachment}},
+			Run: FindLeftoverCinderAttachments},
 	}
 }
 

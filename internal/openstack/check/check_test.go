@@ -1,6 +1,7 @@
 package check
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,40 @@ func (w *world) volume(id string, opts ...func(*snapshot.Volume)) *world {
 
 func (w *world) attachment(id, volume, server, status string) *world {
 	w.s.Attachments = append(w.s.Attachments, snapshot.Attachment{ID: id, VolumeID: volume, Instance: server, Status: status})
+	return w
+}
+
+// connected gives the attachments connection info (a connector was given).
+func (w *world) connected(ids ...string) *world {
+	for i := range w.s.Attachments {
+		if slices.Contains(ids, w.s.Attachments[i].ID) {
+			w.s.Attachments[i].Connected = true
+		}
+	}
+	return w
+}
+
+// gone records that reads by ID of ids answered 404.
+func (w *world) gone(ids ...string) *world {
+	for _, id := range ids {
+		w.s.Direct.MarkGone(id)
+	}
+	return w
+}
+
+// unread records that reads by ID of ids failed (a 503, a timeout).
+func (w *world) unread(ids ...string) *world {
+	for _, id := range ids {
+		w.s.Direct.MarkUnread(id, errors.New("Cinder answered 503: Service Unavailable"))
+	}
+	return w
+}
+
+// outside adds objects that only a read by ID showed (another project's).
+func (w *world) outside(more *world) *world {
+	w.s.Direct.Servers = append(w.s.Direct.Servers, more.s.Servers...)
+	w.s.Direct.Volumes = append(w.s.Direct.Volumes, more.s.Volumes...)
+	w.s.Direct.Attachments = append(w.s.Direct.Attachments, more.s.Attachments...)
 	return w
 }
 
@@ -91,10 +126,10 @@ func TestChecks(t *testing.T) {
 	}{
 		// StaleCinderAttachment. Cinder's attachment statuses and volume
 		// statuses: api-ref/source/v3/attachments.inc and
-		// volumes-v3-volumes.inc; a server Nova does not list is what
-		// GET /servers/{id} answers 404 for.
-		{"attachment for a server Nova does not list -> delete the attachment",
-			(&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached"),
+		// volumes-v3-volumes.inc; a server is gone when GET /servers/{id}
+		// answers 404.
+		{"attachment for a server Nova answers 404 for -> delete the attachment",
+			(&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached").gone("ghost"),
 			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
 		{"attachment for a server listed as deleted -> delete the attachment",
 			(&world{}).server("s1", vmState("deleted")).volume("v1").attachment("a1", "v1", "s1", "attached"),
@@ -106,7 +141,7 @@ func TestChecks(t *testing.T) {
 			(&world{}).server("s1", vmState("soft-deleted"), lists("v1")).volume("v1").attachment("a1", "v1", "s1", "attached"),
 			nil},
 		{"detached attachment -> no finding",
-			(&world{}).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "ghost", "detached"),
+			(&world{}).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "ghost", "detached").gone("ghost"),
 			nil},
 		{"stopped server that does not list the volume -> force detach",
 			(&world{}).server("s1", stopped).volume("v1").attachment("a1", "v1", "s1", "attached"),
@@ -138,18 +173,101 @@ func TestChecks(t *testing.T) {
 			(&world{}).server("s1", stopped).volume("v1", status("attaching", 30*time.Second)).attachment("a1", "v1", "s1", "attaching"),
 			[]want{{StaleCinderAttachment, ForceDetachVolume, false, VolumeTransitional}}},
 		{"volume reserved for 30s for a gone server -> held",
-			(&world{}).volume("v1", status("reserved", 30*time.Second)).attachment("a1", "v1", "ghost", "reserved"),
+			(&world{}).volume("v1", status("reserved", 30*time.Second)).attachment("a1", "v1", "ghost", "reserved").gone("ghost"),
 			[]want{{StaleCinderAttachment, DeleteCinderAttachment, false, VolumeTransitional}}},
 		{"volume reserved for 10m for a gone server -> delete",
-			(&world{}).volume("v1", status("reserved", 10*time.Minute)).attachment("a1", "v1", "ghost", "reserved"),
+			(&world{}).volume("v1", status("reserved", 10*time.Minute)).attachment("a1", "v1", "ghost", "reserved").gone("ghost"),
 			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
 		{"multiattach volume another server uses -> held",
 			(&world{}).server("s2", lists("v1")).volume("v1", multiattach).
-				attachment("a1", "v1", "ghost", "attached").attachment("a2", "v1", "s2", "attached"),
+				attachment("a1", "v1", "ghost", "attached").gone("ghost").attachment("a2", "v1", "s2", "attached"),
 			[]want{{StaleCinderAttachment, DeleteCinderAttachment, false, MultiattachInUse}}},
 		{"multiattach volume with no other user -> delete",
-			(&world{}).volume("v1", multiattach).attachment("a1", "v1", "ghost", "attached"),
+			(&world{}).volume("v1", multiattach).attachment("a1", "v1", "ghost", "attached").gone("ghost"),
 			[]want{{StaleCinderAttachment, DeleteCinderAttachment, true, ""}}},
+
+		// Gone only on a 404 to a read by ID (issue 32): the lists are
+		// narrowed to a project or to what the credentials see, and Cinder
+		// filters attachments by their volume's project
+		// (cinder/db/sqlalchemy/api.py:2474-2486), so an object the lists
+		// leave out may exist.
+		{"attachment for a server not listed and not read -> held, not gone",
+			(&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, false, Unconfirmed}}},
+		{"attachment for a server whose read failed -> held, not gone",
+			(&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached").unread("ghost"),
+			[]want{{StaleCinderAttachment, DeleteCinderAttachment, false, Unconfirmed}}},
+		{"attachment for another project's server that lists the volume -> no finding",
+			(&world{}).volume("v1").attachment("a1", "v1", "s9", "attached").outside((&world{}).server("s9", stopped, lists("v1"))),
+			nil},
+		{"attachment for another project's stopped server that does not list the volume -> held outside scope",
+			(&world{}).volume("v1").attachment("a1", "v1", "s9", "attached").outside((&world{}).server("s9", stopped)),
+			[]want{{StaleCinderAttachment, ForceDetachVolume, false, OutsideScope}}},
+		{"mapping of a volume not listed whose read failed -> held, not gone",
+			(&world{}).server("s1", stopped, lists("v1")).unread("v1"),
+			[]want{{DanglingNovaAttachment, drift.None, false, Unconfirmed}}},
+		{"mapping of another project's volume Cinder holds for the server -> no finding",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).
+				outside((&world{}).volume("v1").attachment("a1", "v1", "s1", "attached")),
+			nil},
+		{"mapping of another project's volume with no attachment for the server -> held outside scope",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).gone("a1").
+				outside((&world{}).volume("v1", status("available", time.Hour))),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, OutsideScope}}},
+		{"mapping whose recorded attachment is not listed and not read -> held",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1", status("available", time.Hour)),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, false, Unconfirmed}}},
+		{"mapping whose recorded attachment answered 404 -> recreate and detach",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1", status("available", time.Hour)).gone("a1"),
+			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
+
+		// LeftoverCinderAttachment: a second attachment of the volume for
+		// the server, beside the one Nova's mapping records. Cinder deletes
+		// a reserved attachment in its API alone (cinder/volume/api.py:
+		// 2629-2631) and hands an attaching one, which has a connector, to
+		// the volume service to terminate its connection (cinder/volume/
+		// manager.py:4994-5002). A running server does not hold the
+		// delete: a reservation has no connection to cut.
+		{"reservation beside the attachment Nova records, server running -> delete the reservation",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"reservation beside Nova's attachment on a multiattach volume another server uses -> delete",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).server("s2", listsWith("v1", "a3", "/dev/vdb")).volume("v1", multiattach).
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved").attachment("a3", "v1", "s2", "attached"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, true, ""}}},
+		{"attaching attachment beside Nova's -> held (it has a connector)",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "attaching"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, AttachmentConnected}}},
+		{"reservation with connection info beside Nova's -> held",
+			(&world{}).server("s1", stopped, listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved").connected("a2"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, AttachmentConnected}}},
+		{"reservation beside Nova's, server migrating -> held",
+			(&world{}).server("s1", task("migrating"), listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, ServerTaskState}}},
+		{"reservation beside Nova's, resize awaiting confirmation -> held",
+			(&world{}).server("s1", vmState("resized"), listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, ServerTransitional}}},
+		{"reservation beside Nova's, volume attaching for 30s -> held",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).volume("v1", status("attaching", 30*time.Second)).
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			[]want{{LeftoverCinderAttachment, DeleteCinderAttachment, false, VolumeTransitional}}},
+		{"reservation Nova's mapping records -> no finding (it is Nova's)",
+			(&world{}).server("s1", listsWith("v1", "a2", "/dev/vdb")).volume("v1", status("reserved", time.Hour)).
+				attachment("a2", "v1", "s1", "reserved"),
+			nil},
+		{"reservation beside Nova's attachment that is not attached yet -> no finding",
+			(&world{}).server("s1", listsWith("v1", "a1", "/dev/vdb")).volume("v1").
+				attachment("a1", "v1", "s1", "attaching").attachment("a2", "v1", "s1", "reserved"),
+			nil},
+		{"two attachments, mapping's attachment id not read -> no finding",
+			(&world{}).server("s1", lists("v1")).volume("v1").
+				attachment("a1", "v1", "s1", "attached").attachment("a2", "v1", "s1", "reserved"),
+			nil},
 
 		// DanglingNovaAttachment. Nova's mappings: servers detail
 		// os-extended-volumes:volumes_attached and, with compute 2.89,
@@ -189,8 +307,8 @@ func TestChecks(t *testing.T) {
 		{"mapping with only a detached attachment -> finding",
 			(&world{}).server("s1", stopped, lists("v1")).volume("v1", status("available", time.Hour)).attachment("a1", "v1", "s1", "detached"),
 			[]want{{DanglingNovaAttachment, RecreateAttachmentAndDetach, true, ""}}},
-		{"mapping of a volume Cinder does not list -> no action",
-			(&world{}).server("s1", lists("v1")),
+		{"mapping of a volume Cinder answers 404 for -> no action",
+			(&world{}).server("s1", lists("v1")).gone("v1"),
 			[]want{{DanglingNovaAttachment, drift.None, false, VolumeGone}}},
 		{"volume attached to another server -> no action, and no stale finding for it",
 			(&world{}).server("s1", lists("v1")).server("s2", lists("v1")).volume("v1").attachment("a2", "v1", "s2", "attached"),
@@ -242,7 +360,7 @@ func TestChecks(t *testing.T) {
 // its first observation, and the driver's stage holds it NotSeenTwice
 // until the grace has passed since its first sighting.
 func TestChecksLeaveSeenTwiceToTheDriver(t *testing.T) {
-	w := (&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached")
+	w := (&world{}).volume("v1").attachment("a1", "v1", "ghost", "attached").gone("ghost")
 	fs := Run(&w.s, Policy{Grace: time.Minute}, now)
 	if len(fs) != 1 || !fs[0].Action.Safe {
 		t.Fatalf("the check alone: want one safe finding, got %+v", fs)
@@ -270,7 +388,7 @@ func TestFindingNamesProjectAndSubject(t *testing.T) {
 }
 
 func TestRunSelectsChecks(t *testing.T) {
-	w := (&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)).attachment("a2", "v2", "ghost", "attached")
+	w := (&world{}).server("s1", lists("v1")).volume("v1", status("available", time.Hour)).attachment("a2", "v2", "ghost", "attached").gone("ghost")
 	if fs := Run(&w.s, Policy{Checks: []string{StaleCinderAttachment}}, now); len(fs) != 1 || fs[0].Check != StaleCinderAttachment {
 		t.Fatalf("--check StaleCinderAttachment: %+v", fs)
 	}

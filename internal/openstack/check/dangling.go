@@ -13,7 +13,10 @@ import (
 // on a server (os-extended-volumes:volumes_attached, and with compute 2.89
 // the attachment id it records) while Cinder holds no live attachment of
 // that volume for that server: the volume is gone, the attachment is gone,
-// or the attachment the mapping records belongs to another server.
+// or the attachment the mapping records belongs to another server. Gone is
+// a 404 to a read by ID (snapshot.Direct): a volume or recorded attachment
+// the lists only leave out holds the finding (Unconfirmed), and one that
+// exists outside them is evidence, never repaired (OutsideScope).
 func FindDanglingNovaAttachments(in Input) []drift.Finding {
 	var out []drift.Finding
 	for i := range in.Snapshot.Servers {
@@ -57,10 +60,15 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (drift.Fi
 	v := in.Index.Volumes[sv.VolumeID]
 	others := in.liveOthers(sv.VolumeID, s.ID)
 	switch {
-	case v == nil:
-		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder does not list", s.ID, s.Name, sv.VolumeID)
-		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack volume show %s: not listed by Cinder (volumes list, all projects)", sv.VolumeID))
+	case v == nil && in.gone(sv.VolumeID):
+		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder does not have", s.ID, s.Name, sv.VolumeID)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack volume show %s: No volume found (GET /volumes/%s answered 404)", sv.VolumeID, sv.VolumeID))
 		f.Action = drift.Action{Type: drift.None, BlockedBy: VolumeGone, Remedy: goneRemedy(s, sv)}
+	case v == nil:
+		f.Message = fmt.Sprintf("server %s (%s) lists volume %s, which Cinder's volume list did not show; whether it exists is unknown", s.ID, s.Name, sv.VolumeID)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack volume show %s: not in Cinder's volume list, and %s", sv.VolumeID, in.unknown(sv.VolumeID)))
+		f.Action = drift.Action{Type: drift.None, BlockedBy: Unconfirmed,
+			Remedy: fmt.Sprintf("confirm with `openstack volume show %s` and run tether again; it calls a volume gone only when a read by ID answers 404", sv.VolumeID)}
 	case elsewhere:
 		f.Message = fmt.Sprintf("server %s (%s) records Cinder attachment %s for volume %s, which Cinder holds for server %s", s.ID, s.Name, recorded.ID, sv.VolumeID, recorded.Instance)
 		f.Evidence = append(f.Evidence, in.volumeFacts(v), in.attachmentFacts(sv.VolumeID))
@@ -78,6 +86,8 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (drift.Fi
 			f.Action.Type = drift.None
 			f.Action.Remedy = fmt.Sprintf("the mapping is the root disk (%s) of server %s, which Nova never detaches; rebuild or delete the server", sv.Device, s.ID)
 		}
+		in.holdUnconfirmedAttachment(&f, sv.AttachmentID, recorded)
+		in.holdOutside(&f.Action, "volume", v.ID)
 		holdServer(&f.Action, s, sv.VolumeID)
 		in.holdVolume(&f.Action, v, s.ID)
 		if f.Action.Safe && v.Status != "available" {
@@ -85,6 +95,22 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (drift.Fi
 		}
 	}
 	return f, true
+}
+
+// holdUnconfirmedAttachment holds f's repair while the attachment the
+// mapping records (id) is missing and no read by ID answered 404 for it.
+func (in Input) holdUnconfirmedAttachment(f *drift.Finding, id string, recorded *snapshot.Attachment) {
+	if id == "" || recorded != nil {
+		return
+	}
+	if in.gone(id) {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack --os-volume-api-version 3.27 volume attachment show %s: not found (GET /attachments/%s answered 404)", id, id))
+		return
+	}
+	f.Evidence = append(f.Evidence, fmt.Sprintf("Cinder attachment %s that the mapping records: not in Cinder's attachment list, and %s", id, in.unknown(id)))
+	if f.Action.Safe {
+		f.Action.Safe, f.Action.BlockedBy = false, Unconfirmed
+	}
 }
 
 // liveOthers are the live Cinder attachments of the volume for servers

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 	"github.com/tether-dev/tether/internal/plan"
 )
@@ -54,7 +55,34 @@ func snapshotFrom(data []byte) *snapshot.Snapshot {
 	}
 	for i := range int(next() % 7) {
 		s.Attachments = append(s.Attachments, snapshot.Attachment{ID: fmt.Sprintf("a%d", i), VolumeID: pick(volumes),
-			Instance: pick(servers), Status: pick(astat)})
+			Instance: pick(servers), Status: pick(astat), Connected: next()%2 == 0})
+	}
+	// What reads by ID said of what the lists did not show: s3, v3 and a9
+	// (and an attachment number the list did not reach) are gone, unread,
+	// not read, or exist outside the lists.
+	for _, id := range []string{"s3", "v3", "a9", pick([]string{"a4", "a5", "a6"})} {
+		switch next() % 4 {
+		case 0:
+			s.Direct.MarkGone(id)
+		case 1:
+			s.Direct.MarkUnread(id, fmt.Errorf("503"))
+		case 2:
+			switch id[0] {
+			case 's':
+				sv := snapshot.Server{ID: id, Name: id, Project: "q", Status: "SHUTOFF", VMState: pick(vms)}
+				if next()%2 == 0 {
+					sv.Volumes = append(sv.Volumes, snapshot.ServerVolume{VolumeID: pick(volumes)})
+				}
+				s.Direct.Servers = append(s.Direct.Servers, sv)
+			case 'v':
+				s.Direct.Volumes = append(s.Direct.Volumes, snapshot.Volume{ID: id, Project: "q", Status: pick(vstat), Updated: now.Add(-time.Hour)})
+			default:
+				if !slices.ContainsFunc(s.Attachments, func(a snapshot.Attachment) bool { return a.ID == id }) {
+					s.Direct.Attachments = append(s.Direct.Attachments, snapshot.Attachment{ID: id, VolumeID: pick(volumes),
+						Instance: pick(servers), Status: pick(astat), Connected: next()%2 == 0})
+				}
+			}
+		}
 	}
 	return s
 }
@@ -77,7 +105,20 @@ func snapshotFrom(data []byte) *snapshot.Snapshot {
 //     say;
 //   - a volume in a transitional status younger than the grace period, or a
 //     multiattach volume that another idle server lists and holds, is never
-//     acted on.
+//     acted on;
+//   - a second attachment of a volume for a server (beside the attached one
+//     Nova's mapping records, for the same server and volume) may be
+//     deleted only when it is reserved without connection info, listed, and
+//     its server is listed and idle: Cinder then deletes it in its API
+//     alone, with no connection to cut (cinder/volume/api.py:2629-2631), so
+//     neither a running server nor other users of a multiattach volume
+//     hold it;
+//   - a server, volume or attachment that the lists do not show is gone
+//     only when a read by ID answered 404: no finding calls a volume gone,
+//     and no safe action rests on a server or attachment being gone,
+//     without that 404; nor does a safe action rest on an object that
+//     only a read by ID showed (outside the listed scope), unless that read
+//     shows it deleted.
 func FuzzChecksNeverActUnsafely(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 1, 0})
@@ -106,20 +147,44 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			t.Fatal("Run is not deterministic")
 		}
 		server := func(id string) *snapshot.Server {
-			for i := range s.Servers {
-				if s.Servers[i].ID == id {
-					return &s.Servers[i]
+			for _, xs := range [][]snapshot.Server{s.Servers, s.Direct.Servers} {
+				for i := range xs {
+					if xs[i].ID == id {
+						return &xs[i]
+					}
 				}
 			}
 			return nil
 		}
 		volume := func(id string) *snapshot.Volume {
-			for i := range s.Volumes {
-				if s.Volumes[i].ID == id {
-					return &s.Volumes[i]
+			for _, xs := range [][]snapshot.Volume{s.Volumes, s.Direct.Volumes} {
+				for i := range xs {
+					if xs[i].ID == id {
+						return &xs[i]
+					}
 				}
 			}
 			return nil
+		}
+		outside := func(id string) bool {
+			return slices.ContainsFunc(s.Direct.Servers, func(x snapshot.Server) bool { return x.ID == id }) ||
+				slices.ContainsFunc(s.Direct.Volumes, func(x snapshot.Volume) bool { return x.ID == id }) ||
+				slices.ContainsFunc(s.Direct.Attachments, func(x snapshot.Attachment) bool { return x.ID == id })
+		}
+		attachment := func(id string) *snapshot.Attachment {
+			for _, xs := range [][]snapshot.Attachment{s.Attachments, s.Direct.Attachments} {
+				for i := range xs {
+					if xs[i].ID == id {
+						return &xs[i]
+					}
+				}
+			}
+			return nil
+		}
+		for _, fd := range fs {
+			if fd.Action.BlockedBy == VolumeGone && (volume(fd.Volume) != nil || !s.Direct.Gone[fd.Volume]) {
+				t.Fatalf("volume %s called gone without a 404: %+v", fd.Volume, fd)
+			}
 		}
 		listed := func(sv *snapshot.Server, v string) bool {
 			return sv != nil && slices.ContainsFunc(sv.Volumes, func(m snapshot.ServerVolume) bool { return m.VolumeID == v })
@@ -145,6 +210,10 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 				t.Fatalf("safe on a volume %s for %s: %+v", v.Status, now.Sub(v.Updated), fd)
 			}
 			subject := string(fd.Object.UID)
+			if fd.Check == LeftoverCinderAttachment {
+				leftoverSafe(t, fd, attachment, server, outside, idle, deleted)
+				continue
+			}
 			if fd.Check == StaleCinderAttachment {
 				var at *snapshot.Attachment
 				for i := range s.Attachments {
@@ -156,7 +225,14 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 					t.Fatalf("safe on an attachment that is not live: %+v", fd)
 				}
 				subject = at.Instance
-				if sv := server(at.Instance); !deleted(sv) && (listed(sv, at.VolumeID) || !idle(sv) || !stopped(sv)) {
+				sv := server(at.Instance)
+				if sv == nil && !s.Direct.Gone[at.Instance] {
+					t.Fatalf("safe on an attachment whose server %s no read by ID answered 404 for: %+v", at.Instance, fd)
+				}
+				if outside(at.Instance) && !deleted(sv) {
+					t.Fatalf("safe on an attachment whose server %s exists outside the lists: %+v", at.Instance, fd)
+				}
+				if !deleted(sv) && (listed(sv, at.VolumeID) || !idle(sv) || !stopped(sv)) {
 					t.Fatalf("safe on an attachment whose server %+v lists the volume, is busy or may run: %+v", sv, fd)
 				}
 			} else {
@@ -169,12 +245,20 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 						t.Fatalf("safe repair although Cinder holds %+v: %+v", at, fd)
 					}
 				}
-				if v == nil || v.Status != "available" {
-					t.Fatalf("safe repair of a volume that is not available: %+v", fd)
+				for _, at := range s.Direct.Attachments {
+					if at.VolumeID == fd.Volume && at.Instance == subject && live(at.Status) {
+						t.Fatalf("safe repair although a read by ID shows %+v: %+v", at, fd)
+					}
+				}
+				if v == nil || v.Status != "available" || outside(v.ID) {
+					t.Fatalf("safe repair of a volume that is not available, or outside the lists: %+v", fd)
 				}
 				for _, m := range sv.Volumes {
 					if m.VolumeID == fd.Volume && sv.RootDevice != "" && m.Device == sv.RootDevice {
 						t.Fatalf("safe repair of the root disk: %+v", fd)
+					}
+					if m.VolumeID == fd.Volume && m.AttachmentID != "" && attachment(m.AttachmentID) == nil && !s.Direct.Gone[m.AttachmentID] {
+						t.Fatalf("safe repair although the recorded attachment %s was not read as gone: %+v", m.AttachmentID, fd)
 					}
 				}
 			}
@@ -187,6 +271,29 @@ func FuzzChecksNeverActUnsafely(f *testing.F) {
 			}
 		}
 	})
+}
+
+// leftoverSafe holds a safe LeftoverCinderAttachment finding to the rule
+// of the oracle above.
+func leftoverSafe(t *testing.T, fd drift.Finding, attachment func(string) *snapshot.Attachment, server func(string) *snapshot.Server,
+	outside func(string) bool, idle, deleted func(*snapshot.Server) bool) {
+	t.Helper()
+	at := attachment(fd.Object.Name)
+	if at == nil || outside(at.ID) || at.Status != "reserved" || at.Connected {
+		t.Fatalf("safe delete of an attachment that is not a listed reservation without connection info: %+v (%+v)", fd, at)
+	}
+	sv := server(at.Instance)
+	if deleted(sv) || outside(sv.ID) || !idle(sv) {
+		t.Fatalf("safe delete of a reservation whose server %+v is gone, outside the lists or busy: %+v", sv, fd)
+	}
+	i := slices.IndexFunc(sv.Volumes, func(m snapshot.ServerVolume) bool { return m.VolumeID == at.VolumeID })
+	if i < 0 || sv.Volumes[i].AttachmentID == "" || sv.Volumes[i].AttachmentID == at.ID {
+		t.Fatalf("safe delete of a reservation that Nova's mapping records, or beside no recorded attachment: %+v", fd)
+	}
+	used := attachment(sv.Volumes[i].AttachmentID)
+	if used == nil || used.Status != "attached" || used.Instance != sv.ID || used.VolumeID != at.VolumeID {
+		t.Fatalf("safe delete of a reservation beside %+v, which is not the server's attached attachment: %+v", used, fd)
+	}
 }
 
 func deepCopy(s *snapshot.Snapshot) *snapshot.Snapshot {

@@ -58,16 +58,60 @@ func serverStopped(s *snapshot.Server) bool {
 // as a's action cuts the compute host's connection to the volume, while
 // the server is not stopped.
 func holdServer(a *drift.Action, s *snapshot.Server, volumeID string) {
+	holdServerBusy(a, s)
+	if s != nil && a.Safe && !serverStopped(s) {
+		a.Safe, a.BlockedBy = false, ServerRunning
+		a.Remedy = runningRemedy(s, volumeID, a.Remedy)
+	}
+}
+
+// holdServerBusy blocks a's action while Nova is working on the server: a
+// task, or a vm_state Nova still works through.
+func holdServerBusy(a *drift.Action, s *snapshot.Server) {
 	switch {
 	case s == nil || !a.Safe:
 	case s.TaskState != "":
 		a.Safe, a.BlockedBy = false, ServerTaskState
 	case slices.Contains(transitionalServer, s.VMState):
 		a.Safe, a.BlockedBy = false, ServerTransitional
-	case !serverStopped(s):
-		a.Safe, a.BlockedBy = false, ServerRunning
-		a.Remedy = runningRemedy(s, volumeID, a.Remedy)
 	}
+}
+
+// holdOutside blocks a's action when one of ids exists only outside what
+// the lists showed, and says so in the remedy.
+func (in Input) holdOutside(a *drift.Action, what string, ids ...string) {
+	for _, id := range ids {
+		if a.Safe && in.Index.Outside[id] {
+			a.Safe, a.BlockedBy = false, OutsideScope
+			a.Remedy = fmt.Sprintf("%s %s exists but was not in this run's lists (another project than --project, or one these credentials do not list); tether acts only within its scope: run it again with --all-projects as admin, or with --project naming that project (repair by hand: %s)",
+				what, id, a.Remedy)
+		}
+	}
+}
+
+// gone says whether a read by ID of id answered 404.
+func (in Input) gone(id string) bool { return in.Snapshot.Direct.Gone[id] }
+
+// unknown says why an object that the lists did not show is not known to
+// be gone.
+func (in Input) unknown(id string) string {
+	if why, ok := in.Snapshot.Direct.Unread[id]; ok {
+		return "reading it by ID failed: " + why
+	}
+	return "it was not read by ID"
+}
+
+// holdVolumeTransitional blocks a's action while the volume is in a
+// transitional status younger than the grace period.
+func (in Input) holdVolumeTransitional(a *drift.Action, v *snapshot.Volume) bool {
+	if v == nil || !a.Safe {
+		return false
+	}
+	if slices.Contains(transitionalVolume, v.Status) && in.Now.Sub(v.Updated) < in.Policy.grace() {
+		a.Safe, a.BlockedBy = false, VolumeTransitional
+		return true
+	}
+	return false
 }
 
 // runningRemedy says why a server that is not stopped holds the repair of
@@ -82,11 +126,7 @@ func runningRemedy(s *snapshot.Server, volumeID, then string) string {
 // status younger than the grace period, or multiattach and used by a
 // server other than subject.
 func (in Input) holdVolume(a *drift.Action, v *snapshot.Volume, subject string) {
-	if v == nil || !a.Safe {
-		return
-	}
-	if slices.Contains(transitionalVolume, v.Status) && in.Now.Sub(v.Updated) < in.Policy.grace() {
-		a.Safe, a.BlockedBy = false, VolumeTransitional
+	if v == nil || !a.Safe || in.holdVolumeTransitional(a, v) {
 		return
 	}
 	if v.Multiattach && len(in.usersOtherThan(v.ID, subject)) > 0 {

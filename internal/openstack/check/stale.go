@@ -10,8 +10,10 @@ import (
 )
 
 // FindStaleCinderAttachments finds Cinder attachments that hold a volume
-// for a server Nova does not list, lists as deleted, or lists without the
-// volume. Nova creates its block device mapping before it asks Cinder for
+// for a server Nova does not have (a read by ID answered 404), lists as
+// deleted, or lists without the volume; a server only the lists leave out
+// is no more than unconfirmed (Unconfirmed), and one that exists outside
+// them is evidence, never acted on (OutsideScope). Nova creates its block device mapping before it asks Cinder for
 // an attachment (reserve_block_device_name, then attachment_create) and
 // deletes the Cinder attachment before the mapping on detach, so in steady
 // state every live Cinder attachment has a mapping on its server; a
@@ -58,10 +60,15 @@ func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) drift.Finding
 		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack volume show %s: not listed by Cinder", at.VolumeID))
 	}
 	switch {
-	case s == nil:
-		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s, which Nova does not list", at.ID, at.VolumeID, at.Instance)
-		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack server show %s: not listed by Nova (servers list, all projects)", at.Instance))
+	case s == nil && in.gone(at.Instance):
+		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s, which Nova does not have", at.ID, at.VolumeID, at.Instance)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack server show %s: No server found (GET /servers/%s answered 404)", at.Instance, at.Instance))
 		f.Action = drift.Action{Type: DeleteCinderAttachment, Safe: true, Remedy: deleteRemedy(at)}
+	case s == nil:
+		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s, which Nova's server list did not show; whether it exists is unknown", at.ID, at.VolumeID, at.Instance)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("openstack server show %s: not in Nova's server list, and %s", at.Instance, in.unknown(at.Instance)))
+		f.Action = drift.Action{Type: DeleteCinderAttachment, BlockedBy: Unconfirmed,
+			Remedy: fmt.Sprintf("confirm with `openstack server show %s` and run tether again; it calls a server gone only when a read by ID answers 404", at.Instance)}
 	case serverGone(s):
 		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s, which Nova lists as deleted", at.ID, at.VolumeID, at.Instance)
 		f.Evidence = append(f.Evidence, serverFacts(s))
@@ -70,6 +77,7 @@ func (in Input) stale(at *snapshot.Attachment, s *snapshot.Server) drift.Finding
 		f.Message = fmt.Sprintf("Cinder attachment %s holds volume %s for server %s (%s), which does not list the volume", at.ID, at.VolumeID, s.ID, s.Name)
 		f.Evidence = append(f.Evidence, serverFacts(s), serverVolumesFacts(s))
 		f.Action = drift.Action{Type: ForceDetachVolume, Safe: true, Remedy: forceDetachRemedy(at)}
+		in.holdOutside(&f.Action, "server", s.ID)
 		holdServer(&f.Action, s, at.VolumeID)
 	}
 	in.holdVolume(&f.Action, v, at.Instance)

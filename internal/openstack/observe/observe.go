@@ -3,7 +3,10 @@
 // attachment records, all projects, paginated. The number of requests
 // grows with pages, not with servers: per-server requests are made only
 // for the few servers whose records disagree with Cinder's (for the
-// attachment and BDM ids Nova's server list does not show).
+// attachment and BDM ids Nova's server list does not show), and reads by
+// ID only for the objects records name that the lists did not show. Only
+// such a read's 404 makes an object gone (snapshot.Direct); a list alone
+// never does.
 //
 // It only reads. The live reads act makes before a write (Subject) go
 // through the same code, so the check re-run there sees what an audit sees.
@@ -41,7 +44,9 @@ type Options struct {
 
 // Observe reads a snapshot: servers (detail), volumes (detail) and Cinder
 // attachments, each list paginated, then os-volume_attachments of the
-// servers that list a volume Cinder does not hold for them.
+// servers that list a volume Cinder holds for them not exactly once (none,
+// or a second attachment beside the one Nova records), then by ID what the
+// records name and the lists did not show (readDirect).
 func Observe(ctx context.Context, c *Clients, o Options) (*snapshot.Snapshot, error) {
 	now := time.Now
 	if o.Now != nil {
@@ -58,16 +63,16 @@ func Observe(ctx context.Context, c *Clients, o Options) (*snapshot.Snapshot, er
 	if s.Attachments, err = listAttachments(ctx, c.BlockStorage, attachments.ListOpts{AllTenants: true, ProjectID: o.Project}, o.PageSize); err != nil {
 		return nil, err
 	}
-	held := map[[2]string]bool{}
+	held := map[[2]string]int{}
 	for _, a := range s.Attachments {
-		if a.Status != "detached" && a.Status != "deleted" {
-			held[[2]string{a.Instance, a.VolumeID}] = true
+		if live(a.Status) {
+			held[[2]string{a.Instance, a.VolumeID}]++
 		}
 	}
 	for i := range s.Servers {
 		sv := &s.Servers[i]
 		for _, m := range sv.Volumes {
-			if !held[[2]string{sv.ID, m.VolumeID}] {
+			if held[[2]string{sv.ID, m.VolumeID}] != 1 {
 				if err := readMappings(ctx, c.Compute, sv); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 					return nil, err
 				}
@@ -75,6 +80,7 @@ func Observe(ctx context.Context, c *Clients, o Options) (*snapshot.Snapshot, er
 			}
 		}
 	}
+	readDirect(ctx, c, s, "")
 	return s, nil
 }
 
@@ -192,7 +198,7 @@ func listAttachments(ctx context.Context, c *gophercloud.ServiceClient, opts att
 			}
 			seen[a.ID] = true
 			fresh++
-			out = append(out, snapshot.Attachment{ID: a.ID, VolumeID: a.VolumeID, Instance: a.Instance, Status: a.Status})
+			out = append(out, attachmentModel(a))
 		}
 		if fresh == 0 {
 			return out, nil

@@ -21,6 +21,45 @@ type Snapshot struct {
 	// in every attach status, including reserved and attaching ones that
 	// a volume's own attachments list leaves out.
 	Attachments []Attachment
+	// Direct is what was read by ID about the objects the records above
+	// name and the lists did not show.
+	Direct Direct
+}
+
+// Direct holds the reads by ID of the objects that one record names (the
+// volume of a server's mapping, the server of a Cinder attachment, the
+// attachment a mapping records) and the lists did not show. Only a 404 to
+// such a read makes an object gone: the lists are narrowed to a project,
+// or to what the credentials may see, and can leave out an object that
+// exists.
+type Direct struct {
+	// Servers, Volumes and Attachments answered the read: they exist, but
+	// outside what the lists showed (another project, say). The checks use
+	// them as evidence and never act on them.
+	Servers     []Server
+	Volumes     []Volume
+	Attachments []Attachment
+	// Gone are the IDs whose read by ID answered 404.
+	Gone map[string]bool
+	// Unread are the IDs whose read by ID failed in any other way (5xx,
+	// timeout, 403), with the error: whether they exist is unknown.
+	Unread map[string]string
+}
+
+// MarkGone records that a read of id by ID answered 404.
+func (d *Direct) MarkGone(id string) {
+	if d.Gone == nil {
+		d.Gone = map[string]bool{}
+	}
+	d.Gone[id] = true
+}
+
+// MarkUnread records that a read of id by ID failed with err.
+func (d *Direct) MarkUnread(id string, err error) {
+	if d.Unread == nil {
+		d.Unread = map[string]string{}
+	}
+	d.Unread[id] = err.Error()
 }
 
 // Server is one Nova server.
@@ -72,14 +111,21 @@ type Attachment struct {
 	// Status is attach_status: reserved, attaching, attached, detaching,
 	// error_attaching, error_detaching, detached.
 	Status string
+	// Connected: the attachment carries connection info (a connector was
+	// given: attachment update, or create with a connector), so the
+	// backend has a connection for it that deleting it terminates.
+	Connected bool
 }
 
-// Index finds servers, volumes and attachments by id.
+// Index finds servers, volumes and attachments by id, those of the lists
+// and those read by ID (Direct) alike.
 type Index struct {
 	Servers             map[string]*Server
 	Volumes             map[string]*Volume
 	AttachmentsByVolume map[string][]*Attachment
 	Attachments         map[string]*Attachment
+	// Outside are the IDs of the objects that only a read by ID showed.
+	Outside map[string]bool
 }
 
 // Index builds the lookup maps of s.
@@ -89,19 +135,34 @@ func (s *Snapshot) Index() *Index {
 		Volumes:             make(map[string]*Volume, len(s.Volumes)),
 		AttachmentsByVolume: make(map[string][]*Attachment, len(s.Attachments)),
 		Attachments:         make(map[string]*Attachment, len(s.Attachments)),
+		Outside:             map[string]bool{},
 	}
-	for i := range s.Servers {
-		ix.Servers[s.Servers[i].ID] = &s.Servers[i]
+	ix.add(s.Servers, s.Volumes, s.Attachments, false)
+	ix.add(s.Direct.Servers, s.Direct.Volumes, s.Direct.Attachments, true)
+	return ix
+}
+
+func (ix *Index) add(servers []Server, volumes []Volume, attachments []Attachment, outside bool) {
+	for i := range servers {
+		ix.Servers[servers[i].ID] = &servers[i]
+		ix.outside(servers[i].ID, outside)
 	}
-	for i := range s.Volumes {
-		ix.Volumes[s.Volumes[i].ID] = &s.Volumes[i]
+	for i := range volumes {
+		ix.Volumes[volumes[i].ID] = &volumes[i]
+		ix.outside(volumes[i].ID, outside)
 	}
-	for i := range s.Attachments {
-		a := &s.Attachments[i]
+	for i := range attachments {
+		a := &attachments[i]
 		ix.Attachments[a.ID] = a
 		ix.AttachmentsByVolume[a.VolumeID] = append(ix.AttachmentsByVolume[a.VolumeID], a)
+		ix.outside(a.ID, outside)
 	}
-	return ix
+}
+
+func (ix *Index) outside(id string, outside bool) {
+	if outside {
+		ix.Outside[id] = true
+	}
 }
 
 // Lists says whether the server's BDMs name the volume.

@@ -27,7 +27,20 @@ func (w *World) ProviderClient(t testing.TB) *gophercloud.ProviderClient {
 
 func (w *World) authenticate(t testing.TB) (*gophercloud.ProviderClient, gophercloud.EndpointOpts) {
 	t.Helper()
-	ao, eo, _, err := clouds.Parse(clouds.WithCloudName(w.Cloud), clouds.WithLocations(w.CloudsYAML))
+	return w.authenticateIn(t, "")
+}
+
+// authenticateIn authenticates as the clouds.yaml's user, scoped to
+// project (the clouds.yaml's own when empty). The world's Keystone stub
+// gives that user the admin role in any project, and its catalog names the
+// project in Cinder's endpoint.
+func (w *World) authenticateIn(t testing.TB, project string) (*gophercloud.ProviderClient, gophercloud.EndpointOpts) {
+	t.Helper()
+	opts := []clouds.ParseOption{clouds.WithCloudName(w.Cloud), clouds.WithLocations(w.CloudsYAML)}
+	if project != "" {
+		opts = append(opts, clouds.WithProjectID(project))
+	}
+	ao, eo, _, err := clouds.Parse(opts...)
 	if err != nil {
 		t.Fatalf("reading %s: %v", w.CloudsYAML, err)
 	}
@@ -48,6 +61,18 @@ func (w *World) serviceClient(t testing.TB, service, microversion string,
 		t.Fatalf("%s endpoint of cloud %s: %v", service, w.Cloud, err)
 	}
 	c.Microversion = microversion
+	return c
+}
+
+// BlockStorageClientIn is a Cinder client scoped to another project (its
+// volumes are created in that project), at BlockStorageMicroversion.
+func (w *World) BlockStorageClientIn(t testing.TB, project string) *gophercloud.ServiceClient {
+	t.Helper()
+	c, err := gcos.NewBlockStorageV3(w.authenticateIn(t, project))
+	if err != nil {
+		t.Fatalf("block-storage endpoint of cloud %s in project %s: %v", w.Cloud, project, err)
+	}
+	c.Microversion = BlockStorageMicroversion
 	return c
 }
 

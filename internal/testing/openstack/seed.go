@@ -87,7 +87,21 @@ func (w *World) WaitServer(t testing.TB, id, status string) {
 // the volume's ID.
 func (w *World) Volume(t testing.TB, name string) string {
 	t.Helper()
-	v, err := volumes.Create(ctx(), w.BlockStorageClient(t), volumes.CreateOpts{Name: name, Size: 1}, nil).Extract()
+	return w.createVolume(t, w.BlockStorageClient(t), name)
+}
+
+// VolumeIn creates a 1 GiB volume in another project (Cinder records the
+// token's project as its owner) and waits until it is available. The
+// world's admin may attach it to a server of its own project, as an admin
+// can in a real cloud.
+func (w *World) VolumeIn(t testing.TB, project, name string) string {
+	t.Helper()
+	return w.createVolume(t, w.BlockStorageClientIn(t, project), name)
+}
+
+func (w *World) createVolume(t testing.TB, c *gophercloud.ServiceClient, name string) string {
+	t.Helper()
+	v, err := volumes.Create(ctx(), c, volumes.CreateOpts{Name: name, Size: 1}, nil).Extract()
 	if err != nil {
 		t.Fatalf("creating volume %s: %v", name, err)
 	}
@@ -171,10 +185,11 @@ func (w *World) NovaAttachments(t testing.TB, server string) []NovaAttachment {
 	return out
 }
 
-// CinderAttachments lists Cinder's attachment records of a volume.
+// CinderAttachments lists Cinder's attachment records of a volume, in
+// whichever project the volume is (all_tenants: the world's user is admin).
 func (w *World) CinderAttachments(t testing.TB, volume string) []attachments.Attachment {
 	t.Helper()
-	pages, err := attachments.List(w.BlockStorageClient(t), attachments.ListOpts{VolumeID: volume}).AllPages(ctx())
+	pages, err := attachments.List(w.BlockStorageClient(t), attachments.ListOpts{VolumeID: volume, AllTenants: true}).AllPages(ctx())
 	if err != nil {
 		t.Fatalf("listing the Cinder attachments of volume %s: %v", volume, err)
 	}
@@ -232,6 +247,21 @@ func (w *World) StaleAttachment(t testing.TB, volume string) (attachmentID, serv
 	}
 	w.WaitVolume(t, volume, "in-use")
 	return a.ID, serverID
+}
+
+// Reserve creates a Cinder attachment of the volume for the server
+// without a connector (POST /attachments, block storage 3.54), as Nova's
+// first attach step does: Cinder records it reserved, with no connection
+// on the backend. On a volume the server already holds, Cinder allows it
+// for the same server only (a migration's second attachment), and it is
+// what a retried attach leaves behind. It returns the attachment's ID.
+func (w *World) Reserve(t testing.TB, server, volume string) string {
+	t.Helper()
+	a, err := attachments.Create(ctx(), w.BlockStorageClient(t), attachments.CreateOpts{VolumeUUID: volume, InstanceUUID: server, Mode: "rw"}).Extract()
+	if err != nil {
+		t.Fatalf("reserving volume %s for server %s (POST /attachments without a connector): %v", volume, server, err)
+	}
+	return a.ID
 }
 
 // ForgetBDM makes Nova forget the server's block device mapping of the
