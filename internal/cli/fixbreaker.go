@@ -74,3 +74,71 @@ func (b *controllerBreaker) Count(ctx context.Context, f drift.Finding, r drift.
 		fmt.Fprintf(b.stderr, "warning: actions not recorded in namespace %s for the controller's blast-radius limit: %v\n", b.namespace, err)
 	}
 }
+
+// Tell says what this run's planned actions do to the controller's
+// blast-radius window (issue: one budget, said out loud): fix records them
+// where the controller counts them, so they fill its window, but they never
+// trip its breaker. Read from the limit the controller publishes beside its
+// breaker and from the records of the window. A dry run says what --apply
+// would do.
+func (b *controllerBreaker) Tell(ctx context.Context, planned int) string {
+	if planned == 0 {
+		return ""
+	}
+	c, err := clients.New(b.config)
+	if err != nil {
+		return ""
+	}
+	l, found, err := findingrecord.ReadLimits(ctx, c, b.namespace)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("warning: the controller's blast-radius limit in %s cannot be read (%v): what this run does to it cannot be told", b.namespace, err)
+	case !found:
+		return fmt.Sprintf("note: no tether controller publishes its blast-radius limit in namespace %s (--controller-namespace): this run's actions are recorded there all the same, where a controller would count them (never tripping its breaker)", b.namespace)
+	}
+	br, err := findingrecord.Breaker(ctx, c, b.namespace)
+	if err != nil {
+		return fmt.Sprintf("warning: the controller's blast-radius breaker in %s cannot be read: %v", b.namespace, err)
+	}
+	var list v1alpha1.FindingList
+	scope := "in every namespace"
+	if err := c.List(ctx, &list); err != nil {
+		// Without a cluster-wide list, the controller's namespace (fix's
+		// own records, and those of cluster-scoped subjects) is a lower
+		// bound.
+		scope = "in namespace " + b.namespace + " (the other namespaces could not be listed)"
+		list.Items = nil
+		if err := c.List(ctx, &list, client.InNamespace(b.namespace)); err != nil {
+			return fmt.Sprintf("warning: the controller's window in %s cannot be read (%v): what this run does to it cannot be told", b.namespace, err)
+		}
+	}
+	return budgetNote(b.namespace, l, br, list.Items, scope, planned, time.Now())
+}
+
+// budgetNote is Tell's sentence, from the controller's limit l, its
+// breaker, the records recs (read scope) and the planned actions at now.
+func budgetNote(ns string, l findingrecord.Limits, br findingrecord.BreakerState, recs []v1alpha1.Finding, scope string, planned int, now time.Time) string {
+	if br.Tripped {
+		return fmt.Sprintf("note: the controller's blast-radius breaker %s/%s is tripped: it acts on nothing until `tether controller reset-breaker -n %s`", ns, findingrecord.BreakerName, ns)
+	}
+	own, supervised := 0, 0
+	for i := range recs {
+		rec := &recs[i]
+		if !findingrecord.InWindow(rec, now, l.Interval) || rec.Status.LastAttempt.Time.Before(br.ResetAt) {
+			continue
+		}
+		if findingrecord.Supervised(rec) {
+			supervised++
+		} else {
+			own++
+		}
+	}
+	head := fmt.Sprintf("note: the controller in %s allows %d actions per %s; its window holds %d now (%d of them by tether fix), counted %s; this run's %d planned action(s) are recorded there",
+		ns, l.Max, l.Interval, own+supervised, supervised, scope, planned)
+	after := own + supervised + planned
+	if after >= l.Max {
+		return head + fmt.Sprintf(" and fill it (%d of %d): the controller then waits, acting on nothing, until enough actions leave its window (at the latest about %s); they never trip its breaker",
+			after, l.Max, now.Add(l.Interval).UTC().Format("15:04 MST"))
+	}
+	return head + fmt.Sprintf(", leaving it room for %d action(s) of its own; they never trip its breaker", l.Max-after)
+}

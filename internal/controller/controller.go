@@ -38,8 +38,10 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/protect"
@@ -168,6 +170,11 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if checks || o.Config.DanglingOnRestart.Enabled {
+		if err := mgr.Add(publishLimits(rs, o)); err != nil {
+			return nil, err
+		}
+	}
 	var tenants []*tenant.Watch
 	if checks {
 		if tenants, err = setupChecks(mgr, o, policy, rs); err != nil {
@@ -191,6 +198,20 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// publishLimits records, on the leader, the blast-radius limit beside the
+// breaker (findingrecord.PublishLimits), for `tether fix` to say what its
+// actions do to this controller's window. A failure is logged: the limit
+// still holds here, only fix cannot tell it.
+func publishLimits(rs *records.Keeper, o Options) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		l := findingrecord.Limits{Max: o.Config.BlastRadius.MaxActions, Interval: o.Config.BlastRadius.Interval.Duration}
+		if err := findingrecord.PublishLimits(ctx, rs.Live, o.Namespace, l); err != nil {
+			o.Log.Error(err, "the blast-radius limit was not published for tether fix", "record", o.Namespace+"/"+findingrecord.LimitsName)
+		}
+		return nil
+	}
 }
 
 // oneAtATime turns leader election on for a process started without it

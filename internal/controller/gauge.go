@@ -59,13 +59,14 @@ func (g gauges) refresh(ctx context.Context) {
 type findingLabels struct{ check, phase, severity string }
 
 // count sets tether_findings and tether_findings_oldest_timestamp_seconds
-// from the records; the breaker record is no finding (see breaker).
+// from the records; the breaker and limits records are no findings (see
+// breaker).
 func (g gauges) count(recs []v1alpha1.Finding) {
 	n := map[findingLabels]int{}
 	oldest := map[findingLabels]time.Time{}
 	for i := range recs {
 		f := &recs[i]
-		if f.Spec.Check == findingrecord.BreakerCheck {
+		if findingrecord.NoFinding(f) {
 			continue
 		}
 		l := findingLabels{f.Spec.Check, string(f.Status.Phase), f.Status.Severity}

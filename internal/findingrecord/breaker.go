@@ -3,6 +3,8 @@ package findingrecord
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -195,4 +197,110 @@ func pruneFixRecords(ctx context.Context, c client.Client, ns string, now time.T
 		}
 	}
 	return nil
+}
+
+// The controller publishes its blast-radius limit in a record of its own
+// beside the breaker, so that `tether fix` can say, before it acts, what its
+// actions do to the controller's window. (Not on the breaker record: one
+// created without a status reads as tripped.)
+const (
+	LimitsName  = "blast-radius-limits"
+	LimitsCheck = "BlastRadiusLimits"
+	// AnnotationMaxActions and AnnotationInterval hold the limit.
+	AnnotationMaxActions = "tether.dev/max-actions"
+	AnnotationInterval   = "tether.dev/interval"
+)
+
+// Limits is a controller's blast-radius limit: at most Max actions within
+// any window of length Interval.
+type Limits struct {
+	Max      int
+	Interval time.Duration
+}
+
+// PublishLimits records l in namespace ns (create, or update the record's
+// annotations).
+func PublishLimits(ctx context.Context, c client.Client, ns string, l Limits) error {
+	want := map[string]string{AnnotationMaxActions: strconv.Itoa(l.Max), AnnotationInterval: l.Interval.String()}
+	rec := v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: LimitsName, Labels: map[string]string{v1alpha1.LabelCheck: LimitsCheck}, Annotations: want},
+		Spec: v1alpha1.FindingSpec{ID: LimitsName, Check: LimitsCheck,
+			Subject: v1alpha1.SubjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}},
+	}
+	err := c.Create(ctx, &rec)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(&rec), &rec); err != nil {
+		return err
+	}
+	if rec.Annotations[AnnotationMaxActions] == want[AnnotationMaxActions] && rec.Annotations[AnnotationInterval] == want[AnnotationInterval] {
+		return nil
+	}
+	if rec.Annotations == nil {
+		rec.Annotations = map[string]string{}
+	}
+	maps.Copy(rec.Annotations, want)
+	return c.Update(ctx, &rec)
+}
+
+// ReadLimits reads the limit published in namespace ns; found is false when
+// there is none (no controller records there, or one older than the
+// record).
+func ReadLimits(ctx context.Context, r client.Reader, ns string) (l Limits, found bool, err error) {
+	var rec v1alpha1.Finding
+	err = r.Get(ctx, client.ObjectKey{Namespace: ns, Name: LimitsName}, &rec)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return Limits{}, false, nil
+	case err != nil:
+		return Limits{}, false, err
+	}
+	l.Max, err = strconv.Atoi(rec.Annotations[AnnotationMaxActions])
+	if err != nil || l.Max < 1 {
+		return Limits{}, false, fmt.Errorf("%s/%s: annotation %s=%q is not a positive number", ns, LimitsName, AnnotationMaxActions, rec.Annotations[AnnotationMaxActions])
+	}
+	l.Interval, err = time.ParseDuration(rec.Annotations[AnnotationInterval])
+	if err != nil || l.Interval <= 0 {
+		return Limits{}, false, fmt.Errorf("%s/%s: annotation %s=%q is not a positive duration", ns, LimitsName, AnnotationInterval, rec.Annotations[AnnotationInterval])
+	}
+	return l, true, nil
+}
+
+// Supervised reports whether a record is of an action of `tether fix`,
+// which counts in the controller's window but never trips its breaker.
+func Supervised(rec *v1alpha1.Finding) bool { return rec.Spec.Check == FixCheck }
+
+// NoFinding reports whether a record is the controller's own bookkeeping
+// (the breaker, the published limit) rather than a finding.
+func NoFinding(rec *v1alpha1.Finding) bool {
+	return rec.Spec.Check == BreakerCheck || rec.Spec.Check == LimitsCheck
+}
+
+// ResolvedAfterAction is the reason of a record whose condition went after
+// an action was claimed and its outcome never stored: it counts in the
+// window as if it had applied.
+const ResolvedAfterAction = "ResolvedAfterAction"
+
+// ActedOn reports whether a record's last action changed something or may
+// have: Applied, Pending, or resolved after a claim whose outcome was never
+// stored.
+func ActedOn(rec *v1alpha1.Finding) bool {
+	switch rec.Status.Reason {
+	case "Applied", "Pending", ResolvedAfterAction:
+		return true
+	}
+	return false
+}
+
+// InWindow reports whether a record's last action counts in a
+// blast-radius window of length interval ending at now: it changed
+// something or may have (ActedOn, or claimed and still Acting), and lies
+// within the window. The breaker and limits records never count.
+func InWindow(rec *v1alpha1.Finding, now time.Time, interval time.Duration) bool {
+	la := rec.Status.LastAttempt
+	if la == nil || now.Sub(la.Time) >= interval || NoFinding(rec) {
+		return false
+	}
+	return ActedOn(rec) || rec.Status.Phase == v1alpha1.PhaseActing
 }

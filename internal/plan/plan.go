@@ -57,6 +57,10 @@ type Survey struct {
 type Breaker interface {
 	Allows(ctx context.Context) error
 	Count(ctx context.Context, f drift.Finding, r drift.Result)
+	// Tell says, before anything is changed (and in a dry run, of what
+	// --apply would do), what this run's planned actions do to the shared
+	// limit; "" says nothing.
+	Tell(ctx context.Context, planned int) string
 }
 
 // Options are what one run plans and applies with.
@@ -147,6 +151,17 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 			fmt.Fprintf(o.Notes, "note: the anomaly guard would refuse --apply: %s\n", strings.Join(guard, "; "))
 		case o.Guard.Override:
 			fmt.Fprintf(o.Notes, "warning: anomaly guard overridden (%s): %s\n", o.Guard.flag(), strings.Join(guard, "; "))
+		}
+	}
+	if o.Breaker != nil && o.Notes != nil {
+		planned := 0
+		for _, it := range rep.Items {
+			if it.Planned {
+				planned++
+			}
+		}
+		if line := o.Breaker.Tell(ctx, planned); line != "" {
+			fmt.Fprintln(o.Notes, line)
 		}
 	}
 	if !o.Apply {

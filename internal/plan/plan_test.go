@@ -57,9 +57,15 @@ func (x *fakeFixer) SeenTwice(f drift.Finding) time.Duration {
 type fakeBreaker struct {
 	refuse  error
 	counted []string
+	told    []int
 }
 
 func (b *fakeBreaker) Allows(context.Context) error { return b.refuse }
+
+func (b *fakeBreaker) Tell(_ context.Context, planned int) string {
+	b.told = append(b.told, planned)
+	return fmt.Sprintf("note: %d planned", planned)
+}
 func (b *fakeBreaker) Count(_ context.Context, f drift.Finding, _ drift.Result) {
 	b.counted = append(b.counted, f.ID)
 }
@@ -87,7 +93,8 @@ func planned(r Report) []string {
 func TestRun_dryRunPlansAndChangesNothing(t *testing.T) {
 	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), blocked("b"), safe("c")}}}
 	b := &fakeBreaker{refuse: errors.New("tripped")}
-	rep, err := Run(context.Background(), x, Options{Max: 1, Breaker: b})
+	var notes bytes.Buffer
+	rep, err := Run(context.Background(), x, Options{Max: 1, Breaker: b, Notes: &notes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +103,10 @@ func TestRun_dryRunPlansAndChangesNothing(t *testing.T) {
 	}
 	if len(x.fixed) != 0 || rep.Applied {
 		t.Fatalf("a dry run fixed %v", x.fixed)
+	}
+	// The dry run already says what --apply would do to the shared limit.
+	if !slices.Equal(b.told, []int{1}) || !strings.Contains(notes.String(), "note: 1 planned") {
+		t.Fatalf("told %v, notes %q: want the one planned action told", b.told, notes.String())
 	}
 }
 
@@ -122,6 +133,9 @@ func TestRun_applyFixesOnlyPlannedAndCountsThem(t *testing.T) {
 	}
 	if !strings.Contains(notes.String(), "--plan") {
 		t.Fatalf("an apply without a reviewed plan says nothing about --plan: %q", notes.String())
+	}
+	if !slices.Equal(b.told, []int{3}) || !strings.HasPrefix(notes.String(), "note: 3 planned") {
+		t.Fatalf("told %v, notes %q: want the three planned actions told first", b.told, notes.String())
 	}
 }
 

@@ -401,8 +401,10 @@ func TestFix_applyReviewedPlan(t *testing.T) {
 
 // fix --apply shares the controller's blast-radius limit where it shares its
 // namespace: while the breaker is tripped it changes nothing and says how to
-// reset it; `tether controller reset-breaker` resets it; fix then acts and
-// records its action there, where the controller counts it.
+// reset it; `tether controller reset-breaker` resets it; fix then says what
+// its action does to the controller's window (from the limit the controller
+// publishes), acts, and records its action there, where the controller
+// counts it; filling the window does not trip the breaker.
 func TestFix_honoursTheControllersBreaker(t *testing.T) {
 	env := testenv.Get(t)
 	env.InstallController(t)
@@ -430,9 +432,21 @@ func TestFix_honoursTheControllersBreaker(t *testing.T) {
 	if r := tether(t, env, "tether", "controller", "reset-breaker", "-n", ns); r.Code != 0 || !strings.Contains(r.Stdout, "not tripped") {
 		t.Fatalf("reset-breaker again: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
+	// The controller publishes its limit beside its breaker: fix says, in
+	// its dry run and before it acts, what it does to the window.
+	if err := findingrecord.PublishLimits(ctx, c, ns, findingrecord.Limits{Max: 1, Interval: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	r = tether(t, env, "tether", append([]string{"fix"}, scope...)...)
+	if want := "allows 1 actions per 10m0s; its window holds 0 now"; !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "fill it (1 of 1)") {
+		t.Fatalf("fix (dry run) does not say what --apply does to the controller's window (%q):\n%s", want, r.Stderr)
+	}
 	r = tether(t, env, "tether", append([]string{"fix", "--apply"}, scope...)...)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") || !strings.Contains(r.Stderr, "never trip its breaker") {
 		t.Fatalf("fix --apply after the reset: code %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if br, err := findingrecord.Breaker(ctx, c, ns); err != nil || br.Tripped {
+		t.Fatalf("fix's action filled the window and tripped the breaker: %+v %v", br, err)
 	}
 	var recs v1alpha1.FindingList
 	if err := c.List(ctx, &recs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCheck: findingrecord.FixCheck}); err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
-	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
@@ -49,21 +48,28 @@ func NewBudget(max int, interval time.Duration) *Budget {
 }
 
 // window is what the records show of the recent actions: the time of the
-// last action of each record, by record key, and the breaker's state.
+// last action of each record, by record key, which of them `tether fix`
+// took (supervised), and the breaker's state.
 type window struct {
-	actions map[string]time.Time
-	breaker findingrecord.BreakerState
+	actions    map[string]time.Time
+	supervised map[string]bool
+	breaker    findingrecord.BreakerState
 }
 
 // take reserves one action for the record key at now, given what the
-// records show; false means the limit is reached (now or earlier).
-func (b *Budget) take(now time.Time, key string, w window) bool {
+// records show; false means the limit is reached (now or earlier). One
+// budget, two kinds of actions: the supervised ones (`tether fix --apply`,
+// an operator at the prompt) count in the window like the controller's own,
+// so the controller waits while they fill it (wait, until the first of them
+// leaves it); but only the controller's own actions trip the breaker, which
+// stops a storm of its own making until an operator looks.
+func (b *Budget) take(now time.Time, key string, w window) (ok bool, wait time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w.breaker.Tripped {
 		b.trip()
 		b.durable = true
-		return false
+		return false, 0
 	}
 	if b.tripped {
 		// Not recorded yet (the caller writes the record), or recorded and
@@ -71,33 +77,46 @@ func (b *Budget) take(now time.Time, key string, w window) bool {
 		// the record that shows it.
 		ownTripReset := b.written && w.breaker.TrippedAt.Equal(b.writtenAt.Truncate(time.Second)) && !w.breaker.ResetAt.IsZero()
 		if !b.durable && !ownTripReset {
-			return false
+			return false, 0
 		}
 		// The record that showed the trip was reset (or deleted) by an
 		// operator: acting resumes, counting from the reset.
 		b.tripped, b.durable, b.written = false, false, false
 		metrics.BlastRadiusTripped.Set(0)
 	}
-	if b.count(now, w) >= b.max {
+	own, supervised, freed := b.count(now, w)
+	switch {
+	case own >= b.max:
 		b.trip()
-		return false
+		return false, 0
+	case own+supervised >= b.max:
+		return false, freed
 	}
 	b.pending[key] = now
-	return true
+	return true, 0
 }
 
 // count is the number of actions in the window before now: the recorded
 // ones since the last reset, and the reservations the records do not show
-// yet.
-func (b *Budget) count(now time.Time, w window) int {
+// yet; the controller's own and the supervised ones apart, and how long
+// until the first supervised one leaves the window.
+func (b *Budget) count(now time.Time, w window) (own, supervised int, freed time.Duration) {
 	in := func(t time.Time) bool {
 		return now.Sub(t) < b.interval && !t.Before(w.breaker.ResetAt)
 	}
 	n := 0
-	for _, t := range w.actions {
-		if in(t) {
-			n++
+	for key, t := range w.actions {
+		if !in(t) {
+			continue
 		}
+		if w.supervised[key] {
+			supervised++
+			if left := t.Add(b.interval).Sub(now); freed == 0 || left < freed {
+				freed = left
+			}
+			continue
+		}
+		n++
 	}
 	for key, t := range b.pending {
 		switch rec, ok := w.actions[key]; {
@@ -110,7 +129,7 @@ func (b *Budget) count(now time.Time, w window) int {
 			n++
 		}
 	}
-	return n
+	return n, supervised, freed
 }
 
 func (b *Budget) trip() {
@@ -158,30 +177,30 @@ func (b *Budget) IsTripped() bool {
 // recentActions returns, by record key, the time of each record's last
 // action that changed something (outcome Applied or Pending) or may have
 // (claimed Acting, outcome not recorded), within interval before now.
-func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) map[string]time.Time {
-	out := map[string]time.Time{}
+func recentActions(recs []v1alpha1.Finding, now time.Time, interval time.Duration) (map[string]time.Time, map[string]bool) {
+	out, supervised := map[string]time.Time{}, map[string]bool{}
 	for _, rec := range recs {
-		la := rec.Status.LastAttempt
-		if la == nil || now.Sub(la.Time) >= interval || rec.Spec.Check == findingrecord.BreakerCheck {
-			continue
-		}
-		if actedOn(&rec) || rec.Status.Phase == v1alpha1.PhaseActing {
-			out[recordKey(&rec)] = la.Time
+		if findingrecord.InWindow(&rec, now, interval) {
+			out[recordKey(&rec)] = rec.Status.LastAttempt.Time
+			if findingrecord.Supervised(&rec) {
+				supervised[recordKey(&rec)] = true
+			}
 		}
 	}
-	return out
+	return out, supervised
 }
 
 // take reserves one action for the record rec at now, counting every
 // action the Finding records in the cache show; false means the
 // blast-radius limit is reached, now or earlier (durably: see breaker).
-func (rs *Keeper) take(ctx context.Context, now time.Time, rec *v1alpha1.Finding) (bool, error) {
+func (rs *Keeper) take(ctx context.Context, now time.Time, rec *v1alpha1.Finding) (ok bool, wait time.Duration, err error) {
 	w, err := rs.window(ctx, now)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	if rs.Budget.take(now, recordKey(rec), w) {
-		return true, nil
+	ok, wait = rs.Budget.take(now, recordKey(rec), w)
+	if ok || wait > 0 {
+		return ok, wait, nil
 	}
 	if rs.Budget.unrecorded() {
 		if err := findingrecord.TripBreaker(ctx, rs.Live, rs.Namespace, now, rs.blastRadiusMessage()); err != nil {
@@ -193,7 +212,7 @@ func (rs *Keeper) take(ctx context.Context, now time.Time, rec *v1alpha1.Finding
 				"breaker", rs.Namespace+"/"+findingrecord.BreakerName, "maxActions", rs.Config.BlastRadius.MaxActions)
 		}
 	}
-	return false, nil
+	return false, 0, nil
 }
 
 // window reads what the records show: the recent actions and the breaker.
@@ -206,18 +225,13 @@ func (rs *Keeper) window(ctx context.Context, now time.Time) (window, error) {
 	if err := rs.Cache.List(ctx, &list); err != nil {
 		return window{}, fmt.Errorf("reading the Finding records for the action budget: %w", err)
 	}
-	return window{actions: recentActions(list.Items, now, rs.Budget.interval), breaker: br}, nil
+	actions, supervised := recentActions(list.Items, now, rs.Budget.interval)
+	return window{actions: actions, supervised: supervised, breaker: br}, nil
 }
 
 // actedOn reports whether the record's last action changed something or
 // may have: Applied, Pending, or resolved after a claim whose outcome was
 // never stored.
-func actedOn(rec *v1alpha1.Finding) bool {
-	switch rec.Status.Reason {
-	case string(drift.Applied), string(drift.Pending), ReasonResolvedAfterAction:
-		return true
-	}
-	return false
-}
+func actedOn(rec *v1alpha1.Finding) bool { return findingrecord.ActedOn(rec) }
 
 func recordKey(rec *v1alpha1.Finding) string { return rec.Namespace + "/" + rec.Name }

@@ -241,12 +241,16 @@ func (rs *Keeper) tryAct(ctx context.Context, log logr.Logger, p Path, f drift.F
 			return 0, err
 		}
 	}
-	ok, err := rs.take(ctx, now, rec)
+	ok, wait, err := rs.take(ctx, now, rec)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		rs.overBudget(ctx, log, f, rec, &st)
+		if wait > 0 {
+			rs.sharedBudget(ctx, log, f, rec, &st, now, wait)
+		} else {
+			rs.overBudget(ctx, log, f, rec, &st)
+		}
 		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
 	}
 	res, requeue, err := rs.act(ctx, log, p.Apply, f, rec, st.Status, now)
@@ -276,6 +280,21 @@ func (rs *Keeper) overBudget(ctx context.Context, log logr.Logger, f drift.Findi
 		metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
 		rs.Event(ctx, f, EventBlastRadius, corev1.EventTypeWarning, st.Status.Message)
 		log.Info("blast-radius limit reached; not acting", "maxActions", rs.Config.BlastRadius.MaxActions)
+	}
+}
+
+// sharedBudget turns a decision to act into Blocked(BlastRadiusShared):
+// supervised actions fill the window, and the finding waits until the
+// first of them leaves it; the breaker does not trip.
+func (rs *Keeper) sharedBudget(ctx context.Context, log logr.Logger, f drift.Finding, rec *v1alpha1.Finding, st *step, now time.Time, wait time.Duration) {
+	st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonBlastRadiusShared
+	st.Status.Message = fmt.Sprintf("the blast-radius window (%d actions per %s) is full with actions of `tether fix --apply`, which count in it but never trip the breaker: acting resumes at about %s, when the first of them leaves the window",
+		rs.Config.BlastRadius.MaxActions, rs.Config.BlastRadius.Interval.Duration, now.Add(wait).UTC().Format(time.RFC3339))
+	st.Act = false
+	st.RequeueAfter = wait
+	if rec.Status.Reason != ReasonBlastRadiusShared {
+		metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadiusShared).Inc()
+		log.Info("the blast-radius window is full with supervised actions; waiting", "wait", wait.String())
 	}
 }
 

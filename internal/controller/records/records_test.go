@@ -84,7 +84,7 @@ func TestSync_newRecordTimesNotBeforeItsCreation(t *testing.T) {
 func TestRecentActions_countsAClaimWithoutOutcome(t *testing.T) {
 	claimed := v1alpha1.Finding{Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseActing, LastAttempt: mt(t0.Add(-time.Minute))}}
 	claimed.Namespace, claimed.Name = "ns", "r"
-	if got := recentActions([]v1alpha1.Finding{claimed}, t0, 10*time.Minute); len(got) != 1 || !got["ns/r"].Equal(t0.Add(-time.Minute)) {
+	if got := actionsOnly([]v1alpha1.Finding{claimed}, t0, 10*time.Minute); len(got) != 1 || !got["ns/r"].Equal(t0.Add(-time.Minute)) {
 		t.Fatalf("an unfinished claim is not counted: %v", got)
 	}
 }

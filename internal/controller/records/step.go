@@ -19,6 +19,9 @@ const (
 	ReasonDryRun = "DryRun"
 	// ReasonBlastRadius: the action limit was reached; acting has stopped.
 	ReasonBlastRadius = "BlastRadiusExceeded"
+	// ReasonBlastRadiusShared: actions of `tether fix --apply` fill the
+	// blast-radius window; waiting until they leave it (no trip).
+	ReasonBlastRadiusShared = "BlastRadiusShared"
 	// ReasonBackoff: an earlier attempt did not apply; waiting to retry.
 	ReasonBackoff = "Backoff"
 	// ReasonForbidden: the last attempt was refused by RBAC; nothing changed.
@@ -26,7 +29,7 @@ const (
 	// ReasonResolvedAfterAction: the condition went after an action was
 	// claimed whose outcome was never stored (its process stopped); the
 	// action counts in the blast-radius window as if it had applied.
-	ReasonResolvedAfterAction = "ResolvedAfterAction"
+	ReasonResolvedAfterAction = findingrecord.ResolvedAfterAction
 )
 
 // stepInput is what decides a finding record's next state.

@@ -2,6 +2,7 @@ package records
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/testing/fakeclient"
@@ -177,7 +179,7 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 	if stored.Status.Reason != string(drift.Refused) || stored.Status.SafeSince != nil || stored.Status.ActAfter != nil {
 		t.Fatalf("status %+v: want Refused with the grace clock cleared", stored.Status)
 	}
-	if !rs.Budget.take(t0.Add(time.Second), "ns/other", window{}) {
+	if !takes(rs.Budget, t0.Add(time.Second), "ns/other", window{}) {
 		t.Fatal("the refused attempt consumed the only action of the budget")
 	}
 }
@@ -217,5 +219,52 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 	if stored.Status.Phase != v1alpha1.PhaseBlocked || stored.Status.Reason != ReasonBlastRadius {
 		t.Fatalf("phase %s reason %s: want Blocked by %s (one action a minute ago, limit 1 per 10m)",
 			stored.Status.Phase, stored.Status.Reason, ReasonBlastRadius)
+	}
+}
+
+// An action of `tether fix` fills the window (limit 1): the finding waits,
+// Blocked BlastRadiusShared, until that action leaves the window, and the
+// breaker does not trip (no breaker record is written).
+func TestSyncFinding_supervisedActionFillsTheWindowWithoutATrip(t *testing.T) {
+	f := safeFinding()
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
+	byFix := &v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tether-system", Name: "fixapply-x"},
+		Spec:       v1alpha1.FindingSpec{ID: "fix-x", Check: findingrecord.FixCheck},
+		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(drift.Applied), LastAttempt: mt(t0.Add(-time.Minute))},
+	}
+	rec := ours(&v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
+		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
+		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseWaiting, FirstObserved: mt(t0.Add(-time.Hour)), SafeSince: mt(t0.Add(-time.Hour))},
+	})
+	c := fakeClient(interceptor.Funcs{}, byFix, rec)
+	cfg := graceConfig(time.Minute, check.OrphanHotplugVolume)
+	cfg.BlastRadius.MaxActions = 1
+	rs, apply := keeper(t, c, cfg)
+	var stored v1alpha1.Finding
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
+		t.Fatal(err)
+	}
+	ours(&stored)
+	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
+	after, err := rs.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, &stored, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status.Phase != v1alpha1.PhaseBlocked || stored.Status.Reason != ReasonBlastRadiusShared || !strings.Contains(stored.Status.Message, "tether fix --apply") {
+		t.Fatalf("status %+v: want Blocked by %s", stored.Status, ReasonBlastRadiusShared)
+	}
+	if after != 9*time.Minute {
+		t.Errorf("looks again after %s, want 9m (when fix's action leaves the 10m window)", after)
+	}
+	if rs.Budget.IsTripped() {
+		t.Error("the breaker tripped on a supervised action")
+	}
+	if br, err := findingrecord.Breaker(context.Background(), c, rs.Namespace); err != nil || br.Tripped {
+		t.Errorf("breaker record %+v, %v: want none tripped", br, err)
 	}
 }

@@ -247,7 +247,7 @@ func TestController_blockedDeletion_namesFinishedPod(t *testing.T) {
 		return err == nil && got.Labels[v1alpha1.LabelCheck] == check.BlockedDeletion, err
 	})
 	var all v1alpha1.FindingList
-	w.must(w.c.List(w.ctx, &all, client.InNamespace(w.ns)))
+	w.must(w.c.List(w.ctx, &all, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelCheck: check.BlockedDeletion}))
 	if len(all.Items) != 1 {
 		t.Fatalf("want the one record, got %d", len(all.Items))
 	}
