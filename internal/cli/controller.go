@@ -31,7 +31,7 @@ enabled in --config once their grace period has passed. --dry-run records findin
 never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newResetBreaker())
+	cmd.AddCommand(newResetBreaker(), newResetGuard())
 	fs := cmd.Flags()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.kubeContext, "context", "", "the kubeconfig context to use")

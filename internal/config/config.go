@@ -110,9 +110,21 @@ type Config struct {
 	// DanglingOnRestart removes dangling hot-plugged references of VMs in
 	// scope that are about to start (docs/controller.md).
 	DanglingOnRestart DanglingOnRestartConfig `json:"danglingOnRestart"`
+	// AnomalyGuard bounds the findings safe to act on at once before the
+	// controller's anomaly guard trips (docs/controller.md).
+	AnomalyGuard AnomalyGuardConfig `json:"anomalyGuard"`
 	// PolicyReports also writes the open findings as policy reports
 	// (docs/reports.md).
 	PolicyReports PolicyReportsConfig `json:"policyReports"`
+}
+
+// AnomalyGuardConfig is the limit of the controller's anomaly guard on the
+// findings safe to act on at once: the larger of MaxSafe and Share of the
+// subjects (VMIs and tenant nodes). Zero values mean the defaults of
+// `tether fix`'s guard: 25 and 0.10.
+type AnomalyGuardConfig struct {
+	MaxSafe int     `json:"maxSafe"`
+	Share   float64 `json:"share"`
 }
 
 // PolicyReportsConfig configures the policy reports the controller keeps in

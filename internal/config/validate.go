@@ -42,6 +42,12 @@ func (c *Config) Validate() error {
 	if c.TenantAuthoritative && len(c.Tenants) == 0 {
 		errs = append(errs, errors.New("tenantAuthoritative: has no effect without tenants: add a tenant under tenants or set it to false"))
 	}
+	if c.AnomalyGuard.MaxSafe < 0 {
+		errs = append(errs, fmt.Errorf("anomalyGuard.maxSafe: must not be negative, got %d (0 means the default, 25)", c.AnomalyGuard.MaxSafe))
+	}
+	if s := c.AnomalyGuard.Share; s < 0 || s > 1 {
+		errs = append(errs, fmt.Errorf("anomalyGuard.share: a share of the subjects between 0 and 1, got %g (0 means the default, 0.10)", s))
+	}
 	if c.BlastRadius.MaxActions < 1 {
 		errs = append(errs, fmt.Errorf("blastRadius.maxActions: must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions))
 	}

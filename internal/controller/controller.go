@@ -9,6 +9,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,7 @@ import (
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/plan"
 	"github.com/tether-dev/tether/internal/protect"
 )
 
@@ -93,7 +95,10 @@ type Options struct {
 	WebhookCertDir string
 	// SkipNameValidation allows several controllers in one process (tests).
 	SkipNameValidation bool
-	Log                logr.Logger
+	// GuardInterval is how often the anomaly guard looks (0: every 15s;
+	// tests look more often).
+	GuardInterval time.Duration
+	Log           logr.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// AllowSecond lets a process without leader election act although
@@ -188,6 +193,14 @@ func New(o Options) (manager.Manager, error) {
 	}
 	if o.Config.PolicyReports.Enabled {
 		if err := addReportWriter(mgr, o); err != nil {
+			return nil, err
+		}
+	}
+	if checks {
+		ag := anomalyGuard{cache: mgr.GetClient(), live: rs.Live, namespace: o.Namespace, tenants: tenants,
+			guard: plan.Guard{MaxSafe: o.Config.AnomalyGuard.MaxSafe, Share: o.Config.AnomalyGuard.Share}, log: o.Log.WithName("anomaly-guard"), now: o.Now,
+			every: cmp.Or(o.GuardInterval, guardInterval)}
+		if err := mgr.Add(ag); err != nil {
 			return nil, err
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/drift"
-	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
@@ -337,18 +336,5 @@ func TestController_fenceEndToEnd_realControllersReleaseAndTheOrphanGoes(t *test
 			}
 		}
 		return true, nil
-	})
-}
-
-// The controller publishes its blast-radius limit beside its breaker, for
-// `tether fix` to say what its actions do to the window.
-func TestController_publishesItsLimit(t *testing.T) {
-	w := newWorld(t)
-	cfg := w.cfg(time.Hour)
-	cfg.BlastRadius.MaxActions, cfg.BlastRadius.Interval.Duration = 3, 7*time.Minute
-	w.start(cfg)
-	testenv.Eventually(t, 30*time.Second, "the published limit", func() (bool, error) {
-		l, found, err := findingrecord.ReadLimits(w.ctx, w.c, w.ns)
-		return found && l == findingrecord.Limits{Max: 3, Interval: 7 * time.Minute}, err
 	})
 }

@@ -102,6 +102,13 @@ func (g gauges) breaker(ctx context.Context) {
 		v = 1
 	}
 	metrics.BlastRadiusTripped.Set(v)
+	if gs, err := findingrecord.Guard(ctx, g.cache, g.namespace); err == nil {
+		v = 0
+		if gs.Tripped {
+			v = 1
+		}
+		metrics.AnomalyGuardTripped.Set(v)
+	}
 }
 
 // tenantHealth is what the gauges read of a watched tenant.

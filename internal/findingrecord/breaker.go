@@ -50,15 +50,30 @@ type BreakerState struct {
 // Breaker reads the breaker record of namespace ns. No record, or no
 // Finding CRD, is a breaker that never tripped.
 func Breaker(ctx context.Context, r client.Reader, ns string) (BreakerState, error) {
+	return readSwitch(ctx, r, ns, BreakerName, "blast-radius breaker")
+}
+
+// readSwitch reads a switch record (the breaker, the anomaly guard).
+func readSwitch(ctx context.Context, r client.Reader, ns, name, what string) (BreakerState, error) {
+	rec, err := getSwitch(ctx, r, ns, name, what)
+	if err != nil || rec == nil {
+		return BreakerState{}, err
+	}
+	return breakerState(rec), nil
+}
+
+// getSwitch reads switch record ns/name: nil when there is none, or no
+// Finding CRD.
+func getSwitch(ctx context.Context, r client.Reader, ns, name, what string) (*v1alpha1.Finding, error) {
 	var rec v1alpha1.Finding
-	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: BreakerName}, &rec)
+	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rec)
 	switch {
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return BreakerState{}, nil
+		return nil, nil
 	case err != nil:
-		return BreakerState{}, fmt.Errorf("reading the blast-radius breaker %s/%s: %w", ns, BreakerName, err)
+		return nil, fmt.Errorf("reading the %s %s/%s: %w", what, ns, name, err)
 	}
-	return breakerState(&rec), nil
+	return &rec, nil
 }
 
 func breakerState(rec *v1alpha1.Finding) BreakerState {
@@ -77,28 +92,35 @@ func breakerState(rec *v1alpha1.Finding) BreakerState {
 // TripBreaker records in namespace ns that acting stopped at now, for the
 // reason msg. A record that already shows a trip is left as it is.
 func TripBreaker(ctx context.Context, c client.Client, ns string, now time.Time, msg string) error {
-	var rec v1alpha1.Finding
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: BreakerName}, &rec)
+	return tripSwitch(ctx, c, newBreaker(ns), BreakerTripped, "blast-radius trip", now, msg)
+}
+
+// tripSwitch records the trip of a switch record like want (created when
+// missing), with reason and message msg; one that shows a trip already is
+// left as it is.
+func tripSwitch(ctx context.Context, c client.Client, want v1alpha1.Finding, reason, what string, now time.Time, msg string) error {
+	rec := want
+	err := c.Get(ctx, client.ObjectKeyFromObject(&want), &rec)
 	if apierrors.IsNotFound(err) {
-		rec = newBreaker(ns)
+		rec = want
 		if err = c.Create(ctx, &rec); apierrors.IsAlreadyExists(err) {
 			err = c.Get(ctx, client.ObjectKeyFromObject(&rec), &rec)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("recording the blast-radius trip in %s/%s: %w", ns, BreakerName, err)
+		return fmt.Errorf("recording the %s in %s/%s: %w", what, want.Namespace, want.Name, err)
 	}
 	if rec.Status.Phase == v1alpha1.PhaseBlocked {
 		return nil
 	}
 	st := rec.Status.DeepCopy()
-	st.Phase, st.Reason, st.Message = v1alpha1.PhaseBlocked, BreakerTripped, msg
+	st.Phase, st.Reason, st.Message = v1alpha1.PhaseBlocked, reason, msg
 	st.FirstObserved, st.LastObserved = &metav1.Time{Time: now}, &metav1.Time{Time: now}
 	rec.Status = *st
 	// The update carries the resourceVersion read above: a reset written
 	// in between is not overwritten (the next action decides again).
 	if err := c.Status().Update(ctx, &rec); err != nil {
-		return fmt.Errorf("recording the blast-radius trip in %s/%s: %w", ns, BreakerName, err)
+		return fmt.Errorf("recording the %s in %s/%s: %w", what, want.Namespace, want.Name, err)
 	}
 	return nil
 }
@@ -107,8 +129,13 @@ func TripBreaker(ctx context.Context, c client.Client, ns string, now time.Time,
 // resumes, and the actions before now no longer count. It reports whether
 // there was a trip to clear.
 func ResetBreaker(ctx context.Context, c client.Client, ns string, now time.Time, by string) (bool, error) {
+	return resetSwitch(ctx, c, ns, BreakerName, now, by)
+}
+
+// resetSwitch clears the trip of switch record ns/name at now.
+func resetSwitch(ctx context.Context, c client.Client, ns, name string, now time.Time, by string) (bool, error) {
 	var rec v1alpha1.Finding
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: BreakerName}, &rec); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rec); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return false, nil
 		}
@@ -274,7 +301,7 @@ func Supervised(rec *v1alpha1.Finding) bool { return rec.Spec.Check == FixCheck 
 // NoFinding reports whether a record is the controller's own bookkeeping
 // (the breaker, the published limit) rather than a finding.
 func NoFinding(rec *v1alpha1.Finding) bool {
-	return rec.Spec.Check == BreakerCheck || rec.Spec.Check == LimitsCheck
+	return rec.Spec.Check == BreakerCheck || rec.Spec.Check == LimitsCheck || rec.Spec.Check == GuardCheck
 }
 
 // ResolvedAfterAction is the reason of a record whose condition went after

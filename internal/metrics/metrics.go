@@ -47,6 +47,14 @@ var (
 		Help: "1 while the blast-radius breaker is tripped and acting is stopped, until an operator resets it.",
 	})
 
+	// AnomalyGuardTripped is 1 while the anomaly guard is tripped: the
+	// picture the controller acts from looked wrong, and acting is stopped
+	// until an operator resets the guard record.
+	AnomalyGuardTripped = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tether_anomaly_guard_tripped",
+		Help: "1 while the anomaly guard is tripped (a source emptied, or too many findings became safe at once) and acting is stopped, until an operator resets it.",
+	})
+
 	// ReconcileSeconds is the latency of one reconcile.
 	ReconcileSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tether_reconcile_duration_seconds",
@@ -64,5 +72,5 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Findings, FindingsOldest, Actions, Blocked, BlastRadiusTripped, ReconcileSeconds, GraceToActionSeconds)
+	crmetrics.Registry.MustRegister(Findings, FindingsOldest, Actions, Blocked, BlastRadiusTripped, AnomalyGuardTripped, ReconcileSeconds, GraceToActionSeconds)
 }

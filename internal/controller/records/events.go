@@ -5,6 +5,8 @@ package records
 const (
 	EventFindingObserved = "TetherFindingObserved"
 	EventBlastRadius     = "TetherBlastRadiusExceeded"
+	// EventAnomalyGuard: an action held because the anomaly guard is tripped.
+	EventAnomalyGuard = "TetherAnomalyGuard"
 	// EventRecordDistrusted: a Finding record's stored times were not used
 	// (written by another field manager, or in the future); its clocks
 	// start again.

@@ -13,6 +13,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -241,6 +242,12 @@ func (rs *Keeper) tryAct(ctx context.Context, log logr.Logger, p Path, f drift.F
 			return 0, err
 		}
 	}
+	if g, err := findingrecord.Guard(ctx, rs.Cache, rs.Namespace); err != nil {
+		return 0, err
+	} else if g.Tripped {
+		rs.guarded(ctx, log, f, rec, &st, g)
+		return st.RequeueAfter, rs.writeStatus(ctx, rec, st.Status)
+	}
 	ok, wait, err := rs.take(ctx, now, rec)
 	if err != nil {
 		return 0, err
@@ -280,6 +287,20 @@ func (rs *Keeper) overBudget(ctx context.Context, log logr.Logger, f drift.Findi
 		metrics.Blocked.WithLabelValues(f.Check, ReasonBlastRadius).Inc()
 		rs.Event(ctx, f, EventBlastRadius, corev1.EventTypeWarning, st.Status.Message)
 		log.Info("blast-radius limit reached; not acting", "maxActions", rs.Config.BlastRadius.MaxActions)
+	}
+}
+
+// guarded turns a decision to act into Blocked(AnomalyGuard) while the
+// anomaly guard is tripped, and tells once per record.
+func (rs *Keeper) guarded(ctx context.Context, log logr.Logger, f drift.Finding, rec *v1alpha1.Finding, st *step, g findingrecord.GuardState) {
+	st.Status.Phase, st.Status.Reason = v1alpha1.PhaseBlocked, ReasonAnomalyGuard
+	st.Status.Message = g.Message
+	st.Act = false
+	st.RequeueAfter = breakerRecheck
+	if rec.Status.Reason != ReasonAnomalyGuard {
+		metrics.Blocked.WithLabelValues(f.Check, ReasonAnomalyGuard).Inc()
+		rs.Event(ctx, f, EventAnomalyGuard, corev1.EventTypeWarning, g.Message)
+		log.Info("the anomaly guard is tripped; not acting", "guard", rs.Namespace+"/"+findingrecord.GuardName)
 	}
 }
 

@@ -19,6 +19,8 @@ const (
 	ReasonDryRun = "DryRun"
 	// ReasonBlastRadius: the action limit was reached; acting has stopped.
 	ReasonBlastRadius = "BlastRadiusExceeded"
+	// ReasonAnomalyGuard: the anomaly guard is tripped; acting has stopped.
+	ReasonAnomalyGuard = "AnomalyGuard"
 	// ReasonBlastRadiusShared: actions of `tether fix --apply` fill the
 	// blast-radius window; waiting until they leave it (no trip).
 	ReasonBlastRadiusShared = "BlastRadiusShared"

@@ -378,6 +378,17 @@ func (tw *Watch) NodesOf(vm snapshot.InfraVM) []string {
 	return out
 }
 
+// Attachments counts the tenant's VolumeAttachments of its driver.
+func (tw *Watch) Attachments() int {
+	n := 0
+	for _, o := range tw.vas.GetStore().List() {
+		if o.(*storagev1.VolumeAttachment).Spec.Attacher == tw.driver() {
+			n++
+		}
+	}
+	return n
+}
+
 // NodeNames returns the names of all the tenant's nodes.
 func (tw *Watch) NodeNames() []string {
 	return tw.nodes.GetStore().ListKeys()
