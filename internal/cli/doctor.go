@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/drift"
+	kvdoctor "github.com/tether-dev/tether/internal/kubevirt/doctor"
+)
+
+// doctorExitHelp is the exit-code contract of both doctor commands.
+const doctorExitHelp = `Output: one line per check, OK, WARN or FAIL, the subject, why, and the fix;
+-o json prints a list of {check, subject, status, why, fix, source}, where
+source is the public issue, advisory or upstream source the check comes from
+(docs/doctor.md lists them all). What cannot be read or proved is WARN, never OK.
+Exit code: 0 every line OK, 1 some line WARN (and none FAIL), 2 some line FAIL
+or an error.`
+
+// newDoctor is `tether doctor`: what tether's repairs on KubeVirt depend
+// on, checked line by line.
+func newDoctor() *cobra.Command {
+	o := &doctorOptions{}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what the repairs depend on: hot-plug gates and routes, tenants, force detach, RBAC",
+		Long: `Checks what tether's repairs depend on and says, per line, OK, WARN or FAIL:
+KubeVirt's effective hot-plug gates and what the next KubeVirt or HyperConverged
+upgrade changes about them; virt-api's answer to a server-side dry run of
+removevolume through the VM-level route and the VMI-level route, for a VM-owned
+and a standalone VMI (it asks to remove a volume that does not exist, so
+nothing can change); each --tenant's reachability, read rights, node mapping,
+CSIDriver, driver version and the route its driver hot-plugs through; the
+attach/detach controller's force-detach timer and the out-of-service taint;
+and with --controller-config, whether the controller's account holds what that
+configuration needs. It changes nothing.
+
+` + doctorExitHelp,
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	o.scope.clusterFlags.register(fs, "unused by doctor")
+	_ = fs.MarkHidden("selector")
+	fs.StringArrayVar(&o.scope.tenants, "tenant", nil, "tenant cluster to check: NAME=KUBECONFIG[:NAMESPACE] (repeatable), as for audit")
+	fs.StringVar(&o.scope.tenantDriver, "tenant-driver", "", "the tenants' KubeVirt CSI driver name (default csi.kubevirt.io)")
+	fs.BoolVar(&o.scope.matchNodesByName, "match-tenant-nodes-by-name", false, "as for audit: a tenant node that names no infra VM is the VM of its own name")
+	fs.StringVar(&o.controllerConfig, "controller-config", "", "check the controller's RBAC for this configuration file (as given to tether controller --config)")
+	fs.StringVar(&o.controllerAccount, "controller-account", v1alpha1.DefaultNamespace+":tether-controller", "the controller's service account, NAMESPACE:NAME, for --controller-config")
+	return bind(cmd, o)
+}
+
+// doctorOptions are `tether doctor`'s.
+type doctorOptions struct {
+	scope             scopeFlags
+	controllerConfig  string
+	controllerAccount string
+
+	// Set by Complete.
+	src    kvdoctor.Sources
+	stdout io.Writer
+}
+
+// Validate checks the flags alone.
+func (o *doctorOptions) Validate() error {
+	if err := o.scope.checkOutput(); err != nil {
+		return err
+	}
+	if err := o.scope.checkNamespaces(); err != nil {
+		return err
+	}
+	if o.controllerConfig != "" {
+		ns, name, ok := strings.Cut(o.controllerAccount, ":")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("--controller-account %q: use NAMESPACE:NAME, e.g. tether-system:tether-controller", o.controllerAccount)
+		}
+	}
+	return nil
+}
+
+// Complete loads the kubeconfigs and the controller's configuration.
+func (o *doctorOptions) Complete(cmd *cobra.Command) error {
+	o.stdout = cmd.OutOrStdout()
+	cfg, ns, err := o.scope.restConfig()
+	if err != nil {
+		return err
+	}
+	o.src = kvdoctor.Sources{Config: cfg, Namespace: ns}
+	for _, spec := range o.scope.tenants {
+		t, err := o.scope.tenant(spec, ns)
+		if err != nil {
+			return err
+		}
+		o.src.Tenants = append(o.src.Tenants, t)
+	}
+	if o.controllerConfig != "" {
+		cc, err := config.Load(o.controllerConfig)
+		if err != nil {
+			return fmt.Errorf("--controller-config: %w", err)
+		}
+		o.src.Controller = controllerAccess(cfg, cc, o.controllerAccount)
+	}
+	return nil
+}
+
+// controllerAccess asks, as the doctor's caller, whether the account
+// NAMESPACE:NAME holds what cc needs.
+func controllerAccess(cfg *rest.Config, cc *config.Config, account string) func(context.Context) *kvdoctor.ControllerAccess {
+	ns, name, _ := strings.Cut(account, ":")
+	user := "system:serviceaccount:" + ns + ":" + name
+	return func(ctx context.Context) *kvdoctor.ControllerAccess {
+		a := &kvdoctor.ControllerAccess{Account: user}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			a.Err = err.Error()
+			return a
+		}
+		groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+		ds, asked, err := controller.AccessOf(ctx, cs, cc, ns, user, groups)
+		if err != nil {
+			a.Err = err.Error()
+			return a
+		}
+		a.Asked = asked
+		for _, d := range ds {
+			where := "cluster-wide"
+			if d.Namespace != "" {
+				where = "in namespace " + d.Namespace
+			}
+			a.Missing = append(a.Missing, kvdoctor.MissingGrant{Feature: d.Feature, Grant: d.Grant, Where: where, Fix: d.Fix, Optional: d.Optional})
+		}
+		return a
+	}
+}
+
+// Run gathers, decides and prints.
+func (o *doctorOptions) Run(ctx context.Context) error {
+	f, err := kvdoctor.Gather(ctx, o.src)
+	if err != nil {
+		return err
+	}
+	return printDoctor(o.stdout, o.scope.output, kvdoctor.Decide(f))
+}
+
+// printDoctor writes the lines and returns the doctor's exit code.
+func printDoctor(w io.Writer, format string, lines []drift.Line) error {
+	if lines == nil {
+		lines = []drift.Line{}
+	}
+	switch format {
+	case "json", "yaml":
+		if err := encode(w, format, lines); err != nil {
+			return err
+		}
+	default:
+		counts := map[drift.Status]int{}
+		for _, l := range lines {
+			counts[l.Status]++
+			text := fmt.Sprintf("%-4s  %s: %s.", l.Status, l.Subject, strings.TrimSuffix(l.Why, "."))
+			if l.Fix != "" {
+				text += " Fix: " + strings.TrimSuffix(l.Fix, ".") + "."
+			}
+			if _, err := fmt.Fprintln(w, text); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(w, "\n%d OK, %d WARN, %d FAIL\n", counts[drift.StatusOK], counts[drift.StatusWarn], counts[drift.StatusFail])
+	}
+	if code := drift.DoctorExit(lines); code != ExitOK {
+		return exitError{code}
+	}
+	return nil
+}
