@@ -284,24 +284,24 @@ func routeLine(p Probe, h snapshot.HotplugGates, scopeErr string) drift.Line {
 		return line(CheckRoute, subj, st, said+": the route is open (validation reached the volume)"+mismatch(true), fixIfWarn(st, "run doctor again in a minute; if it persists, compare the KubeVirt CR with virt-api's log"), srcRoute)
 	case answerGatePassed:
 		what := "the route passes virt-api's gate check"
-		st := drift.StatusOK
 		if p.Route == RouteVMIOwned {
-			what += "; its VM-owner check could not be tried without a VM-owned VMI and is " + openClosed(predicted) + " by the gates"
-			if !predicted {
-				st = drift.StatusWarn
-			}
+			what += "; its VM-owner check could not be tried without a VM-owned VMI, and by the gates the route is " + openClosed(predicted) + " for them"
 		}
+		st := drift.StatusOK
 		if mismatch(true) != "" && p.Route != RouteVMIOwned {
 			st = drift.StatusWarn
 		}
-		fix := ""
-		if st == drift.StatusWarn {
-			fix = "see the kubevirt.gates line"
-		}
-		return line(CheckRoute, subj, st, said+": "+what+mismatch(true), fix, srcRoute)
+		return line(CheckRoute, subj, st, said+": "+what+mismatch(true), fixIfWarn(st, "see the kubevirt.gates line"), srcRoute)
 	case answerOwnedByVM:
-		return line(CheckRoute, subj, drift.StatusWarn, said+": virt-api refuses VMI-level volume calls on VM-owned VMIs without HotplugVolumes; anything that hot-plugs through the VMI (a KubeVirt CSI driver without csi-driver#130) fails, and tether changes VM-owned VMIs only through the VM"+mismatch(false),
-			"move hot-plug users to the VM-level route (kubevirt/csi-driver with #130); see the tenant.driver-route lines", srcRoute)
+		// Declarative hot-plug on, HotplugVolumes off: closed by design;
+		// virt-controller removes what the VM spec lacks, and tether
+		// changes VM-owned VMIs through the VM.
+		st := drift.StatusOK
+		if mismatch(false) != "" {
+			st = drift.StatusWarn
+		}
+		return line(CheckRoute, subj, st, said+": closed for VM-owned VMIs without HotplugVolumes, as KubeVirt intends under declarative hot-plug; tether changes VM-owned VMIs through the VM, but anything that still hot-plugs through the VMI (a KubeVirt CSI driver without csi-driver#130) fails: see the tenant.driver-route lines"+mismatch(false),
+			fixIfWarn(st, "run doctor again in a minute; if it persists, compare the KubeVirt CR with virt-api's log"), srcRoute)
 	case answerNoGate:
 		return line(CheckRoute, subj, drift.StatusFail, said+": neither hot-plug gate is on for virt-api, so no hot-plug can be changed through this route"+mismatch(false),
 			"enable DeclarativeHotplugVolumes: "+fixGateFlag, srcRoute)

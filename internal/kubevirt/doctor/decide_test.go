@@ -106,10 +106,11 @@ func TestRouteLines(t *testing.T) {
 	}{
 		{"VM route answers does-not-exist -> OK", declOnly, Probe{Route: RouteVM, Subject: "ns/a", Exists: true, Code: 409, Message: ansDoesNotExist}, drift.StatusOK},
 		{"VMI route on a stopped VMI answers not running -> open, OK", both, Probe{Route: RouteVMIOwned, Subject: "ns/a", Exists: true, Code: 409, Message: ansNotRunning}, drift.StatusOK},
-		{"VMI route on a VM-owned VMI under declarative only -> 400 owned, WARN", declOnly, Probe{Route: RouteVMIOwned, Subject: "ns/a", Exists: true, Code: 400, Message: ansOwned}, drift.StatusWarn},
+		{"VMI route on a VM-owned VMI under declarative only -> 400 owned, closed by design, OK", declOnly, Probe{Route: RouteVMIOwned, Subject: "ns/a", Exists: true, Code: 400, Message: ansOwned}, drift.StatusOK},
+		{"400 owned although HotplugVolumes is on -> WARN", both, Probe{Route: RouteVMIOwned, Subject: "ns/a", Exists: true, Code: 400, Message: ansOwned}, drift.StatusWarn},
 		{"no gate -> 400, FAIL", kv("v1.9.0", nil, decl), Probe{Route: RouteVM, Subject: "ns/a", Exists: true, Code: 400, Message: ansNoGate}, drift.StatusFail},
 		{"absent standalone VMI, virt-api's not found -> past the gate, OK", declOnly, Probe{Route: RouteVMIStandalone, Subject: "default/" + absentName, Code: 404, Message: `virtualmachineinstance.kubevirt.io "` + absentName + `" not found`}, drift.StatusOK},
-		{"absent VM-owned VMI under declarative only -> owner check predicted closed, WARN", declOnly, Probe{Route: RouteVMIOwned, Subject: "default/" + absentName, Code: 404, Message: `virtualmachineinstance.kubevirt.io "` + absentName + `" not found`}, drift.StatusWarn},
+		{"absent VM-owned VMI under declarative only -> past the gate, owner check by the gates, OK", declOnly, Probe{Route: RouteVMIOwned, Subject: "default/" + absentName, Code: 404, Message: `virtualmachineinstance.kubevirt.io "` + absentName + `" not found`}, drift.StatusOK},
 		{"absent VM-owned VMI with HotplugVolumes -> OK", both, Probe{Route: RouteVMIOwned, Subject: "default/" + absentName, Code: 404, Message: `virtualmachineinstance.kubevirt.io "` + absentName + `" not found`}, drift.StatusOK},
 		{"404 of an unserved API -> FAIL, not taken for past the gate", declOnly, Probe{Route: RouteVM, Subject: "default/" + absentName, Code: 404, Message: "the server could not find the requested resource"}, drift.StatusFail},
 		{"open although the gates say closed -> WARN", kv("v1.9.0", nil, decl), Probe{Route: RouteVM, Subject: "ns/a", Exists: true, Code: 409, Message: ansDoesNotExist}, drift.StatusWarn},

@@ -1,0 +1,285 @@
+package realkv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
+	"github.com/tether-dev/tether/internal/testing/cmdtest"
+	"github.com/tether-dev/tether/internal/testing/realkubevirt"
+	"github.com/tether-dev/tether/internal/testing/testenv"
+)
+
+// doctorLine is a line of `tether doctor -o json`.
+type doctorLine struct {
+	Check, Subject, Status, Why, Fix, Source string
+}
+
+// gateSet is one configuration of the KubeVirt CR's hot-plug gates, and
+// what real virt-api must answer under it, by KubeVirt's rules
+// (pkg/virt-api/rest/volumes.go, identical in v1.7.0 and v1.9.0: every
+// volume call needs HotplugVolumes or DeclarativeHotplugVolumes, a
+// VMI-level call on a VM-owned VMI needs HotplugVolumes;
+// pkg/virt-config/featuregate: in v1.9.0 DeclarativeHotplugVolumes is Beta,
+// on unless disabled, in v1.7.0 Alpha, on only when listed).
+type gateSet struct {
+	name               string
+	enabled, disabled  []string
+	wantVM, wantOwned  string // the route line's status
+	wantStandalone     string
+	wantGates, wantRC  string // the gates line's status; the worst status
+	ownedAnswerMessage string // a phrase of the VMI-level line for the VM-owned VMI
+}
+
+// gateSets are the four gate sets for a release: v19 says whether
+// DeclarativeHotplugVolumes is Beta there.
+func gateSets(v19 bool) []gateSet {
+	declListed := []string{"DeclarativeHotplugVolumes"}
+	var noDecl []string
+	if v19 {
+		// Beta: on unless disabled.
+		noDecl = []string{"DeclarativeHotplugVolumes"}
+	}
+	hpGates := "OK"
+	if v19 {
+		hpGates = "WARN" // deprecated since v1.9.0
+	}
+	return []gateSet{
+		{name: "HotplugVolumes only", enabled: []string{"HotplugVolumes"}, disabled: noDecl,
+			wantVM: "OK", wantOwned: "OK", wantStandalone: "OK", wantGates: hpGates, ownedAnswerMessage: "does not exist"},
+		{name: "DeclarativeHotplugVolumes only", enabled: declListed,
+			wantVM: "OK", wantOwned: "OK", wantStandalone: "OK", wantGates: "OK", ownedAnswerMessage: "is owned by a VM"},
+		{name: "both", enabled: []string{"HotplugVolumes", "DeclarativeHotplugVolumes"},
+			wantVM: "OK", wantOwned: "OK", wantStandalone: "OK", wantGates: hpGates, ownedAnswerMessage: "does not exist"},
+		{name: "none", disabled: noDecl,
+			wantVM: "FAIL", wantOwned: "FAIL", wantStandalone: "FAIL", wantGates: "FAIL", ownedAnswerMessage: "feature gate to use this API"},
+	}
+}
+
+// setGates sets the KubeVirt CR's gate lists (real virt-api and
+// virt-controller read them from its informer) and restores what was
+// there when the test ends.
+func setGates(t *testing.T, c client.Client, enabled, disabled []string) {
+	t.Helper()
+	kv := &unstructured.Unstructured{}
+	kv.SetAPIVersion("kubevirt.io/v1")
+	kv.SetKind("KubeVirt")
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: realkubevirt.Namespace, Name: "kubevirt"}, kv); err != nil {
+		t.Fatal(err)
+	}
+	orig, _, _ := unstructured.NestedFieldCopy(kv.Object, "spec", "configuration", "developerConfiguration")
+	patch := func(dev any) {
+		p, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"developerConfiguration": dev}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Patch(context.Background(), kv, client.RawPatch(types.MergePatchType, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orEmpty := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	patch(map[string]any{"featureGates": orEmpty(enabled), "disabledFeatureGates": orEmpty(disabled)})
+	t.Cleanup(func() {
+		// A merge patch replaces the lists: null removes them.
+		restore := map[string]any{"featureGates": nil, "disabledFeatureGates": nil}
+		if m, ok := orig.(map[string]any); ok {
+			for _, k := range []string{"featureGates", "disabledFeatureGates"} {
+				if v, ok := m[k]; ok {
+					restore[k] = v
+				}
+			}
+		}
+		patch(restore)
+	})
+}
+
+// doctor runs `tether doctor -o json` and returns its exit code and lines.
+func doctor(t *testing.T, env *testenv.Env, args ...string) (int, []doctorLine) {
+	t.Helper()
+	r := tether(t, env, append([]string{"doctor", "-o", "json"}, args...)...)
+	var lines []doctorLine
+	if err := json.Unmarshal([]byte(r.Stdout), &lines); err != nil {
+		t.Fatalf("doctor -o json (exit %d): %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
+	}
+	return r.Code, lines
+}
+
+func lineOf(lines []doctorLine, check, subject string) (doctorLine, bool) {
+	for _, l := range lines {
+		if l.Check == check && strings.Contains(l.Subject, subject) {
+			return l, true
+		}
+	}
+	return doctorLine{}, false
+}
+
+// checkGateSets runs doctor under each gate set against real virt-api:
+// a running VM (VM-owned VMI) and a standalone VMI, the three route lines
+// match virt-api's rules, the gates line says the gates, and the exit
+// code is the worst line's.
+func checkGateSets(t *testing.T, env *testenv.Env, sets []gateSet) {
+	w := newWorldIn(t, env)
+	w.vm("owned")
+	w.standaloneVMI("alone")
+	for _, gs := range sets {
+		t.Run(gs.name, func(t *testing.T) {
+			setGates(t, w.c, gs.enabled, gs.disabled)
+			var code int
+			var lines []doctorLine
+			var mismatch string
+			// virt-api reads the CR through its informer: wait until its
+			// answers follow the new gates.
+			testenv.Eventually(t, 60*time.Second, "virt-api answers by the gates "+gs.name, func() (bool, error) {
+				code, lines = doctor(t, env, "-n", w.ns)
+				mismatch = ""
+				for _, want := range []struct{ subject, status, phrase string }{
+					{"VM-level", gs.wantVM, ""},
+					{"VM-owned VMI", gs.wantOwned, gs.ownedAnswerMessage},
+					{"standalone VMI", gs.wantStandalone, ""},
+				} {
+					l, ok := lineOf(lines, "kubevirt.route", want.subject)
+					if !ok || l.Status != want.status || !strings.Contains(l.Why, want.phrase) {
+						mismatch += fmt.Sprintf("\n%s: want %s (%q), got %+v", want.subject, want.status, want.phrase, l)
+					}
+				}
+				return mismatch == "", nil
+			})
+			if mismatch != "" {
+				t.Fatal(mismatch)
+			}
+			g, _ := lineOf(lines, "kubevirt.gates", "")
+			if g.Status != gs.wantGates {
+				t.Errorf("gates line: want %s, got %+v", gs.wantGates, g)
+			}
+			worst := 0
+			for _, l := range lines {
+				if l.Source == "" || (l.Status != "OK" && l.Fix == "") {
+					t.Errorf("a line without its source or fix: %+v", l)
+				}
+				worst = max(worst, map[string]int{"OK": 0, "WARN": 1, "FAIL": 2}[l.Status])
+			}
+			if code != worst {
+				t.Errorf("exit code %d, want %d (the worst line)", code, worst)
+			}
+		})
+	}
+}
+
+// Real KubeVirt v1.9.0, the shared world: each gate set.
+func TestRealDoctor_v19_gateSets(t *testing.T) {
+	checkGateSets(t, testenv.Get(t), gateSets(true))
+}
+
+// Real KubeVirt v1.7.0, a world of its own: each gate set.
+func TestRealDoctor_v17_gateSets(t *testing.T) {
+	checkGateSets(t, startV17(t), gateSets(false))
+}
+
+// A tenant whose driver hot-plugs one volume through the VM and one
+// through the VMI of a VM-owned VMI (HotplugVolumes listed): doctor reads
+// the tenant, ties its node to the VM and says the driver uses the
+// VMI-level route, which HotplugVolumes alone keeps open (WARN).
+func TestRealDoctor_tenantDriverRoute(t *testing.T) {
+	env := testenv.Get(t)
+	w := newWorld(t)
+	setGates(t, w.c, []string{"HotplugVolumes"}, []string{"DeclarativeHotplugVolumes"})
+	w.claims("pvc-vm", "pvc-vmi")
+	w.vm("node-a")
+	scope := tenant(t, env, w.ns, "node-a", "pvc-vm", "pvc-vmi")
+	testenv.Eventually(t, 60*time.Second, "virt-api serves the VMI route for VM-owned VMIs", func() (bool, error) {
+		_, lines := doctor(t, env, "-n", w.ns)
+		l, _ := lineOf(lines, "kubevirt.route", "VM-owned VMI")
+		return l.Status == "OK", nil
+	})
+	w.hotplug(virtapi.VM, "node-a", "pvc-vm")
+	w.hotplug(virtapi.VMI, "node-a", "pvc-vmi")
+
+	code, lines := doctor(t, env, scope...)
+	for _, c := range []struct{ check, status, phrase string }{
+		{"tenant.access", "OK", ""},
+		{"tenant.nodes", "OK", "all 1 Nodes"},
+		{"tenant.csidriver", "OK", "csi.kubevirt.io"},
+		{"tenant.driver-route", "WARN", "volume pvc-vmi of VMI " + w.ns + "/node-a"},
+	} {
+		l, ok := lineOf(lines, c.check, "tenant guest")
+		if !ok || l.Status != c.status || !strings.Contains(l.Why, c.phrase) {
+			t.Errorf("%s: want %s saying %q, got %+v", c.check, c.status, c.phrase, l)
+		}
+	}
+	if code < 1 {
+		t.Errorf("exit code %d with a WARN line", code)
+	}
+}
+
+// A cluster where everything the repairs depend on is in place — KubeVirt
+// v1.9.0 with its default gates (declarative hot-plug), and a
+// kube-controller-manager pod (as kubeadm runs it, in kube-system) whose
+// flags switch the 6-minute force detach off — makes doctor print only OK
+// lines and exit 0; the same pod without the flag makes it exit 1.
+func TestRealDoctor_wellConfigured_exits0(t *testing.T) {
+	env := testenv.Get(t)
+	w := newWorld(t)
+	setGates(t, w.c, nil, nil)
+	w.vm("owned")
+	w.standaloneVMI("alone")
+	kcm := func(args ...string) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"component": "kube-controller-manager"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-controller-manager", Image: "registry.k8s.io/kube-controller-manager:v1.36.3",
+				Command: append([]string{"kube-controller-manager"}, args...)}}},
+		}
+		if err := w.c.Create(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.c.Delete(context.Background(), pod, client.GracePeriodSeconds(0)) })
+	}
+	kcm("--disable-force-detach-on-timeout=true", "--leader-elect=false")
+
+	var r cmdtest.Result
+	testenv.Eventually(t, 60*time.Second, "doctor exits 0", func() (bool, error) {
+		r = tether(t, env, "doctor", "-n", w.ns)
+		return r.Code == 0, nil
+	})
+	if r.Code != 0 {
+		t.Fatalf("exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	body, summary, _ := strings.Cut(r.Stdout, "\n\n")
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, "OK    ") {
+			t.Errorf("a line that is not OK: %q", l)
+		}
+	}
+	if !strings.Contains(summary, "0 WARN, 0 FAIL") || len(strings.Split(body, "\n")) < 6 {
+		t.Errorf("want at least 6 OK lines and no other, got:\n%s", r.Stdout)
+	}
+
+	if err := w.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem}}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the pod gone", func() (bool, error) {
+		var p corev1.Pod
+		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-controller-manager-doctor"}, &p)
+		return apierrors.IsNotFound(err), nil
+	})
+	kcm("--leader-elect=false")
+	code, lines := doctor(t, env, "-n", w.ns)
+	if l, _ := lineOf(lines, "kube.force-detach", ""); code != 1 || l.Status != "WARN" {
+		t.Errorf("without the flag: want exit 1 and a WARN force-detach line, got %d, %+v", code, l)
+	}
+}
