@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,8 @@ import (
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/drift"
 	kvdoctor "github.com/tether-dev/tether/internal/kubevirt/doctor"
+	osdoctor "github.com/tether-dev/tether/internal/openstack/doctor"
+	osobserve "github.com/tether-dev/tether/internal/openstack/observe"
 )
 
 // doctorExitHelp is the exit-code contract of both doctor commands.
@@ -177,4 +180,74 @@ func printDoctor(w io.Writer, format string, lines []drift.Line) error {
 		return exitError{code}
 	}
 	return nil
+}
+
+// newOpenStackDoctor is `tether openstack doctor`: what tether's repairs
+// on OpenStack depend on, checked line by line.
+func newOpenStackDoctor() *cobra.Command {
+	o := &osDoctorOptions{}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what the repairs depend on: releases, microversions, admin rights, Cinder's attachment guard, Nova's service token",
+		Long: `Checks what tether's OpenStack repairs depend on and says, per line, OK, WARN or
+FAIL: Nova's and Cinder's releases (from their maximum microversions), the
+microversions tether needs (compute 2.89, block-storage 3.44), the admin rights,
+whether Cinder's guard of attachments Nova uses is on (CVE-2023-2088), and
+whether Nova can detach under it (it must send its service token; a Nova that
+does not cannot detach at all). Nova's configuration cannot be read through
+the API: the service-token line decides from Nova's recent detach actions,
+and is WARN when they prove nothing.
+It changes nothing. --probe-attachment-guard VOLUME_ID (an available volume
+with no attachments) proves the guard with one os-detach of an attachment ID
+that does not exist: Cinder refuses it when the guard is on, and has nothing
+to detach when it is off.
+
+` + doctorExitHelp,
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.cloud, "os-cloud", os.Getenv("OS_CLOUD"), "the cloud in clouds.yaml (default $OS_CLOUD)")
+	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	fs.StringVar(&o.gather.GuardVolume, "probe-attachment-guard", "", "prove Cinder's attachment guard with this available volume that has no attachments")
+	fs.IntVar(&o.gather.Servers, "servers", 50, "read the instance actions of at most this many servers, the most recently updated first")
+	return bind(cmd, o)
+}
+
+// osDoctorOptions are `tether openstack doctor`'s.
+type osDoctorOptions struct {
+	cloud, output string
+	gather        osdoctor.Options
+
+	// Set by Complete.
+	clients *osobserve.Clients
+	stdout  io.Writer
+}
+
+// Validate checks the flags alone.
+func (o *osDoctorOptions) Validate() error {
+	switch o.output {
+	case "table", "json", "yaml":
+	default:
+		return fmt.Errorf("--output %q is not supported here: use table, json or yaml", o.output)
+	}
+	if o.gather.Servers <= 0 {
+		return fmt.Errorf("--servers must be positive, got %d", o.gather.Servers)
+	}
+	if o.cloud == "" {
+		return fmt.Errorf("no cloud named: pass --os-cloud NAME or set OS_CLOUD, naming a cloud of your clouds.yaml")
+	}
+	return nil
+}
+
+// Complete connects to the cloud.
+func (o *osDoctorOptions) Complete(cmd *cobra.Command) error {
+	o.stdout = cmd.OutOrStdout()
+	c, err := osobserve.Connect(cmd.Context(), osobserve.ConnectOptions{Cloud: o.cloud})
+	o.clients = c
+	return err
+}
+
+// Run gathers, decides and prints.
+func (o *osDoctorOptions) Run(ctx context.Context) error {
+	return printDoctor(o.stdout, o.output, osdoctor.Decide(osdoctor.Gather(ctx, o.clients, o.gather)))
 }
