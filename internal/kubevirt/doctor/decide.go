@@ -242,7 +242,8 @@ func classify(p Probe) answer {
 		return answerGone
 	case p.Code == 400 && strings.Contains(p.Message, msgGateOff):
 		return answerNoGate
-	case p.Code == 400 && strings.Contains(p.Message, msgOwnedByVM):
+	case p.Code == 400 && strings.Contains(p.Message, msgOwnedByVM) && p.Route == RouteVMIOwned:
+		// Only the VMI-level route on a VM-owned VMI answers so.
 		return answerOwnedByVM
 	case p.Code == 403:
 		return answerForbidden
