@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -282,4 +284,45 @@ func TestRealDoctor_wellConfigured_exits0(t *testing.T) {
 	if l, _ := lineOf(lines, "kube.force-detach", ""); code != 1 || l.Status != "WARN" {
 		t.Errorf("without the flag: want exit 1 and a WARN force-detach line, got %d, %+v", code, l)
 	}
+}
+
+// doctor --controller-config asks the API server's RBAC (SubjectAccessReview)
+// whether the controller's account holds what that configuration enables:
+// nothing bound, the account lacks the base grants (FAIL naming
+// config/rbac); with config/rbac bound, protection still lacks its
+// overlay (FAIL naming config/rbac/protection); with the overlay, OK.
+func TestRealDoctor_controllerRBAC(t *testing.T) {
+	env := testenv.Get(t)
+	w := newWorld(t)
+	cfgFile := filepath.Join(t.TempDir(), "controller.yaml")
+	cfg := "apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\nchecks:\n  OrphanHotplugVolume:\n    enabled: true\nscope:\n  namespaces: [" + w.ns + "]\nprotection:\n  enabled: true\n"
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rbacLine := func() doctorLine {
+		t.Helper()
+		_, lines := doctor(t, env, "-n", w.ns, "--controller-config", cfgFile)
+		l, ok := lineOf(lines, "controller.rbac", "system:serviceaccount:tether-system:tether-controller")
+		if !ok {
+			t.Fatalf("no controller.rbac line in %+v", lines)
+		}
+		return l
+	}
+	if l := rbacLine(); l.Status != "FAIL" || !strings.Contains(l.Fix, "config/rbac") || !strings.Contains(l.Why, "protection") {
+		t.Errorf("nothing bound: want FAIL naming config/rbac, got %+v", l)
+	}
+	env.InstallController(t)
+	var l doctorLine
+	testenv.Eventually(t, 30*time.Second, "only protection's grants missing", func() (bool, error) {
+		l = rbacLine()
+		return l.Status == "FAIL" && !strings.Contains(l.Why, "records"), nil
+	})
+	if !strings.Contains(l.Fix, "config/rbac/protection") || !strings.Contains(l.Why, "patch persistentvolumeclaims in namespace "+w.ns) {
+		t.Errorf("with config/rbac: want protection's overlay named, got %+v", l)
+	}
+	env.InstallController(t, "rbac/protection")
+	testenv.Eventually(t, 30*time.Second, "nothing missing", func() (bool, error) {
+		l = rbacLine()
+		return l.Status == "OK", nil
+	})
 }
