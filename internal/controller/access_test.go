@@ -37,22 +37,29 @@ func bindAccountNamed(t *testing.T, env *testenv.Env, ns, name string, clusterRo
 		t.Fatal(err)
 	}
 	for _, cr := range clusterRoles {
-		if cr == "" {
-			continue
+		if cr != "" {
+			bindClusterRole(t, env, ns, name, cr)
 		}
-		crb := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name + "-" + cr},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
-		}
-		if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}) })
 	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa.Name}
 	return cfg
+}
+
+// bindClusterRole binds the ClusterRole cr to the ServiceAccount ns/name
+// until the test ends.
+func bindClusterRole(t *testing.T, env *testenv.Env, ns, name, cr string) {
+	t.Helper()
+	ctx := context.Background()
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name + "-" + cr},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+	}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}) })
 }
 
 // Protection enabled on an account with config/rbac but not
@@ -180,15 +187,7 @@ func TestAccessOf_namesWhatTheControllersAccountLacks(t *testing.T) {
 		t.Errorf("want patch persistentvolumeclaims in %s among %+v", w.ns, denials)
 	}
 
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-under-test-protection"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tether-controller-protection"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "tether-under-test", Namespace: w.ns}},
-	}
-	if _, err := w.env.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), crb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.env.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{}) })
+	bindClusterRole(t, w.env, w.ns, "tether-under-test", "tether-controller-protection")
 	testenv.Eventually(t, 10*time.Second, "nothing missing once the overlay is bound", func() (bool, error) {
 		ds, _, err := controller.AccessOf(context.Background(), w.env.Client, &cfg, "tether-system", user, groups)
 		return err == nil && len(ds) == 0, err
