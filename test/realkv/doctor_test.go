@@ -61,7 +61,7 @@ func gateSets(v19 bool) []gateSet {
 		{name: "HotplugVolumes only", enabled: []string{"HotplugVolumes"}, disabled: noDecl,
 			wantVM: "OK", wantOwned: "OK", wantStandalone: "OK", wantGates: hpGates, ownedAnswerMessage: "does not exist"},
 		{name: "DeclarativeHotplugVolumes only", enabled: declListed,
-			wantVM: "OK", wantOwned: "OK", wantStandalone: "OK", wantGates: "OK", ownedAnswerMessage: "is owned by a VM"},
+			wantVM: "OK", wantOwned: "WARN", wantStandalone: "OK", wantGates: "OK", ownedAnswerMessage: "is owned by a VM"},
 		{name: "both", enabled: []string{"HotplugVolumes", "DeclarativeHotplugVolumes"},
 			wantVM: "OK", wantOwned: "OK", wantStandalone: "OK", wantGates: hpGates, ownedAnswerMessage: "does not exist"},
 		{name: "none", disabled: noDecl,
@@ -135,7 +135,7 @@ func lineOf(lines []doctorLine, check, subject string) (doctorLine, bool) {
 // a running VM (VM-owned VMI) and a standalone VMI, the three route lines
 // match virt-api's rules, the gates line says the gates, and the exit
 // code is the worst line's.
-func checkGateSets(t *testing.T, env *testenv.Env, sets []gateSet) {
+func checkGateSets(t *testing.T, env *testenv.Env, sets []gateSet) *world {
 	w := newWorldIn(t, env)
 	w.vm("owned")
 	w.standaloneVMI("alone")
@@ -181,6 +181,7 @@ func checkGateSets(t *testing.T, env *testenv.Env, sets []gateSet) {
 			}
 		})
 	}
+	return w
 }
 
 // Real KubeVirt v1.9.0, the shared world: each gate set.
@@ -188,9 +189,13 @@ func TestRealDoctor_v19_gateSets(t *testing.T) {
 	checkGateSets(t, testenv.Get(t), gateSets(true))
 }
 
-// Real KubeVirt v1.7.0, a world of its own: each gate set.
+// Real KubeVirt v1.7.0, a world of its own: each gate set; then, with
+// both gates listed, a kube-controller-manager that does not force-detach
+// on a timer: every line OK, exit 0.
 func TestRealDoctor_v17_gateSets(t *testing.T) {
-	checkGateSets(t, startV17(t), gateSets(false))
+	env := startV17(t)
+	w := checkGateSets(t, env, gateSets(false))
+	t.Run("well configured", func(t *testing.T) { wellConfigured(t, env, w) })
 }
 
 // A tenant whose driver hot-plugs one volume through the VM and one
@@ -229,17 +234,14 @@ func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 	}
 }
 
-// A cluster where everything the repairs depend on is in place — KubeVirt
-// v1.9.0 with its default gates (declarative hot-plug), and a
-// kube-controller-manager pod (as kubeadm runs it, in kube-system) whose
-// flags switch the 6-minute force detach off — makes doctor print only OK
-// lines and exit 0; the same pod without the flag makes it exit 1.
-func TestRealDoctor_wellConfigured_exits0(t *testing.T) {
-	env := testenv.Get(t)
-	w := newWorld(t)
-	setGates(t, w.c, nil, nil)
-	w.vm("owned")
-	w.standaloneVMI("alone")
+// wellConfigured: with everything the repairs depend on in place — both
+// hot-plug gates listed on KubeVirt v1.7 (an upgrade to v1.9 keeps every
+// route: HotplugVolumes stays listed), and a kube-controller-manager pod
+// (as kubeadm runs it, in kube-system) whose flags switch the 6-minute
+// force detach off — doctor prints only OK lines and exits 0; the same pod
+// without the flag makes it exit 1.
+func wellConfigured(t *testing.T, env *testenv.Env, w *world) {
+	setGates(t, w.c, []string{"HotplugVolumes", "DeclarativeHotplugVolumes"}, nil)
 	kcm := func(args ...string) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"component": "kube-controller-manager"}},
@@ -267,8 +269,8 @@ func TestRealDoctor_wellConfigured_exits0(t *testing.T) {
 			t.Errorf("a line that is not OK: %q", l)
 		}
 	}
-	if !strings.Contains(summary, "0 WARN, 0 FAIL") || len(strings.Split(body, "\n")) < 6 {
-		t.Errorf("want at least 6 OK lines and no other, got:\n%s", r.Stdout)
+	if !strings.Contains(summary, "0 WARN, 0 FAIL") || len(strings.Split(body, "\n")) < 7 {
+		t.Errorf("want at least 7 OK lines and no other, got:\n%s", r.Stdout)
 	}
 
 	if err := w.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem}}, client.GracePeriodSeconds(0)); err != nil {

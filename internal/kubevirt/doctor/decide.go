@@ -164,8 +164,12 @@ func upgradeLine(f Facts, now snapshot.HotplugGates) drift.Line {
 		}
 		return line(CheckUpgrade, subj, st, "no change of the hot-plug routes is known for the next upgrade"+hcoNote, fixIfWarn(st, "grant list on hyperconvergeds.hco.kubevirt.io, or check by hand whether HCO manages KubeVirt"), srcHCO)
 	}
-	changes := routeChanges(routesOf(now), routesOf(next.Hotplug()))
+	after := next.Hotplug()
+	changes := routeChanges(routesOf(now), routesOf(after))
 	why := "after " + strings.Join(steps, " and ") + ": "
+	if after.HotplugVolumes && !deprecatedHotplug(f.Gates) {
+		hcoNote = "; HotplugVolumes is deprecated there and keeps working only while listed" + hcoNote
+	}
 	if len(changes) == 0 {
 		st := drift.StatusOK
 		if !f.HCO.Known {
@@ -285,24 +289,23 @@ func routeLine(p Probe, h snapshot.HotplugGates, scopeErr string) drift.Line {
 		return line(CheckRoute, subj, st, said+": the route is open (validation reached the volume)"+mismatch(true), fixIfWarn(st, "run doctor again in a minute; if it persists, compare the KubeVirt CR with virt-api's log"), srcRoute)
 	case answerGatePassed:
 		what := "the route passes virt-api's gate check"
-		if p.Route == RouteVMIOwned {
-			what += "; its VM-owner check could not be tried without a VM-owned VMI, and by the gates the route is " + openClosed(predicted) + " for them"
-		}
 		st := drift.StatusOK
-		if mismatch(true) != "" && p.Route != RouteVMIOwned {
+		switch {
+		case p.Route == RouteVMIOwned && !predicted:
+			what += "; its VM-owner check could not be tried without a VM-owned VMI, and by the gates it refuses them (400 \"owned by a VM\"): " + ownedClosed
+			st = drift.StatusWarn
+		case p.Route == RouteVMIOwned:
+			what += "; its VM-owner check could not be tried without a VM-owned VMI, and by the gates it lets them through"
+		case mismatch(true) != "":
 			st = drift.StatusWarn
 		}
-		return line(CheckRoute, subj, st, said+": "+what+mismatch(true), fixIfWarn(st, "see the kubevirt.gates line"), srcRoute)
+		fix := fixIfWarn(st, "see the kubevirt.gates line")
+		if p.Route == RouteVMIOwned && !predicted {
+			fix = fixOwnedClosed
+		}
+		return line(CheckRoute, subj, st, said+": "+what+mismatch(true), fix, srcRoute)
 	case answerOwnedByVM:
-		// Declarative hot-plug on, HotplugVolumes off: closed by design;
-		// virt-controller removes what the VM spec lacks, and tether
-		// changes VM-owned VMIs through the VM.
-		st := drift.StatusOK
-		if mismatch(false) != "" {
-			st = drift.StatusWarn
-		}
-		return line(CheckRoute, subj, st, said+": closed for VM-owned VMIs without HotplugVolumes, as KubeVirt intends under declarative hot-plug; tether changes VM-owned VMIs through the VM, but anything that still hot-plugs through the VMI (a KubeVirt CSI driver without csi-driver#130) fails: see the tenant.driver-route lines"+mismatch(false),
-			fixIfWarn(st, "run doctor again in a minute; if it persists, compare the KubeVirt CR with virt-api's log"), srcRoute)
+		return line(CheckRoute, subj, drift.StatusWarn, said+": "+ownedClosed+mismatch(false), fixOwnedClosed, srcRoute)
 	case answerNoGate:
 		return line(CheckRoute, subj, drift.StatusFail, said+": neither hot-plug gate is on for virt-api, so no hot-plug can be changed through this route"+mismatch(false),
 			"enable DeclarativeHotplugVolumes: "+fixGateFlag, srcRoute)
@@ -323,3 +326,12 @@ func resourceOf(r Route) string {
 	}
 	return "virtualmachineinstances/removevolume"
 }
+
+// ownedClosed says what breaks while the VMI-level route refuses VM-owned
+// VMIs (declarative hot-plug on, HotplugVolumes off): the fallbacks that
+// remove a hot-plug through the VMI when the VM cannot be used
+// (cozystack/cozystack#4032).
+const ownedClosed = "the VMI-level route refuses VM-owned VMIs without HotplugVolumes, so the fallbacks through it fail: the KubeVirt CSI driver's detach while the VM is already gone (control-plane teardown), any driver that still hot-plugs through the VMI (without csi-driver#130), and tether's removal of a hot-plug from a VMI whose VM is gone (held HotplugGateDisabled); virt-controller's declarative sync removes VMI-only hot-plugs of VMIs whose VM still exists"
+
+// fixOwnedClosed is the choice an operator has.
+const fixOwnedClosed = "to keep the fallbacks, list HotplugVolumes in the KubeVirt CR (deprecated since v1.9.0; under HCO through its kubevirt.kubevirt.io/jsonpatch annotation); otherwise make sure every tenant's driver hot-plugs through the VM (tenant.driver-route lines) and stop VMIs whose VM is gone to release their hot-plugs"

@@ -199,6 +199,9 @@ func serverDetaches(ctx context.Context, c *gophercloud.ServiceClient, server st
 		d := Detach{Server: server, RequestID: a.RequestID, Time: parseTime(detail.Action.StartTime)}
 		done := false
 		for _, e := range detail.Action.Events {
+			// Only nova-compute's detach deletes an attachment with a
+			// connection, which Cinder's guard checks; a shelved-offloaded
+			// server's (api_detach_volume) proves nothing either way.
 			if e.Event != "compute_detach_volume" {
 				continue
 			}
