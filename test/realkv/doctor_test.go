@@ -11,11 +11,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/crdinstall"
 
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/cmdtest"
@@ -196,6 +200,48 @@ func TestRealDoctor_v17_gateSets(t *testing.T) {
 	env := startV17(t)
 	w := checkGateSets(t, env, gateSets(false))
 	t.Run("well configured", func(t *testing.T) { wellConfigured(t, env, w) })
+	t.Run("under HCO", func(t *testing.T) { underHCO(t, env, w) })
+}
+
+// underHCO: a HyperConverged object (its CRD only: HCO itself does not run
+// here) makes doctor foresee HCO's next upgrade, which lists only
+// DeclarativeHotplugVolumes (hyperconverged-cluster-operator#4381): on
+// v1.7 with HotplugVolumes listed, after KubeVirt v1.9 and that HCO the
+// VMI-level route for VM-owned VMIs closes and virt-controller starts
+// removing VMI-only hot-plugs (KubeVirt's v1.9 gate rules).
+func underHCO(t *testing.T, env *testenv.Env, w *world) {
+	setGates(t, w.c, []string{"HotplugVolumes"}, nil)
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "hyperconvergeds.hco.kubevirt.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "hco.kubevirt.io", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "hyperconvergeds", Singular: "hyperconverged", Kind: "HyperConverged", ListKind: "HyperConvergedList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	if err := crdinstall.Install(context.Background(), env.Config, crd); err != nil {
+		t.Fatal(err)
+	}
+	hc := &unstructured.Unstructured{}
+	hc.SetAPIVersion("hco.kubevirt.io/v1beta1")
+	hc.SetKind("HyperConverged")
+	hc.SetNamespace(w.ns)
+	hc.SetName("kubevirt-hyperconverged")
+	if err := w.c.Create(context.Background(), hc); err != nil {
+		t.Fatal(err)
+	}
+	var l doctorLine
+	testenv.Eventually(t, 30*time.Second, "doctor sees HCO", func() (bool, error) {
+		_, lines := doctor(t, env, "-n", w.ns)
+		l, _ = lineOf(lines, "kubevirt.upgrade", "")
+		return strings.Contains(l.Why, "HCO "+w.ns+"/kubevirt-hyperconverged"), nil
+	})
+	for _, phrase := range []string{"KubeVirt v1.9.0 and HCO", "the VMI-level route for VM-owned VMIs closes", "starts removing hot-plugs"} {
+		if l.Status != "WARN" || !strings.Contains(l.Why, phrase) {
+			t.Errorf("upgrade line: want WARN saying %q, got %+v", phrase, l)
+		}
+	}
 }
 
 // A tenant whose driver hot-plugs one volume through the VM and one
