@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,10 +9,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/drift"
@@ -43,8 +48,9 @@ and a standalone VMI (it asks to remove a volume that does not exist, so
 nothing can change); each --tenant's reachability, read rights, node mapping,
 CSIDriver, driver version and the route its driver hot-plugs through; the
 attach/detach controller's force-detach timer and the out-of-service taint;
-and with --controller-config, whether the controller's account holds what that
-configuration needs. It changes nothing.
+and whether the controller's account holds what its configuration needs (the
+Deployment in --controller-namespace and its ConfigMap, or --controller-config
+and --controller-account). It changes nothing.
 
 ` + doctorExitHelp,
 		Args: cobra.NoArgs,
@@ -57,6 +63,7 @@ configuration needs. It changes nothing.
 	fs.BoolVar(&o.scope.matchNodesByName, "match-tenant-nodes-by-name", false, "as for audit: a tenant node that names no infra VM is the VM of its own name")
 	fs.StringVar(&o.controllerConfig, "controller-config", "", "check the controller's RBAC for this configuration file (as given to tether controller --config)")
 	fs.StringVar(&o.controllerAccount, "controller-account", v1alpha1.DefaultNamespace+":tether-controller", "the controller's service account, NAMESPACE:NAME, for --controller-config")
+	fs.StringVar(&o.scope.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "without --controller-config: where to find the controller's Deployment (labelled app.kubernetes.io/name=tether, component=controller), whose account and ConfigMap are checked")
 	return bind(cmd, o)
 }
 
@@ -103,14 +110,63 @@ func (o *doctorOptions) Complete(cmd *cobra.Command) error {
 		}
 		o.src.Tenants = append(o.src.Tenants, t)
 	}
-	if o.controllerConfig != "" {
+	switch {
+	case o.controllerConfig != "":
 		cc, err := config.Load(o.controllerConfig)
 		if err != nil {
 			return fmt.Errorf("--controller-config: %w", err)
 		}
 		o.src.Controller = controllerAccess(cfg, cc, o.controllerAccount)
+	default:
+		o.src.Controller = deployedControllerAccess(cfg, o.scope.controllerNamespace)
 	}
 	return nil
+}
+
+// controllerLabels select the controller's Deployment (config/manager and
+// the chart alike).
+var controllerLabels = map[string]string{"app.kubernetes.io/name": "tether", "app.kubernetes.io/component": "controller"}
+
+// deployedControllerAccess finds the controller's Deployment in namespace
+// ns and checks its service account against the configuration its
+// ConfigMap holds (config.yaml); where there is no such Deployment, there
+// is nothing to check (nil). A Deployment whose configuration cannot be
+// read is a line saying so.
+func deployedControllerAccess(cfg *rest.Config, ns string) func(context.Context) *kvdoctor.ControllerAccess {
+	return func(ctx context.Context) *kvdoctor.ControllerAccess {
+		c, err := clients.New(cfg)
+		if err != nil {
+			return &kvdoctor.ControllerAccess{Account: "in namespace " + ns, Err: err.Error()}
+		}
+		var ds appsv1.DeploymentList
+		if err := c.List(ctx, &ds, client.InNamespace(ns), client.MatchingLabels(controllerLabels)); err != nil || len(ds.Items) == 0 {
+			return nil
+		}
+		spec := ds.Items[0].Spec.Template.Spec
+		account := ns + ":" + cmp.Or(spec.ServiceAccountName, "default")
+		fail := func(why string) *kvdoctor.ControllerAccess {
+			return &kvdoctor.ControllerAccess{Account: "system:serviceaccount:" + account,
+				Err: fmt.Sprintf("the configuration of Deployment %s/%s could not be read: %s (or pass --controller-config)", ns, ds.Items[0].Name, why)}
+		}
+		var cmName string
+		for _, v := range spec.Volumes {
+			if v.ConfigMap != nil {
+				cmName = v.ConfigMap.Name
+			}
+		}
+		if cmName == "" {
+			return fail("it mounts no ConfigMap")
+		}
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cmName}, &cm); err != nil {
+			return fail(err.Error())
+		}
+		cc, err := config.Parse([]byte(cm.Data["config.yaml"]))
+		if err != nil {
+			return fail("ConfigMap " + cmName + ": " + err.Error())
+		}
+		return controllerAccess(cfg, cc, account)(ctx)
+	}
 }
 
 // controllerAccess asks, as the doctor's caller, whether the account

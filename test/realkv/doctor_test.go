@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -373,4 +374,32 @@ func TestRealDoctor_controllerRBAC(t *testing.T) {
 		l = rbacLine()
 		return l.Status == "OK", nil
 	})
+
+	// Without --controller-config: the controller's Deployment (labelled
+	// as config/manager and the chart label it) names its account and
+	// ConfigMap. A configuration that lets StaleVolumeAttachment act needs
+	// the opt-in storage-remediation grants, which are not bound: WARN.
+	acting := "apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\ndryRun: false\nchecks:\n  StaleVolumeAttachment:\n    enabled: true\n"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "doctor-controller-config", Namespace: "tether-system"}, Data: map[string]string{"config.yaml": acting}}
+	labels := map[string]string{"app.kubernetes.io/name": "tether", "app.kubernetes.io/component": "controller"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "doctor-controller", Namespace: "tether-system", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				ServiceAccountName: "tether-controller",
+				Containers:         []corev1.Container{{Name: "controller", Image: "ghcr.io/tether-dev/tether:latest", Args: []string{"controller", "--config=/etc/tether/config.yaml"}}},
+				Volumes:            []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}},
+			}}},
+	}
+	for _, o := range []client.Object{cm, dep} {
+		if err := w.c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.c.Delete(context.Background(), o) })
+	}
+	_, lines := doctor(t, env, "-n", w.ns)
+	l, ok := lineOf(lines, "controller.rbac", "system:serviceaccount:tether-system:tether-controller")
+	if !ok || l.Status != "WARN" || !strings.Contains(l.Why, "delete pods") || !strings.Contains(l.Fix, "storage-remediation") {
+		t.Errorf("the deployed controller's configuration: want WARN naming the storage-remediation overlay, got %+v", l)
+	}
 }
