@@ -135,6 +135,41 @@ func upgradeLine(f Facts, now snapshot.HotplugGates) drift.Line {
 		return line(CheckUpgrade, subj, drift.StatusWarn, "the current gates are unknown, so what an upgrade changes cannot be said",
 			"fix the kubevirt.gates line first", srcHCO)
 	}
+	next, steps := foreseen(f)
+	note := ""
+	if !f.HCO.Known {
+		note = "; whether HCO manages KubeVirt is unknown (" + f.HCO.Err + ")"
+	}
+	st := drift.StatusOK
+	if !f.HCO.Known {
+		st = drift.StatusWarn
+	}
+	if len(steps) == 0 {
+		if now.HotplugVolumes {
+			return line(CheckUpgrade, subj, drift.StatusWarn, "no gate change of the next release is known, but HotplugVolumes is deprecated: a later KubeVirt removes it, and with it the VMI-level route for VM-owned VMIs"+note,
+				"move hot-plug users (the KubeVirt CSI driver) to the VM-level route before that upgrade", srcGates)
+		}
+		return line(CheckUpgrade, subj, st, "no change of the hot-plug routes is known for the next upgrade"+note, fixIfWarn(st, "grant list on hyperconvergeds.hco.kubevirt.io, or check by hand whether HCO manages KubeVirt"), srcHCO)
+	}
+	after := next.Hotplug()
+	changes := routeChanges(routesOf(now), routesOf(after))
+	why := "after " + strings.Join(steps, " and ") + ": "
+	if after.HotplugVolumes && !deprecatedHotplug(f.Gates) {
+		note = "; HotplugVolumes is deprecated there and keeps working only while listed" + note
+	}
+	if len(changes) == 0 {
+		return line(CheckUpgrade, subj, st, why+"the hot-plug routes stay as they are"+note, fixIfWarn(st, "check by hand whether HCO manages KubeVirt"), srcHCO)
+	}
+	return line(CheckUpgrade, subj, drift.StatusWarn, why+strings.Join(changes, "; ")+note,
+		"before upgrading, move hot-plug users to the VM-level route (kubevirt/csi-driver with #130) and let VMI-only hot-plugs of VM-owned VMIs go (or restart those VMs); to keep the VMI route for now, keep HotplugVolumes listed (under HCO: its kubevirt.kubevirt.io/jsonpatch annotation)", srcHCO)
+}
+
+// foreseen is the KubeVirt CR's gates after the next upgrade, and the
+// steps that lead there: KubeVirt v1.9 for an older release, and under
+// HCO its next release, which lists DeclarativeHotplugVolumes (and takes
+// it off the disabled list) and no longer lists HotplugVolumes
+// (hyperconverged-cluster-operator#4381).
+func foreseen(f Facts) (snapshot.FeatureGates, []string) {
 	next := f.Gates
 	var steps []string
 	if !deprecatedHotplug(f.Gates) {
@@ -149,36 +184,7 @@ func upgradeLine(f Facts, now snapshot.HotplugGates) drift.Line {
 		next.Disabled = slices.DeleteFunc(slices.Clone(next.Disabled), func(g string) bool { return g == snapshot.DeclarativeHotplugVolumesGate })
 		steps = append(steps, "HCO "+f.HCO.Name+" listing only DeclarativeHotplugVolumes")
 	}
-	hcoNote := ""
-	if !f.HCO.Known {
-		hcoNote = "; whether HCO manages KubeVirt is unknown (" + f.HCO.Err + ")"
-	}
-	if len(steps) == 0 {
-		if now.HotplugVolumes {
-			return line(CheckUpgrade, subj, drift.StatusWarn, "no gate change of the next release is known, but HotplugVolumes is deprecated: a later KubeVirt removes it, and with it the VMI-level route for VM-owned VMIs"+hcoNote,
-				"move hot-plug users (the KubeVirt CSI driver) to the VM-level route before that upgrade", srcGates)
-		}
-		st := drift.StatusOK
-		if !f.HCO.Known {
-			st = drift.StatusWarn
-		}
-		return line(CheckUpgrade, subj, st, "no change of the hot-plug routes is known for the next upgrade"+hcoNote, fixIfWarn(st, "grant list on hyperconvergeds.hco.kubevirt.io, or check by hand whether HCO manages KubeVirt"), srcHCO)
-	}
-	after := next.Hotplug()
-	changes := routeChanges(routesOf(now), routesOf(after))
-	why := "after " + strings.Join(steps, " and ") + ": "
-	if after.HotplugVolumes && !deprecatedHotplug(f.Gates) {
-		hcoNote = "; HotplugVolumes is deprecated there and keeps working only while listed" + hcoNote
-	}
-	if len(changes) == 0 {
-		st := drift.StatusOK
-		if !f.HCO.Known {
-			st = drift.StatusWarn
-		}
-		return line(CheckUpgrade, subj, st, why+"the hot-plug routes stay as they are"+hcoNote, fixIfWarn(st, "check by hand whether HCO manages KubeVirt"), srcHCO)
-	}
-	return line(CheckUpgrade, subj, drift.StatusWarn, why+strings.Join(changes, "; ")+hcoNote,
-		"before upgrading, move hot-plug users to the VM-level route (kubevirt/csi-driver with #130) and let VMI-only hot-plugs of VM-owned VMIs go (or restart those VMs); to keep the VMI route for now, keep HotplugVolumes listed (under HCO: its kubevirt.kubevirt.io/jsonpatch annotation)", srcHCO)
+	return next, steps
 }
 
 func fixIfWarn(s drift.Status, fix string) string {
@@ -262,17 +268,7 @@ func routeLine(p Probe, h snapshot.HotplugGates, scopeErr string) drift.Line {
 	r := routesOf(h)
 	predicted := map[Route]bool{RouteVM: r.vm, RouteVMIOwned: r.vmiOwned, RouteVMIStandalone: r.vmiStandalone}[p.Route]
 	subj := string(p.Route)
-	asked := "asked " + p.Subject
-	if !p.Exists {
-		asked = "no such object in scope, asked a name that does not exist (" + p.Subject + ")"
-		if scopeErr != "" {
-			asked = "the VMs and VMIs in scope could not be listed (" + scopeErr + "), asked a name that does not exist (" + p.Subject + ")"
-		}
-	}
-	said := fmt.Sprintf("dry-run removevolume (%s) answered %d %q", asked, p.Code, p.Message)
-	if p.Code == 0 {
-		said = fmt.Sprintf("dry-run removevolume (%s) got no answer: %s", asked, p.Err)
-	}
+	said := probeSaid(p, scopeErr)
 	mismatch := func(open bool) string {
 		if h.Known && open != predicted {
 			return fmt.Sprintf("; this differs from the gates (%s): virt-api may not have read the KubeVirt CR yet", h.Basis)
@@ -318,6 +314,21 @@ func routeLine(p Probe, h snapshot.HotplugGates, scopeErr string) drift.Line {
 	}
 	return line(CheckRoute, subj, drift.StatusFail, said+": not an answer virt-api gives to a valid request; the route cannot be relied on",
 		"check the APIService v1.subresources.kubevirt.io (kubectl get apiservice v1.subresources.kubevirt.io) and virt-api's log", srcRoute)
+}
+
+// probeSaid says what was asked and what virt-api answered.
+func probeSaid(p Probe, scopeErr string) string {
+	asked := "asked " + p.Subject
+	switch {
+	case !p.Exists && scopeErr != "":
+		asked = "the VMs and VMIs in scope could not be listed (" + scopeErr + "), asked a name that does not exist (" + p.Subject + ")"
+	case !p.Exists:
+		asked = "no such object in scope, asked a name that does not exist (" + p.Subject + ")"
+	}
+	if p.Code == 0 {
+		return fmt.Sprintf("dry-run removevolume (%s) got no answer: %s", asked, p.Err)
+	}
+	return fmt.Sprintf("dry-run removevolume (%s) answered %d %q", asked, p.Code, p.Message)
 }
 
 func resourceOf(r Route) string {
