@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/openstack/observe"
 )
 
 // Check names (contract: the -o json "check" values).
@@ -30,16 +31,30 @@ const (
 	CheckAdmin              = "openstack.admin"
 	CheckAttachmentGuard    = "cinder.attachment-guard"
 	CheckNovaServiceToken   = "nova.service-token"
-	srcRelease              = "nova/api/openstack/compute/rest_api_version_history.rst, cinder/api/openstack/rest_api_version_history.rst (maximum microversion of each release)"
-	srcMicroversion         = "nova api-ref os-volume-attachments (2.89: attachment_id, bdm_uuid); cinder/api/microversions.py (3.27 attachments, 3.44 os-complete)"
-	srcAdmin                = "nova and cinder policies (all_tenants listing, os-services, os-force_detach: admin)"
-	srcGuard                = "CVE-2023-2088 / OSSA-2023-003, Launchpad bug 2004555 (cinder \"Reject unsafe delete attachment calls\": 23.0.0, 22.1.0, 21.3.0, 20.3.0)"
-	srcServiceToken         = "CVE-2023-2088 / OSSA-2023-003; nova docs \"Service User Tokens\" ([service_user] send_service_user_token); nova-status upgrade check"
-	NeedComputeMicroversion = "2.89"
+)
+
+// The microversions tether needs: compute as observe speaks it, and
+// block-storage 3.44 for os-complete (act's recreate-and-detach).
+const (
+	NeedComputeMicroversion = observe.ComputeMicroversion
 	NeedBlockStorageVersion = "3.44"
-	fixServiceToken         = "configure every Nova service to send its service token: [service_user] send_service_user_token = true with a user holding the service role (Nova's \"Service User Tokens\" guide), and restart them; `nova-status upgrade check` on a Nova host checks it"
-	guardMessage            = "using the Compute API" // ConflictNovaUsingAttachment: "Detach volume from instance %s using the Compute API"
-	guardExceptionName      = "ConflictNovaUsingAttachment"
+)
+
+// The public sources of the lines (docs/doctor.md lists them).
+const (
+	srcRelease      = "nova/api/openstack/compute/rest_api_version_history.rst, cinder/api/openstack/rest_api_version_history.rst (maximum microversion of each release)"
+	srcMicroversion = "nova api-ref os-volume-attachments (2.89: attachment_id, bdm_uuid); cinder/api/microversions.py (3.27 attachments, 3.44 os-complete)"
+	srcAdmin        = "nova and cinder policies (all_tenants listing, os-services, os-force_detach: admin)"
+	srcGuard        = "CVE-2023-2088 / OSSA-2023-003, Launchpad bug 2004555 (cinder \"Reject unsafe delete attachment calls\": 23.0.0, 22.1.0, 21.3.0, 20.3.0)"
+	srcServiceToken = "CVE-2023-2088 / OSSA-2023-003; nova docs \"Service User Tokens\" ([service_user] send_service_user_token); nova-status upgrade check"
+)
+
+const (
+	fixServiceToken = "configure every Nova service to send its service token: [service_user] send_service_user_token = true with a user holding the service role (Nova's \"Service User Tokens\" guide), and restart them"
+	// Cinder's ConflictNovaUsingAttachment: "Detach volume from instance
+	// %s using the Compute API" (cinder/exception.py).
+	guardMessage       = "using the Compute API"
+	guardExceptionName = "ConflictNovaUsingAttachment"
 )
 
 // Facts is everything Decide looks at.
