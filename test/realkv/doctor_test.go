@@ -263,6 +263,17 @@ func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 	})
 	w.hotplug(virtapi.VM, "node-a", "pvc-vm")
 	w.hotplug(virtapi.VMI, "node-a", "pvc-vmi")
+	// The driver's controller, as it runs in the infra namespace.
+	labels := map[string]string{"app": "kubevirt-csi-driver"}
+	ctrl := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-csi-controller", Namespace: w.ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "csi-driver", Image: "quay.io/kubevirt/kubevirt-csi-driver:v0.4.2"}}}}},
+	}
+	if err := w.c.Create(context.Background(), ctrl); err != nil {
+		t.Fatal(err)
+	}
 
 	code, lines := doctor(t, env, scope...)
 	for _, c := range []struct{ check, status, phrase string }{
@@ -270,6 +281,7 @@ func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 		{"tenant.nodes", "OK", "all 1 Nodes"},
 		{"tenant.csidriver", "OK", "csi.kubevirt.io"},
 		{"tenant.driver-route", "WARN", "volume pvc-vmi of VMI " + w.ns + "/node-a"},
+		{"tenant.driver-route", "WARN", "controller v0.4.2 (Deployment " + w.ns + "/kubevirt-csi-controller)"},
 	} {
 		l, ok := lineOf(lines, c.check, "tenant guest")
 		if !ok || l.Status != c.status || !strings.Contains(l.Why, c.phrase) {

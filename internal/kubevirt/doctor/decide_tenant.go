@@ -60,9 +60,12 @@ func driverLine(r snapshot.Tenant) drift.Line {
 func driverRouteLine(t Tenant, h snapshot.HotplugGates) drift.Line {
 	subj := "tenant " + t.Read.Name
 	version := "driver version unknown"
-	if t.DriverVersion != "" {
-		version = "driver version " + t.DriverVersion
-	} else if t.VersionNote != "" {
+	switch {
+	case t.DriverVersion != "" && t.VersionNote != "":
+		version = "driver " + t.DriverVersion + " (" + t.VersionNote + ")"
+	case t.DriverVersion != "":
+		version = "driver " + t.DriverVersion
+	case t.VersionNote != "":
 		version += " (" + t.VersionNote + ")"
 	}
 	e := t.Route

@@ -90,8 +90,9 @@ type Tenant struct {
 	// Read is the tenant as the audit reads it (reachable, error, nodes,
 	// CSIDriver present).
 	Read snapshot.Tenant
-	// DriverVersion is the image tag of the tenant's CSI driver node
-	// plugin, "" when it could not be read (VersionNote says why).
+	// DriverVersion names the image tags of the tenant's CSI driver
+	// controller and node plugin found, "" for none; VersionNote says what
+	// could not be read.
 	DriverVersion string
 	VersionNote   string
 	// Route is what the infra cluster's hot-plugs of this tenant's volumes

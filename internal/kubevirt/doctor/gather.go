@@ -66,7 +66,7 @@ func Gather(ctx context.Context, src Sources) (Facts, error) {
 		dt := Tenant{Read: read}
 		if read.Reachable {
 			dt.Route = DriverRoute(vms.Items, vmis.Items, &read)
-			dt.DriverVersion, dt.VersionNote = driverVersion(ctx, t)
+			dt.DriverVersion, dt.VersionNote = driverVersion(ctx, c, t)
 		}
 		f.Tenants = append(f.Tenants, dt)
 	}
@@ -166,31 +166,62 @@ func probeOf(r Route, subject string, exists bool, err error) Probe {
 	return p
 }
 
-// driverVersion reads the image tag of the tenant's KubeVirt CSI node
-// plugin from its DaemonSets, where the tenant's identity may list them.
-func driverVersion(ctx context.Context, t observe.TenantSource) (string, string) {
-	c, err := clients.New(t.Config)
-	if err != nil {
-		return "", err.Error()
-	}
-	var dss appsv1.DaemonSetList
-	if err := c.List(ctx, &dss); err != nil {
-		if apierrors.IsForbidden(err) {
-			return "", "the tenant's identity may not list DaemonSets"
-		}
-		return "", err.Error()
-	}
-	for _, ds := range dss.Items {
-		for _, ct := range ds.Spec.Template.Spec.Containers {
-			if strings.Contains(ct.Image, "kubevirt-csi-driver") {
-				if i := strings.LastIndex(ct.Image, ":"); i > strings.LastIndex(ct.Image, "/") {
-					return ct.Image[i+1:], ""
+// driverVersion reads the image tags of the tenant's KubeVirt CSI driver:
+// its controller (a Deployment in the tenant's infra namespace of the
+// infra cluster, where the driver's controller usually runs and hot-plugs
+// from) and its node plugin (a DaemonSet in the tenant), where the
+// identities may list them. The second value says what could not be read.
+func driverVersion(ctx context.Context, infra client.Reader, t observe.TenantSource) (string, string) {
+	var found, notes []string
+	if t.Namespace != "" {
+		var deps appsv1.DeploymentList
+		switch err := infra.List(ctx, &deps, client.InNamespace(t.Namespace)); {
+		case err != nil:
+			notes = append(notes, "the infra Deployments in "+t.Namespace+" could not be listed")
+		default:
+			for _, d := range deps.Items {
+				if tag, ok := driverTag(d.Spec.Template.Spec); ok {
+					found = append(found, "controller "+tag+" (Deployment "+t.Namespace+"/"+d.Name+")")
 				}
-				return "", "image " + ct.Image + " has no tag"
 			}
 		}
 	}
-	return "", "no DaemonSet runs a kubevirt-csi-driver image"
+	c, err := clients.New(t.Config)
+	if err != nil {
+		return strings.Join(found, ", "), err.Error()
+	}
+	var dss appsv1.DaemonSetList
+	switch err := c.List(ctx, &dss); {
+	case apierrors.IsForbidden(err):
+		notes = append(notes, "the tenant's identity may not list DaemonSets")
+	case err != nil:
+		notes = append(notes, "the tenant's DaemonSets could not be listed: "+err.Error())
+	default:
+		for _, ds := range dss.Items {
+			if tag, ok := driverTag(ds.Spec.Template.Spec); ok {
+				found = append(found, "node plugin "+tag+" (DaemonSet "+ds.Namespace+"/"+ds.Name+")")
+			}
+		}
+	}
+	if len(found) == 0 && len(notes) == 0 {
+		notes = append(notes, "no Deployment or DaemonSet runs a kubevirt-csi-driver image")
+	}
+	return strings.Join(found, ", "), strings.Join(notes, "; ")
+}
+
+// driverTag is the tag of a kubevirt-csi-driver image in spec ("untagged"
+// for none).
+func driverTag(spec corev1.PodSpec) (string, bool) {
+	for _, ct := range spec.Containers {
+		if !strings.Contains(ct.Image, "kubevirt-csi-driver") {
+			continue
+		}
+		if i := strings.LastIndex(ct.Image, ":"); i > strings.LastIndex(ct.Image, "/") {
+			return ct.Image[i+1:], true
+		}
+		return "untagged", true
+	}
+	return "", false
 }
 
 // kube reads the kube-controller-manager pod's flags and the Nodes'
