@@ -11,8 +11,15 @@ X-Service-Roles from it; Cinder's check that Nova no longer uses an attachment
 before someone else deletes it (CVE-2023-2088) trusts requests with the
 service role. The filter runs before noauth_include_project_id, drops any
 X-Service-Roles a client sends, and sets "service" when an X-Service-Token
-is present (Nova sends one, [service_user] in nova.conf).
+is present (Nova sends one, [service_user] in nova.conf). While the file
+SERVICE_TOKEN_REFUSED exists in Cinder's state_path, it sets no role, as
+Keystone's middleware does for a service user without the service role: to
+Cinder, Nova then calls as an ordinary user (a Nova whose service token is
+missing or not trusted), and its detaches of attached volumes are refused.
 """
+import os
+
+SERVICE_TOKEN_REFUSED = 'service-token-refused'
 
 
 def nova_token_context(global_conf, **local_conf):
@@ -30,8 +37,14 @@ def cinder_service_token(global_conf, **local_conf):
     def wrap(app):
         def call(environ, start_response):
             environ.pop('HTTP_X_SERVICE_ROLES', None)
-            if environ.get('HTTP_X_SERVICE_TOKEN'):
+            if environ.get('HTTP_X_SERVICE_TOKEN') and not refused():
                 environ['HTTP_X_SERVICE_ROLES'] = 'service'
             return app(environ, start_response)
         return call
     return wrap
+
+
+def refused():
+    from oslo_config import cfg
+    path = getattr(cfg.CONF, 'state_path', None)
+    return bool(path) and os.path.exists(os.path.join(path, SERVICE_TOKEN_REFUSED))

@@ -25,7 +25,7 @@ import (
 func newOpenStack() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "openstack",
-		Short: "Audit and fix volume attachments where Nova and Cinder disagree",
+		Short: "Audit and fix volume attachments where Nova and Cinder disagree, and check what the repairs depend on",
 		Long: `Reads Nova's servers and the volumes they list, and Cinder's volumes and
 attachments (all projects; admin), and reports where the two records of one
 attachment disagree: DanglingNovaAttachment, StaleCinderAttachment and
@@ -33,7 +33,7 @@ LeftoverCinderAttachment.
 The cloud comes from clouds.yaml, as for the openstack CLI (--os-cloud, OS_CLOUD).
 See docs/openstack.md.`,
 	}
-	cmd.AddCommand(newOpenStackAudit(), newOpenStackFix())
+	cmd.AddCommand(newOpenStackAudit(), newOpenStackFix(), newOpenStackDoctor())
 	return cmd
 }
 

@@ -74,7 +74,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newAudit(), newFix(), newController(), newChecks(), newVersion(), newProtect(), newManifests(), newCompletion())
+	root.AddCommand(newAudit(), newFix(), newDoctor(), newController(), newChecks(), newVersion(), newProtect(), newManifests(), newCompletion())
 	root.AddCommand(newOpenStack())
 	return root
 }

@@ -71,6 +71,27 @@ type denial struct {
 // askFunc answers whether the caller may do g in namespace ns.
 type askFunc func(ctx context.Context, g grant, ns string) (bool, error)
 
+// onceEach is an askFunc that puts each distinct question to review once
+// (several features need the same grant), and a count of the questions
+// put.
+func onceEach(review func(context.Context, *authorizationv1.ResourceAttributes) (bool, error)) (askFunc, func() int) {
+	asked := map[string]bool{}
+	ask := func(ctx context.Context, g grant, ns string) (bool, error) {
+		key := g.String() + " " + ns
+		if allowed, ok := asked[key]; ok {
+			return allowed, nil
+		}
+		res, sub, _ := strings.Cut(g.resource, "/")
+		allowed, err := review(ctx, &authorizationv1.ResourceAttributes{Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Namespace: ns})
+		if err != nil {
+			return false, fmt.Errorf("%w (asking for %s)", err, g)
+		}
+		asked[key] = allowed
+		return allowed, nil
+	}
+	return ask, func() int { return len(asked) }
+}
+
 // missing asks about every grant of every need and returns those refused.
 func missing(ctx context.Context, ns []need, scope []string, ask askFunc) ([]denial, error) {
 	var out []denial
@@ -153,7 +174,7 @@ func checkAccess(ctx context.Context, o Options, checks bool) error {
 	for _, d := range optional {
 		o.Log.Info("RBAC lacks an opt-in grant", "feature", d.need.feature, "missing", d.grant.String(), "fix", d.need.fix)
 	}
-	o.Log.Info("RBAC checked", "questions", len(asked), "missing", len(required), "took", time.Since(t0).Round(time.Millisecond).String())
+	o.Log.Info("RBAC checked", "questions", asked(), "missing", len(required), "took", time.Since(t0).Round(time.Millisecond).String())
 	if len(required) > 0 {
 		return accessError(required)
 	}
@@ -166,24 +187,15 @@ func checkAccess(ctx context.Context, o Options, checks bool) error {
 // selfReview returns an askFunc answering with SelfSubjectAccessReviews
 // (which every authenticated identity may create) through cs, asking each
 // question once, and the answers so far. who names the cluster in errors.
-func selfReview(cs kubernetes.Interface, who string) (askFunc, map[string]bool) {
-	asked := map[string]bool{}
-	return func(ctx context.Context, g grant, ns string) (bool, error) {
-		key := g.String() + " " + ns
-		if allowed, ok := asked[key]; ok {
-			return allowed, nil
-		}
-		res, sub, _ := strings.Cut(g.resource, "/")
-		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Namespace: ns},
-		}}
+func selfReview(cs kubernetes.Interface, who string) (askFunc, func() int) {
+	return onceEach(func(ctx context.Context, ra *authorizationv1.ResourceAttributes) (bool, error) {
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}
 		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
 		if err != nil {
-			return false, fmt.Errorf("%s: checking RBAC (SelfSubjectAccessReview for %s): %w", who, g, err)
+			return false, fmt.Errorf("%s: checking RBAC (SelfSubjectAccessReview): %w", who, err)
 		}
-		asked[key] = got.Status.Allowed
 		return got.Status.Allowed, nil
-	}, asked
+	})
 }
 
 // checkTenantAccess asks each tenant whether the identity of its kubeconfig

@@ -37,22 +37,29 @@ func bindAccountNamed(t *testing.T, env *testenv.Env, ns, name string, clusterRo
 		t.Fatal(err)
 	}
 	for _, cr := range clusterRoles {
-		if cr == "" {
-			continue
+		if cr != "" {
+			bindClusterRole(t, env, ns, name, cr)
 		}
-		crb := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name + "-" + cr},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
-		}
-		if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}) })
 	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa.Name}
 	return cfg
+}
+
+// bindClusterRole binds the ClusterRole cr to the ServiceAccount ns/name
+// until the test ends.
+func bindClusterRole(t *testing.T, env *testenv.Env, ns, name, cr string) {
+	t.Helper()
+	ctx := context.Background()
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name + "-" + cr},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+	}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}) })
 }
 
 // Protection enabled on an account with config/rbac but not
@@ -145,4 +152,44 @@ func TestController_podCacheHoldsOnlyAttachmentPods(t *testing.T) {
 			}
 		})
 	}
+}
+
+// AccessOf, asked by an admin about the controller's account, answers as
+// the controller's own start-up check does: with protection enabled and
+// only config/rbac bound, it names protection's missing grants (required,
+// with the overlay as the fix) and the API server's SubjectAccessReview
+// agrees that the account may not patch claims; with the overlay bound,
+// nothing is missing.
+func TestAccessOf_namesWhatTheControllersAccountLacks(t *testing.T) {
+	w := newWorld(t)
+	w.env.InstallController(t, "rbac/protection")
+	cfg := config.Default()
+	cfg.Scope.Namespaces = []string{w.ns}
+	cfg.Protection.Enabled = true
+	user := "system:serviceaccount:" + w.ns + ":tether-under-test"
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + w.ns, "system:authenticated"}
+
+	bindAccount(t, w.env, w.ns, "tether-controller")
+	var denials []controller.Denial
+	testenv.Eventually(t, 10*time.Second, "the binding to count", func() (bool, error) {
+		ds, asked, err := controller.AccessOf(context.Background(), w.env.Client, &cfg, "tether-system", user, groups)
+		denials = ds
+		return err == nil && asked > 10 && !slices.ContainsFunc(ds, func(d controller.Denial) bool { return d.Feature != "protection" }), err
+	})
+	var patchClaims bool
+	for _, d := range denials {
+		if d.Optional || !strings.Contains(d.Fix, "config/rbac/protection") {
+			t.Errorf("protection's grants are required and fixed by its overlay: %+v", d)
+		}
+		patchClaims = patchClaims || (d.Grant == "patch persistentvolumeclaims" && d.Namespace == w.ns)
+	}
+	if !patchClaims {
+		t.Errorf("want patch persistentvolumeclaims in %s among %+v", w.ns, denials)
+	}
+
+	bindClusterRole(t, w.env, w.ns, "tether-under-test", "tether-controller-protection")
+	testenv.Eventually(t, 10*time.Second, "nothing missing once the overlay is bound", func() (bool, error) {
+		ds, _, err := controller.AccessOf(context.Background(), w.env.Client, &cfg, "tether-system", user, groups)
+		return err == nil && len(ds) == 0, err
+	})
 }

@@ -140,6 +140,17 @@ func (o StorageRead) readAll(ctx context.Context, r client.Reader, s *snapshot.S
 	return nil
 }
 
+// ReadTenant reads one tenant cluster as an audit does (its Nodes,
+// CSINodes, VolumeAttachments, PVs and CSIDriver, bounded by
+// o.TenantTimeout); a tenant that cannot be read comes back unreachable
+// with the error.
+func ReadTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {
+	if o.PageSize == 0 {
+		o.PageSize = DefaultPageSize
+	}
+	return readTenant(ctx, t, o)
+}
+
 func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant {
 	out := snapshot.Tenant{Name: t.Name, Namespace: t.Namespace, Driver: t.Driver, MatchNodesByName: t.MatchNodesByName}
 	timeout := o.TenantTimeout

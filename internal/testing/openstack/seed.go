@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -347,4 +349,73 @@ func newUUID(t testing.TB) string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// RefuseServiceToken makes the world's Cinder give Nova's service token no
+// service role (refuse) or the service role again: Nova then calls Cinder
+// as an ordinary user, as a Nova that sends no service token (or one of a
+// user without the service role) does, and Cinder's CVE-2023-2088 check
+// refuses its detaches of attached volumes. The state lasts until the
+// next call; a test that refuses restores it with t.Cleanup.
+func (w *World) RefuseServiceToken(t testing.TB, refuse bool) {
+	t.Helper()
+	path := filepath.Join(w.Dir, "cinder", "state", "service-token-refused")
+	var err error
+	if refuse {
+		err = os.WriteFile(path, nil, 0o644)
+	} else if err = os.Remove(path); os.IsNotExist(err) {
+		err = nil
+	}
+	if err != nil {
+		t.Fatalf("service token refused=%v: %v", refuse, err)
+	}
+}
+
+// NovaDetach asks Nova to detach the volume from the server (DELETE
+// os-volume_attachments, 202) and waits until the compute service has
+// finished the detach_volume action, whether it succeeded or failed; it
+// returns the action's request ID.
+func (w *World) NovaDetach(t testing.TB, server, volume string) string {
+	t.Helper()
+	c := w.ComputeClient(t)
+	if err := volumeattach.Delete(ctx(), c, server, volume).ExtractErr(); err != nil {
+		t.Fatalf("detaching volume %s from server %s through Nova: %v", volume, server, err)
+	}
+	var request, result string
+	w.wait(t, fmt.Sprintf("Nova's detach of volume %s from server %s to finish", volume, server), func() (bool, error) {
+		var actions struct {
+			Actions []struct {
+				Action    string `json:"action"`
+				RequestID string `json:"request_id"`
+			} `json:"instanceActions"`
+		}
+		if _, err := c.Get(ctx(), c.ServiceURL("servers", server, "os-instance-actions"), &actions, nil); err != nil {
+			return false, err
+		}
+		for _, a := range actions.Actions { // newest first
+			if a.Action != "detach_volume" {
+				continue
+			}
+			var detail struct {
+				Action struct {
+					Events []struct {
+						Event  string `json:"event"`
+						Result string `json:"result"`
+					} `json:"events"`
+				} `json:"instanceAction"`
+			}
+			if _, err := c.Get(ctx(), c.ServiceURL("servers", server, "os-instance-actions", a.RequestID), &detail, nil); err != nil {
+				return false, err
+			}
+			for _, e := range detail.Action.Events {
+				if e.Event == "compute_detach_volume" && e.Result != "" {
+					request, result = a.RequestID, e.Result
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+		return false, nil
+	}, func() string { return "result " + result })
+	return request
 }
