@@ -87,6 +87,8 @@ type memo struct {
 	// tenant nodes that are its VM, one list per tenant of its namespace.
 	nodes   [][]snapshot.TenantNodeRef
 	nodesAt []int32
+	// claims are the claims of VM and VMI spec volumes (volumeClaims).
+	claims volumeClaims
 }
 
 type knownOwner struct {

@@ -236,6 +236,17 @@ func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
 // PVCState returns the PersistentVolumeClaim ns/name, or nil, and whether
 // it has a deletionTimestamp.
 func (ix *Index) PVCState(ns, name string) (pvc *corev1.PersistentVolumeClaim, deleting bool) {
+	at, deleting := ix.PVCIndex(ns, name)
+	if at < 0 {
+		return nil, false
+	}
+	return &ix.s.PVCs[at], deleting
+}
+
+// PVCIndex returns the index in the snapshot's PVCs of the claim ns/name
+// (-1 when there is none) and whether it has a deletionTimestamp: for
+// callers that keep what they found in a compact table.
+func (ix *Index) PVCIndex(ns, name string) (at int, deleting bool) {
 	pvcs := ix.s.PVCs
 	ix.pvcsOnce.Do(func() {
 		ix.pvcs = indexByNamespace(len(pvcs), func(i int) (string, string, pvcEntry) {
@@ -244,9 +255,9 @@ func (ix *Index) PVCState(ns, name string) (pvc *corev1.PersistentVolumeClaim, d
 	})
 	e, ok := ix.pvcs[ns][name]
 	if !ok {
-		return nil, false
+		return -1, false
 	}
-	return &pvcs[e.at], e.deleting
+	return int(e.at), e.deleting
 }
 
 // byNamespace maps a namespace, then a name, to a small value (an index
