@@ -89,6 +89,8 @@ type memo struct {
 	nodesAt []int32
 	// claims are the claims of VM and VMI spec volumes (volumeClaims).
 	claims volumeClaims
+	// hotplugOdd is, per VMI, 0 (unknown), 1 or 2: see Input.hotplugOdd.
+	hotplugOdd []uint8
 }
 
 type knownOwner struct {

@@ -75,7 +75,9 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 			continue
 		}
 		own, claims := in.owner(i), in.vmiVolumeClaims(i)
-		r.names = appendVolumeNames(r.names[:0], vmi)
+		var odd bool
+		r.names, odd = appendVolumeNames(r.names[:0], vmi)
+		in.noteHotplugOdd(i, odd)
 		for _, name := range r.names {
 			if name == "" || !in.scope.volume(name) {
 				continue
@@ -255,24 +257,35 @@ func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *
 }
 
 // appendVolumeNames appends to names the VMI's spec volume names, then the
-// names of status entries that are not in the spec, each once.
-func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) []string {
+// names of status entries that are not in the spec, each once. It also
+// says whether some hot-plug status entry is one StuckHotplugPhase must
+// look at (hotplugOdd): the names are compared here anyway.
+func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) ([]string, bool) {
 	start := len(names)
-	add := func(n string) {
-		for _, have := range names[start:] {
+	index := func(n string) int {
+		for i, have := range names[start:] {
 			if have == n {
-				return
+				return i
 			}
 		}
-		names = append(names, n)
+		return -1
 	}
 	for i := range vmi.Spec.Volumes {
-		add(vmi.Spec.Volumes[i].Name)
+		if n := vmi.Spec.Volumes[i].Name; index(n) < 0 {
+			names = append(names, n)
+		}
 	}
+	spec, odd := len(names)-start, false
 	for i := range vmi.Status.VolumeStatus {
-		add(vmi.Status.VolumeStatus[i].Name)
+		vs := &vmi.Status.VolumeStatus[i]
+		at := index(vs.Name)
+		if at < 0 {
+			names = append(names, vs.Name)
+		}
+		// Found at or after spec: the name of an earlier status entry only.
+		odd = odd || vs.HotplugVolume != nil && (at < 0 || at >= spec || isDetaching(vs.Phase))
 	}
-	return names
+	return names, odd
 }
 
 // specVolumeIndex returns the index of the VMI's first spec volume called
