@@ -70,11 +70,11 @@ func (in Input) volumeClaims(at *int32, ns string, vols []kubevirtv1.Volume) []v
 	if m.buf == nil {
 		m.buf = make([]volPVC, 0, 4*len(in.Snapshot.VMIs))
 	}
-	start := len(m.buf)
+	start, claims := len(m.buf), in.Index.ClaimsIn(ns)
 	for j := range vols {
 		var v volPVC
 		if name := snapshot.ClaimName(&vols[j]); name != "" {
-			if k, deleting := in.Index.PVCIndex(ns, name); k >= 0 {
+			if k, deleting := claims.Index(name); k >= 0 {
 				v = volPVC{at: int32(k + 1), deleting: deleting}
 			}
 		}
