@@ -112,15 +112,20 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 // claimsWithTwoUsers returns, by namespace, the claims that two or more
 // users may reference: every claim that has two users as eachClaimUse
 // counts them, and perhaps a few more, which the second pass, counting by
-// name, drops. It reads no names, which is most of the cost of a walk over
-// every VM and VMI: only a claim that exists can conflict, so it counts
-// the claims the pass's claim table found (vmVolumeClaims,
+// name, drops. When the pass has its claim table (DanglingVolumeReference,
+// which runs first, fills it), it reads no names, which is most of the
+// cost of a walk over every VM and VMI: only a claim that exists can
+// conflict, so it counts the claims the table found (vmVolumeClaims,
 // vmiVolumeClaims), in a table of the snapshot's PVCs; and it tells users
 // apart by their object, the VM (of a template volume or an addvolume
 // request, or the one the owner memo resolves for a VMI) or the VMI. Two
 // references of one object are one user by name too, so no user of the
-// check is merged with another.
+// check is merged with another. Without the table (the controller's
+// namespace loop), counting by name costs less than filling it.
 func claimsWithTwoUsers(in Input) map[string]map[string]bool {
+	if in.memo.claims.vmiAt == nil {
+		return claimsByName(in)
+	}
 	first := make([]*metav1.ObjectMeta, len(in.Snapshot.PVCs))
 	two := false
 	note := func(c volPVC, user *metav1.ObjectMeta) {
@@ -184,6 +189,45 @@ func claimsWithTwoUsers(in Input) map[string]map[string]bool {
 
 // twoUsers marks, in claimsWithTwoUsers's table, a claim of two users.
 var twoUsers metav1.ObjectMeta
+
+// claimsByName is claimsWithTwoUsers without the pass's claim table: it
+// returns the claims that two or more users reference, as eachClaimUse
+// counts them, reading their names, one namespace at a time in one map
+// keyed by claim name alone, emptied between namespaces.
+func claimsByName(in Input) map[string]map[string]bool {
+	type first struct {
+		vm, multi bool
+		name      string
+	}
+	var seen map[string]first
+	var multi map[string]map[string]bool
+	for _, ns := range in.Index.VMNamespaces() {
+		if seen == nil {
+			// Made to the size of the first namespace, at two claims per
+			// VMI, so that it seldom grows.
+			seen = make(map[string]first, 2*len(in.Index.VMIsIn(ns)))
+		}
+		clear(seen)
+		eachClaimUse(in, ns, func(claim, kind, name string) bool {
+			f, ok := seen[claim]
+			switch {
+			case !ok:
+				seen[claim] = first{vm: kind == "VM", name: name}
+			case !f.multi && (f.vm != (kind == "VM") || f.name != name):
+				seen[claim] = first{multi: true}
+				if multi[ns] == nil {
+					if multi == nil {
+						multi = map[string]map[string]bool{}
+					}
+					multi[ns] = map[string]bool{}
+				}
+				multi[ns][claim] = true
+			}
+			return false
+		}, nil)
+	}
+	return multi
+}
 
 // claimUseAt is one reference to a claim by a VM or a VMI. It holds
 // references only; what takes reading (shareable) is computed on demand.
