@@ -87,6 +87,10 @@ type memo struct {
 	// tenant nodes that are its VM, one list per tenant of its namespace.
 	nodes   [][]snapshot.TenantNodeRef
 	nodesAt []int32
+	// claims are the claims of VM and VMI spec volumes (volumeClaims).
+	claims volumeClaims
+	// hotplugOdd is, per VMI, 0 (unknown), 1 or 2: see Input.hotplugOdd.
+	hotplugOdd []uint8
 }
 
 type knownOwner struct {

@@ -59,12 +59,12 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 		if !r.vmInScope(vm) {
 			continue
 		}
-		vols := vm.Spec.Template.Spec.Volumes
+		vols, claims := vm.Spec.Template.Spec.Volumes, in.vmVolumeClaims(i)
 		for j := range vols {
 			if vols[j].Name == "" || !in.scope.volume(vols[j].Name) || snapshot.VMVolume(vm, vols[j].Name) != &vols[j] {
 				continue // out of scope, or a later duplicate of the name
 			}
-			if f, ok := r.decideVM(vm, &vols[j]); ok {
+			if f, ok := r.decideVM(vm, &vols[j], claims, j); ok {
 				out = append(out, f)
 			}
 		}
@@ -74,13 +74,15 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) {
 			continue
 		}
-		own := in.owner(i)
-		r.names = appendVolumeNames(r.names[:0], vmi)
+		own, claims := in.owner(i), in.vmiVolumeClaims(i)
+		var odd bool
+		r.names, odd = appendVolumeNames(r.names[:0], vmi)
+		in.noteHotplugOdd(i, odd)
 		for _, name := range r.names {
 			if name == "" || !in.scope.volume(name) {
 				continue
 			}
-			if f, ok := r.decideVMI(vmi, own, name); ok {
+			if f, ok := r.decideVMI(vmi, own, name, claims); ok {
 				out = append(out, f)
 			}
 		}
@@ -105,14 +107,14 @@ func CheckDangling(s *snapshot.Snapshot, p Policy, now time.Time, ns, kind, name
 			return drift.Finding{}, false
 		}
 		if vol := snapshot.VMVolume(vm, volume); vol != nil {
-			return r.decideVM(vm, vol)
+			return r.decideVM(vm, vol, nil, -1)
 		}
 	case kindVMI:
 		vmi := in.Index.VMI(ns, name)
 		if vmi == nil || !named(vmi) || !in.scope.namespace(ns) || !in.scope.labels(vmi.Labels) {
 			return drift.Finding{}, false
 		}
-		return r.decideVMI(vmi, ResolveOwner(in.Index, vmi), volume)
+		return r.decideVMI(vmi, ResolveOwner(in.Index, vmi), volume, nil)
 	}
 	return drift.Finding{}, false
 }
@@ -169,13 +171,15 @@ type reference struct {
 	podFacts   []string
 }
 
-func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Volume) (drift.Finding, bool) {
+// decideVM decides about the VM's template volume vol; claims, when not
+// nil, are the pass's claims of the template's volumes, vol at index j.
+func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Volume, claims []volPVC, j int) (drift.Finding, bool) {
 	src, ok := volumeSource(vol)
 	if !ok {
 		return drift.Finding{}, false
 	}
 	ref := &reference{ns: vm.Namespace, volume: vol.Name, onVM: true, vm: vm, vol: vol, src: src}
-	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
+	ref.st = r.judge(ref.ns, src, knownClaim(claims, j, vol, src))
 	if !ref.st.state.reported() {
 		return drift.Finding{}, false // the VMI reports a gone attachment pod
 	}
@@ -186,9 +190,14 @@ func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Vo
 	return r.build(ref), true
 }
 
-func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Ownership, name string) (drift.Finding, bool) {
-	ref := &reference{ns: vmi.Namespace, volume: name, vmi: vmi, vm: own.VM, own: own,
-		vol: snapshot.VMIVolume(vmi, name), status: volumeStatus(vmi, name)}
+// decideVMI decides about the VMI's volume called name; claims, when not
+// nil, are the pass's claims of the VMI's spec volumes.
+func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Ownership, name string, claims []volPVC) (drift.Finding, bool) {
+	ref := &reference{ns: vmi.Namespace, volume: name, vmi: vmi, vm: own.VM, own: own, status: volumeStatus(vmi, name)}
+	j := specVolumeIndex(vmi, name)
+	if j >= 0 {
+		ref.vol = &vmi.Spec.Volumes[j]
+	}
 	src, ok := volumeSource(ref.vol)
 	if !ok && ref.vol == nil && ref.status != nil && ref.status.PersistentVolumeClaimInfo != nil && ref.status.PersistentVolumeClaimInfo.ClaimName != "" {
 		src, ok = source{kind: "PVC", name: ref.status.PersistentVolumeClaimInfo.ClaimName}, true
@@ -197,7 +206,11 @@ func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Owne
 		return drift.Finding{}, false
 	}
 	ref.src = src
-	ref.st = judgeStorage(r.in, ref.ns, src, r.templated(ref.ns, src.name))
+	var known *volPVC
+	if ref.vol != nil {
+		known = knownClaim(claims, j, ref.vol, src)
+	}
+	ref.st = r.judge(ref.ns, src, known)
 	ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
 	switch {
 	case ref.st.state.reported() && r.reportedOnVM(ref):
@@ -244,24 +257,57 @@ func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *
 }
 
 // appendVolumeNames appends to names the VMI's spec volume names, then the
-// names of status entries that are not in the spec, each once.
-func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) []string {
+// names of status entries that are not in the spec, each once. It also
+// says whether some hot-plug status entry is one StuckHotplugPhase must
+// look at (hotplugOdd): the names are compared here anyway.
+func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) ([]string, bool) {
 	start := len(names)
-	add := func(n string) {
-		for _, have := range names[start:] {
+	index := func(n string) int {
+		for i, have := range names[start:] {
 			if have == n {
-				return
+				return i
 			}
 		}
-		names = append(names, n)
+		return -1
 	}
 	for i := range vmi.Spec.Volumes {
-		add(vmi.Spec.Volumes[i].Name)
+		if n := vmi.Spec.Volumes[i].Name; index(n) < 0 {
+			names = append(names, n)
+		}
 	}
+	spec, odd := len(names)-start, false
 	for i := range vmi.Status.VolumeStatus {
-		add(vmi.Status.VolumeStatus[i].Name)
+		vs := &vmi.Status.VolumeStatus[i]
+		at := index(vs.Name)
+		if at < 0 {
+			names = append(names, vs.Name)
+		}
+		// Found at or after spec: the name of an earlier status entry only.
+		odd = odd || vs.HotplugVolume != nil && (at < 0 || at >= spec || isDetaching(vs.Phase))
 	}
-	return names
+	return names, odd
+}
+
+// specVolumeIndex returns the index of the VMI's first spec volume called
+// name (snapshot.VMIVolume), or -1.
+func specVolumeIndex(vmi *kubevirtv1.VirtualMachineInstance, name string) int {
+	for i := range vmi.Spec.Volumes {
+		if vmi.Spec.Volumes[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// judge is judgeStorage, from what the pass already found of the claim
+// when known is set.
+func (r *danglingRun) judge(ns string, src source, known *volPVC) storage {
+	templated := r.templated(ns, src.name)
+	if known == nil {
+		return judgeStorage(r.in, ns, src, templated)
+	}
+	pvc, deleting := known.pvc(r.in)
+	return judgeFound(r.in, ns, src, templated, pvc, deleting)
 }
 
 func volumeStatus(vmi *kubevirtv1.VirtualMachineInstance, name string) *kubevirtv1.VolumeStatus {

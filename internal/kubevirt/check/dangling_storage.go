@@ -82,6 +82,11 @@ type storage struct {
 // alone (CDI garbage-collects succeeded DataVolumes and keeps their PVCs).
 func judgeStorage(in Input, ns string, src source, templated bool) storage {
 	pvc, pvcDeleting := in.Index.PVCState(ns, src.name)
+	return judgeFound(in, ns, src, templated, pvc, pvcDeleting)
+}
+
+// judgeFound is judgeStorage once the PVC of src's name has been looked up.
+func judgeFound(in Input, ns string, src source, templated bool, pvc *corev1.PersistentVolumeClaim, pvcDeleting bool) storage {
 	dv := in.Index.DataVolume(ns, src.name)
 	st := storage{gone: pvc == nil && dv == nil}
 	if src.kind == "PVC" {

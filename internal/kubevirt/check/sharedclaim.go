@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/drift"
@@ -94,6 +95,9 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 	}
 	var out []drift.Finding
 	for k, byKey := range byClaim {
+		if len(byKey) < 2 {
+			continue // one user after all (claimsWithTwoUsers)
+		}
 		users := make([]*claimUser, 0, len(byKey))
 		for _, u := range byKey {
 			users = append(users, u)
@@ -106,11 +110,91 @@ func FindSharedClaimConflicts(in Input) []drift.Finding {
 }
 
 // claimsWithTwoUsers returns, by namespace, the claims that two or more
-// users reference, as eachClaimUse counts them, reading only names: most
-// claims have one user, and the walk over every VM and VMI is the whole
-// cost of the check. It counts one namespace at a time in one map keyed
-// by claim name alone, emptied between namespaces.
+// users may reference: every claim that has two users as eachClaimUse
+// counts them, and perhaps a few more, which the second pass, counting by
+// name, drops. When the pass has its claim table (DanglingVolumeReference,
+// which runs first, fills it), it reads no names, which is most of the
+// cost of a walk over every VM and VMI: only a claim that exists can
+// conflict, so it counts the claims the table found (vmVolumeClaims,
+// vmiVolumeClaims), in a table of the snapshot's PVCs; and it tells users
+// apart by their object, the VM (of a template volume or an addvolume
+// request, or the one the owner memo resolves for a VMI) or the VMI. Two
+// references of one object are one user by name too, so no user of the
+// check is merged with another. Without the table (the controller's
+// namespace loop), counting by name costs less than filling it.
 func claimsWithTwoUsers(in Input) map[string]map[string]bool {
+	if in.memo.claims.vmiAt == nil {
+		return claimsByName(in)
+	}
+	first := make([]*metav1.ObjectMeta, len(in.Snapshot.PVCs))
+	two := false
+	note := func(c volPVC, user *metav1.ObjectMeta) {
+		switch f := first[c.at-1]; {
+		case f == nil:
+			first[c.at-1] = user
+		case f != user && f != &twoUsers:
+			first[c.at-1], two = &twoUsers, true
+		}
+	}
+	for k := range in.Snapshot.VMs {
+		vm := &in.Snapshot.VMs[k]
+		if !named(vm) || IsTerminating(vm) || !in.scope.namespace(vm.Namespace) {
+			continue
+		}
+		for j, c := range in.vmVolumeClaims(k) {
+			if c.at > 0 && (in.scope.prefix == "" || in.scope.volume(snapshot.ClaimName(&vm.Spec.Template.Spec.Volumes[j]))) {
+				note(c, &vm.ObjectMeta)
+			}
+		}
+		for _, r := range vm.Status.VolumeRequests {
+			if o := r.AddVolumeOptions; o != nil && o.VolumeSource != nil {
+				if claim := snapshot.HotplugSourceClaim(o.VolumeSource); claim != "" && in.scope.volume(claim) {
+					if at, _ := in.Index.PVCIndex(vm.Namespace, claim); at >= 0 {
+						note(volPVC{at: int32(at + 1)}, &vm.ObjectMeta)
+					}
+				}
+			}
+		}
+	}
+	for i := range in.Snapshot.VMIs {
+		vmi := &in.Snapshot.VMIs[i]
+		if !named(vmi) || vmi.IsFinal() || !in.scope.namespace(vmi.Namespace) {
+			continue
+		}
+		user := &vmi.ObjectMeta
+		if vm := in.owner(i).VM; vm != nil {
+			user = &vm.ObjectMeta
+		}
+		for j, c := range in.vmiVolumeClaims(i) {
+			if c.at > 0 && (in.scope.prefix == "" || in.scope.volume(snapshot.ClaimName(&vmi.Spec.Volumes[j]))) {
+				note(c, user)
+			}
+		}
+	}
+	if !two {
+		return nil
+	}
+	multi := map[string]map[string]bool{}
+	for at, f := range first {
+		if f == &twoUsers {
+			pvc := &in.Snapshot.PVCs[at]
+			if multi[pvc.Namespace] == nil {
+				multi[pvc.Namespace] = map[string]bool{}
+			}
+			multi[pvc.Namespace][pvc.Name] = true
+		}
+	}
+	return multi
+}
+
+// twoUsers marks, in claimsWithTwoUsers's table, a claim of two users.
+var twoUsers metav1.ObjectMeta
+
+// claimsByName is claimsWithTwoUsers without the pass's claim table: it
+// returns the claims that two or more users reference, as eachClaimUse
+// counts them, reading their names, one namespace at a time in one map
+// keyed by claim name alone, emptied between namespaces.
+func claimsByName(in Input) map[string]map[string]bool {
 	type first struct {
 		vm, multi bool
 		name      string

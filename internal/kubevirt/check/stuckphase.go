@@ -55,7 +55,14 @@ type stuckHotplug struct {
 func FindStuckHotplugPhases(in Input) []drift.Finding {
 	in = in.ready()
 	var out []drift.Finding
+	// While no attachment pod is being deleted, only a VMI with an odd
+	// hot-plug status entry can have a finding: that is known for most
+	// VMIs before reading them.
+	anyDying := len(in.dyingAttachmentPods()) > 0
 	for i := range in.Snapshot.VMIs {
+		if !anyDying && !in.hotplugOdd(i) {
+			continue
+		}
 		vmi := &in.Snapshot.VMIs[i]
 		if !named(vmi) || !in.scope.namespace(vmi.Namespace) || !in.scope.labels(vmi.Labels) ||
 			vmi.Status.Phase != kubevirtv1.Running || IsTerminating(vmi) || IsMigrating(vmi) {
@@ -162,6 +169,39 @@ func inVMISpec(vmi *kubevirtv1.VirtualMachineInstance, name string, hint int) bo
 		return true
 	}
 	return snapshot.VMIVolume(vmi, name) != nil
+}
+
+// hotplugOdd reports whether some hot-plug status entry of the snapshot's
+// VMI i has no spec volume of its name, or a phase of the detaching
+// family (isDetaching). Only such an entry can be stuck unless its
+// attachment pod is being deleted (stuckState). Known once per pass: the
+// walk of DanglingVolumeReference notes it (noteHotplugOdd).
+func (in Input) hotplugOdd(i int) bool {
+	m := in.memo
+	if m.hotplugOdd == nil {
+		m.hotplugOdd = make([]uint8, len(in.Snapshot.VMIs))
+	}
+	if m.hotplugOdd[i] == 0 {
+		vmi, odd := &in.Snapshot.VMIs[i], false
+		for j := range vmi.Status.VolumeStatus {
+			vs := &vmi.Status.VolumeStatus[j]
+			odd = odd || vs.HotplugVolume != nil && (isDetaching(vs.Phase) || !inVMISpec(vmi, vs.Name, j))
+		}
+		in.noteHotplugOdd(i, odd)
+	}
+	return m.hotplugOdd[i] == 2
+}
+
+// noteHotplugOdd records hotplugOdd of VMI i.
+func (in Input) noteHotplugOdd(i int, odd bool) {
+	m := in.memo
+	if m.hotplugOdd == nil {
+		m.hotplugOdd = make([]uint8, len(in.Snapshot.VMIs))
+	}
+	m.hotplugOdd[i] = 1
+	if odd {
+		m.hotplugOdd[i] = 2
+	}
 }
 
 // dyingAttachmentPods returns the attachment pods being deleted, by

@@ -68,7 +68,7 @@ func tenantAttachments(in Input, i int) (out [keeps]tenantHandles) {
 			continue
 		}
 		for _, node := range in.vmiTenantNodes(i)[ti] {
-			for _, a := range t.AttachmentsOn(node.Name) {
+			for _, a := range t.NodeAttachments(node) {
 				k := keepFor(a)
 				if k == keeps || !in.scope.volume(a.Handle) {
 					continue

@@ -236,17 +236,45 @@ func (ix *Index) PVC(ns, name string) *corev1.PersistentVolumeClaim {
 // PVCState returns the PersistentVolumeClaim ns/name, or nil, and whether
 // it has a deletionTimestamp.
 func (ix *Index) PVCState(ns, name string) (pvc *corev1.PersistentVolumeClaim, deleting bool) {
+	at, deleting := ix.PVCIndex(ns, name)
+	if at < 0 {
+		return nil, false
+	}
+	return &ix.s.PVCs[at], deleting
+}
+
+// PVCIndex returns the index in the snapshot's PVCs of the claim ns/name
+// (-1 when there is none) and whether it has a deletionTimestamp: for
+// callers that keep what they found in a compact table.
+func (ix *Index) PVCIndex(ns, name string) (at int, deleting bool) {
+	return ix.ClaimsIn(ns).Index(name)
+}
+
+// ClaimsIn returns the claims of namespace ns, for a caller that looks up
+// many names in one namespace: the namespace is found once.
+func (ix *Index) ClaimsIn(ns string) Claims {
 	pvcs := ix.s.PVCs
 	ix.pvcsOnce.Do(func() {
 		ix.pvcs = indexByNamespace(len(pvcs), func(i int) (string, string, pvcEntry) {
 			return pvcs[i].Namespace, pvcs[i].Name, pvcEntry{at: int32(i), deleting: pvcs[i].DeletionTimestamp != nil}
 		})
 	})
-	e, ok := ix.pvcs[ns][name]
+	return Claims{byName: ix.pvcs[ns]}
+}
+
+// Claims are the indexed claims of one namespace (Index.ClaimsIn).
+type Claims struct {
+	byName map[string]pvcEntry
+}
+
+// Index returns the index in the snapshot's PVCs of the claim called name
+// (-1 when there is none) and whether it has a deletionTimestamp.
+func (c Claims) Index(name string) (at int, deleting bool) {
+	e, ok := c.byName[name]
 	if !ok {
-		return nil, false
+		return -1, false
 	}
-	return &pvcs[e.at], e.deleting
+	return int(e.at), e.deleting
 }
 
 // byNamespace maps a namespace, then a name, to a small value (an index

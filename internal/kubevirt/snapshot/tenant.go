@@ -44,7 +44,11 @@ type TenantIndex struct {
 
 	// byHandle holds the attachments of each volume handle, on any node.
 	byHandle map[string][]TenantAttachment
-	// byNode holds, per node, the attachments whose handle is known.
+	// onNode holds, per listed node (nodeAt gives its entry), the
+	// attachments whose handle is known; byNode holds those of nodes the
+	// tenant does not list.
+	nodeAt map[string]int32
+	onNode [][]*TenantAttachment
 	byNode map[string][]*TenantAttachment
 	// unresolved holds, per node, attachments whose volume handle cannot be
 	// known (their PV is missing or has no CSI source). They may want any
@@ -66,6 +70,8 @@ type TenantIndex struct {
 type TenantNodeRef struct {
 	Name string
 	How  string
+	// at is the node's entry in its tenant's onNode, plus one.
+	at int32
 }
 
 // NodesFor returns the tenant nodes that resolve to vm.
@@ -124,21 +130,28 @@ func newTenantIndex(t *Tenant) *TenantIndex {
 	if !t.Reachable {
 		return ti
 	}
-	mapped, listed := ti.indexNodes(t)
+	mapped := ti.indexNodes(t)
 	pvs := ti.indexPVs(t)
-	ti.indexAttachments(t, mapped, listed, &pvs)
+	ti.indexAttachments(t, mapped, &pvs)
 	return ti
 }
 
 // indexNodes resolves every tenant node to an infra VM (or says why it
 // cannot) and records the handles its kubelet uses. It returns the VM of
-// each resolved node and the names of all listed nodes.
-func (ti *TenantIndex) indexNodes(t *Tenant) (mapped map[string]InfraVM, listed map[string]bool) {
+// each resolved node; every listed node gets its entry in onNode, which
+// its references (TenantNodeRef) keep.
+func (ti *TenantIndex) indexNodes(t *Tenant) (mapped map[string]InfraVM) {
 	mapped = make(map[string]InfraVM, len(t.Nodes))
-	listed = make(map[string]bool, len(t.Nodes))
+	ti.nodeAt = make(map[string]int32, len(t.Nodes))
+	ti.onNode = make([][]*TenantAttachment, 0, len(t.Nodes))
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
-		listed[n.Name] = true
+		at, ok := ti.nodeAt[n.Name]
+		if !ok { // two Nodes of one name share their entry
+			at = int32(len(ti.onNode))
+			ti.nodeAt[n.Name] = at
+			ti.onNode = append(ti.onNode, nil)
+		}
 		m := ResolveTenantNode(n, t.Namespace, t.MatchNodesByName)
 		switch {
 		case m.Ambiguous:
@@ -146,7 +159,7 @@ func (ti *TenantIndex) indexNodes(t *Tenant) (mapped map[string]InfraVM, listed 
 		case m.Unknown != "":
 			ti.unknownNodes = append(ti.unknownNodes, m.Unknown)
 		default:
-			ti.byVM[m.VM] = append(ti.byVM[m.VM], TenantNodeRef{Name: n.Name, How: m.How})
+			ti.byVM[m.VM] = append(ti.byVM[m.VM], TenantNodeRef{Name: n.Name, How: m.How, at: at + 1})
 			mapped[n.Name] = m.VM
 		}
 		for _, h := range n.InUse {
@@ -156,7 +169,7 @@ func (ti *TenantIndex) indexNodes(t *Tenant) (mapped map[string]InfraVM, listed 
 			ti.inUse[n.Name][h] = true
 		}
 	}
-	return mapped, listed
+	return mapped
 }
 
 // indexPVs records the volume handles of the tenant's PVs of its driver and
@@ -183,12 +196,13 @@ func (ti *TenantIndex) indexPVs(t *Tenant) pvHandles {
 // volume handle (or as unresolved on their node). An attachment on an
 // unlisted node, or published to another node ID than its node resolves
 // to, makes that node unknown.
-func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, listed map[string]bool, pvs *pvHandles) {
+func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, pvs *pvHandles) {
 	ti.byHandle = make(map[string][]TenantAttachment, len(t.VolumeAttachments))
-	ti.byNode = make(map[string][]*TenantAttachment, len(t.Nodes))
-	// Every attachment of known handle is kept once in buf: byNode points
-	// into it, and one-entry lists are windows into buf (or into onNode)
-	// rather than separate allocations.
+	ti.byNode = map[string][]*TenantAttachment{}
+	// Every attachment of known handle is kept once in buf: a node's list
+	// (ti.onNode, or byNode for an unlisted node) points into it, and
+	// one-entry lists are windows into onNode rather than separate
+	// allocations.
 	buf := make([]TenantAttachment, 0, len(t.VolumeAttachments))
 	onNode := make([]*TenantAttachment, 0, len(t.VolumeAttachments))
 	for i := range t.VolumeAttachments {
@@ -196,7 +210,8 @@ func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, li
 		if va.Spec.Attacher != ti.Driver {
 			continue
 		}
-		if !listed[va.Spec.NodeName] {
+		at, listed := ti.nodeAt[va.Spec.NodeName]
+		if !listed {
 			// A node without a Node object cannot be tied to a VM: the
 			// attachment may be on any.
 			ti.unknownNodes = append(ti.unknownNodes, fmt.Sprintf("VolumeAttachment %s is on node %q, which the tenant does not list", va.Name, va.Spec.NodeName))
@@ -209,11 +224,21 @@ func (ti *TenantIndex) indexAttachments(t *Tenant, mapped map[string]InfraVM, li
 			}
 			buf = append(buf, a)
 			p := &buf[len(buf)-1]
-			if list, ok := ti.byNode[a.Node]; ok {
-				ti.byNode[a.Node] = append(list, p)
+			var list *[]*TenantAttachment
+			if listed {
+				list = &ti.onNode[at]
+			} else {
+				l := ti.byNode[a.Node]
+				list = &l
+			}
+			if *list != nil {
+				*list = append(*list, p)
 			} else {
 				onNode = append(onNode, p)
-				ti.byNode[a.Node] = onNode[len(onNode)-1 : len(onNode) : len(onNode)]
+				*list = onNode[len(onNode)-1 : len(onNode) : len(onNode)]
+			}
+			if !listed {
+				ti.byNode[a.Node] = *list
 			}
 			if list, ok := ti.byHandle[a.Handle]; ok {
 				ti.byHandle[a.Handle] = append(list, a)
@@ -300,7 +325,19 @@ func (t *TenantIndex) Attachments(handle string) []TenantAttachment {
 // handle is known, in the order the tenant listed them. They are the
 // index's: callers must not change them.
 func (t *TenantIndex) AttachmentsOn(node string) []*TenantAttachment {
+	if at, ok := t.nodeAt[node]; ok {
+		return t.onNode[at]
+	}
 	return t.byNode[node]
+}
+
+// NodeAttachments is AttachmentsOn(ref.Name) for a node ref that NodesFor
+// of this tenant returned, without looking the node up again.
+func (t *TenantIndex) NodeAttachments(ref TenantNodeRef) []*TenantAttachment {
+	if ref.at > 0 && int(ref.at) <= len(t.onNode) {
+		return t.onNode[ref.at-1]
+	}
+	return t.AttachmentsOn(ref.Name)
 }
 
 // Unresolved returns the tenant's attachments on node whose volume handle is
