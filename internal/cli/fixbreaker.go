@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
@@ -94,6 +95,10 @@ func (b *controllerBreaker) Tell(ctx context.Context, planned int) string {
 	case err != nil:
 		return fmt.Sprintf("warning: the controller's blast-radius limit in %s cannot be read (%v): what this run does to it cannot be told", b.namespace, err)
 	case !found:
+		var nsObj corev1.Namespace
+		if err := c.Get(ctx, client.ObjectKey{Name: b.namespace}, &nsObj); apierrors.IsNotFound(err) {
+			return "" // no controller namespace: nothing is recorded, nothing shared
+		}
 		return fmt.Sprintf("note: no tether controller publishes its blast-radius limit in namespace %s (--controller-namespace): this run's actions are recorded there all the same, where a controller would count them (never tripping its breaker)", b.namespace)
 	}
 	br, err := findingrecord.Breaker(ctx, c, b.namespace)
