@@ -187,14 +187,51 @@ func TestSyncFinding_refusedAttemptRefundsBudget(t *testing.T) {
 // After a restart, the first action is measured against the actions the
 // records show: the limit is not reset.
 func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
-	f := safeFinding()
-	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	earlier := &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orphanhotplugvolume-before"},
 		Spec:       v1alpha1.FindingSpec{ID: "before", Check: check.OrphanHotplugVolume, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
 		Status: v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(drift.Applied),
 			LastAttempt: mt(t0.Add(-time.Minute))},
 	}
+	stored, _, _, _ := syncUnderLimitOfOne(t, earlier)
+	if stored.Status.Phase != v1alpha1.PhaseBlocked || stored.Status.Reason != ReasonBlastRadius {
+		t.Fatalf("phase %s reason %s: want Blocked by %s (one action a minute ago, limit 1 per 10m)",
+			stored.Status.Phase, stored.Status.Reason, ReasonBlastRadius)
+	}
+}
+
+// An action of `tether fix` fills the window (limit 1): the finding waits,
+// Blocked BlastRadiusShared, until that action leaves the window, and the
+// breaker does not trip (no breaker record is written).
+func TestSyncFinding_supervisedActionFillsTheWindowWithoutATrip(t *testing.T) {
+	byFix := &v1alpha1.Finding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tether-system", Name: "fixapply-x"},
+		Spec:       v1alpha1.FindingSpec{ID: "fix-x", Check: findingrecord.FixCheck},
+		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(drift.Applied), LastAttempt: mt(t0.Add(-time.Minute))},
+	}
+	stored, after, rs, c := syncUnderLimitOfOne(t, byFix)
+	if stored.Status.Phase != v1alpha1.PhaseBlocked || stored.Status.Reason != ReasonBlastRadiusShared || !strings.Contains(stored.Status.Message, "tether fix --apply") {
+		t.Fatalf("status %+v: want Blocked by %s", stored.Status, ReasonBlastRadiusShared)
+	}
+	if after != 9*time.Minute {
+		t.Errorf("looks again after %s, want 9m (when fix's action leaves the 10m window)", after)
+	}
+	if rs.Budget.IsTripped() {
+		t.Error("the breaker tripped on a supervised action")
+	}
+	if br, err := findingrecord.Breaker(context.Background(), c, rs.Namespace); err != nil || br.Tripped {
+		t.Errorf("breaker record %+v, %v: want none tripped", br, err)
+	}
+}
+
+// syncUnderLimitOfOne syncs, at t0, a safe finding whose record has been
+// Waiting for an hour, past its 1m grace, with a budget of one action per
+// 10m and the record earlier beside it; it returns the record as stored
+// after the pass, when to look again, the keeper and the client.
+func syncUnderLimitOfOne(t *testing.T, earlier *v1alpha1.Finding) (v1alpha1.Finding, time.Duration, *Keeper, client.Client) {
+	t.Helper()
+	f := safeFinding()
+	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
 	rec := ours(&v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
 		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
@@ -210,44 +247,6 @@ func TestSyncFinding_budgetSeededFromRecords(t *testing.T) {
 	}
 	ours(&stored) // the fake client keeps no managedFields
 	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
-	if _, err := rs.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, &stored, t0); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
-		t.Fatal(err)
-	}
-	if stored.Status.Phase != v1alpha1.PhaseBlocked || stored.Status.Reason != ReasonBlastRadius {
-		t.Fatalf("phase %s reason %s: want Blocked by %s (one action a minute ago, limit 1 per 10m)",
-			stored.Status.Phase, stored.Status.Reason, ReasonBlastRadius)
-	}
-}
-
-// An action of `tether fix` fills the window (limit 1): the finding waits,
-// Blocked BlastRadiusShared, until that action leaves the window, and the
-// breaker does not trip (no breaker record is written).
-func TestSyncFinding_supervisedActionFillsTheWindowWithoutATrip(t *testing.T) {
-	f := safeFinding()
-	f.Namespace, f.Object = "ns", drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "vmi-uid"}
-	byFix := &v1alpha1.Finding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "tether-system", Name: "fixapply-x"},
-		Spec:       v1alpha1.FindingSpec{ID: "fix-x", Check: findingrecord.FixCheck},
-		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseResolved, Reason: string(drift.Applied), LastAttempt: mt(t0.Add(-time.Minute))},
-	}
-	rec := ours(&v1alpha1.Finding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: recordName(f), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
-		Spec:       v1alpha1.FindingSpec{ID: f.ID, Check: f.Check, Subject: v1alpha1.SubjectRef{Kind: "VirtualMachineInstance", Name: "vm"}},
-		Status:     v1alpha1.FindingStatus{Phase: v1alpha1.PhaseWaiting, FirstObserved: mt(t0.Add(-time.Hour)), SafeSince: mt(t0.Add(-time.Hour))},
-	})
-	c := fakeClient(interceptor.Funcs{}, byFix, rec)
-	cfg := graceConfig(time.Minute, check.OrphanHotplugVolume)
-	cfg.BlastRadius.MaxActions = 1
-	rs, apply := keeper(t, c, cfg)
-	var stored v1alpha1.Finding
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
-		t.Fatal(err)
-	}
-	ours(&stored)
-	vmi := fixture.VMI("vm", fixture.InNamespace("ns"), fixture.WithUID("vmi-uid"))
 	after, err := rs.Sync(context.Background(), Path{Apply: apply}, vmiSubject(vmi), f, &stored, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -255,16 +254,5 @@ func TestSyncFinding_supervisedActionFillsTheWindowWithoutATrip(t *testing.T) {
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(rec), &stored); err != nil {
 		t.Fatal(err)
 	}
-	if stored.Status.Phase != v1alpha1.PhaseBlocked || stored.Status.Reason != ReasonBlastRadiusShared || !strings.Contains(stored.Status.Message, "tether fix --apply") {
-		t.Fatalf("status %+v: want Blocked by %s", stored.Status, ReasonBlastRadiusShared)
-	}
-	if after != 9*time.Minute {
-		t.Errorf("looks again after %s, want 9m (when fix's action leaves the 10m window)", after)
-	}
-	if rs.Budget.IsTripped() {
-		t.Error("the breaker tripped on a supervised action")
-	}
-	if br, err := findingrecord.Breaker(context.Background(), c, rs.Namespace); err != nil || br.Tripped {
-		t.Errorf("breaker record %+v, %v: want none tripped", br, err)
-	}
+	return stored, after, rs, c
 }
