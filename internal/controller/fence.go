@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -139,17 +140,9 @@ func (r *FenceReconciler) tenant(name string) *tenant.Watch {
 // records returns the records of tenant node node by finding id, in every
 // namespace (a node's VM may change namespace with its mapping).
 func (r *FenceReconciler) records(ctx context.Context, tenantName, node string) (map[string]*v1alpha1.Finding, error) {
-	var list v1alpha1.FindingList
-	if err := r.Cache.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelCheck: check.TenantNodeDown, v1alpha1.LabelCluster: tenantName}); err != nil {
-		return nil, err
-	}
-	out := map[string]*v1alpha1.Finding{}
-	for i := range list.Items {
-		if rec := &list.Items[i]; rec.Spec.Subject.Name == node {
-			out[rec.Spec.ID] = rec
-		}
-	}
-	return out, nil
+	recs, err := recordsOf(ctx, r.Cache, check.InLoop(check.LoopFence), client.MatchingLabels{v1alpha1.LabelCluster: tenantName})
+	maps.DeleteFunc(recs, func(_ string, rec *v1alpha1.Finding) bool { return rec.Spec.Subject.Name != node })
+	return recs, err
 }
 
 // fenceSubject files a TenantNodeDown finding in its namespace, labelled
