@@ -20,7 +20,9 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	kvdoctor "github.com/tether-dev/tether/internal/kubevirt/doctor"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	osdoctor "github.com/tether-dev/tether/internal/openstack/doctor"
 	osobserve "github.com/tether-dev/tether/internal/openstack/observe"
 )
@@ -110,6 +112,7 @@ func (o *doctorOptions) Complete(cmd *cobra.Command) error {
 		}
 		o.src.Tenants = append(o.src.Tenants, t)
 	}
+	o.src.TenantFence = tenantFenceAccess
 	switch {
 	case o.controllerConfig != "":
 		cc, err := config.Load(o.controllerConfig)
@@ -121,6 +124,24 @@ func (o *doctorOptions) Complete(cmd *cobra.Command) error {
 		o.src.Controller = deployedControllerAccess(cfg, o.scope.controllerNamespace)
 	}
 	return nil
+}
+
+// tenantFenceAccess asks a tenant whether the identity of its kubeconfig
+// holds what TenantNodeDown needs there to fence.
+func tenantFenceAccess(ctx context.Context, t observe.TenantSource) kvdoctor.FenceAccess {
+	cs, err := kubernetes.NewForConfig(t.Config)
+	if err != nil {
+		return kvdoctor.FenceAccess{Err: err.Error()}
+	}
+	ds, err := controller.TenantFenceAccessOf(ctx, cs)
+	if err != nil {
+		return kvdoctor.FenceAccess{Err: err.Error()}
+	}
+	fa := kvdoctor.FenceAccess{Missing: []string{}}
+	for _, d := range ds {
+		fa.Missing = append(fa.Missing, d.Grant)
+	}
+	return fa
 }
 
 // controllerLabels select the controller's Deployment (config/manager and
@@ -175,7 +196,7 @@ func controllerAccess(cfg *rest.Config, cc *config.Config, account string) func(
 	ns, name, _ := strings.Cut(account, ":")
 	user := "system:serviceaccount:" + ns + ":" + name
 	return func(ctx context.Context) *kvdoctor.ControllerAccess {
-		a := &kvdoctor.ControllerAccess{Account: user}
+		a := &kvdoctor.ControllerAccess{Account: user, Fences: len(cc.Tenants) > 0 && cc.Enabled(check.TenantNodeDown) && !cc.DryRun}
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			a.Err = err.Error()

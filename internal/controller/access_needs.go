@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/config/rbac"
@@ -88,19 +89,25 @@ func tenantNeeds(cfg *config.Config) ([]need, error) {
 	features := []string{"tenant evidence (tether-tenant-reader)", check.TenantNodeDown + " fencing (tether-tenant-fencer)"}
 	out := make([]need, 0, len(roles))
 	for i, role := range roles {
-		n := need{feature: features[i], fix: fixes[i]}
-		for _, r := range role.Rules {
-			for _, group := range r.APIGroups {
-				for _, res := range r.Resources {
-					for _, verb := range r.Verbs {
-						n.grants = append(n.grants, grant{verb: verb, group: group, resource: res, clusterWide: true})
-					}
+		out = append(out, roleNeed(role, features[i], fixes[i]))
+	}
+	return out, nil
+}
+
+// roleNeed is what a tenant ClusterRole grants, as one need: every verb on
+// every resource of its rules, cluster-wide.
+func roleNeed(role rbacv1.ClusterRole, feature, fix string) need {
+	n := need{feature: feature, fix: fix}
+	for _, r := range role.Rules {
+		for _, group := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, verb := range r.Verbs {
+					n.grants = append(n.grants, grant{verb: verb, group: group, resource: res, clusterWide: true})
 				}
 			}
 		}
-		out = append(out, n)
 	}
-	return out, nil
+	return n
 }
 
 // namespaceNeed is what the namespace loop's caches list and watch: the

@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // Denial is one permission a controller identity lacks for its
@@ -53,4 +55,28 @@ func AccessOf(ctx context.Context, cs kubernetes.Interface, cfg *config.Config, 
 		out = append(out, Denial{Feature: d.need.feature, Grant: d.grant.String(), Namespace: d.namespace, Fix: d.need.fix, Optional: d.need.optional})
 	}
 	return out, asked(), nil
+}
+
+// TenantFenceAccessOf asks a tenant, as the identity cs authenticates as
+// (SelfSubjectAccessReview), whether it holds what the opt-in
+// config/rbac/tenant-fencer.yaml grants: what TenantNodeDown needs there to
+// taint and untaint a Node. It returns the grants refused (empty: it may
+// fence) and changes nothing. The role's own rules are asked, as at the
+// controller's start.
+func TenantFenceAccessOf(ctx context.Context, cs kubernetes.Interface) ([]Denial, error) {
+	roles, err := rbac.TenantRoles(true)
+	if err != nil {
+		return nil, err
+	}
+	n := roleNeed(roles[len(roles)-1], check.TenantNodeDown+" fencing (tether-tenant-fencer)", fixTenantFencer)
+	ask, _ := selfReview(cs, "tenant")
+	ds, err := missing(ctx, []need{n}, nil, ask)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Denial, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, Denial{Feature: d.need.feature, Grant: d.grant.String(), Fix: d.need.fix})
+	}
+	return out, nil
 }

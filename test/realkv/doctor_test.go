@@ -24,6 +24,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/cmdtest"
+	"github.com/tether-dev/tether/internal/testing/controlplane"
 	"github.com/tether-dev/tether/internal/testing/realkubevirt"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -413,5 +414,59 @@ func TestRealDoctor_controllerRBAC(t *testing.T) {
 	l, ok := lineOf(lines, "controller.rbac", "system:serviceaccount:tether-system:tether-controller")
 	if !ok || l.Status != "WARN" || !strings.Contains(l.Why, "delete pods") || !strings.Contains(l.Fix, "storage-remediation") {
 		t.Errorf("the deployed controller's configuration: want WARN naming the storage-remediation overlay, got %+v", l)
+	}
+}
+
+// doctor asks each tenant whether the identity of its kubeconfig may fence
+// there (SelfSubjectAccessReview of config/rbac/tenant-fencer.yaml's own
+// rules): an identity bound only to tenant-reader may not, which is fine
+// while the controller's configuration does not fence (OK) and a WARN when
+// it does; bound to tenant-fencer too, it is OK either way.
+func TestRealDoctor_tenantFenceRights(t *testing.T) {
+	env := testenv.Get(t)
+	w := newWorld(t)
+	w.vm("node-f")
+	tenant(t, env, w.ns, "node-f")
+	writeConfig := func(body string) string {
+		f := filepath.Join(t.TempDir(), "controller.yaml")
+		if err := os.WriteFile(f, []byte("apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\nscope:\n  namespaces: ["+w.ns+"]\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fencing := writeConfig("dryRun: false\nchecks:\n  TenantNodeDown:\n    enabled: true\ntenants:\n- name: guest\n  kubeconfig: /etc/tether/tenants/guest\n  namespace: " + w.ns + "\n")
+	reporting := writeConfig("checks:\n  OrphanHotplugVolume:\n    enabled: true\n")
+	kubeconfigAs := func(user string, files ...string) string {
+		f := filepath.Join(t.TempDir(), user+".kubeconfig")
+		if err := controlplane.WriteKubeconfig(f, tenantIdentity(t, env, user, files...)); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fenceLine := func(kubeconfig, cfg string) doctorLine {
+		t.Helper()
+		_, lines := doctor(t, env, "-n", w.ns, "--tenant", "guest="+kubeconfig+":"+w.ns, "--controller-config", cfg)
+		l, ok := lineOf(lines, "tenant.fence", "tenant guest")
+		if !ok {
+			t.Fatalf("no tenant.fence line in %+v", lines)
+		}
+		return l
+	}
+
+	reader := kubeconfigAs("doctor-reader-"+w.ns, "tenant-reader.yaml")
+	if l := fenceLine(reader, reporting); l.Status != "OK" || !strings.Contains(l.Why, "only reports") {
+		t.Errorf("reader only, nothing fences: want OK saying TenantNodeDown only reports, got %+v", l)
+	}
+	if l := fenceLine(reader, fencing); l.Status != "WARN" || !strings.Contains(l.Why, "nodes") || !strings.Contains(l.Fix, "--fence") {
+		t.Errorf("reader only, the configuration fences: want WARN naming the Node grants and the --fence fix, got %+v", l)
+	}
+	fencer := kubeconfigAs("doctor-fencer-"+w.ns, "tenant-reader.yaml", "tenant-fencer.yaml")
+	var l doctorLine
+	testenv.Eventually(t, 30*time.Second, "the fencer binding counted", func() (bool, error) {
+		l = fenceLine(fencer, fencing)
+		return l.Status == "OK", nil
+	})
+	if !strings.Contains(l.Why, "can taint") {
+		t.Errorf("with the fencer role: want OK saying it can taint, got %+v", l)
 	}
 }

@@ -18,6 +18,7 @@ const (
 	srcCSI   = "kubevirt/csi-driver#130 (hot-plug through the VM), kubevirt/csi-driver#177, cozystack/cozystack#4032"
 	srcNodes = "kubevirt/csi-driver (node ID <namespace>/<vm>), Cluster API provider KubeVirt (providerID kubevirt://<vm>)"
 	srcForce = "kubernetes/kubernetes#120344 (--disable-force-detach-on-timeout, Kubernetes 1.30), kubernetes/kubernetes#120328"
+	srcFence = "KEP-2268 non-graceful node shutdown; tether's opt-in config/rbac/tenant-fencer.yaml"
 	srcOOS   = "KEP-2268 non-graceful node shutdown (node.kubernetes.io/out-of-service, GA in Kubernetes 1.28)"
 	srcRBAC  = "tether config/rbac; kubernetes SubjectAccessReview"
 )
@@ -31,6 +32,7 @@ const (
 	CheckTenantNodes    = "tenant.nodes"
 	CheckTenantDriver   = "tenant.csidriver"
 	CheckTenantRoute    = "tenant.driver-route"
+	CheckTenantFence    = "tenant.fence"
 	CheckForceDetach    = "kube.force-detach"
 	CheckOutOfService   = "kube.out-of-service"
 	CheckControllerRBAC = "controller.rbac"
@@ -47,8 +49,9 @@ func Decide(f Facts) []drift.Line {
 	for _, p := range f.Probes {
 		out = append(out, routeLine(p, h, f.ScopeError))
 	}
+	fences := f.Controller != nil && f.Controller.Fences
 	for _, t := range f.Tenants {
-		out = append(out, tenantLines(t, h)...)
+		out = append(out, tenantLines(t, h, fences)...)
 	}
 	out = append(out, forceDetachLine(f.Kube), outOfServiceLine(f.Kube))
 	if f.Controller != nil {

@@ -11,8 +11,11 @@ import (
 
 const fixTenantReader = "bind the tenant's identity to config/rbac/tenant-reader.yaml (`tether manifests tenant` prints it with its binding), and check the kubeconfig's server and credentials"
 
-// tenantLines: one tenant's access, node mapping, CSIDriver and route.
-func tenantLines(t Tenant, h snapshot.HotplugGates) []drift.Line {
+const fixTenantFencer = "in the tenant, bind the opt-in config/rbac/tenant-fencer.yaml to the identity the controller uses there: `tether manifests tenant --service-account NAMESPACE/NAME --fence | kubectl --context TENANT apply -f -`; or let TenantNodeDown only report (checks.TenantNodeDown.dryRun: true)"
+
+// tenantLines: one tenant's access, node mapping, CSIDriver, route and
+// fencing rights; fences says the controller's configuration fences.
+func tenantLines(t Tenant, h snapshot.HotplugGates, fences bool) []drift.Line {
 	r := t.Read
 	subj := "tenant " + r.Name
 	if !r.Reachable {
@@ -28,7 +31,38 @@ func tenantLines(t Tenant, h snapshot.HotplugGates) []drift.Line {
 	if !r.DriverMissing {
 		out = append(out, driverRouteLine(t, h))
 	}
+	if t.Fence != nil {
+		out = append(out, fenceLine(subj, *t.Fence, fences))
+	}
 	return out
+}
+
+// fenceLine: whether the identity of the tenant's kubeconfig holds what
+// TenantNodeDown needs to fence there, against whether the controller's
+// configuration fences. Lacking the opt-in role is the default and fine
+// where nothing fences; where the configuration fences, every fence by
+// that identity would fail (the controller also refuses to start so).
+func fenceLine(subj string, fa FenceAccess, fences bool) drift.Line {
+	const role = "tether-tenant-fencer's rights (config/rbac/tenant-fencer.yaml)"
+	switch {
+	case fa.Err != "":
+		return line(CheckTenantFence, subj, drift.StatusWarn, "could not ask whether the identity of its kubeconfig may fence: "+fa.Err,
+			"check the kubeconfig's server and credentials", srcFence)
+	case len(fa.Missing) == 0:
+		why := "the identity of its kubeconfig holds " + role + ": TenantNodeDown can taint a down Node out-of-service and lift the taint"
+		if !fences {
+			why += "; the controller's configuration, where read, does not fence"
+		}
+		return line(CheckTenantFence, subj, drift.StatusOK, why, "", srcFence)
+	case fences:
+		return line(CheckTenantFence, subj, drift.StatusWarn,
+			"the controller's configuration lets TenantNodeDown fence, but the identity of its kubeconfig lacks "+role+": "+strings.Join(fa.Missing, ", ")+
+				"; where the controller uses this identity, it refuses to start",
+			fixTenantFencer, srcFence)
+	default:
+		return line(CheckTenantFence, subj, drift.StatusOK,
+			"the identity of its kubeconfig holds no fencer rights (lacks "+strings.Join(fa.Missing, ", ")+"): TenantNodeDown only reports its down Nodes; fencing is opt-in", "", srcFence)
+	}
 }
 
 func nodesLine(r snapshot.Tenant) drift.Line {

@@ -144,29 +144,41 @@ func TestTenantLines(t *testing.T) {
 	hpOn, declOnly := kv("v1.9.0", []string{hp}).Hotplug(), kv("v1.9.0", nil).Hotplug()
 	vmiOnly := func(t *Tenant) { t.Route = RouteEvidence{VMIOnly: 2, Example: "volume pvc-a of VMI infra/vm1"} }
 	inSpec := func(t *Tenant) { t.Route = RouteEvidence{InVMSpec: 3} }
+	mayFence := func(t *Tenant) { t.Fence = &FenceAccess{} }
+	noFence := func(t *Tenant) { t.Fence = &FenceAccess{Missing: []string{"patch nodes", "update nodes"}} }
+	fenceErr := func(t *Tenant) { t.Fence = &FenceAccess{Err: "connection refused"} }
 	for _, tc := range []struct {
-		name  string
-		t     Tenant
-		gates snapshot.HotplugGates
-		want  map[string]drift.Status
+		name   string
+		t      Tenant
+		gates  snapshot.HotplugGates
+		fences bool
+		want   map[string]drift.Status
 	}{
-		{"forbidden -> access FAIL, nothing else", tenant("g", func(t *Tenant) { t.Read.Reachable, t.Read.Error = false, "nodes is forbidden: User cannot list" }), declOnly,
+		{"forbidden -> access FAIL, nothing else", tenant("g", noFence, func(t *Tenant) { t.Read.Reachable, t.Read.Error = false, "nodes is forbidden: User cannot list" }), declOnly, true,
 			map[string]drift.Status{CheckTenantAccess: drift.StatusFail}},
-		{"mapped, driver present, VM-level hot-plugs -> all OK", tenant("g", inSpec), declOnly,
+		{"fencer rights, controller fences -> fence OK", tenant("g", inSpec, mayFence), declOnly, true,
+			map[string]drift.Status{CheckTenantFence: drift.StatusOK}},
+		{"no fencer rights, nothing fences -> fence OK (opt-in)", tenant("g", inSpec, noFence), declOnly, false,
+			map[string]drift.Status{CheckTenantFence: drift.StatusOK}},
+		{"no fencer rights, controller fences -> fence WARN", tenant("g", inSpec, noFence), declOnly, true,
+			map[string]drift.Status{CheckTenantFence: drift.StatusWarn}},
+		{"the question failed -> fence WARN", tenant("g", inSpec, fenceErr), declOnly, false,
+			map[string]drift.Status{CheckTenantFence: drift.StatusWarn}},
+		{"mapped, driver present, VM-level hot-plugs -> all OK", tenant("g", inSpec), declOnly, false,
 			map[string]drift.Status{CheckTenantAccess: drift.StatusOK, CheckTenantNodes: drift.StatusOK, CheckTenantDriver: drift.StatusOK, CheckTenantRoute: drift.StatusOK}},
-		{"a node naming no VM -> nodes WARN", tenant("g", inSpec, func(t *Tenant) { t.Read.Nodes = append(t.Read.Nodes, snapshot.TenantNode{Name: "w2"}) }), declOnly,
+		{"a node naming no VM -> nodes WARN", tenant("g", inSpec, func(t *Tenant) { t.Read.Nodes = append(t.Read.Nodes, snapshot.TenantNode{Name: "w2"}) }), declOnly, false,
 			map[string]drift.Status{CheckTenantNodes: drift.StatusWarn}},
-		{"no CSIDriver -> FAIL and no route line", tenant("g", func(t *Tenant) { t.Read.DriverMissing = true }), declOnly,
+		{"no CSIDriver -> FAIL and no route line", tenant("g", func(t *Tenant) { t.Read.DriverMissing = true }), declOnly, false,
 			map[string]drift.Status{CheckTenantDriver: drift.StatusFail}},
-		{"VMI-only hot-plugs while the VMI route is closed for VM-owned VMIs -> FAIL", tenant("g", vmiOnly), declOnly,
+		{"VMI-only hot-plugs while the VMI route is closed for VM-owned VMIs -> FAIL", tenant("g", vmiOnly), declOnly, false,
 			map[string]drift.Status{CheckTenantRoute: drift.StatusFail}},
-		{"VMI-only hot-plugs under HotplugVolumes -> WARN", tenant("g", vmiOnly), hpOn,
+		{"VMI-only hot-plugs under HotplugVolumes -> WARN", tenant("g", vmiOnly), hpOn, false,
 			map[string]drift.Status{CheckTenantRoute: drift.StatusWarn}},
-		{"no hot-plug to read -> WARN", tenant("g"), declOnly,
+		{"no hot-plug to read -> WARN", tenant("g"), declOnly, false,
 			map[string]drift.Status{CheckTenantRoute: drift.StatusWarn}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lines := tenantLines(tc.t, tc.gates)
+			lines := tenantLines(tc.t, tc.gates, tc.fences)
 			got := map[string]drift.Status{}
 			for _, l := range lines {
 				got[l.Check] = l.Status
@@ -178,6 +190,9 @@ func TestTenantLines(t *testing.T) {
 				if got[c] != want {
 					t.Errorf("%s: got %q, want %s (%+v)", c, got[c], want, lines)
 				}
+			}
+			if !tc.t.Read.Reachable && len(lines) != 1 {
+				t.Errorf("an unreachable tenant: want its access line alone, got %+v", lines)
 			}
 			if tc.t.Read.DriverMissing {
 				if _, ok := got[CheckTenantRoute]; ok {

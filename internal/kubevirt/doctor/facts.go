@@ -98,6 +98,18 @@ type Tenant struct {
 	// Route is what the infra cluster's hot-plugs of this tenant's volumes
 	// show about the route its driver uses.
 	Route RouteEvidence
+	// Fence is whether the tenant's identity may fence (nil: not asked).
+	Fence *FenceAccess
+}
+
+// FenceAccess is the tenant's answer about what TenantNodeDown needs there
+// to taint and untaint a Node (config/rbac/tenant-fencer.yaml).
+type FenceAccess struct {
+	// Missing are the grants refused, e.g. "patch nodes"; empty: it may
+	// fence.
+	Missing []string
+	// Err: the question could not be asked.
+	Err string
 }
 
 // RouteEvidence counts the infra cluster's hot-plugs of a tenant's CSI
@@ -144,6 +156,9 @@ type ControllerAccess struct {
 	Missing []MissingGrant
 	// Asked counts the grants asked about.
 	Asked int
+	// Fences: the configuration lets TenantNodeDown fence (enabled, not
+	// in dry run, with tenants).
+	Fences bool
 }
 
 // MissingGrant is one permission the controller lacks.

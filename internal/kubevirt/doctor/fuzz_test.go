@@ -55,6 +55,12 @@ func (g *bytesOf) facts() Facts {
 			t.Read.Nodes = append(t.Read.Nodes, snapshot.TenantNode{Name: fmt.Sprint("w", n), ProviderID: g.pick("kubevirt://vm", "", "aws://x")})
 		}
 		t.Route = RouteEvidence{InVMSpec: int(g.next() % 2), VMIOnly: int(g.next() % 2), Example: "v"}
+		if g.next()%2 == 0 {
+			t.Fence = &FenceAccess{Err: g.pick("", "", "timeout")}
+			if g.next()%2 == 0 {
+				t.Fence.Missing = []string{"patch nodes"}
+			}
+		}
 		f.Tenants = append(f.Tenants, t)
 	}
 	f.Kube = Kube{ControllerManagerFound: g.next()%2 == 0, NodesRead: g.next()%4 != 0}
@@ -65,7 +71,7 @@ func (g *bytesOf) facts() Facts {
 		f.Kube.OutOfService = []TaintedNode{{Name: "n", Ready: g.next()%2 == 0}}
 	}
 	if g.next()%3 == 0 {
-		f.Controller = &ControllerAccess{Account: "sa", Asked: 3}
+		f.Controller = &ControllerAccess{Account: "sa", Asked: 3, Fences: g.next()%2 == 0}
 		if g.next()%2 == 0 {
 			f.Controller.Missing = []MissingGrant{{Feature: "x", Grant: "get y", Fix: "z", Optional: g.next()%2 == 0}}
 		}
@@ -80,6 +86,9 @@ func (g *bytesOf) facts() Facts {
 //     a fix unless it is OK;
 //   - nothing unread is OK: unknown gates, a tenant not read, a
 //     controller-manager not found;
+//   - a tenant's fence line is OK only when its answer was read and it
+//     may fence, or it may not and the controller's configuration read
+//     does not fence;
 //   - a route line is OK only when virt-api's answer proved the route
 //     passes its gate check (a 409 of its volume validation, or its own
 //     404 for a name that does not exist) and, for VM-owned VMIs, never
@@ -118,6 +127,16 @@ func FuzzDecide(f *testing.F) {
 				for _, tn := range facts.Tenants {
 					if "tenant "+tn.Read.Name == l.Subject && !tn.Read.Reachable {
 						t.Fatalf("%s OK for a tenant not read: %+v", l.Check, l)
+					}
+				}
+			case CheckTenantFence:
+				for _, tn := range facts.Tenants {
+					if "tenant "+tn.Read.Name != l.Subject || tn.Fence == nil {
+						continue
+					}
+					fences := facts.Controller != nil && facts.Controller.Fences
+					if tn.Fence.Err != "" || (len(tn.Fence.Missing) > 0 && fences) {
+						t.Fatalf("fence OK for %+v (controller fences: %v): %+v", *tn.Fence, fences, l)
 					}
 				}
 			case CheckRoute:

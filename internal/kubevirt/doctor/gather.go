@@ -33,6 +33,9 @@ type Sources struct {
 	// Controller, when set, asks whether the controller's account holds
 	// what its configuration needs; it is called with the infra config.
 	Controller func(ctx context.Context) *ControllerAccess
+	// TenantFence, when set, asks a reachable tenant whether the identity
+	// of its kubeconfig may fence there.
+	TenantFence func(ctx context.Context, t observe.TenantSource) FenceAccess
 }
 
 // absentName is the name probed when no object of a kind is in scope.
@@ -67,6 +70,10 @@ func Gather(ctx context.Context, src Sources) (Facts, error) {
 		if read.Reachable {
 			dt.Route = DriverRoute(vms.Items, vmis.Items, &read)
 			dt.DriverVersion, dt.VersionNote = driverVersion(ctx, c, t)
+			if src.TenantFence != nil {
+				fa := src.TenantFence(ctx, t)
+				dt.Fence = &fa
+			}
 		}
 		f.Tenants = append(f.Tenants, dt)
 	}

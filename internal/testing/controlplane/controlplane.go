@@ -437,7 +437,7 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["tether-local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["tether-local"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.AuthInfos["tether-local"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken, Impersonate: cfg.Impersonate.UserName}
 	kc.Contexts["tether-local"] = &clientcmdapi.Context{Cluster: "tether-local", AuthInfo: "tether-local"}
 	kc.CurrentContext = "tether-local"
 	return clientcmd.WriteToFile(*kc, path)
