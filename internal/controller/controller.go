@@ -299,7 +299,7 @@ func newManager(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
-		Scheme:        clients.Scheme,
+		Scheme:        clients.Scheme(),
 		WebhookServer: hooks,
 		Cache:         cacheOptions(o),
 		// Every write names the controller's field manager: a record's
