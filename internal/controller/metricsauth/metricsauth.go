@@ -7,7 +7,7 @@
 // It asks the API server the same two questions, with the same fields, as
 // controller-runtime's filters.WithAuthenticationAndAuthorization, so the
 // same RBAC applies; it does without k8s.io/apiserver, which that filter
-// links into the binary (a third of its size). Its answers differ in one
+// links into the binary (44 of its 98 MB). Its answers differ in one
 // place: a token the API server rejects is 401 here, where that filter
 // answered 500.
 //
