@@ -19,7 +19,7 @@ all: build
 
 ## build: the tether binary (also the kubectl plugin kubectl-tether, with kubectl_complete-tether for its completion), the emulator and the env launcher
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/tether ./cmd/tether
+	$(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/tether ./cmd/tether
 	ln -sf tether $(BIN)/kubectl-tether
 	install -m 0755 hack/kubectl_complete-tether $(BIN)/kubectl_complete-tether
 	$(GO) build -o $(BIN)/kubevirt-emulator ./cmd/kubevirt-emulator

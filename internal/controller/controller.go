@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -39,6 +38,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/metricsauth"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
@@ -299,7 +299,7 @@ func newManager(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(o.RestConfig, ctrl.Options{
-		Scheme:        clients.Scheme,
+		Scheme:        clients.Scheme(),
 		WebhookServer: hooks,
 		Cache:         cacheOptions(o),
 		// Every write names the controller's field manager: a record's
@@ -338,7 +338,8 @@ func newManager(o Options) (manager.Manager, error) {
 }
 
 // metricsOptions serves metrics over HTTPS with authentication and
-// authorization through the API server, unless o.MetricsInsecure.
+// authorization through the API server (package metricsauth), unless
+// o.MetricsInsecure.
 func metricsOptions(o Options) metricsserver.Options {
 	if o.MetricsInsecure {
 		return metricsserver.Options{BindAddress: o.MetricsAddr}
@@ -347,7 +348,7 @@ func metricsOptions(o Options) metricsserver.Options {
 		BindAddress:    o.MetricsAddr,
 		SecureServing:  true,
 		CertDir:        o.MetricsCertDir,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		FilterProvider: metricsauth.Provider(metricsauth.Options{}),
 	}
 }
 

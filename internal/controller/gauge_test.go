@@ -24,7 +24,7 @@ func gaugeRecord(name, check, severity string, phase v1alpha1.Phase, first time.
 func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 	breaker := gaugeRecord(findingrecord.BreakerName, findingrecord.BreakerCheck, "", v1alpha1.PhaseBlocked, t0.Add(-time.Hour))
-	c := fake.NewClientBuilder().WithScheme(clients.Scheme).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(clients.Scheme()).WithObjects(
 		gaugeRecord("a", "OrphanHotplugVolume", "warning", v1alpha1.PhaseBlocked, t0.Add(2*time.Hour)),
 		gaugeRecord("b", "OrphanHotplugVolume", "warning", v1alpha1.PhaseBlocked, t0),
 		gaugeRecord("c", "OrphanHotplugVolume", "info", v1alpha1.PhaseBlocked, t0.Add(time.Hour)),
@@ -82,7 +82,7 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 func TestGauges_tenantUp(t *testing.T) {
 	now := time.Now()
 	metrics.TenantNodesFenced.WithLabelValues("guest-down").Set(3) // last seen while up
-	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme).Build(), now: func() time.Time { return now },
+	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme()).Build(), now: func() time.Time { return now },
 		tenants: []tenantHealth{stubTenant{"guest-up", true, 2}, stubTenant{"guest-down", false, 0}}}
 	g.refresh(context.Background())
 	for name, want := range map[string]float64{"guest-up": 1, "guest-down": 0} {

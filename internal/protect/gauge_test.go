@@ -34,7 +34,7 @@ func TestDeletingGauge_postponedAndReleasing(t *testing.T) {
 	}
 	at := func(d time.Duration) *time.Time { t := t0.Add(d); return &t }
 	vm := fixture.VM("vm", fixture.WithVolume("disk", fixture.PVC("used")), fixture.WithVolume("disk2", fixture.PVC("used-later")))
-	c := fake.NewClientBuilder().WithScheme(clients.Scheme).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(clients.Scheme()).WithObjects(
 		vm,
 		claim("used", true, at(time.Hour)),
 		claim("used-later", true, at(2*time.Hour)),

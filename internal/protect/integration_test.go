@@ -65,7 +65,7 @@ func (w *world) startWith(o protect.Options, hooks webhook.Server) (stop func())
 	w.t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(w.env.Config, ctrl.Options{
-		Scheme:        clients.Scheme,
+		Scheme:        clients.Scheme(),
 		Cache:         cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
 		Metrics:       metricsserver.Options{BindAddress: "0"},
 		Controller:    ctrlconfig.Controller{SkipNameValidation: &skip},

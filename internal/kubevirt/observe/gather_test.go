@@ -28,7 +28,7 @@ import (
 // objects) and a live one.
 func readers(t *testing.T, objs ...client.Object) (cache, live client.Reader) {
 	t.Helper()
-	store := fake.NewClientBuilder().WithScheme(clients.Scheme).WithObjects(objs...).Build()
+	store := fake.NewClientBuilder().WithScheme(clients.Scheme()).WithObjects(objs...).Build()
 	cache = interceptor.NewClient(store.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			o := (&client.ListOptions{}).ApplyOptions(opts)

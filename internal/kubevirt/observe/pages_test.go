@@ -23,7 +23,7 @@ import (
 // template's spec but the volumes and its dataVolumeTemplates but their
 // metadata.
 func TestLeanDecode(t *testing.T) {
-	dec := serializer.NewCodecFactory(clients.Scheme).UniversalDeserializer()
+	dec := serializer.NewCodecFactory(clients.Scheme()).UniversalDeserializer()
 	seeds := 300
 	if testing.Short() {
 		seeds = 50

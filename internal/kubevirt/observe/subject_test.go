@@ -40,7 +40,7 @@ func TestForVolume_readsTheVMIAndVMLast(t *testing.T) {
 
 	vm := fixture.VM("vm-a", fixture.InNamespace("ns"))
 	vmi := fixture.VMI("vm-a", fixture.InNamespace("ns"), fixture.OwnedBy(vm), fixture.Running())
-	c := fake.NewClientBuilder().WithScheme(clients.Scheme).WithObjects(vm, vmi).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(clients.Scheme()).WithObjects(vm, vmi).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			switch obj.(type) {
 			case *kubevirtv1.VirtualMachineInstance:

@@ -191,7 +191,7 @@ func (w *kvWorld) resourceVersion(t *testing.T, ns, name string) string {
 // poll: a phase that lasts a few milliseconds is still seen.
 func (w *kvWorld) watchPhases(t *testing.T, ns, vmi, vol, from string, done func(*kubevirtv1.VolumeStatus) bool) []kubevirtv1.VolumePhase {
 	t.Helper()
-	wc, err := client.NewWithWatch(w.env.Config(), client.Options{Scheme: clients.Scheme})
+	wc, err := client.NewWithWatch(w.env.Config(), client.Options{Scheme: clients.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
