@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,13 +119,18 @@ Exit code: 0 no findings, 1 findings, 2 error.`,
 		Args: cobra.NoArgs,
 	}
 	o.register(cmd.Flags())
+	cmd.Flags().StringVar(&o.object, "object", "", objectHelp)
 	return bind(cmd, o)
 }
+
+// objectHelp is the help of --object on audit and fix.
+const objectHelp = "only findings about this server, volume or Cinder attachment: its ID or name, or PROJECT/NAME (a name several share is refused: pass the ID)"
 
 // osAuditOptions are the flags of `tether openstack audit` and, once
 // completed, what it runs with.
 type osAuditOptions struct {
 	osFlags
+	object string
 
 	// Set by Complete.
 	fixer  *openstack.Fixer
@@ -148,6 +154,13 @@ func (o *osAuditOptions) Run(ctx context.Context) error {
 		return err
 	}
 	fs := plan.Once(o.fixer, s, "tether openstack fix")
+	if o.object != "" {
+		about, err := o.fixer.About(o.object)
+		if err != nil {
+			return err
+		}
+		fs = slices.DeleteFunc(fs, func(f drift.Finding) bool { return !about(f) })
+	}
 	if err := printOpenStackAudit(o.stdout, o.output, o.fixer.Last, fs); err != nil {
 		return err
 	}
@@ -212,6 +225,7 @@ Exit code: 0 plan printed or all repairs applied, 1 some repair did not apply, 2
 	}
 	o.register(cmd.Flags())
 	o.fix.register(cmd, "tether openstack fix", "PROJECT", "repairs")
+	cmd.Flags().Lookup("object").Usage = objectHelp
 	return bind(cmd, o)
 }
 

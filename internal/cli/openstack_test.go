@@ -18,6 +18,21 @@ import (
 // other tests of the package do not start it.
 func TestMain(m *testing.M) { ostest.Main(m) }
 
+// worldWithDrift starts the world, points the command line at it, and
+// seeds a running server called name with a dangling mapping of volume
+// name-dangling, and a stale attachment of volume name-stale for a server
+// that never existed.
+func worldWithDrift(t *testing.T, name string) (w *ostest.World, server, dangling, stale, staleAt string) {
+	t.Helper()
+	w = ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	server, dangling, stale = w.Server(t, name), w.Volume(t, name+"-dangling"), w.Volume(t, name+"-stale")
+	w.DanglingBDM(t, server, dangling)
+	staleAt, _ = w.StaleAttachment(t, stale)
+	return w, server, dangling, stale, staleAt
+}
+
 func runTether(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -52,12 +67,7 @@ func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
 // --apply --max 1 repairs one, a second run the rest, and the audit after
 // finds nothing; Nova and Cinder, read through the harness, agree again.
 func TestOpenStackAuditAndFix(t *testing.T) {
-	w := ostest.Start(t)
-	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
-	t.Setenv("OS_CLOUD", w.Cloud)
-	s, dangling, stale := w.Server(t, "cli"), w.Volume(t, "cli-dangling"), w.Volume(t, "cli-stale")
-	w.DanglingBDM(t, s, dangling)
-	staleAt, _ := w.StaleAttachment(t, stale)
+	w, s, dangling, stale, staleAt := worldWithDrift(t, "cli")
 
 	// Another project's view holds none of it.
 	code, out, stderr := runTether(t, "openstack", "audit", "--project", "another-project")
@@ -317,5 +327,45 @@ func TestOpenStackFixReviewedPlanAndObject(t *testing.T) {
 	var p FixPlan
 	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Items) != 1 || p.Items[0].Finding.Object.Name != atC || !p.Items[0].Planned {
 		t.Fatalf("fix --object %s/%s: %v\n%s", w.Project, atC, err, out)
+	}
+}
+
+// TestOpenStackObject: --object narrows audit and fix to one server or
+// volume, named by ID or name, on real Nova and Cinder: a server's name
+// keeps its mapping's finding and the attachments held for it, a volume's
+// name the findings about that volume; an object nobody has is exit 2
+// with what was read, never an empty success.
+func TestOpenStackObject(t *testing.T) {
+	w, s, dangling, stale, staleAt := worldWithDrift(t, "obj")
+
+	about := func(args ...string) []drift.Finding {
+		t.Helper()
+		code, out, stderr := runTether(t, append([]string{"openstack", "audit", "-o", "json"}, args...)...)
+		var report AuditReport
+		if err := json.Unmarshal([]byte(out), &report); code != ExitFindings || err != nil {
+			t.Fatalf("audit %v: exit %d, %v\n%s\n%s", args, code, err, out, stderr)
+		}
+		return report.Findings
+	}
+	for _, object := range []string{"obj", s, w.Project + "/obj"} {
+		if fs := about("--object", object); len(fs) != 1 || fs[0].Volume != dangling || fs[0].Check != oscheck.DanglingNovaAttachment {
+			t.Errorf("audit --object %s: %+v, want the dangling mapping only", object, fs)
+		}
+	}
+	for _, object := range []string{"obj-stale", stale, staleAt} {
+		if fs := about("--object", object); len(fs) != 1 || fs[0].Object.Name != staleAt {
+			t.Errorf("audit --object %s: %+v, want the stale attachment %s only", object, fs, staleAt)
+		}
+	}
+	for _, cmd := range [][]string{{"audit"}, {"fix", "--grace", "1s"}} {
+		code, out, stderr := runTether(t, append(append([]string{"openstack"}, cmd...), "--object", "no-such-server")...)
+		if code != ExitError || !strings.Contains(stderr, `--object "no-such-server": no server, volume or Cinder attachment`) || out != "" {
+			t.Errorf("%v --object no-such-server: exit %d\n%s\n%s", cmd, code, out, stderr)
+		}
+	}
+	code, out, stderr := runTether(t, "openstack", "fix", "--grace", "1s", "-o", "json", "--object", "obj-stale")
+	var p FixPlan
+	if err := json.Unmarshal([]byte(out), &p); code != ExitOK || err != nil || len(p.Items) != 1 || p.Items[0].Finding.Object.Name != staleAt || !p.Items[0].Planned {
+		t.Fatalf("fix --object obj-stale: exit %d, %v\n%s\n%s", code, err, out, stderr)
 	}
 }

@@ -37,6 +37,15 @@ type Fixer interface {
 	SeenTwice(f drift.Finding) time.Duration
 }
 
+// An ObjectResolver is a Fixer that resolves --object itself, from its
+// latest survey: by ID or name, and for objects the findings name only
+// indirectly (a server, for the attachments held for it). An object the
+// survey does not know is an error, not an empty plan. A Fixer that is not
+// one matches Options.Object against SCOPE/NAME (Filter).
+type ObjectResolver interface {
+	About(object string) (func(drift.Finding) bool, error)
+}
+
 // Survey is one observation and what the checks found in it.
 type Survey struct {
 	Findings []drift.Finding
@@ -140,10 +149,13 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 		}
 	}
 	guard := o.Guard.Reasons(last, safe)
-	fs = Filter(fs, o.Check, o.Object)
+	reviewed := o.Reviewed
+	if fs, reviewed, err = narrow(fx, fs, reviewed, o); err != nil {
+		return Report{}, err
+	}
 	rep := Report{Items: Items(fs, o.Max), Guard: guard}
-	if o.Reviewed != nil {
-		rep.Items, rep.Changed = Reviewed(fs, o.Reviewed, o.Max)
+	if reviewed != nil {
+		rep.Items, rep.Changed = Reviewed(fs, reviewed, o.Max)
 	}
 	if len(guard) > 0 && o.Notes != nil {
 		switch {
@@ -274,6 +286,46 @@ func Items(fs []drift.Finding, max int) []Item {
 		items = append(items, it)
 	}
 	return items
+}
+
+// narrow keeps the findings (and the reviewed plan's) of o.Check about
+// o.Object, asking fx to resolve the object where it can (ObjectResolver).
+// A reviewed finding outside them is not this run's business: it is
+// neither acted on nor reported as changed.
+func narrow(fx Fixer, fs []drift.Finding, reviewed map[string]drift.Finding, o Options) ([]drift.Finding, map[string]drift.Finding, error) {
+	r, ok := fx.(ObjectResolver)
+	if o.Object == "" || !ok {
+		fs = Filter(fs, o.Check, o.Object)
+		if reviewed != nil && (o.Check != "" || o.Object != "") {
+			reviewed = keep(reviewed, func(f drift.Finding) bool { return len(Filter([]drift.Finding{f}, o.Check, o.Object)) == 1 })
+		}
+		return fs, reviewed, nil
+	}
+	about, err := r.About(o.Object)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := func(f drift.Finding) bool { return (o.Check == "" || f.Check == o.Check) && about(f) }
+	var out []drift.Finding
+	for _, f := range fs {
+		if in(f) {
+			out = append(out, f)
+		}
+	}
+	if reviewed != nil {
+		reviewed = keep(reviewed, in)
+	}
+	return out, reviewed, nil
+}
+
+func keep(m map[string]drift.Finding, in func(drift.Finding) bool) map[string]drift.Finding {
+	out := make(map[string]drift.Finding, len(m))
+	for id, f := range m {
+		if in(f) {
+			out[id] = f
+		}
+	}
+	return out
 }
 
 // Filter keeps the findings of check (all when "") about object
