@@ -72,6 +72,13 @@ type Breaker interface {
 	Tell(ctx context.Context, planned int) string
 }
 
+// A Limiter is a Breaker that also bounds each action: Take is asked before
+// each one, and a refusal (the window is full: the breaker trips) leaves
+// that action and every later one of the run undone, reported as skipped.
+type Limiter interface {
+	Take(ctx context.Context, f drift.Finding) error
+}
+
 // Options are what one run plans and applies with.
 type Options struct {
 	// Check keeps the findings of this check only ("" keeps all).
@@ -191,9 +198,19 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 		}
 	}
 	rep.Applied = true
+	limiter, _ := o.Breaker.(Limiter)
+	var stopped error
 	for i := range rep.Items {
 		it := &rep.Items[i]
 		if !it.Planned {
+			continue
+		}
+		if stopped == nil && limiter != nil {
+			stopped = limiter.Take(ctx, it.Finding)
+		}
+		if stopped != nil {
+			it.Planned, it.Skipped = false, "not attempted: "+stopped.Error()
+			rep.Failed++
 			continue
 		}
 		r := fx.Fix(ctx, it.Finding)

@@ -395,3 +395,40 @@ func TestRun_platformResolvesTheObject(t *testing.T) {
 		t.Fatalf("unknown object: err %v, fixed %v; want an error and nothing fixed", err, x.fixed)
 	}
 }
+
+// limitingBreaker lets take actions through, then refuses.
+type limitingBreaker struct {
+	fakeBreaker
+	take  int
+	taken []string
+}
+
+func (b *limitingBreaker) Take(_ context.Context, f drift.Finding) error {
+	if len(b.taken) >= b.take {
+		return errors.New("blast-radius breaker tripped")
+	}
+	b.taken = append(b.taken, f.ID)
+	return nil
+}
+
+// A Limiter that refuses stops the run: the refused action and every later
+// one are left undone and reported, and the run is incomplete.
+func TestRun_limiterStopsTheRun(t *testing.T) {
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), safe("b"), blocked("c"), safe("d")}}}
+	b := &limitingBreaker{take: 1}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Breaker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.fixed, []string{"a"}) || !slices.Equal(b.counted, []string{"a"}) {
+		t.Fatalf("fixed %v, counted %v: want a only", x.fixed, b.counted)
+	}
+	if rep.Failed != 2 || !rep.Incomplete() {
+		t.Fatalf("failed %d, want 2 (b and d not attempted)", rep.Failed)
+	}
+	for _, it := range rep.Items {
+		if (it.Finding.ID == "b" || it.Finding.ID == "d") && (it.Planned || !strings.Contains(it.Skipped, "not attempted: blast-radius breaker tripped")) {
+			t.Errorf("%s: %+v, want skipped as not attempted, naming the breaker", it.Finding.ID, it)
+		}
+	}
+}
