@@ -18,6 +18,7 @@ import (
 	"github.com/tether-dev/tether/internal/openstack/observe"
 	"github.com/tether-dev/tether/internal/openstack/snapshot"
 	"github.com/tether-dev/tether/internal/plan"
+	"github.com/tether-dev/tether/internal/runstate"
 )
 
 // newOpenStack is `tether openstack`: audit and fix of the two records
@@ -34,7 +35,7 @@ LeftoverCinderAttachment.
 The cloud comes from clouds.yaml, as for the openstack CLI (--os-cloud, OS_CLOUD).
 See docs/openstack.md.`,
 	}
-	cmd.AddCommand(newOpenStackAudit(), newOpenStackFix(), newOpenStackDoctor())
+	cmd.AddCommand(newOpenStackAudit(), newOpenStackFix(), newOpenStackDoctor(), newOpenStackResetBreaker())
 	return cmd
 }
 
@@ -193,13 +194,15 @@ func printOpenStackAudit(w io.Writer, format string, s *snapshot.Snapshot, fs []
 // osFixOptions are the flags of `tether openstack fix`.
 type osFixOptions struct {
 	osFlags
-	fix fixFlags
+	fix   fixFlags
+	state osStateFlags
 	// wait sleeps between the two observations; tests shorten nothing
 	// else.
 	wait func(context.Context, time.Duration) error
 
 	// Set by Complete.
 	fixer          *openstack.Fixer
+	store          runstate.Store
 	stdout, stderr io.Writer
 }
 
@@ -226,6 +229,7 @@ Exit code: 0 plan printed or all repairs applied, 1 some repair did not apply, 2
 	o.register(cmd.Flags())
 	o.fix.register(cmd, "tether openstack fix", "PROJECT", "repairs")
 	cmd.Flags().Lookup("object").Usage = objectHelp
+	o.state.register(cmd.Flags(), true)
 	return bind(cmd, o)
 }
 
@@ -235,20 +239,43 @@ func (o *osFixOptions) Validate() error {
 		return err
 	}
 	o.fix.only = o.only // --check is the shared flag of osFlags
+	if err := o.state.validate(true); err != nil {
+		return err
+	}
 	lookup := func(name string) error { _, err := oscheck.Lookup(name); return err }
 	return o.fix.validate(lookup, oscheck.Names())
 }
 
-// Complete connects to the cloud.
+// Complete connects to the cloud and to the runs' state.
 func (o *osFixOptions) Complete(cmd *cobra.Command) error {
 	x, err := o.connect(cmd.Context())
 	o.fixer, o.stdout, o.stderr = x, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err != nil {
+		return err
+	}
+	o.store, err = o.state.store()
 	return err
 }
 
-// Run drives OpenStack through the plan/apply driver.
+// Run drives OpenStack through the plan/apply driver. With a state, an
+// applying run holds its lock from before the first survey to its end, and
+// the breaker counts its repairs in the window of the runs.
 func (o *osFixOptions) Run(ctx context.Context) error {
 	opts := o.fix.options(o.stderr)
 	opts.Wait = o.wait
+	if o.store == nil {
+		fmt.Fprintln(o.stderr, noStateNote)
+		return runFix(ctx, o.fixer, opts, o.stdout, o.output, "PROJECT")
+	}
+	if o.fix.apply {
+		// A run waits --grace between its two surveys: the lock of a run
+		// that died runs out well after a live run would have ended.
+		ttl := 2*o.grace + 15*time.Minute
+		if err := o.store.Lock(ctx, holder("tether openstack fix --apply"), time.Now(), ttl); err != nil {
+			return err
+		}
+		defer o.store.Unlock(context.WithoutCancel(ctx))
+	}
+	opts.Breaker = &runstate.Breaker{Store: o.store, Limits: o.state.limits, ResetCommand: o.state.resetCommand()}
 	return runFix(ctx, o.fixer, opts, o.stdout, o.output, "PROJECT")
 }

@@ -2,15 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/plan"
+	"github.com/tether-dev/tether/internal/runstate"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
 )
 
@@ -52,6 +55,12 @@ func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
 		{[]string{"openstack", "audit", "--os-cloud", "c", "--all-projects=false"}, "--project"},
 		{[]string{"openstack", "fix", "--os-cloud", "c", "--grace", "0s"}, "--grace"},
 		{[]string{"openstack", "fix", "--os-cloud", "c", "--max", "-1"}, "--max"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/s.json", "--state-namespace", "ns"}, "exclude each other"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/no/such/dir/s.json"}, "create it"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-namespace", "Not_A_Namespace"}, "not a namespace name"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--kubeconfig", "k"}, "are for --state-namespace"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/tmp/s.json", "--blast-radius-max-actions", "0"}, "--blast-radius-max-actions"},
+		{[]string{"openstack", "reset-breaker"}, "--state-file PATH or --state-namespace NS"},
 	} {
 		code, _, stderr := runTether(t, tc.args...)
 		if code != ExitError || !strings.Contains(stderr, tc.want) {
@@ -367,5 +376,88 @@ func TestOpenStackObject(t *testing.T) {
 	var p FixPlan
 	if err := json.Unmarshal([]byte(out), &p); code != ExitOK || err != nil || len(p.Items) != 1 || p.Items[0].Finding.Object.Name != staleAt || !p.Items[0].Planned {
 		t.Fatalf("fix --object obj-stale: exit %d, %v\n%s\n%s", code, err, out, stderr)
+	}
+}
+
+// TestOpenStackBreakerAcrossRuns: with --state-file, fix --apply counts its
+// repairs across runs on real Nova and Cinder. With a limit of two, a first
+// run repairs one, a second repairs one and trips the breaker before the
+// third (left undone, exit 1); a third run is refused as a whole (exit 2,
+// naming the reset) and Cinder keeps the attachment; a run while another
+// holds the state's lock changes nothing; reset-breaker lets the next run
+// repair it. Without a state, a run says once that nothing counts across
+// runs.
+func TestOpenStackBreakerAcrossRuns(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	// The stale attachments other tests left in the shared world are
+	// repaired first: this test counts repairs.
+	if code, out, stderr := runTether(t, "openstack", "fix", "--check", oscheck.StaleCinderAttachment, "--grace", "1s", "--apply", "--max", "100"); code != ExitOK {
+		t.Fatalf("clearing the world: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var vols, ats []string
+	for _, name := range []string{"br-a", "br-b", "br-c"} {
+		v := w.Volume(t, name)
+		at, _ := w.StaleAttachment(t, v)
+		vols, ats = append(vols, v), append(ats, at)
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	fix := func(extra ...string) (int, string, string) {
+		args := []string{"openstack", "fix", "--check", oscheck.StaleCinderAttachment, "--grace", "1s", "--state-file", state, "--blast-radius-max-actions", "2"}
+		return runTether(t, append(args, extra...)...)
+	}
+	left := func() int {
+		n := 0
+		for _, v := range vols {
+			n += len(w.CinderAttachments(t, v))
+		}
+		return n
+	}
+
+	code, out, stderr := runTether(t, "openstack", "fix", "--grace", "1s", "--object", "br-a")
+	if code != ExitOK || strings.Count(stderr, noStateNote) != 1 {
+		t.Fatalf("fix without a state: exit %d, want the note once:\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = fix("--object", "br-a")
+	if code != ExitOK || !strings.Contains(stderr, "0 of 2 actions in the last 1h0m0s; this run's 1 planned action(s) fit") || strings.Contains(stderr, noStateNote) {
+		t.Fatalf("dry run with a state: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = fix("--apply", "--max", "1")
+	if code != ExitOK || strings.Count(out, "Applied") != 1 || left() != 2 {
+		t.Fatalf("first run: exit %d, %d attachments left\n%s\n%s", code, left(), out, stderr)
+	}
+	code, out, stderr = fix("--apply")
+	if code != ExitFindings || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "not attempted: the blast-radius breaker tripped") || left() != 1 {
+		t.Fatalf("second run: exit %d, %d attachments left; want one repaired, the breaker tripped before the other\n%s\n%s", code, left(), out, stderr)
+	}
+	code, out, stderr = fix("--apply")
+	if code != ExitError || !strings.Contains(stderr, "tether openstack reset-breaker --state-file "+state) || left() != 1 {
+		t.Fatalf("run after the trip: exit %d, %d left\n%s\n%s", code, left(), out, stderr)
+	}
+
+	code, out, stderr = runTether(t, "openstack", "reset-breaker", "--state-file", state)
+	if code != ExitOK || !strings.Contains(out, "is reset (it tripped at") {
+		t.Fatalf("reset-breaker: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, _ = runTether(t, "openstack", "reset-breaker", "--state-file", state)
+	if code != ExitOK || !strings.Contains(out, "not tripped: nothing to reset") {
+		t.Fatalf("second reset-breaker: exit %d\n%s", code, out)
+	}
+
+	// Another run holds the lock: this one changes nothing.
+	other := &runstate.FileStore{Path: state}
+	if err := other.Lock(context.Background(), "the other run", time.Now(), 0); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = fix("--apply")
+	other.Unlock(context.Background())
+	if code != ExitError || !strings.Contains(stderr, "another run holds the lock") || !strings.Contains(stderr, "the other run") || left() != 1 {
+		t.Fatalf("run while another holds the lock: exit %d, %d left\n%s", code, left(), stderr)
+	}
+
+	code, out, stderr = fix("--apply")
+	if code != ExitOK || strings.Count(out, "Applied") != 1 || left() != 0 {
+		t.Fatalf("run after the reset: exit %d, %d left\n%s\n%s", code, left(), out, stderr)
 	}
 }
