@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -41,6 +43,7 @@ See docs/openstack.md.`,
 
 // osFlags are the flags audit and fix share.
 type osFlags struct {
+	logs        osLogFlags
 	cloud       string
 	allProjects bool
 	project     string
@@ -58,6 +61,7 @@ func (f *osFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.only, "check", "", "run this check only ("+strings.Join(oscheck.Names(), ", ")+")")
 	fs.DurationVar(&f.grace, "grace", oscheck.DefaultGrace, "a volume in a transitional status is left alone until this old, and a finding is acted on only when seen twice this far apart")
 	fs.IntVar(&f.pageSize, "page-size", 0, "items per list request (0: the services' limit)")
+	f.logs.register(fs)
 }
 
 // validate checks the flags alone.
@@ -80,6 +84,9 @@ func (f *osFlags) validate() error {
 	}
 	if !f.allProjects && f.project == "" {
 		return fmt.Errorf("--all-projects=false needs --project ID, the project to read")
+	}
+	if err := f.logs.validate(); err != nil {
+		return err
 	}
 	if f.cloud == "" {
 		return fmt.Errorf("no cloud named: pass --os-cloud NAME or set OS_CLOUD, naming a cloud of your clouds.yaml")
@@ -136,6 +143,7 @@ type osAuditOptions struct {
 	// Set by Complete.
 	fixer  *openstack.Fixer
 	stdout io.Writer
+	log    *slog.Logger
 }
 
 func (o *osAuditOptions) Validate() error { return o.validate() }
@@ -143,7 +151,7 @@ func (o *osAuditOptions) Validate() error { return o.validate() }
 // Complete connects to the cloud.
 func (o *osAuditOptions) Complete(cmd *cobra.Command) error {
 	x, err := o.connect(cmd.Context())
-	o.fixer, o.stdout = x, cmd.OutOrStdout()
+	o.fixer, o.stdout, o.log = x, cmd.OutOrStdout(), o.logs.logger(cmd.ErrOrStderr())
 	return err
 }
 
@@ -161,6 +169,9 @@ func (o *osAuditOptions) Run(ctx context.Context) error {
 			return err
 		}
 		fs = slices.DeleteFunc(fs, func(f drift.Finding) bool { return !about(f) })
+	}
+	for _, f := range fs {
+		logObserved(o.log, f)
 	}
 	if err := printOpenStackAudit(o.stdout, o.output, o.fixer.Last, fs); err != nil {
 		return err
@@ -204,6 +215,7 @@ type osFixOptions struct {
 	fixer          *openstack.Fixer
 	store          runstate.Store
 	stdout, stderr io.Writer
+	log            *slog.Logger
 }
 
 // newOpenStackFix is `tether openstack fix`: observe twice --grace apart,
@@ -250,6 +262,7 @@ func (o *osFixOptions) Validate() error {
 func (o *osFixOptions) Complete(cmd *cobra.Command) error {
 	x, err := o.connect(cmd.Context())
 	o.fixer, o.stdout, o.stderr = x, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	o.log = o.logs.logger(o.stderr)
 	if err != nil {
 		return err
 	}
@@ -263,9 +276,15 @@ func (o *osFixOptions) Complete(cmd *cobra.Command) error {
 func (o *osFixOptions) Run(ctx context.Context) error {
 	opts := o.fix.options(o.stderr)
 	opts.Wait = o.wait
+	opts.Planned = func(items []plan.Item) {
+		for _, it := range items {
+			logObserved(o.log, it.Finding)
+		}
+	}
+	fx := loggedFixer{Fixer: o.fixer, log: o.log}
 	if o.store == nil {
 		fmt.Fprintln(o.stderr, noStateNote)
-		return runFix(ctx, o.fixer, opts, o.stdout, o.output, "PROJECT")
+		return o.logRefusal(runFix(ctx, fx, opts, o.stdout, o.output, "PROJECT"))
 	}
 	if o.fix.apply {
 		// A run waits --grace between its two surveys: the lock of a run
@@ -276,6 +295,23 @@ func (o *osFixOptions) Run(ctx context.Context) error {
 		}
 		defer o.store.Unlock(context.WithoutCancel(ctx))
 	}
-	opts.Breaker = &runstate.Breaker{Store: o.store, Limits: o.state.limits, ResetCommand: o.state.resetCommand()}
-	return runFix(ctx, o.fixer, opts, o.stdout, o.output, "PROJECT")
+	reset := o.state.resetCommand()
+	opts.Breaker = &runstate.Breaker{Store: o.store, Limits: o.state.limits, ResetCommand: reset, Tripped: func(s runstate.State) {
+		o.log.Error("blast-radius breaker tripped", "reason", openstack.ReasonBlastRadiusExceeded, "state", o.store.Where(), "message", s.Message, "reset", reset)
+	}}
+	return o.logRefusal(runFix(ctx, fx, opts, o.stdout, o.output, "PROJECT"))
+}
+
+// logRefusal logs the refusal of a whole run, by the anomaly guard or the
+// tripped breaker, and returns err.
+func (o *osFixOptions) logRefusal(err error) error {
+	var refused *plan.GuardError
+	var tripped *runstate.Tripped
+	switch {
+	case errors.As(err, &refused):
+		o.log.Error("run refused", "reason", openstack.ReasonAnomalyGuard, "message", strings.Join(refused.Reasons, "; "), "override", refused.Flag)
+	case errors.As(err, &tripped):
+		o.log.Error("run refused", "reason", openstack.ReasonBlastRadiusExceeded, "state", o.store.Where(), "message", tripped.Message, "reset", tripped.Reset)
+	}
+	return err
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/openstack"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/plan"
 	"github.com/tether-dev/tether/internal/runstate"
@@ -423,16 +425,29 @@ func TestOpenStackBreakerAcrossRuns(t *testing.T) {
 	if code != ExitOK || !strings.Contains(stderr, "0 of 2 actions in the last 1h0m0s; this run's 1 planned action(s) fit") || strings.Contains(stderr, noStateNote) {
 		t.Fatalf("dry run with a state: exit %d\n%s\n%s", code, out, stderr)
 	}
-	code, out, stderr = fix("--apply", "--max", "1")
+	code, out, stderr = fix("--apply", "--max", "1", "--log-format", "json")
 	if code != ExitOK || strings.Count(out, "Applied") != 1 || left() != 2 {
 		t.Fatalf("first run: exit %d, %d attachments left\n%s\n%s", code, left(), out, stderr)
 	}
-	code, out, stderr = fix("--apply")
-	if code != ExitFindings || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "not attempted: the blast-radius breaker tripped") || left() != 1 {
-		t.Fatalf("second run: exit %d, %d attachments left; want one repaired, the breaker tripped before the other\n%s\n%s", code, left(), out, stderr)
+	// The log: each finding observed, and the one repair applied.
+	reasons := map[string][]string{}
+	for _, l := range strings.Split(stderr, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			reasons[m["reason"].(string)] = append(reasons[m["reason"].(string)], m["object"].(string))
+		}
+	}
+	if len(reasons[openstack.ReasonFindingObserved]) != 3 || len(reasons[openstack.ReasonActionApplied]) != 1 || !slices.Contains(ats, strings.TrimPrefix(reasons[openstack.ReasonActionApplied][0], "Attachment/")) {
+		t.Fatalf("log lines by reason %v; want 3 observed, 1 applied of one of %v\n%s", reasons, ats, stderr)
 	}
 	code, out, stderr = fix("--apply")
-	if code != ExitError || !strings.Contains(stderr, "tether openstack reset-breaker --state-file "+state) || left() != 1 {
+	if code != ExitFindings || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "not attempted: the blast-radius breaker tripped") || left() != 1 ||
+		!strings.Contains(stderr, "reason="+openstack.ReasonBlastRadiusExceeded) {
+		t.Fatalf("second run: exit %d, %d attachments left; want one repaired, the breaker tripped (and logged) before the other\n%s\n%s", code, left(), out, stderr)
+	}
+	code, out, stderr = fix("--apply")
+	if code != ExitError || !strings.Contains(stderr, "tether openstack reset-breaker --state-file "+state) || left() != 1 ||
+		!strings.Contains(stderr, `msg="run refused" reason=`+openstack.ReasonBlastRadiusExceeded) {
 		t.Fatalf("run after the trip: exit %d, %d left\n%s\n%s", code, left(), out, stderr)
 	}
 

@@ -101,6 +101,9 @@ type Options struct {
 	Wait func(context.Context, time.Duration) error
 	// Notes receives what the operator should know while the run goes on.
 	Notes io.Writer
+	// Planned, when set, is told the plan once it is made, before anything
+	// is applied (a log of the findings a run observed).
+	Planned func([]Item)
 	// Command is the fix command's name as the operator types it ("tether
 	// fix"), for the notes and evidence that tell how to go on.
 	Command string
@@ -163,6 +166,9 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 	rep := Report{Items: Items(fs, o.Max), Guard: guard}
 	if reviewed != nil {
 		rep.Items, rep.Changed = Reviewed(fs, reviewed, o.Max)
+	}
+	if o.Planned != nil {
+		o.Planned(rep.Items)
 	}
 	if len(guard) > 0 && o.Notes != nil {
 		switch {

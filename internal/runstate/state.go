@@ -95,8 +95,18 @@ func (s *State) Take(now time.Time, l Limits, reset string) error {
 
 // TrippedError says that the breaker is tripped and how to go on.
 func (s *State) TrippedError(reset string) error {
-	return fmt.Errorf("the blast-radius breaker tripped at %s (%s); no run acts until an operator investigates and runs `%s`",
-		s.TrippedAt.UTC().Format(time.RFC3339), s.Message, reset)
+	return &Tripped{At: s.TrippedAt, Message: s.Message, Reset: reset}
+}
+
+// Tripped is the error of an action or run the tripped breaker refuses.
+type Tripped struct {
+	At             time.Time
+	Message, Reset string
+}
+
+func (e *Tripped) Error() string {
+	return fmt.Sprintf("the blast-radius breaker tripped at %s (%s); no run acts until an operator investigates and runs `%s`",
+		e.At.UTC().Format(time.RFC3339), e.Message, e.Reset)
 }
 
 // Record adds an action and drops the ones no window counts any more.
