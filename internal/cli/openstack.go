@@ -44,6 +44,7 @@ See docs/openstack.md.`,
 // osFlags are the flags audit and fix share.
 type osFlags struct {
 	logs        osLogFlags
+	metrics     osMetricsFlags
 	cloud       string
 	allProjects bool
 	project     string
@@ -62,6 +63,7 @@ func (f *osFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.grace, "grace", oscheck.DefaultGrace, "a volume in a transitional status is left alone until this old, and a finding is acted on only when seen twice this far apart")
 	fs.IntVar(&f.pageSize, "page-size", 0, "items per list request (0: the services' limit)")
 	f.logs.register(fs)
+	f.metrics.register(fs)
 }
 
 // validate checks the flags alone.
@@ -86,6 +88,9 @@ func (f *osFlags) validate() error {
 		return fmt.Errorf("--all-projects=false needs --project ID, the project to read")
 	}
 	if err := f.logs.validate(); err != nil {
+		return err
+	}
+	if err := f.metrics.validate(); err != nil {
 		return err
 	}
 	if f.cloud == "" {
@@ -155,9 +160,18 @@ func (o *osAuditOptions) Complete(cmd *cobra.Command) error {
 	return err
 }
 
-// Run surveys once; the first-sighting stage, with no earlier sighting,
-// holds every finding NotSeenTwice.
+// Run audits, then leaves the run's metrics where the flags say.
 func (o *osAuditOptions) Run(ctx context.Context) error {
+	rec := newRunRecord()
+	err := o.run(ctx, rec)
+	rec.snapshot = o.fixer.Last
+	return o.metrics.emit(ctx, o.cloud, "audit", rec, err)
+}
+
+// run surveys once (the first-sighting stage, with no earlier sighting,
+// holds every finding NotSeenTwice), logs and prints the findings, and
+// records them in rec.
+func (o *osAuditOptions) run(ctx context.Context, rec *runRecord) error {
 	s, err := o.fixer.Survey(ctx)
 	if err != nil {
 		return err
@@ -172,6 +186,7 @@ func (o *osAuditOptions) Run(ctx context.Context) error {
 	}
 	for _, f := range fs {
 		logObserved(o.log, f)
+		rec.items = append(rec.items, plan.Item{Finding: f})
 	}
 	if err := printOpenStackAudit(o.stdout, o.output, o.fixer.Last, fs); err != nil {
 		return err
@@ -274,17 +289,27 @@ func (o *osFixOptions) Complete(cmd *cobra.Command) error {
 // applying run holds its lock from before the first survey to its end, and
 // the breaker counts its repairs in the window of the runs.
 func (o *osFixOptions) Run(ctx context.Context) error {
+	rec := newRunRecord()
+	err := o.logRefusal(o.run(ctx, rec))
+	rec.snapshot = o.fixer.Last
+	return o.metrics.emit(ctx, o.cloud, "fix", rec, err)
+}
+
+// run is Run before the metrics: it records the plan and the results in
+// rec.
+func (o *osFixOptions) run(ctx context.Context, rec *runRecord) error {
 	opts := o.fix.options(o.stderr)
 	opts.Wait = o.wait
 	opts.Planned = func(items []plan.Item) {
+		rec.items = items
 		for _, it := range items {
 			logObserved(o.log, it.Finding)
 		}
 	}
-	fx := loggedFixer{Fixer: o.fixer, log: o.log}
+	fx := loggedFixer{Fixer: o.fixer, log: o.log, results: rec.results}
 	if o.store == nil {
 		fmt.Fprintln(o.stderr, noStateNote)
-		return o.logRefusal(runFix(ctx, fx, opts, o.stdout, o.output, "PROJECT"))
+		return runFix(ctx, fx, opts, o.stdout, o.output, "PROJECT")
 	}
 	if o.fix.apply {
 		// A run waits --grace between its two surveys: the lock of a run
@@ -296,10 +321,11 @@ func (o *osFixOptions) Run(ctx context.Context) error {
 		defer o.store.Unlock(context.WithoutCancel(ctx))
 	}
 	reset := o.state.resetCommand()
-	opts.Breaker = &runstate.Breaker{Store: o.store, Limits: o.state.limits, ResetCommand: reset, Tripped: func(s runstate.State) {
+	rec.breaker = &runstate.Breaker{Store: o.store, Limits: o.state.limits, ResetCommand: reset, Tripped: func(s runstate.State) {
 		o.log.Error("blast-radius breaker tripped", "reason", openstack.ReasonBlastRadiusExceeded, "state", o.store.Where(), "message", s.Message, "reset", reset)
 	}}
-	return o.logRefusal(runFix(ctx, fx, opts, o.stdout, o.output, "PROJECT"))
+	opts.Breaker = rec.breaker
+	return runFix(ctx, fx, opts, o.stdout, o.output, "PROJECT")
 }
 
 // logRefusal logs the refusal of a whole run, by the anomaly guard or the

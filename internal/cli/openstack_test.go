@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/tether-dev/tether/internal/plan"
 	"github.com/tether-dev/tether/internal/runstate"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
+	"github.com/tether-dev/tether/internal/testing/promtext"
 )
 
 // TestMain stops the OpenStack test world the openstack tests start; the
@@ -63,6 +65,9 @@ func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
 		{[]string{"openstack", "fix", "--os-cloud", "c", "--kubeconfig", "k"}, "are for --state-namespace"},
 		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/tmp/s.json", "--blast-radius-max-actions", "0"}, "--blast-radius-max-actions"},
 		{[]string{"openstack", "reset-breaker"}, "--state-file PATH or --state-namespace NS"},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "--metrics-textfile", "/tmp/m.txt"}, "ending in .prom"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--metrics-push", "pushgateway:9091"}, "not a Pushgateway URL"},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "--log-format", "xml"}, "--log-format"},
 	} {
 		code, _, stderr := runTether(t, tc.args...)
 		if code != ExitError || !strings.Contains(stderr, tc.want) {
@@ -440,10 +445,27 @@ func TestOpenStackBreakerAcrossRuns(t *testing.T) {
 	if len(reasons[openstack.ReasonFindingObserved]) != 3 || len(reasons[openstack.ReasonActionApplied]) != 1 || !slices.Contains(ats, strings.TrimPrefix(reasons[openstack.ReasonActionApplied][0], "Attachment/")) {
 		t.Fatalf("log lines by reason %v; want 3 observed, 1 applied of one of %v\n%s", reasons, ats, stderr)
 	}
-	code, out, stderr = fix("--apply")
+	prom := filepath.Join(t.TempDir(), "tether.prom")
+	code, out, stderr = fix("--apply", "--metrics-textfile", prom)
 	if code != ExitFindings || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "not attempted: the blast-radius breaker tripped") || left() != 1 ||
 		!strings.Contains(stderr, "reason="+openstack.ReasonBlastRadiusExceeded) {
 		t.Fatalf("second run: exit %d, %d attachments left; want one repaired, the breaker tripped (and logged) before the other\n%s\n%s", code, left(), out, stderr)
+	}
+	// The run's metrics: one repair applied, the breaker tripped, the run
+	// incomplete, what it read.
+	metrics := readTextfile(t, prom)
+	for name, want := range map[string]float64{
+		`tether_actions_total{action="DeleteCinderAttachment",check="StaleCinderAttachment",command="fix",result="Applied"}`: 1,
+		`tether_findings{check="StaleCinderAttachment",command="fix",phase="Resolved",severity="warning"}`:                   1,
+		`tether_blast_radius_tripped{command="fix"}`:                                                                         1,
+		`tether_run_success{command="fix"}`:                                                                                  0,
+	} {
+		if got, ok := metrics[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if n := metrics[`tether_run_objects_read{command="fix",kind="attachment"}`]; n < 2 {
+		t.Errorf("attachments read: %v, want at least the 2 left", n)
 	}
 	code, out, stderr = fix("--apply")
 	if code != ExitError || !strings.Contains(stderr, "tether openstack reset-breaker --state-file "+state) || left() != 1 ||
@@ -475,4 +497,24 @@ func TestOpenStackBreakerAcrossRuns(t *testing.T) {
 	if code != ExitOK || strings.Count(out, "Applied") != 1 || left() != 0 {
 		t.Fatalf("run after the reset: exit %d, %d left\n%s\n%s", code, left(), out, stderr)
 	}
+}
+
+// readTextfile parses a metrics textfile with Prometheus' text parser and
+// returns each sample by name{labels} (labels sorted, as Prometheus prints
+// them).
+func readTextfile(t *testing.T, path string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for name, mf := range promtext.Parse(t, path) {
+		for _, m := range mf.Metric {
+			var ls []string
+			for _, l := range m.Label {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			slices.Sort(ls)
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out[name+"{"+strings.Join(ls, ",")+"}"] = v
+		}
+	}
+	return out
 }

@@ -71,15 +71,19 @@ func logOutcome(log *slog.Logger, f drift.Finding, r drift.Result) {
 }
 
 // loggedFixer is OpenStack's Fixer that logs each repair's outcome as it
-// ends.
+// ends, and keeps it by finding id in results (for the run's metrics).
 type loggedFixer struct {
 	*openstack.Fixer
-	log *slog.Logger
+	log     *slog.Logger
+	results map[string]drift.Result
 }
 
 // Fix repairs f and logs how it ended.
 func (x loggedFixer) Fix(ctx context.Context, f drift.Finding) drift.Result {
 	r := x.Fixer.Fix(ctx, f)
 	logOutcome(x.log, f, r)
+	if x.results != nil {
+		x.results[f.ID] = r
+	}
 	return r
 }
