@@ -128,6 +128,9 @@ func newOpenStackAudit() *cobra.Command {
 (each checkable with the openstack CLI) and the action that would fix it, or why
 none is safe. One observation never makes an action safe: findings are marked
 NotSeenTwice until tether openstack fix sees them again --grace later.
+--object narrows the audit to one server, volume or attachment (ID or name). Every
+finding is one log line on stderr (--log-format); --metrics-textfile and --metrics-push
+leave the run's metrics for node_exporter or a Pushgateway.
 Exit code: 0 no findings, 1 findings, 2 error.`,
 		Args: cobra.NoArgs,
 	}
@@ -246,6 +249,12 @@ out at most --max safe repairs, each only after a live re-read of the server, th
 volume and its attachments and a re-run of the check on them.
 With --plan FILE (a plan saved with -o json), reads once, acts only on the reviewed
 plan's findings that still match, and reports every other one as changed-since-plan.
+--object narrows the run to one server, volume or attachment (ID or name).
+For cron runs: --state-file or --state-namespace counts the repairs of all runs in a
+blast-radius window (--blast-radius-max-actions per --blast-radius-interval); beyond it
+the breaker trips and no run repairs until tether openstack reset-breaker. Every finding
+and repair is one log line on stderr (--log-format); --metrics-textfile and
+--metrics-push leave the run's metrics for node_exporter or a Pushgateway.
 RecreateAttachmentAndDetach and ForceDetachVolume cut the compute host's
 connection to the volume: they are safe only on a stopped server (SHUTOFF, or
 SHELVED_OFFLOADED) and held ServerRunning otherwise; stop the server and run
