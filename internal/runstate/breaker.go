@@ -120,7 +120,7 @@ func (b *Breaker) Tell(ctx context.Context, planned int) string {
 	case planned <= room:
 		return head + fmt.Sprintf("; this run's %d planned action(s) fit", planned)
 	default:
-		return head + fmt.Sprintf("; this run's %d planned action(s) do not fit: after %d the breaker trips, and no run acts until `%s`", planned, room, b.ResetCommand)
+		return head + fmt.Sprintf("; of this run's %d planned action(s) only %d fit: the next trips the breaker, and no run acts until `%s`", planned, max(room, 0), b.ResetCommand)
 	}
 }
 

@@ -137,7 +137,7 @@ func TestBreaker_acrossRuns(t *testing.T) {
 	if err := b.Allows(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if note := b.Tell(ctx, 3); !strings.Contains(note, "0 of 2 actions") || !strings.Contains(note, "do not fit: after 2 the breaker trips") {
+	if note := b.Tell(ctx, 3); !strings.Contains(note, "0 of 2 actions") || !strings.Contains(note, "of this run's 3 planned action(s) only 2 fit: the next trips the breaker") {
 		t.Errorf("tell: %s", note)
 	}
 	for i := 0; i < 2; i++ {
