@@ -80,7 +80,7 @@ demo: controlplane build
 	@if [ "$(KUBEVIRT)" = real ]; then hack/kubevirt.sh >/dev/null; fi
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" KUBEVIRT="$(KUBEVIRT)" hack/demo.sh
 
-## demo-openstack: tether openstack audit and fix on real Nova and Cinder (the OpenStack test world), with the three kinds of drift seeded
+## demo-openstack: tether openstack audit and fix on real Nova and Cinder (the OpenStack test world), with the four kinds of drift seeded
 demo-openstack: openstack build
 	hack/demo-openstack.sh
 

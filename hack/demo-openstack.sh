@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # make demo-openstack: tether on real Nova and Cinder.
 #
-# Starts the OpenStack test world (hack/openstack.sh), seeds the three kinds
+# Starts the OpenStack test world (hack/openstack.sh), seeds the four kinds
 # of drift between Nova's block device mappings and Cinder's attachments the
 # way they arise, beside a healthy attachment, on running servers, then runs:
 # tether openstack audit, tether openstack fix (the plan), fix --apply (which
-# repairs only the attachment of the server that never existed: the running
-# servers' repairs are held ServerRunning), stops the two servers as the
-# holds ask, fix --apply again and audit again, and checks on both services
-# that exactly the drift was repaired and the healthy attachment is as it
-# was, and that both servers start again. KEEP=1 leaves the world
+# repairs the attachment of the server that never existed and the leftover
+# reservation beside the attachment Nova uses: the running servers' other
+# repairs are held ServerRunning), stops the two servers as the holds ask,
+# fix --apply again (as a cron job would run it: with a state file for its
+# blast-radius window and a metrics textfile) and audit again, and checks on
+# both services that exactly the drift was repaired and the healthy
+# attachment is as it was, and that both servers start again. KEEP=1 leaves the world
 # running afterwards; OS_PORT_BASE picks its ports (default 18770).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,7 +100,8 @@ state() {
 				nova+="${nova:+,}$s"
 			fi
 		done
-		api GET "$CINDER/volumes/$v" | field "'data-$name cinder=%s attached-to=%s nova-lists-it-on=%s' % (d['volume']['status'], ','.join(next((k for k, s in srv if s == a['server_id']), 'unknown-server') for a in d['volume']['attachments']) or '-', '${nova:--}')"
+		records=$(api GET "$CINDER/attachments?volume_id=$v" | field 'len(d["attachments"])')
+		api GET "$CINDER/volumes/$v" | field "'data-$name cinder=%s attached-to=%s nova-lists-it-on=%s cinder-attachments=$records' % (d['volume']['status'], ','.join(next((k for k, s in srv if s == a['server_id']), 'unknown-server') for a in d['volume']['attachments']) or '-', '${nova:--}')"
 	done | sort
 }
 
@@ -123,7 +126,7 @@ step "Seeding the scene"
 declare -A srv vol
 srv[web-1]=$(server web-1)
 srv[db-1]=$(server db-1)
-for name in healthy dangling forgotten stale; do vol[$name]=$(volume "data-$name"); done
+for name in healthy dangling forgotten stale leftover; do vol[$name]=$(volume "data-$name"); done
 # srv as Python pairs, for state()'s name lookup
 srv_py="[$(for s in "${!srv[@]}"; do printf '("%s", "%s"),' "$s" "${srv[$s]}"; done)]"
 field() { "$PY" -c "import json, sys; srv = $srv_py; d = json.load(sys.stdin); print($1)"; }
@@ -153,6 +156,10 @@ api POST "$CINDER/attachments/$a/action" '{"os-complete": null}' >/dev/null
 wait_for "data-stale in-use" volume_is "${vol[stale]}" in-use
 echo "data-stale:     in-use in Cinder for server $ghost, which Nova never had"
 
+attach "${srv[web-1]}" "${vol[leftover]}" >/dev/null
+api POST "$CINDER/attachments" "{\"attachment\": {\"volume_uuid\": \"${vol[leftover]}\", \"instance_uuid\": \"${srv[web-1]}\"}}" >/dev/null
+echo "data-leftover:  attached to web-1 through Nova, and reserved once more for web-1 (a retried attach's leftover: a second Cinder attachment, reserved, no connector)"
+
 step "Both sides now"
 state | tee "$dir/before.txt" | column -t
 
@@ -162,32 +169,38 @@ step "tether openstack audit"
 step "tether openstack fix --grace $GRACE (the plan: reads twice $GRACE apart, changes nothing)"
 "$BIN/tether" openstack fix --grace "$GRACE"
 
-step "tether openstack fix --grace $GRACE --apply (the running servers' repairs are held: ServerRunning)"
+step "tether openstack fix --grace $GRACE --apply (the running servers' mappings are held: ServerRunning; a reservation without a connector is deleted on a running server)"
 "$BIN/tether" openstack fix --grace "$GRACE" --apply
 
-step "Both sides now: only the attachment of the server that never existed is gone"
-expect held "data-dangling cinder=available attached-to=- nova-lists-it-on=web-1
-data-forgotten cinder=in-use attached-to=db-1 nova-lists-it-on=-
-data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1
-data-stale cinder=available attached-to=- nova-lists-it-on=-" "the held repairs changed something"
+step "Both sides now: the attachment of the server that never existed and the leftover reservation are gone"
+expect held "data-dangling cinder=available attached-to=- nova-lists-it-on=web-1 cinder-attachments=0
+data-forgotten cinder=in-use attached-to=db-1 nova-lists-it-on=- cinder-attachments=1
+data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1 cinder-attachments=1
+data-leftover cinder=in-use attached-to=web-1 nova-lists-it-on=web-1 cinder-attachments=1
+data-stale cinder=available attached-to=- nova-lists-it-on=- cinder-attachments=0" "the held repairs changed something, or the leftover reservation is still there"
 
 step "Stopping web-1 and db-1 as the holds ask (openstack server stop: POST /servers/ID/action os-stop)"
 for s in web-1 db-1; do power "${srv[$s]}" stop && echo "$s: SHUTOFF"; done
 
-step "tether openstack fix --grace $GRACE --apply"
-"$BIN/tether" openstack fix --grace "$GRACE" --apply
+step "tether openstack fix --grace $GRACE --apply --state-file ... --metrics-textfile ... (as a cron job runs it)"
+"$BIN/tether" openstack fix --grace "$GRACE" --apply --state-file "$dir/fix-state.json" --metrics-textfile "$dir/tether-openstack.prom" --log-format none
+echo "-- the runs' blast-radius window ($dir/fix-state.json):"
+"$PY" -c 'import json, sys; s = json.load(open(sys.argv[1])); print("tripped=%s actions=%d" % (s["tripped"], len(s.get("actions", []))))' "$dir/fix-state.json"
+echo "-- the run's metrics ($dir/tether-openstack.prom):"
+grep -E '^tether_(actions_total|blast_radius_tripped|run_success)' "$dir/tether-openstack.prom"
 
 step "tether openstack audit, again"
 "$BIN/tether" openstack audit --grace "$GRACE" || echo "(exit code $?: findings)"
 
 step "Both sides now"
-repaired="data-dangling cinder=available attached-to=- nova-lists-it-on=-
-data-forgotten cinder=available attached-to=- nova-lists-it-on=-
-data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1
-data-stale cinder=available attached-to=- nova-lists-it-on=-"
+repaired="data-dangling cinder=available attached-to=- nova-lists-it-on=- cinder-attachments=0
+data-forgotten cinder=available attached-to=- nova-lists-it-on=- cinder-attachments=0
+data-healthy cinder=in-use attached-to=web-1 nova-lists-it-on=web-1 cinder-attachments=1
+data-leftover cinder=in-use attached-to=web-1 nova-lists-it-on=web-1 cinder-attachments=1
+data-stale cinder=available attached-to=- nova-lists-it-on=- cinder-attachments=0"
 expect after "$repaired" "the state after the repair differs"
 
 step "Starting web-1 and db-1 again (openstack server start: os-start)"
 for s in web-1 db-1; do power "${srv[$s]}" start && echo "$s: ACTIVE"; done
 expect started "$repaired" "starting the servers changed the state"
-echo "OK: the three drifted volumes are free on both sides; the running servers' repairs waited until they were stopped; the healthy attachment is as it was and both servers run again."
+echo "OK: the three drifted volumes are free on both sides, and the leftover reservation is gone beside the attachment Nova uses; the running servers' repairs waited until they were stopped; the healthy attachments are as they were and both servers run again."

@@ -2,21 +2,43 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/openstack"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/plan"
+	"github.com/tether-dev/tether/internal/runstate"
 	ostest "github.com/tether-dev/tether/internal/testing/openstack"
+	"github.com/tether-dev/tether/internal/testing/promtext"
 )
 
 // TestMain stops the OpenStack test world the openstack tests start; the
 // other tests of the package do not start it.
 func TestMain(m *testing.M) { ostest.Main(m) }
+
+// worldWithDrift starts the world, points the command line at it, and
+// seeds a running server called name with a dangling mapping of volume
+// name-dangling, and a stale attachment of volume name-stale for a server
+// that never existed.
+func worldWithDrift(t *testing.T, name string) (w *ostest.World, server, dangling, stale, staleAt string) {
+	t.Helper()
+	w = ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	server, dangling, stale = w.Server(t, name), w.Volume(t, name+"-dangling"), w.Volume(t, name+"-stale")
+	w.DanglingBDM(t, server, dangling)
+	staleAt, _ = w.StaleAttachment(t, stale)
+	return w, server, dangling, stale, staleAt
+}
 
 func runTether(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -37,6 +59,15 @@ func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
 		{[]string{"openstack", "audit", "--os-cloud", "c", "--all-projects=false"}, "--project"},
 		{[]string{"openstack", "fix", "--os-cloud", "c", "--grace", "0s"}, "--grace"},
 		{[]string{"openstack", "fix", "--os-cloud", "c", "--max", "-1"}, "--max"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/s.json", "--state-namespace", "ns"}, "exclude each other"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/no/such/dir/s.json"}, "create it"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-namespace", "Not_A_Namespace"}, "not a namespace name"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--kubeconfig", "k"}, "are for --state-namespace"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--state-file", "/tmp/s.json", "--blast-radius-max-actions", "0"}, "--blast-radius-max-actions"},
+		{[]string{"openstack", "reset-breaker"}, "--state-file PATH or --state-namespace NS"},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "--metrics-textfile", "/tmp/m.txt"}, "ending in .prom"},
+		{[]string{"openstack", "fix", "--os-cloud", "c", "--metrics-push", "pushgateway:9091"}, "not a Pushgateway URL"},
+		{[]string{"openstack", "audit", "--os-cloud", "c", "--log-format", "xml"}, "--log-format"},
 	} {
 		code, _, stderr := runTether(t, tc.args...)
 		if code != ExitError || !strings.Contains(stderr, tc.want) {
@@ -52,12 +83,7 @@ func TestOpenStackFlagsAreCheckedFirst(t *testing.T) {
 // --apply --max 1 repairs one, a second run the rest, and the audit after
 // finds nothing; Nova and Cinder, read through the harness, agree again.
 func TestOpenStackAuditAndFix(t *testing.T) {
-	w := ostest.Start(t)
-	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
-	t.Setenv("OS_CLOUD", w.Cloud)
-	s, dangling, stale := w.Server(t, "cli"), w.Volume(t, "cli-dangling"), w.Volume(t, "cli-stale")
-	w.DanglingBDM(t, s, dangling)
-	staleAt, _ := w.StaleAttachment(t, stale)
+	w, s, dangling, stale, staleAt := worldWithDrift(t, "cli")
 
 	// Another project's view holds none of it.
 	code, out, stderr := runTether(t, "openstack", "audit", "--project", "another-project")
@@ -318,4 +344,177 @@ func TestOpenStackFixReviewedPlanAndObject(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Items) != 1 || p.Items[0].Finding.Object.Name != atC || !p.Items[0].Planned {
 		t.Fatalf("fix --object %s/%s: %v\n%s", w.Project, atC, err, out)
 	}
+}
+
+// TestOpenStackObject: --object narrows audit and fix to one server or
+// volume, named by ID or name, on real Nova and Cinder: a server's name
+// keeps its mapping's finding and the attachments held for it, a volume's
+// name the findings about that volume; an object nobody has is exit 2
+// with what was read, never an empty success.
+func TestOpenStackObject(t *testing.T) {
+	w, s, dangling, stale, staleAt := worldWithDrift(t, "obj")
+
+	about := func(args ...string) []drift.Finding {
+		t.Helper()
+		code, out, stderr := runTether(t, append([]string{"openstack", "audit", "-o", "json"}, args...)...)
+		var report AuditReport
+		if err := json.Unmarshal([]byte(out), &report); code != ExitFindings || err != nil {
+			t.Fatalf("audit %v: exit %d, %v\n%s\n%s", args, code, err, out, stderr)
+		}
+		return report.Findings
+	}
+	for _, object := range []string{"obj", s, w.Project + "/obj"} {
+		if fs := about("--object", object); len(fs) != 1 || fs[0].Volume != dangling || fs[0].Check != oscheck.DanglingNovaAttachment {
+			t.Errorf("audit --object %s: %+v, want the dangling mapping only", object, fs)
+		}
+	}
+	for _, object := range []string{"obj-stale", stale, staleAt} {
+		if fs := about("--object", object); len(fs) != 1 || fs[0].Object.Name != staleAt {
+			t.Errorf("audit --object %s: %+v, want the stale attachment %s only", object, fs, staleAt)
+		}
+	}
+	for _, cmd := range [][]string{{"audit"}, {"fix", "--grace", "1s"}} {
+		code, out, stderr := runTether(t, append(append([]string{"openstack"}, cmd...), "--object", "no-such-server")...)
+		if code != ExitError || !strings.Contains(stderr, `--object "no-such-server": no server, volume or Cinder attachment`) || out != "" {
+			t.Errorf("%v --object no-such-server: exit %d\n%s\n%s", cmd, code, out, stderr)
+		}
+	}
+	code, out, stderr := runTether(t, "openstack", "fix", "--grace", "1s", "-o", "json", "--object", "obj-stale")
+	var p FixPlan
+	if err := json.Unmarshal([]byte(out), &p); code != ExitOK || err != nil || len(p.Items) != 1 || p.Items[0].Finding.Object.Name != staleAt || !p.Items[0].Planned {
+		t.Fatalf("fix --object obj-stale: exit %d, %v\n%s\n%s", code, err, out, stderr)
+	}
+}
+
+// TestOpenStackBreakerAcrossRuns: with --state-file, fix --apply counts its
+// repairs across runs on real Nova and Cinder. With a limit of two, a first
+// run repairs one, a second repairs one and trips the breaker before the
+// third (left undone, exit 1); a third run is refused as a whole (exit 2,
+// naming the reset) and Cinder keeps the attachment; a run while another
+// holds the state's lock changes nothing; reset-breaker lets the next run
+// repair it. Without a state, a run says once that nothing counts across
+// runs.
+func TestOpenStackBreakerAcrossRuns(t *testing.T) {
+	w := ostest.Start(t)
+	t.Setenv("OS_CLIENT_CONFIG_FILE", w.CloudsYAML)
+	t.Setenv("OS_CLOUD", w.Cloud)
+	// The stale attachments other tests left in the shared world are
+	// repaired first: this test counts repairs.
+	if code, out, stderr := runTether(t, "openstack", "fix", "--check", oscheck.StaleCinderAttachment, "--grace", "1s", "--apply", "--max", "100"); code != ExitOK {
+		t.Fatalf("clearing the world: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var vols, ats []string
+	for _, name := range []string{"br-a", "br-b", "br-c"} {
+		v := w.Volume(t, name)
+		at, _ := w.StaleAttachment(t, v)
+		vols, ats = append(vols, v), append(ats, at)
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	fix := func(extra ...string) (int, string, string) {
+		args := []string{"openstack", "fix", "--check", oscheck.StaleCinderAttachment, "--grace", "1s", "--state-file", state, "--blast-radius-max-actions", "2"}
+		return runTether(t, append(args, extra...)...)
+	}
+	left := func() int {
+		n := 0
+		for _, v := range vols {
+			n += len(w.CinderAttachments(t, v))
+		}
+		return n
+	}
+
+	code, out, stderr := runTether(t, "openstack", "fix", "--grace", "1s", "--object", "br-a")
+	if code != ExitOK || strings.Count(stderr, noStateNote) != 1 {
+		t.Fatalf("fix without a state: exit %d, want the note once:\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = fix("--object", "br-a")
+	if code != ExitOK || !strings.Contains(stderr, "0 of 2 actions in the last 1h0m0s; this run's 1 planned action(s) fit") || strings.Contains(stderr, noStateNote) {
+		t.Fatalf("dry run with a state: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = fix("--apply", "--max", "1", "--log-format", "json")
+	if code != ExitOK || strings.Count(out, "Applied") != 1 || left() != 2 {
+		t.Fatalf("first run: exit %d, %d attachments left\n%s\n%s", code, left(), out, stderr)
+	}
+	// The log: each finding observed, and the one repair applied.
+	reasons := map[string][]string{}
+	for _, l := range strings.Split(stderr, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			reasons[m["reason"].(string)] = append(reasons[m["reason"].(string)], m["object"].(string))
+		}
+	}
+	if len(reasons[openstack.ReasonFindingObserved]) != 3 || len(reasons[openstack.ReasonActionApplied]) != 1 || !slices.Contains(ats, strings.TrimPrefix(reasons[openstack.ReasonActionApplied][0], "Attachment/")) {
+		t.Fatalf("log lines by reason %v; want 3 observed, 1 applied of one of %v\n%s", reasons, ats, stderr)
+	}
+	prom := filepath.Join(t.TempDir(), "tether.prom")
+	code, out, stderr = fix("--apply", "--metrics-textfile", prom)
+	if code != ExitFindings || strings.Count(out, "Applied") != 1 || !strings.Contains(out, "not attempted: the blast-radius breaker tripped") || left() != 1 ||
+		!strings.Contains(stderr, "reason="+openstack.ReasonBlastRadiusExceeded) {
+		t.Fatalf("second run: exit %d, %d attachments left; want one repaired, the breaker tripped (and logged) before the other\n%s\n%s", code, left(), out, stderr)
+	}
+	// The run's metrics: one repair applied, the breaker tripped, the run
+	// incomplete, what it read.
+	metrics := readTextfile(t, prom)
+	for name, want := range map[string]float64{
+		`tether_actions_total{action="DeleteCinderAttachment",check="StaleCinderAttachment",command="fix",result="Applied"}`: 1,
+		`tether_findings{check="StaleCinderAttachment",command="fix",phase="Resolved",severity="warning"}`:                   1,
+		`tether_blast_radius_tripped{command="fix"}`:                                                                         1,
+		`tether_run_success{command="fix"}`:                                                                                  0,
+	} {
+		if got, ok := metrics[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if n := metrics[`tether_run_objects_read{command="fix",kind="attachment"}`]; n < 2 {
+		t.Errorf("attachments read: %v, want at least the 2 left", n)
+	}
+	code, out, stderr = fix("--apply")
+	if code != ExitError || !strings.Contains(stderr, "tether openstack reset-breaker --state-file "+state) || left() != 1 ||
+		!strings.Contains(stderr, `msg="run refused" reason=`+openstack.ReasonBlastRadiusExceeded) {
+		t.Fatalf("run after the trip: exit %d, %d left\n%s\n%s", code, left(), out, stderr)
+	}
+
+	code, out, stderr = runTether(t, "openstack", "reset-breaker", "--state-file", state)
+	if code != ExitOK || !strings.Contains(out, "is reset (it tripped at") {
+		t.Fatalf("reset-breaker: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, _ = runTether(t, "openstack", "reset-breaker", "--state-file", state)
+	if code != ExitOK || !strings.Contains(out, "not tripped: nothing to reset") {
+		t.Fatalf("second reset-breaker: exit %d\n%s", code, out)
+	}
+
+	// Another run holds the lock: this one changes nothing.
+	other := &runstate.FileStore{Path: state}
+	if err := other.Lock(context.Background(), "the other run", time.Now(), 0); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = fix("--apply")
+	other.Unlock(context.Background())
+	if code != ExitError || !strings.Contains(stderr, "another run holds the lock") || !strings.Contains(stderr, "the other run") || left() != 1 {
+		t.Fatalf("run while another holds the lock: exit %d, %d left\n%s", code, left(), stderr)
+	}
+
+	code, out, stderr = fix("--apply")
+	if code != ExitOK || strings.Count(out, "Applied") != 1 || left() != 0 {
+		t.Fatalf("run after the reset: exit %d, %d left\n%s\n%s", code, left(), out, stderr)
+	}
+}
+
+// readTextfile parses a metrics textfile with Prometheus' text parser and
+// returns each sample by name{labels} (labels sorted, as Prometheus prints
+// them).
+func readTextfile(t *testing.T, path string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for name, mf := range promtext.Parse(t, path) {
+		for _, m := range mf.Metric {
+			var ls []string
+			for _, l := range m.Label {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			slices.Sort(ls)
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out[name+"{"+strings.Join(ls, ",")+"}"] = v
+		}
+	}
+	return out
 }

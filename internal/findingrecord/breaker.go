@@ -299,9 +299,10 @@ func ReadLimits(ctx context.Context, r client.Reader, ns string) (l Limits, foun
 func Supervised(rec *v1alpha1.Finding) bool { return rec.Spec.Check == FixCheck }
 
 // NoFinding reports whether a record is the controller's own bookkeeping
-// (the breaker, the published limit) rather than a finding.
+// (the breaker, the published limit, the anomaly guard, a Switch) rather
+// than a finding.
 func NoFinding(rec *v1alpha1.Finding) bool {
-	return rec.Spec.Check == BreakerCheck || rec.Spec.Check == LimitsCheck || rec.Spec.Check == GuardCheck
+	return rec.Spec.Check == BreakerCheck || rec.Spec.Check == LimitsCheck || rec.Spec.Check == GuardCheck || rec.Labels[LabelSwitch] == "true"
 }
 
 // ResolvedAfterAction is the reason of a record whose condition went after

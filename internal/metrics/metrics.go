@@ -9,13 +9,34 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// The definitions the controller's metrics share with a one-shot run's
+// (package batch): one name, help and label set wherever they mean the
+// same.
+var (
+	FindingsOpts = prometheus.GaugeOpts{
+		Name: "tether_findings",
+		Help: "Finding records by check, phase and severity.",
+	}
+	FindingsLabels = []string{"check", "phase", "severity"}
+	ActionsOpts    = prometheus.CounterOpts{
+		Name: "tether_actions_total",
+		Help: "Actions attempted, by check, action and result.",
+	}
+	ActionsLabels          = []string{"check", "action", "result"}
+	BlastRadiusTrippedOpts = prometheus.GaugeOpts{
+		Name: "tether_blast_radius_tripped",
+		Help: "1 while the blast-radius breaker is tripped and acting is stopped, until an operator resets it.",
+	}
+	AnomalyGuardTrippedOpts = prometheus.GaugeOpts{
+		Name: "tether_anomaly_guard_tripped",
+		Help: "1 while the anomaly guard is tripped (a source emptied, or too many findings became safe at once) and acting is stopped, until an operator resets it.",
+	}
+)
+
 var (
 	// Findings is the number of Finding records by check, phase and
 	// severity, recounted from the controller's cache every few seconds.
-	Findings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "tether_findings",
-		Help: "Finding records by check, phase and severity.",
-	}, []string{"check", "phase", "severity"})
+	Findings = prometheus.NewGaugeVec(FindingsOpts, FindingsLabels)
 
 	// FindingsOldest is, for the records of each check, phase and severity
 	// that are not Resolved, the first-observed time of the oldest one (Unix
@@ -28,10 +49,7 @@ var (
 
 	// Actions counts attempted actions by check, action type and outcome
 	// (Applied, Pending, Refused, Migrating, Failed).
-	Actions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tether_actions_total",
-		Help: "Actions attempted, by check, action and result.",
-	}, []string{"check", "action", "result"})
+	Actions = prometheus.NewCounterVec(ActionsOpts, ActionsLabels)
 
 	// Blocked counts transitions of findings into Blocked, by reason.
 	Blocked = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -42,18 +60,12 @@ var (
 	// BlastRadiusTripped is 1 while the blast-radius breaker is tripped:
 	// this process hit the action limit, or the breaker record in the
 	// controller's namespace shows a trip that no operator has reset.
-	BlastRadiusTripped = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "tether_blast_radius_tripped",
-		Help: "1 while the blast-radius breaker is tripped and acting is stopped, until an operator resets it.",
-	})
+	BlastRadiusTripped = prometheus.NewGauge(BlastRadiusTrippedOpts)
 
 	// AnomalyGuardTripped is 1 while the anomaly guard is tripped: the
 	// picture the controller acts from looked wrong, and acting is stopped
 	// until an operator resets the guard record.
-	AnomalyGuardTripped = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "tether_anomaly_guard_tripped",
-		Help: "1 while the anomaly guard is tripped (a source emptied, or too many findings became safe at once) and acting is stopped, until an operator resets it.",
-	})
+	AnomalyGuardTripped = prometheus.NewGauge(AnomalyGuardTrippedOpts)
 
 	// ReconcileSeconds is the latency of one reconcile.
 	ReconcileSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{

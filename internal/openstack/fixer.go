@@ -10,6 +10,7 @@ package openstack
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
@@ -55,4 +56,18 @@ func (x *Fixer) SeenTwice(drift.Finding) time.Duration {
 		return x.Policy.Grace
 	}
 	return check.DefaultGrace
+}
+
+// About resolves --object in the latest survey (Resolve): the findings
+// about that server, volume or attachment.
+func (x *Fixer) About(object string) (func(drift.Finding) bool, error) {
+	if x.Last == nil {
+		return nil, fmt.Errorf("--object %q: nothing observed yet", object)
+	}
+	t, err := Resolve(x.Last, object)
+	if err != nil {
+		return nil, err
+	}
+	s := x.Last
+	return func(f drift.Finding) bool { return t.About(s, f) }, nil
 }

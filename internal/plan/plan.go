@@ -37,6 +37,15 @@ type Fixer interface {
 	SeenTwice(f drift.Finding) time.Duration
 }
 
+// An ObjectResolver is a Fixer that resolves --object itself, from its
+// latest survey: by ID or name, and for objects the findings name only
+// indirectly (a server, for the attachments held for it). An object the
+// survey does not know is an error, not an empty plan. A Fixer that is not
+// one matches Options.Object against SCOPE/NAME (Filter).
+type ObjectResolver interface {
+	About(object string) (func(drift.Finding) bool, error)
+}
+
 // Survey is one observation and what the checks found in it.
 type Survey struct {
 	Findings []drift.Finding
@@ -63,6 +72,13 @@ type Breaker interface {
 	Tell(ctx context.Context, planned int) string
 }
 
+// A Limiter is a Breaker that also bounds each action: Take is asked before
+// each one, and a refusal (the window is full: the breaker trips) leaves
+// that action and every later one of the run undone, reported as skipped.
+type Limiter interface {
+	Take(ctx context.Context, f drift.Finding) error
+}
+
 // Options are what one run plans and applies with.
 type Options struct {
 	// Check keeps the findings of this check only ("" keeps all).
@@ -85,6 +101,9 @@ type Options struct {
 	Wait func(context.Context, time.Duration) error
 	// Notes receives what the operator should know while the run goes on.
 	Notes io.Writer
+	// Planned, when set, is told the plan once it is made, before anything
+	// is applied (a log of the findings a run observed).
+	Planned func([]Item)
 	// Command is the fix command's name as the operator types it ("tether
 	// fix"), for the notes and evidence that tell how to go on.
 	Command string
@@ -140,10 +159,16 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 		}
 	}
 	guard := o.Guard.Reasons(last, safe)
-	fs = Filter(fs, o.Check, o.Object)
+	reviewed := o.Reviewed
+	if fs, reviewed, err = narrow(fx, fs, reviewed, o); err != nil {
+		return Report{}, err
+	}
 	rep := Report{Items: Items(fs, o.Max), Guard: guard}
-	if o.Reviewed != nil {
-		rep.Items, rep.Changed = Reviewed(fs, o.Reviewed, o.Max)
+	if reviewed != nil {
+		rep.Items, rep.Changed = Reviewed(fs, reviewed, o.Max)
+	}
+	if o.Planned != nil {
+		o.Planned(rep.Items)
 	}
 	if len(guard) > 0 && o.Notes != nil {
 		switch {
@@ -179,9 +204,19 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 		}
 	}
 	rep.Applied = true
+	limiter, _ := o.Breaker.(Limiter)
+	var stopped error
 	for i := range rep.Items {
 		it := &rep.Items[i]
 		if !it.Planned {
+			continue
+		}
+		if stopped == nil && limiter != nil {
+			stopped = limiter.Take(ctx, it.Finding)
+		}
+		if stopped != nil {
+			it.Planned, it.Skipped = false, "not attempted: "+stopped.Error()
+			rep.Failed++
 			continue
 		}
 		r := fx.Fix(ctx, it.Finding)
@@ -274,6 +309,46 @@ func Items(fs []drift.Finding, max int) []Item {
 		items = append(items, it)
 	}
 	return items
+}
+
+// narrow keeps the findings (and the reviewed plan's) of o.Check about
+// o.Object, asking fx to resolve the object where it can (ObjectResolver).
+// A reviewed finding outside them is not this run's business: it is
+// neither acted on nor reported as changed.
+func narrow(fx Fixer, fs []drift.Finding, reviewed map[string]drift.Finding, o Options) ([]drift.Finding, map[string]drift.Finding, error) {
+	r, ok := fx.(ObjectResolver)
+	if o.Object == "" || !ok {
+		fs = Filter(fs, o.Check, o.Object)
+		if reviewed != nil && (o.Check != "" || o.Object != "") {
+			reviewed = keep(reviewed, func(f drift.Finding) bool { return len(Filter([]drift.Finding{f}, o.Check, o.Object)) == 1 })
+		}
+		return fs, reviewed, nil
+	}
+	about, err := r.About(o.Object)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := func(f drift.Finding) bool { return (o.Check == "" || f.Check == o.Check) && about(f) }
+	var out []drift.Finding
+	for _, f := range fs {
+		if in(f) {
+			out = append(out, f)
+		}
+	}
+	if reviewed != nil {
+		reviewed = keep(reviewed, in)
+	}
+	return out, reviewed, nil
+}
+
+func keep(m map[string]drift.Finding, in func(drift.Finding) bool) map[string]drift.Finding {
+	out := make(map[string]drift.Finding, len(m))
+	for id, f := range m {
+		if in(f) {
+			out[id] = f
+		}
+	}
+	return out
 }
 
 // Filter keeps the findings of check (all when "") about object

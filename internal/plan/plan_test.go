@@ -351,3 +351,84 @@ func TestRun_anomalyGuard(t *testing.T) {
 		})
 	}
 }
+
+// A reviewed plan applied with --object acts on that object's findings and
+// says nothing of the plan's others: they are not gone, only out of this
+// run's scope (the run used to report each as changed-since-plan, exit 1).
+func TestRun_objectNarrowsTheReviewedPlanToo(t *testing.T) {
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), safe("b")}}}
+	reviewed := map[string]drift.Finding{"a": safe("a"), "b": safe("b")}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Object: "ns/o-b", Reviewed: reviewed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.fixed, []string{"b"}) || rep.Changed != 0 || rep.Incomplete() || len(rep.Items) != 1 {
+		t.Fatalf("fixed %v, changed %d, items %+v: want b fixed, nothing called changed", x.fixed, rep.Changed, rep.Items)
+	}
+}
+
+// resolvingFixer resolves --object itself.
+type resolvingFixer struct {
+	fakeFixer
+	known map[string]string // object -> finding id
+}
+
+func (x *resolvingFixer) About(object string) (func(drift.Finding) bool, error) {
+	id, ok := x.known[object]
+	if !ok {
+		return nil, fmt.Errorf("--object %q: unknown", object)
+	}
+	return func(f drift.Finding) bool { return f.ID == id }, nil
+}
+
+// A platform that resolves --object itself decides which findings are
+// about it, and an object it does not know stops the run before anything
+// is changed.
+func TestRun_platformResolvesTheObject(t *testing.T) {
+	x := &resolvingFixer{fakeFixer: fakeFixer{surveys: [][]drift.Finding{{safe("a"), safe("b")}, {safe("a"), safe("b")}}}, known: map[string]string{"vol-1": "b"}}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Object: "vol-1"})
+	if err != nil || !slices.Equal(x.fixed, []string{"b"}) || len(rep.Items) != 1 {
+		t.Fatalf("err %v, fixed %v, items %+v: want b only", err, x.fixed, rep.Items)
+	}
+	x.fixed = nil
+	if _, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Object: "nope"}); err == nil || len(x.fixed) != 0 {
+		t.Fatalf("unknown object: err %v, fixed %v; want an error and nothing fixed", err, x.fixed)
+	}
+}
+
+// limitingBreaker lets take actions through, then refuses.
+type limitingBreaker struct {
+	fakeBreaker
+	take  int
+	taken []string
+}
+
+func (b *limitingBreaker) Take(_ context.Context, f drift.Finding) error {
+	if len(b.taken) >= b.take {
+		return errors.New("blast-radius breaker tripped")
+	}
+	b.taken = append(b.taken, f.ID)
+	return nil
+}
+
+// A Limiter that refuses stops the run: the refused action and every later
+// one are left undone and reported, and the run is incomplete.
+func TestRun_limiterStopsTheRun(t *testing.T) {
+	x := &fakeFixer{surveys: [][]drift.Finding{{safe("a"), safe("b"), blocked("c"), safe("d")}}}
+	b := &limitingBreaker{take: 1}
+	rep, err := Run(context.Background(), x, Options{Max: 10, Apply: true, Breaker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.fixed, []string{"a"}) || !slices.Equal(b.counted, []string{"a"}) {
+		t.Fatalf("fixed %v, counted %v: want a only", x.fixed, b.counted)
+	}
+	if rep.Failed != 2 || !rep.Incomplete() {
+		t.Fatalf("failed %d, want 2 (b and d not attempted)", rep.Failed)
+	}
+	for _, it := range rep.Items {
+		if (it.Finding.ID == "b" || it.Finding.ID == "d") && (it.Planned || !strings.Contains(it.Skipped, "not attempted: blast-radius breaker tripped")) {
+			t.Errorf("%s: %+v, want skipped as not attempted, naming the breaker", it.Finding.ID, it)
+		}
+	}
+}

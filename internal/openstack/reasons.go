@@ -1,0 +1,36 @@
+package openstack
+
+import "github.com/tether-dev/tether/internal/drift"
+
+// The reasons of the log lines `tether openstack` writes for its findings
+// and actions (contract: log pipelines alert on them). They are the
+// KubeVirt side's Event reasons where they mean the same; OpenStack has no
+// Events, so each is one structured log line instead.
+const (
+	// ReasonFindingObserved: a run observed the finding.
+	ReasonFindingObserved = "TetherFindingObserved"
+	// ReasonActionApplied, ReasonActionPending, ReasonActionRefused and
+	// ReasonActionFailed: how a repair ended.
+	ReasonActionApplied = "TetherActionApplied"
+	ReasonActionPending = "TetherActionPending"
+	ReasonActionRefused = "TetherActionRefused"
+	ReasonActionFailed  = "TetherActionFailed"
+	// ReasonBlastRadiusExceeded: the runs' blast-radius breaker tripped; no
+	// run repairs anything until an operator resets it.
+	ReasonBlastRadiusExceeded = "TetherBlastRadiusExceeded"
+	// ReasonAnomalyGuard: the anomaly guard refused a run's whole batch.
+	ReasonAnomalyGuard = "TetherAnomalyGuard"
+)
+
+// OutcomeReason is the reason of a repair's outcome.
+func OutcomeReason(o drift.Outcome) string {
+	switch o {
+	case drift.Applied:
+		return ReasonActionApplied
+	case drift.Pending:
+		return ReasonActionPending
+	case drift.Refused:
+		return ReasonActionRefused
+	}
+	return ReasonActionFailed
+}
