@@ -135,8 +135,6 @@ rootfs_dir() {
 # versions for extract.
 build_root() {
 	local dest=$1 tmp t0 mirror=${TETHER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-	[ "$(id -u)" = 0 ] || cannot "its Debian 13 root is built with debootstrap and entered with chroot, which need root: run as root"
-	command -v unshare >/dev/null && command -v chroot >/dev/null || cannot "unshare and chroot (util-linux, coreutils) are missing"
 	if ! command -v debootstrap >/dev/null; then
 		command -v apt-get >/dev/null || cannot "debootstrap is missing, and there is no apt-get to install it"
 		log "installing debootstrap"
@@ -185,6 +183,9 @@ cmd_install() {
 	else
 		local rd
 		rd=$(rootfs_dir)
+		# Building the root and entering it both need these.
+		[ "$(id -u)" = 0 ] || cannot "its Debian 13 root is built with debootstrap and entered with chroot, which need root: run as root"
+		command -v unshare >/dev/null && command -v chroot >/dev/null || cannot "unshare and chroot (util-linux, coreutils) are missing"
 		[ -f "$rd/.complete" ] || build_root "$rd"
 		rootfs=$rd/rootfs
 	fi
