@@ -1,8 +1,11 @@
 // Package openstack_test checks, on real Nova and Cinder, every behaviour of
 // theirs that tether's OpenStack checks and repairs rely on. Each test cites
 // where Nova or Cinder documents or implements the behaviour (file:line in
-// the tested release, Nova 26 / Cinder 21 "Zed", Debian bookworm), so a
-// failure here after an upgrade says which assumption broke.
+// Nova 26 / Cinder 21 "Zed", Debian bookworm), so a failure here after an
+// upgrade says which assumption broke. The tests run on both release lines
+// of the test world (TETHER_OPENSTACK_RELEASE: Zed, and 2025.1 from Debian
+// trixie); a behaviour that differs between them is asserted per line
+// (w.Line).
 package openstack_test
 
 import (
