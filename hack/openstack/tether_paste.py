@@ -4,7 +4,12 @@ nova_token_context: Nova's noauth2 middleware builds the request context
 without the caller's token, so Nova's calls to Glance, Cinder and Neutron made
 on the caller's behalf would carry none. The filter runs after noauth2 and
 puts the X-Auth-Token on the context, as keystonemiddleware's auth_token
-filter and Nova's keystonecontext filter would.
+filter and Nova's keystonecontext filter would. It also gives the context the
+roles Keystone's token would carry: admin, member and reader for the admin
+user (Keystone's admin role implies the other two), member and reader for
+any other (noauth2 sets none). Zed's policy defaults read noauth2's is_admin;
+2025.1's (enforce_new_defaults) read only roles, and without them answer 403
+to the admin API (os-hypervisors) and to project members.
 
 cinder_service_token: keystonemiddleware validates an X-Service-Token and sets
 X-Service-Roles from it; Cinder's check that Nova no longer uses an attachment
@@ -28,6 +33,8 @@ def nova_token_context(global_conf, **local_conf):
             ctx = environ.get('nova.context')
             if ctx is not None and not ctx.auth_token:
                 ctx.auth_token = environ.get('HTTP_X_AUTH_TOKEN')
+            if ctx is not None and not ctx.roles:
+                ctx.roles = (['admin'] if ctx.is_admin else []) + ['member', 'reader']
             return app(environ, start_response)
         return call
     return wrap

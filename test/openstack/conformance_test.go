@@ -1,8 +1,11 @@
 // Package openstack_test checks, on real Nova and Cinder, every behaviour of
 // theirs that tether's OpenStack checks and repairs rely on. Each test cites
 // where Nova or Cinder documents or implements the behaviour (file:line in
-// the tested release, Nova 26 / Cinder 21 "Zed", Debian bookworm), so a
-// failure here after an upgrade says which assumption broke.
+// Nova 26 / Cinder 21 "Zed", Debian bookworm), so a failure here after an
+// upgrade says which assumption broke. The tests run on both release lines
+// of the test world (TETHER_OPENSTACK_RELEASE: Zed, and 2025.1 from Debian
+// trixie); a behaviour that differs between them is asserted per line
+// (w.Line).
 package openstack_test
 
 import (
@@ -20,6 +23,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/volumeattach"
 
+	"github.com/tether-dev/tether/internal/openstack/check"
+	"github.com/tether-dev/tether/internal/openstack/observe"
 	"github.com/tether-dev/tether/internal/testing/openstack"
 )
 
@@ -106,6 +111,34 @@ func TestAttachShowsOnBothSides(t *testing.T) {
 	}
 }
 
+// In a volume's own attachments list, "id" is the volume's ID and
+// "attachment_id" the attachment's (cinder/api/v2/views/volumes.py
+// _get_attachments, the same on both lines): a client that took "id" for
+// the attachment would act on the wrong object. tether reads attachments
+// from GET /attachments, whose "id" is the attachment, and only counts a
+// volume's list (doctor).
+func TestVolumeAttachmentsNameTheAttachmentInAttachmentID(t *testing.T) {
+	w := openstack.Start(t)
+	server, volume := w.Server(t, "attachment-id"), w.Volume(t, "attachment-id")
+	attachment := w.Attach(t, server, volume)
+	bs := w.BlockStorageClient(t)
+	var raw struct {
+		Volume struct {
+			Attachments []map[string]any `json:"attachments"`
+		} `json:"volume"`
+	}
+	resp, err := bs.Get(bg, bs.ServiceURL("volumes", volume), &raw, nil)
+	if err != nil {
+		t.Fatalf("GET /volumes/%s: %v", volume, err)
+	}
+	resp.Body.Close()
+	as := raw.Volume.Attachments
+	if len(as) != 1 || as[0]["attachment_id"] != attachment || as[0]["id"] != volume || as[0]["server_id"] != server {
+		t.Errorf("volume %s's attachments on the %s line: %v; want one with attachment_id %s, id %s (the volume) and server_id %s",
+			volume, w.Line, as, attachment, volume, server)
+	}
+}
+
 // Cinder refuses to let anyone but Nova delete an attachment that Nova still
 // records (CVE-2023-2088, bug 2004555; Debian backported the fix to 21.3.1):
 // cinder/volume/api.py:2543-2616 attachment_deletion_allowed asks Nova for the
@@ -175,6 +208,40 @@ func TestDanglingBDMNovaDetachRefusedServerDeleteClears(t *testing.T) {
 	w.DeleteServer(t, server)
 	if v := w.GetVolume(t, volume); v.Status != "available" || len(v.Attachments) != 0 {
 		t.Errorf("volume %s after deleting server %s: %s with %d attachments; want available with none", volume, server, v.Status, len(v.Attachments))
+	}
+}
+
+// A hard reboot deletes a mapping whose Cinder attachment is gone from Nova
+// 28.0.0 (2023.2) on: nova/compute/manager.py _reboot_instance calls
+// _delete_dangling_bdms, which reads each mapping's recorded attachment and
+// destroys the mapping on a 404. Zed has no such step and keeps it. The
+// maximum microversion in Nova's version document, as tether reads it, tells
+// the two apart (check.NovaRebootCleansDangling), and tether's remedy for a
+// running server relies on both.
+func TestHardRebootDeletesDanglingMapping(t *testing.T) {
+	w := openstack.Start(t)
+	server, volume := w.Server(t, "reboot"), w.Volume(t, "reboot")
+	w.DanglingBDM(t, server, volume)
+
+	max := observe.NovaMaxMicroversion(bg, w.ComputeClient(t))
+	cleans := check.NovaRebootCleansDangling(max)
+	if want := map[string]string{openstack.LineZed: "2.93", openstack.Line2025_1: "2.100"}[w.Line]; max != want {
+		t.Errorf("Nova's maximum microversion on the %s line: %q, want %q", w.Line, max, want)
+	}
+	if want := w.Line != openstack.LineZed; cleans != want {
+		t.Errorf("NovaRebootCleansDangling(%q) = %v on the %s line, want %v", max, cleans, w.Line, want)
+	}
+
+	w.HardReboot(t, server)
+	_, lists := novaHas(w.NovaAttachments(t, server), volume)
+	switch {
+	case cleans && lists:
+		t.Errorf("after a hard reboot Nova %s (%s) still lists dangling volume %s on server %s; nova log:\n%s", max, w.Release, volume, server, w.LogTail("nova", 20))
+	case !cleans && !lists:
+		t.Errorf("after a hard reboot Nova %s (%s) no longer lists dangling volume %s on server %s; this release was not known to clean up", max, w.Release, volume, server)
+	}
+	if v := w.GetVolume(t, volume); v.Status != "available" || len(v.Attachments) != 0 {
+		t.Errorf("volume %s after the reboot: %s with %d attachments; want it untouched (available, none)", volume, v.Status, len(v.Attachments))
 	}
 }
 

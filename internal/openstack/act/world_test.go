@@ -248,9 +248,15 @@ func TestRunningServerHoldsTheRepairs(t *testing.T) {
 		{check.StaleCinderAttachment, forgot, check.ForceDetachVolume},
 	} {
 		f := planned(t, e, tc.check, tc.volume)
+		// Where Nova deletes dangling mappings on reboot (2025.1), the
+		// dangling mapping's remedy is the reboot instead.
+		remedy := "openstack server stop " + s
+		if tc.check == check.DanglingNovaAttachment && w.Line != ostest.LineZed {
+			remedy = "openstack server reboot --hard " + s
+		}
 		if f.Action.Type != tc.action || f.Action.Safe || f.Action.BlockedBy != check.ServerRunning ||
-			!strings.Contains(f.Action.Remedy, "openstack server stop "+s) {
-			t.Fatalf("plan of %s: %+v, want %s blocked by ServerRunning, naming `openstack server stop %s`", tc.check, f, tc.action, s)
+			!strings.Contains(f.Action.Remedy, remedy) {
+			t.Fatalf("plan of %s: %+v, want %s blocked by ServerRunning, naming `%s`", tc.check, f, tc.action, remedy)
 		}
 		wantOutcome(t, e.Apply(context.Background(), f), drift.Refused, "ServerRunning")
 	}
@@ -268,6 +274,34 @@ func TestRunningServerHoldsTheRepairs(t *testing.T) {
 	w.WaitVolume(t, dangling, "available")
 	w.WaitVolume(t, forgot, "in-use")
 	w.WaitServer(t, s, "ACTIVE")
+}
+
+// TestRebootRemedyOnEachLine: the remedy of a dangling mapping on a running
+// server says "hard reboot: Nova repairs it itself" on the line whose Nova
+// does (2025.1), and following it leaves no finding; on Zed it says to stop
+// the server, and a hard reboot would leave the finding as it was.
+func TestRebootRemedyOnEachLine(t *testing.T) {
+	w := ostest.Start(t)
+	e := executor(t, w)
+	s, v := w.Server(t, "reboot-remedy"), w.Volume(t, "reboot-remedy")
+	w.DanglingBDM(t, s, v)
+	f := planned(t, e, check.DanglingNovaAttachment, v)
+	rebootSaid := strings.HasPrefix(f.Action.Remedy, "hard reboot: Nova repairs it itself")
+	if want := w.Line != ostest.LineZed; rebootSaid != want {
+		t.Fatalf("on the %s line the remedy says the reboot: %v, want %v; remedy: %s", w.Line, rebootSaid, want, f.Action.Remedy)
+	}
+	w.HardReboot(t, s)
+	snap, err := observe.Observe(context.Background(), e.Clients, observe.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left bool
+	for _, f := range check.Run(snap, e.Policy, snap.Taken) {
+		left = left || f.Check == check.DanglingNovaAttachment && f.Volume == v
+	}
+	if left == rebootSaid {
+		t.Errorf("after the hard reboot the finding is still there: %v; the remedy said the reboot: %v", left, rebootSaid)
+	}
 }
 
 // TestRefusedWhenTheServerWasStartedAgain: the plan was made on a stopped

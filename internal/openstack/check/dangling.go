@@ -94,6 +94,9 @@ func (in Input) dangling(s *snapshot.Server, sv snapshot.ServerVolume) (drift.Fi
 			f.Action.Safe, f.Action.BlockedBy = false, VolumeBusy
 		}
 	}
+	if (f.Action.BlockedBy == ServerRunning || f.Action.BlockedBy == VolumeGone) && in.rebootRepairs(s, sv) {
+		f.Action.Remedy = rebootRemedy(s, sv, in.Snapshot.NovaMaxMicroversion)
+	}
 	return f, true
 }
 

@@ -57,6 +57,7 @@ func Observe(ctx context.Context, c *Clients, o Options) (*snapshot.Snapshot, er
 	if s.Servers, err = listServers(ctx, c.Compute, o); err != nil {
 		return nil, err
 	}
+	s.NovaMaxMicroversion = NovaMaxMicroversion(ctx, c.Compute)
 	if s.Volumes, err = listVolumes(ctx, c.BlockStorage, o); err != nil {
 		return nil, err
 	}
@@ -256,4 +257,24 @@ func apiError(service, what, microversion string, err error) error {
 		return fmt.Errorf("%s: %s answered %d: %s", what, service, code.Actual, body)
 	}
 	return fmt.Errorf("%s: %v", what, err)
+}
+
+// NovaMaxMicroversion reads the maximum microversion from Nova's version
+// document (GET /v2.1/, "version": {"version": "2.100"}); empty when the
+// read fails or names none. A remedy that depends on it falls back to the
+// one that holds on every release, so a failed read costs no finding.
+func NovaMaxMicroversion(ctx context.Context, c *gophercloud.ServiceClient) string {
+	var doc struct {
+		Version struct {
+			Version string `json:"version"`
+		} `json:"version"`
+	}
+	_, err := c.Get(ctx, c.Endpoint, &doc, &gophercloud.RequestOpts{
+		OkCodes:     []int{http.StatusOK},
+		OmitHeaders: []string{"OpenStack-API-Version", "X-OpenStack-Nova-API-Version"},
+	})
+	if err != nil {
+		return ""
+	}
+	return doc.Version.Version
 }

@@ -98,6 +98,9 @@ func TestObserveTheRealServices(t *testing.T) {
 	}
 	reqs := cnt.reset()
 	ix := s.Index()
+	if want := map[string]string{ostest.LineZed: "2.93", ostest.Line2025_1: "2.100"}[w.Line]; s.NovaMaxMicroversion != want {
+		t.Errorf("Nova's maximum microversion on the %s line: %q, want %q", w.Line, s.NovaMaxMicroversion, want)
+	}
 
 	// Nova: s1 lists both its volumes (the dangling one too), with the
 	// attachment id Nova records; s2 lists nothing.
@@ -141,13 +144,14 @@ func TestObserveTheRealServices(t *testing.T) {
 		t.Errorf("direct reads: %+v, want %s and %s gone and nothing else", s.Direct, ghost, danglingAt)
 	}
 
-	// Requests: one list each of servers and volumes, the attachment list
+	// Requests: Nova's version document (its maximum microversion), one
+	// list each of servers and volumes, the attachment list
 	// and the empty page that ends it, os-volume_attachments only for s1,
 	// the one server whose mappings Cinder does not all hold, and a read
 	// by ID of each object a record names that the lists did not show: the
 	// server of the stale attachment and the attachment the dangling
 	// mapping records (both answer 404).
-	want := []string{"/servers/detail", "/volumes/detail", "/attachments/detail", "/attachments/detail", "/servers/" + s1 + "/os-volume_attachments",
+	want := []string{"/v2.1/", "/servers/detail", "/volumes/detail", "/attachments/detail", "/attachments/detail", "/servers/" + s1 + "/os-volume_attachments",
 		"/servers/" + ghost, "/attachments/" + danglingAt}
 	if len(reqs) != len(want) {
 		t.Fatalf("requests: %v, want %d (%v)", reqs, len(want), want)

@@ -24,6 +24,11 @@ type Snapshot struct {
 	// Direct is what was read by ID about the objects the records above
 	// name and the lists did not show.
 	Direct Direct
+	// NovaMaxMicroversion is the maximum compute microversion that Nova's
+	// version document names ("2.100"); empty when it could not be read.
+	// It tells the checks which Nova release answers, for remedies that
+	// depend on it.
+	NovaMaxMicroversion string
 }
 
 // Direct holds the reads by ID of the objects that one record names (the

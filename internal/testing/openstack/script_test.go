@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,6 +35,7 @@ func TestScriptRefusesBadArguments(t *testing.T) {
 		{"down without a directory -> names --dir", []string{"down"}, "down needs --dir DIR"},
 		{"a port base out of range -> names the range", []string{"up", "--dir", t.TempDir(), "--port-base", "80"}, "--port-base must be a number from 1024 to 65530"},
 		{"an unknown flag -> names it", []string{"up", "--frobnicate"}, "unknown argument --frobnicate"},
+		{"an unknown release line -> names both lines", []string{"up", "--dir", t.TempDir(), "--release", "2023.1"}, "--release must be zed (the host's Debian 12 packages) or 2025.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, ok := runScript(t, nil, tc.args...)
@@ -64,6 +66,37 @@ func TestScriptWithoutPackagesNeedsRoot(t *testing.T) {
 	want := "run as root: apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-nova python3-cinder python3-placement"
 	if ok || !strings.Contains(out, want) || strings.Contains(out, "apt-get must not run") {
 		t.Errorf("install without packages as a plain user: ok=%v, output:\n%s\nwant a failure saying %q, without running apt-get", ok, out, want)
+	}
+}
+
+// Where the 2025.1 root is not built yet and the user is not root, install
+// exits 3 (the tests' cue to skip) with one line saying why and what to do,
+// before it runs debootstrap or apt-get. id is stubbed to make this machine
+// look like a plain user's.
+func TestScriptSecondLineWithoutRootCannot(t *testing.T) {
+	bin := t.TempDir()
+	stubs := map[string]string{
+		"id":          "#!/bin/sh\necho 1000\n",
+		"apt-get":     "#!/bin/sh\necho apt-get must not run >&2\nexit 9\n",
+		"debootstrap": "#!/bin/sh\necho debootstrap must not run >&2\nexit 9\n",
+	}
+	for name, body := range stubs {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script, err := findScript()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script, "install", "--release", Line2025_1)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "TETHER_CACHE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := "openstack: cannot run the 2025.1 line here: its Debian 13 root is built with debootstrap and entered with chroot, which need root: run as root"
+	if !errors.As(err, &exit) || exit.ExitCode() != cannotExit || len(lines) != 1 || lines[0] != want {
+		t.Errorf("install --release 2025.1 as a plain user: %v, output:\n%s\nwant exit %d and the one line %q", err, out, cannotExit, want)
 	}
 }
 

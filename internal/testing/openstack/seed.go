@@ -307,6 +307,17 @@ func (w *World) StartServer(t testing.TB, id string) {
 	w.WaitServer(t, id, "ACTIVE")
 }
 
+// HardReboot reboots the server the hard way (`openstack server reboot
+// --hard`) and waits until Nova shows it ACTIVE with no task: the compute
+// service has finished the reboot (Nova clears the task at its end).
+func (w *World) HardReboot(t testing.TB, id string) {
+	t.Helper()
+	if err := servers.Reboot(ctx(), w.ComputeClient(t), id, servers.RebootOpts{Type: servers.HardReboot}).ExtractErr(); err != nil {
+		t.Fatalf("rebooting server %s (hard): %v", id, err)
+	}
+	w.WaitServer(t, id, "ACTIVE")
+}
+
 // DeleteServer deletes the server and waits until Nova no longer has it.
 func (w *World) DeleteServer(t testing.TB, id string) {
 	t.Helper()

@@ -6,7 +6,9 @@
 // the way it arises in a real cloud.
 //
 // One world serves a whole test binary: call Main from TestMain and Start
-// from each test. The package must never be imported by non-test code.
+// from each test. EnvRelease picks the release line (the host's Zed by
+// default, or 2025.1 in a Debian 13 root); make test runs the OpenStack
+// packages once on each. The package must never be imported by non-test code.
 package openstack
 
 import (
@@ -35,6 +37,21 @@ const CloudName = "tether-test"
 // world running and prints where it is (for debugging a failing test).
 const EnvKeep = "TETHER_OPENSTACK_KEEP"
 
+// EnvRelease names an environment variable that picks the release line the
+// world runs: LineZed (the default, the host's Debian 12 packages) or
+// Line2025_1 (Debian 13's, in a root that hack/openstack.sh builds once).
+const EnvRelease = "TETHER_OPENSTACK_RELEASE"
+
+// The release lines of the test world, as hack/openstack.sh --release names them.
+const (
+	LineZed    = "zed"
+	Line2025_1 = "2025.1"
+)
+
+// cannotExit is hack/openstack.sh's exit code for "this host cannot run the
+// line at all" (not root, no debootstrap to be had): the tests skip.
+const cannotExit = 3
+
 // World is a running OpenStack test world.
 type World struct {
 	Dir        string // state directory: configuration, databases, logs (Dir/logs), PIDs
@@ -51,6 +68,8 @@ type World struct {
 	StartTime time.Duration
 	// Release names the package versions of Nova, Cinder and Placement.
 	Release string
+	// Line is the release line, LineZed or Line2025_1.
+	Line string
 
 	portBase int
 	novaDB   string
@@ -61,7 +80,16 @@ var (
 	startOnce sync.Once
 	world     *World
 	startErr  error
+	skipWhy   string // set when the host cannot run the selected line
 )
+
+// line is the release line EnvRelease selects.
+func line() string {
+	if l := os.Getenv(EnvRelease); l != "" {
+		return l
+	}
+	return LineZed
+}
 
 // Main runs the tests of a package that uses Start and stops the world
 // afterwards. Call it from TestMain:
@@ -98,6 +126,9 @@ func Start(t testing.TB) *World {
 		t.Fatal("the OpenStack test world needs TestMain: add func TestMain(m *testing.M) { openstack.Main(m) } to the package's tests")
 	}
 	startOnce.Do(func() { world, startErr = start() })
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
 	if startErr != nil {
 		t.Fatal(startErr)
 	}
@@ -159,11 +190,17 @@ func up(script, dir string, base int) (*World, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, script, "up", "--dir", dir, "--port-base", strconv.Itoa(base))
+	cmd := exec.CommandContext(ctx, script, "up", "--dir", dir, "--port-base", strconv.Itoa(base), "--release", line())
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	runErr := cmd.Run()
 	elapsed := time.Since(t0)
+	var exit *exec.ExitError
+	if errors.As(runErr, &exit) && exit.ExitCode() == cannotExit {
+		skipWhy = lastLine(out.String())
+		_ = os.RemoveAll(dir)
+		return nil, errors.New(skipWhy)
+	}
 	if runErr != nil {
 		_ = exec.Command(script, "down", "--dir", dir).Run()
 		return nil, fmt.Errorf("the OpenStack test world did not start (%s up --dir %s --port-base %d: %v):\n%s\n%s",
@@ -179,11 +216,12 @@ func up(script, dir string, base int) (*World, error) {
 		Identity:     fmt.Sprintf("http://127.0.0.1:%d/v3", base+3),
 		Project:      "admin",
 		StartTime:    elapsed,
-		Release:      release(),
+		Release:      release(dir),
+		Line:         line(),
 		portBase:     base,
 		novaDB:       filepath.Join(dir, "nova", "nova_cell1.sqlite"),
 	}
-	fmt.Fprintf(os.Stderr, "openstack: %s ready in %s in %s\n", w.Release, elapsed.Round(100*time.Millisecond), dir)
+	fmt.Fprintf(os.Stderr, "openstack: %s (%s) ready in %s in %s\n", w.Line, w.Release, elapsed.Round(100*time.Millisecond), dir)
 	return w, nil
 }
 
@@ -199,8 +237,12 @@ func (w *World) stop() error {
 	return nil
 }
 
-// release names the installed versions of Nova, Cinder and Placement.
-func release() string {
+// release names the versions of Nova, Cinder and Placement the world in
+// dir runs, as hack/openstack.sh up wrote them to dir/release.
+func release(dir string) string {
+	if data, err := os.ReadFile(filepath.Join(dir, "release")); err == nil {
+		return strings.TrimSpace(string(data))
+	}
 	out, err := exec.Command("dpkg-query", "-W", "-f", "${Package}=${Version} ", "python3-nova", "python3-cinder", "python3-placement").Output()
 	if err != nil {
 		return "OpenStack (versions unknown)"
@@ -249,6 +291,10 @@ func findScript() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+func lastLine(s string) string {
+	return tail(s, 1)
 }
 
 func tail(s string, n int) string {

@@ -2,6 +2,9 @@ package openstack
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,4 +74,47 @@ func TestSeedersLeaveTheirDrift(t *testing.T) {
 			t.Errorf("volume %s: status %s, attachments %+v; want in-use by %s through %s", forgotten, v.Status, v.Attachments, server, attachment)
 		}
 	})
+}
+
+// On the 2025.1 line the services run in the Debian 13 root: Nova's root
+// directory is the release root, its mount namespace has the world's
+// directory mounted, and the host's has nothing mounted in the root (the
+// mounts go with the services, also when one is killed).
+func TestSecondLineMountsStayInItsNamespace(t *testing.T) {
+	w := Start(t)
+	if w.Line == LineZed {
+		t.Skip("the zed line runs on the host, with no root and no mounts")
+	}
+	pid, err := os.ReadFile(filepath.Join(w.Dir, "nova.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := filepath.Join("/proc", strings.TrimSpace(string(pid)))
+	root, err := os.Readlink(filepath.Join(proc, "root"))
+	if err != nil || !strings.HasSuffix(root, "/rootfs") {
+		t.Fatalf("Nova's root directory: %q (%v), want the release root .../rootfs", root, err)
+	}
+	// mountinfo's fifth field is the mount point, relative to the reading
+	// process's root (proc(5)).
+	mountPoints := func(file string) []string {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) > 4 {
+				out = append(out, f[4])
+			}
+		}
+		return out
+	}
+	if mps := mountPoints(filepath.Join(proc, "mountinfo")); !slices.Contains(mps, w.Dir) {
+		t.Errorf("Nova's mount namespace does not mount the world's directory %s: %v", w.Dir, mps)
+	}
+	for _, mp := range mountPoints("/proc/self/mountinfo") {
+		if strings.HasPrefix(mp, root+"/") || mp == root {
+			t.Errorf("the host has %s mounted, in the release root", mp)
+		}
+	}
 }
