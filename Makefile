@@ -13,7 +13,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build image dist controlplane kubevirt openstack demo-openstack test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
+.PHONY: all build image dist controlplane node kubevirt openstack demo-openstack test unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -37,6 +37,11 @@ dist:
 controlplane:
 	@hack/controlplane.sh >/dev/null
 
+## node: build kubelet and kube-scheduler from Go modules (cached outside the checkout) and install containerd, runc, the CNI plugins and iptables from Debian (root) for the test world's real node
+node:
+	@hack/node.sh --host
+	@hack/node.sh >/dev/null
+
 ## kubevirt: build real KubeVirt's virt-api and virt-controller, v1.9 and v1.7 (and kwok), from Go modules (cached outside the checkout)
 kubevirt:
 	@hack/kubevirt.sh >/dev/null
@@ -47,8 +52,8 @@ openstack:
 	@hack/openstack.sh install >/dev/null
 
 ## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt and on real OpenStack (Nova, Cinder)
-test: controlplane kubevirt openstack lint build
-	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
+test: controlplane node kubevirt openstack lint build
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_NODE_BIN="$$(hack/node.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
 
 ## unit: the pure tests only (no control plane)
 unit:
