@@ -1,0 +1,158 @@
+package install_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/tether-dev/tether/internal/testing/realnode"
+	"github.com/tether-dev/tether/internal/testing/testenv"
+)
+
+// helmConfig is Helm's action configuration for namespace ns of the world,
+// keeping releases in Secrets as the helm CLI does.
+func helmConfig(t *testing.T, env *testenv.Env, ns string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	kc := env.Infra.Kubeconfig
+	flags.KubeConfig, flags.Namespace = &kc, &ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, ns, "secret", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// chartValues are what an operator sets to run tether for real on this
+// world: the built image, the real node, dry run off, OrphanHotplugVolume
+// on the world's namespace, one action per window (so a second orphan
+// trips the breaker), protection on, and a metrics reader.
+func chartValues(tag, worldNS, reader string) map[string]any {
+	return map[string]any{
+		"image":              map[string]any{"tag": tag},
+		"nodeSelector":       map[string]any{realnode.Label: "true"},
+		"dryRun":             false,
+		"allowVMIOnlyDetach": true,
+		"scope":              map[string]any{"namespaces": []any{worldNS}},
+		"checks":             map[string]any{"OrphanHotplugVolume": map[string]any{"enabled": true, "gracePeriod": "2s"}},
+		"blastRadius":        map[string]any{"maxActions": 1, "interval": "30m"},
+		"backoff":            map[string]any{"base": "1s", "max": "5s"},
+		"protection":         map[string]any{"enabled": true},
+		"metrics":            map[string]any{"readers": []any{map[string]any{"name": reader, "namespace": worldNS}}},
+	}
+}
+
+// TestHelm_installUpgradeUninstall_onARealNode: the chart installed with
+// Helm's SDK runs two replicas of the built image on the real node; both
+// become Ready through their probes; one holds the Lease; the metrics
+// endpoint speaks HTTPS, serves a token bound to tether-metrics-reader and
+// refuses others; the leader repairs one seeded orphan and its breaker
+// stops the second; an upgrade to a second build (CRD first, as
+// docs/operations.md says) keeps the records and the tripped breaker; the
+// uninstall as documented leaves no tether finalizer behind.
+func TestHelm_installUpgradeUninstall_onARealNode(t *testing.T) {
+	env := get(t)
+	ctx := context.Background()
+	world := newWorld(t, env)
+	world.orphan(t, "vm-a", "hp-a")
+	world.orphan(t, "vm-b", "hp-b")
+	serviceAccount(t, env, world.ns, "scraper")
+	serviceAccount(t, env, world.ns, "stranger")
+
+	v1 := buildImage(t, env, "v0.0.0-install.1")
+	ns := env.Namespace(t)
+	chrt, err := loader.Load(filepath.Join(repoRoot(), "charts", "tether"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(helmConfig(t, env, ns))
+	install.ReleaseName, install.Namespace, install.Timeout = "tether", ns, 3*time.Minute
+	t0 := time.Now()
+	if _, err := install.RunWithContext(ctx, chrt, chartValues(v1.Tag, world.ns, "scraper")); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	pods := waitRollout(t, env, ns, "tether-controller", v1.Tag, 2)
+	t.Logf("helm install: 2 pods Ready in %s", time.Since(t0).Round(time.Millisecond))
+	lead := leader(t, env, ns, pods)
+	checkMetrics(t, env, pods, world.ns)
+
+	// One orphan repaired, the other held by the tripped breaker.
+	fixed, held := world.waitOneRepaired(t, "vm-a", "hp-a", "vm-b", "hp-b")
+	breaker := world.waitBreakerTripped(t, ns)
+	records := world.records(t)
+	t.Logf("leader %s repaired %s, breaker tripped", lead, fixed)
+
+	// Upgrade: CRD first, then the chart with a second build.
+	v2 := buildImage(t, env, "v0.0.0-install.2")
+	if out, err := env.Kubectl(t, "apply", "--server-side", "-f", filepath.Join(repoRoot(), "charts", "tether", "crds")); err != nil {
+		t.Fatalf("applying the CRD first: %v\n%s", err, out)
+	}
+	up := action.NewUpgrade(helmConfig(t, env, ns))
+	up.Namespace, up.ReuseValues, up.Timeout = ns, true, 3*time.Minute
+	if _, err := up.RunWithContext(ctx, "tether", chrt, map[string]any{"image": map[string]any{"tag": v2.Tag}}); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	pods = waitRollout(t, env, ns, "tether-controller", v2.Tag, 2)
+	leader(t, env, ns, pods)
+	world.checkRecordsKept(t, records)
+	if b := world.waitBreakerTripped(t, ns); b.UID != breaker.UID {
+		t.Errorf("the breaker record was replaced by the upgrade (uid %s, was %s)", b.UID, breaker.UID)
+	}
+	world.checkStillAttached(t, held)
+	world.waitProtected(t, "root-vm-a")
+
+	// Uninstall as docs/operations.md says: helm uninstall, then release
+	// the protection finalizers.
+	un := action.NewUninstall(helmConfig(t, env, ns))
+	un.Wait, un.Timeout = true, 2*time.Minute
+	if _, err := un.Run("tether"); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+	waitNoPods(t, env, ns)
+	out, err := exec.Command(v2.Binary, "--kubeconfig", env.Infra.Kubeconfig, "protect", "-A", "--release", "--apply").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tether protect -A --release --apply: %v\n%s", err, out)
+	}
+	world.checkNoFinalizers(t)
+}
+
+func waitNoPods(t *testing.T, env *testenv.Env, ns string) {
+	t.Helper()
+	testenv.Eventually(t, 2*time.Minute, "no pods left in "+ns, func() (bool, error) {
+		list, err := env.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(list.Items) == 0, fmt.Errorf("%d pods left", len(list.Items))
+	})
+}
+
+// checkMetrics: every replica serves /metrics over HTTPS to a token bound
+// to tether-metrics-reader, refuses another ServiceAccount's token (403)
+// and a request without one (401).
+func checkMetrics(t *testing.T, env *testenv.Env, pods []corev1.Pod, ns string) {
+	t.Helper()
+	reader, stranger := token(t, env, ns, "scraper"), token(t, env, ns, "stranger")
+	for i := range pods {
+		p := &pods[i]
+		if code, body := scrape(t, p, 8443, reader); code != 200 || !strings.Contains(body, "tether_") {
+			t.Errorf("%s: the reader's scrape got %d, want 200 with tether_ metrics:\n%.300s", p.Name, code, body)
+		}
+		if code, _ := scrape(t, p, 8443, stranger); code != 403 {
+			t.Errorf("%s: a token without the reader role got %d, want 403", p.Name, code)
+		}
+		if code, _ := scrape(t, p, 8443, ""); code != 401 {
+			t.Errorf("%s: a scrape without a token got %d, want 401", p.Name, code)
+		}
+	}
+}
