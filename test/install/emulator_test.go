@@ -47,6 +47,22 @@ func newWorld(t *testing.T, env *testenv.Env) *world {
 	return &world{env: env, ns: env.Namespace(t), c: c, sub: sub}
 }
 
+// seededWorld is a new namespace with two orphans (VMs vm-a and vm-b, each
+// with a VMI-only hot-plug named prefix+"a" or "b") and two
+// ServiceAccounts: "scraper", which the installation lets read metrics,
+// and "stranger", which it does not.
+func seededWorld(t *testing.T, env *testenv.Env, prefix string) (*world, [2]attachment) {
+	t.Helper()
+	w := newWorld(t, env)
+	orphans := [2]attachment{{"vm-a", prefix + "a"}, {"vm-b", prefix + "b"}}
+	for _, o := range orphans {
+		w.orphan(t, o.vmi, o.volume)
+	}
+	serviceAccount(t, env, w.ns, "scraper")
+	serviceAccount(t, env, w.ns, "stranger")
+	return w, orphans
+}
+
 // orphan makes a running VM whose VMI has a VMI-only hot-plug volume: what
 // nothing wants, OrphanHotplugVolume's finding.
 func (w *world) orphan(t *testing.T, vm, volume string) {
@@ -94,9 +110,8 @@ func (a attachment) String() string { return a.vmi + "/" + a.volume }
 // waitOneRepaired waits until the controller has removed exactly one of the
 // two orphans (the blast radius allows one action) and returns it and the
 // other.
-func (w *world) waitOneRepaired(t *testing.T, vmA, volA, vmB, volB string) (fixed, held attachment) {
+func (w *world) waitOneRepaired(t *testing.T, a, b attachment) (fixed, held attachment) {
 	t.Helper()
-	a, b := attachment{vmA, volA}, attachment{vmB, volB}
 	testenv.Eventually(t, 3*time.Minute, "one of the orphans repaired", func() (bool, error) {
 		goneA, goneB := !w.attached(t, a), !w.attached(t, b)
 		switch {

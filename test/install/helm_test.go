@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/testing/realnode"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -63,13 +64,9 @@ func chartValues(tag, worldNS, reader string) map[string]any {
 func TestHelm_installUpgradeUninstall_onARealNode(t *testing.T) {
 	env := get(t)
 	ctx := context.Background()
-	world := newWorld(t, env)
-	world.orphan(t, "vm-a", "hp-a")
-	world.orphan(t, "vm-b", "hp-b")
-	serviceAccount(t, env, world.ns, "scraper")
-	serviceAccount(t, env, world.ns, "stranger")
+	world, orphans := seededWorld(t, env, "hp-")
 
-	v1 := buildImage(t, env, "v0.0.0-install.1")
+	v1 := buildImage(t, env, firstBuild)
 	ns := env.Namespace(t)
 	chrt, err := loader.Load(filepath.Join(repoRoot(), "charts", "tether"))
 	if err != nil {
@@ -81,19 +78,10 @@ func TestHelm_installUpgradeUninstall_onARealNode(t *testing.T) {
 	if _, err := install.RunWithContext(ctx, chrt, chartValues(v1.Tag, world.ns, "scraper")); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
-	pods := waitRollout(t, env, ns, "tether-controller", v1.Tag, 2)
-	t.Logf("helm install: 2 pods Ready in %s", time.Since(t0).Round(time.Millisecond))
-	lead := leader(t, env, ns, pods)
-	checkMetrics(t, env, pods, world.ns)
-
-	// One orphan repaired, the other held by the tripped breaker.
-	fixed, held := world.waitOneRepaired(t, "vm-a", "hp-a", "vm-b", "hp-b")
-	breaker := world.waitBreakerTripped(t, ns)
-	records := world.records(t)
-	t.Logf("leader %s repaired %s, breaker tripped", lead, fixed)
+	before := checkRunning(t, env, world, ns, v1.Tag, t0, orphans)
 
 	// Upgrade: CRD first, then the chart with a second build.
-	v2 := buildImage(t, env, "v0.0.0-install.2")
+	v2 := buildImage(t, env, secondBuild)
 	if out, err := env.Kubectl(t, "apply", "--server-side", "-f", filepath.Join(repoRoot(), "charts", "tether", "crds")); err != nil {
 		t.Fatalf("applying the CRD first: %v\n%s", err, out)
 	}
@@ -102,14 +90,7 @@ func TestHelm_installUpgradeUninstall_onARealNode(t *testing.T) {
 	if _, err := up.RunWithContext(ctx, "tether", chrt, map[string]any{"image": map[string]any{"tag": v2.Tag}}); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
-	pods = waitRollout(t, env, ns, "tether-controller", v2.Tag, 2)
-	leader(t, env, ns, pods)
-	world.checkRecordsKept(t, records)
-	if b := world.waitBreakerTripped(t, ns); b.UID != breaker.UID {
-		t.Errorf("the breaker record was replaced by the upgrade (uid %s, was %s)", b.UID, breaker.UID)
-	}
-	world.checkStillAttached(t, held)
-	world.waitProtected(t, "root-vm-a")
+	checkUpgraded(t, env, world, ns, v2.Tag, before)
 
 	// Uninstall as docs/operations.md says: helm uninstall, then release
 	// the protection finalizers.
@@ -119,11 +100,63 @@ func TestHelm_installUpgradeUninstall_onARealNode(t *testing.T) {
 		t.Fatalf("helm uninstall: %v", err)
 	}
 	waitNoPods(t, env, ns)
-	out, err := exec.Command(v2.Binary, "--kubeconfig", env.Infra.Kubeconfig, "protect", "-A", "--release", "--apply").CombinedOutput()
+	releaseFinalizers(t, env, v2)
+	world.checkNoFinalizers(t)
+}
+
+// The two builds every test installs and upgrades between (the kustomize
+// overlays in testdata name them too).
+const (
+	firstBuild  = "v0.0.0-install.1"
+	secondBuild = "v0.0.0-install.2"
+)
+
+// installed is what an installation showed before its upgrade.
+type installed struct {
+	breaker *v1alpha1.Finding
+	records map[string]v1alpha1.Finding
+	held    attachment
+}
+
+// checkRunning: the Deployment in ns runs two Ready replicas of tag on the
+// real node (both through their probes), one holds the Lease, the metrics
+// endpoint answers as it must, and the leader repairs exactly one of the
+// two orphans before the breaker (one action per window) stops it.
+func checkRunning(t *testing.T, env *testenv.Env, world *world, ns, tag string, t0 time.Time, orphans [2]attachment) installed {
+	t.Helper()
+	pods := waitRollout(t, env, ns, "tether-controller", tag, 2)
+	t.Logf("2 pods Ready %s after the install", time.Since(t0).Round(time.Millisecond))
+	lead := leader(t, env, ns, pods)
+	checkMetrics(t, env, pods, world.ns)
+	fixed, held := world.waitOneRepaired(t, orphans[0], orphans[1])
+	got := installed{breaker: world.waitBreakerTripped(t, ns), records: world.records(t), held: held}
+	t.Logf("leader %s repaired %s, breaker tripped %s after the install", lead, fixed, time.Since(t0).Round(time.Millisecond))
+	return got
+}
+
+// checkUpgraded: after the upgrade to tag, two Ready replicas of it run,
+// one leads, the records and the tripped breaker are the same objects, the
+// held orphan is still held, and protection keeps its finalizer.
+func checkUpgraded(t *testing.T, env *testenv.Env, world *world, ns, tag string, before installed) {
+	t.Helper()
+	pods := waitRollout(t, env, ns, "tether-controller", tag, 2)
+	leader(t, env, ns, pods)
+	world.checkRecordsKept(t, before.records)
+	if b := world.waitBreakerTripped(t, ns); b.UID != before.breaker.UID {
+		t.Errorf("the breaker record was replaced by the upgrade (uid %s, was %s)", b.UID, before.breaker.UID)
+	}
+	world.checkStillAttached(t, before.held)
+	world.waitProtected(t, "root-vm-a")
+}
+
+// releaseFinalizers runs the uninstall's second step, `tether protect -A --release
+// --apply`, with the installed build's binary.
+func releaseFinalizers(t *testing.T, env *testenv.Env, img image) {
+	t.Helper()
+	out, err := exec.Command(img.Binary, "--kubeconfig", env.Infra.Kubeconfig, "protect", "-A", "--release", "--apply").CombinedOutput()
 	if err != nil {
 		t.Fatalf("tether protect -A --release --apply: %v\n%s", err, out)
 	}
-	world.checkNoFinalizers(t)
 }
 
 func waitNoPods(t *testing.T, env *testenv.Env, ns string) {

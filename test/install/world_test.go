@@ -73,11 +73,9 @@ func buildImage(t *testing.T, env *testenv.Env, version string) image {
 	if img, ok := images[version]; ok {
 		return img
 	}
-	out, err := os.MkdirTemp("", "tether-image-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(out) })
+	// Under the node's directory: the builds live as long as the node,
+	// for every test of the package.
+	out := filepath.Join(env.Node.Dir, "images", version)
 	t0 := time.Now()
 	b := release.Build{Root: repoRoot(), Version: version, Commit: strings.Repeat("0", 40), Epoch: 1767225600}
 	r, err := release.BuildImage(context.Background(), b, []release.Platform{{OS: "linux", Arch: runtime.GOARCH}}, out, release.DefaultCACerts)
@@ -246,5 +244,13 @@ func serviceAccount(t *testing.T, env *testenv.Env, ns, name string) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// kubectl runs the real kubectl against the world and fails on error.
+func kubectl(t *testing.T, env *testenv.Env, args ...string) {
+	t.Helper()
+	if out, err := env.Kubectl(t, args...); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
