@@ -128,6 +128,7 @@ func checkRunning(t *testing.T, env *testenv.Env, world *world, ns, tag string, 
 	t.Logf("2 pods Ready %s after the install", time.Since(t0).Round(time.Millisecond))
 	lead := leader(t, env, ns, pods)
 	checkMetrics(t, env, pods, world.ns)
+	checkPDB(t, env, ns)
 	fixed, held := world.waitOneRepaired(t, orphans[0], orphans[1])
 	got := installed{breaker: world.waitBreakerTripped(t, ns), records: world.records(t), held: held}
 	t.Logf("leader %s repaired %s, breaker tripped %s after the install", lead, fixed, time.Since(t0).Round(time.Millisecond))
@@ -157,6 +158,20 @@ func releaseFinalizers(t *testing.T, env *testenv.Env, img image) {
 	if err != nil {
 		t.Fatalf("tether protect -A --release --apply: %v\n%s", err, out)
 	}
+}
+
+// checkPDB: the PodDisruptionBudget counts both replicas healthy and lets
+// a drain take one of them.
+func checkPDB(t *testing.T, env *testenv.Env, ns string) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, "the PodDisruptionBudget allowing one disruption of two healthy", func() (bool, error) {
+		pdb, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Get(context.Background(), "tether-controller", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := pdb.Status
+		return st.CurrentHealthy == 2 && st.DisruptionsAllowed == 1, fmt.Errorf("healthy %d, allowed %d", st.CurrentHealthy, st.DisruptionsAllowed)
+	})
 }
 
 func waitNoPods(t *testing.T, env *testenv.Env, ns string) {

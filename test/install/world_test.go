@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	if unsupported = realnode.Supported(); unsupported != nil {
 		os.Exit(m.Run())
 	}
-	testenv.Main(m, testenv.Options{RealNode: true})
+	testenv.Main(m, testenv.Options{RealNode: true, Tenants: []string{"guest"}})
 }
 
 // get returns the world, skipping with one line where no real node can run.

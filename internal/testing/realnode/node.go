@@ -30,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -84,7 +83,7 @@ type Node struct {
 	sysctls      []sysctl
 	madeDirs     []string
 	proxy        net.Listener
-	proxyConns   sync.WaitGroup
+	exposed      []net.Listener
 	containerd   *controlplane.Process
 	kubelet      *controlplane.Process
 	scheduler    *controlplane.Process
@@ -215,40 +214,65 @@ func (n *Node) chooseSubnet() error {
 	return errors.New("no free 10.88.x.0/24 for the node's pods: remove unused bridges (ip -4 route)")
 }
 
-// startProxy listens on the bridge's gateway and copies each connection to
-// the API server on loopback: the pods' way to the `kubernetes` Service
-// (the API server serves loopback only, and its certificate names the
-// Service's address, which the pods dial).
+// startProxy makes the pods' way to the `kubernetes` Service: the API
+// server serves loopback only, so a forwarder on the bridge's gateway
+// carries the connections the DNAT rule sends it (the API server's
+// certificate names the Service's address, which the pods dial).
 func (n *Node) startProxy() error {
-	l, err := net.Listen("tcp", net.JoinHostPort(n.gateway.String(), "0"))
+	l, err := n.forward(strings.TrimPrefix(n.cp.URL, "https://"))
 	if err != nil {
 		return fmt.Errorf("the API server proxy on %s: %w", n.gateway, err)
 	}
 	n.proxy = l
-	target := strings.TrimPrefix(n.cp.URL, "https://")
+	return nil
+}
+
+// Expose makes a TCP server on the host's loopback (target "127.0.0.1:port")
+// reachable from the node's pods, and returns the address they dial (on
+// the bridge's gateway). A TLS client there must name a host the server's
+// certificate holds (for a local control plane: tls-server-name localhost).
+// It lasts until Stop.
+func (n *Node) Expose(target string) (string, error) {
+	l, err := n.forward(target)
+	if err != nil {
+		return "", err
+	}
+	n.exposed = append(n.exposed, l)
+	return l.Addr().String(), nil
+}
+
+// forward listens on a free port of the bridge's gateway and copies each
+// connection to and from target.
+func (n *Node) forward(target string) (net.Listener, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(n.gateway.String(), "0"))
+	if err != nil {
+		return nil, err
+	}
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			n.proxyConns.Add(1)
-			go func() {
-				defer n.proxyConns.Done()
-				defer c.Close()
-				up, err := net.DialTimeout("tcp", target, 5*time.Second)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				done := make(chan struct{}, 2)
-				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-				<-done
-			}()
+			go pipe(c, target)
 		}
 	}()
-	return nil
+	return l, nil
+}
+
+// pipe copies between c and a new connection to target until either side
+// closes.
+func pipe(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
 }
 
 func (n *Node) startContainerd(ctx context.Context, binDir string) error {
@@ -424,10 +448,12 @@ func (n *Node) Stop() {
 	for _, pid := range shimPIDs(n.socket()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if n.proxy != nil {
-		_ = n.proxy.Close()
-		n.proxy = nil
+	for _, l := range append(n.exposed, n.proxy) {
+		if l != nil {
+			_ = l.Close()
+		}
 	}
+	n.proxy, n.exposed = nil, nil
 	if n.natRule != nil {
 		if err := run("iptables", append([]string{"-w", "-t", "nat", "-D"}, n.natRule...)...); err != nil {
 			n.warnf("removing the DNAT rule: %v", err)
