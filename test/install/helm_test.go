@@ -131,6 +131,7 @@ func checkRunning(t *testing.T, env *testenv.Env, world *world, ns, tag string, 
 	checkPDB(t, env, ns)
 	fixed, held := world.waitOneRepaired(t, orphans[0], orphans[1])
 	got := installed{breaker: world.waitBreakerTripped(t, ns), records: world.records(t), held: held}
+	checkNoRestarts(t, env, ns, pods)
 	t.Logf("leader %s repaired %s, breaker tripped %s after the install", lead, fixed, time.Since(t0).Round(time.Millisecond))
 	return got
 }
@@ -142,6 +143,7 @@ func checkUpgraded(t *testing.T, env *testenv.Env, world *world, ns, tag string,
 	t.Helper()
 	pods := waitRollout(t, env, ns, "tether-controller", tag, 2)
 	leader(t, env, ns, pods)
+	checkNoRestarts(t, env, ns, pods)
 	world.checkRecordsKept(t, before.records)
 	if b := world.waitBreakerTripped(t, ns); b.UID != before.breaker.UID {
 		t.Errorf("the breaker record was replaced by the upgrade (uid %s, was %s)", b.UID, before.breaker.UID)
@@ -157,6 +159,23 @@ func releaseFinalizers(t *testing.T, env *testenv.Env, img image) {
 	out, err := exec.Command(img.Binary, "--kubeconfig", env.Infra.Kubeconfig, "protect", "-A", "--release", "--apply").CombinedOutput()
 	if err != nil {
 		t.Fatalf("tether protect -A --release --apply: %v\n%s", err, out)
+	}
+}
+
+// checkNoRestarts: no container of pods restarted (a failing liveness
+// probe, a crash) since they became ready.
+func checkNoRestarts(t *testing.T, env *testenv.Env, ns string, pods []corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		got, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Status.ContainerStatuses {
+			if c.RestartCount != 0 {
+				t.Errorf("pod %s: container %s restarted %d times: %s", p.Name, c.Name, c.RestartCount, podState(got))
+			}
+		}
 	}
 }
 

@@ -36,6 +36,11 @@ func TestKustomize_applyUpgradeUninstall_onARealNode(t *testing.T) {
 	v1 := buildImage(t, env, firstBuild)
 	t0 := time.Now()
 	kubectl(t, env, "apply", "-k", overlay("v1"))
+	// Its cluster-wide objects carry the chart's names: leave none behind
+	// for the next test, also when this one fails.
+	t.Cleanup(func() {
+		_, _ = env.Kubectl(t, "delete", "-k", overlay("v2"), "--ignore-not-found", "--wait=true", "--timeout=2m")
+	})
 	before := checkRunning(t, env, world, ns, v1.Tag, t0, orphans)
 
 	// Upgrade: config/crd first, then everything with the second build.

@@ -221,7 +221,15 @@ func scrape(t *testing.T, pod *corev1.Pod, port int, bearer string) (int, string
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := c.Do(req)
+	// Ready says the health probe server answers; the metrics server
+	// starts beside it and may listen a moment later.
+	var resp *http.Response
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if resp, err = c.Do(req); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("scraping %s: %v", pod.Name, err)
 	}

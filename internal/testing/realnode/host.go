@@ -193,22 +193,55 @@ func shimPIDs(socket string) []int {
 
 // fixedHostDirs are the host paths the node's parts use whatever they are
 // told: the kubelet's device-plugin socket and container-log links,
-// libcni's result cache, the shims' socket directory.
+// libcni's result cache, the shims' socket directory. Nodes share them.
 var fixedHostDirs = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/containers", "/run/containerd"}
 
-// recordFixedDirs notes which of fixedHostDirs are missing before the node
-// starts: Stop removes those again when nothing but directories and
-// sockets is left in them.
+// runningDir keeps, host-wide, one file per running node (nodes/) and the
+// fixed host directories that some node made (made): the last node to
+// stop removes those, so that no node pulls them from under another.
+const runningDir = "/run/tether-realnode"
+
+// recordFixedDirs marks this node running and notes which of
+// fixedHostDirs are missing before it starts.
 func (n *Node) recordFixedDirs() {
+	if err := os.MkdirAll(filepath.Join(runningDir, "nodes"), 0o700); err != nil {
+		n.warnf("%v", err)
+		return
+	}
+	n.marker = filepath.Join(runningDir, "nodes", filepath.Base(n.Dir))
+	_ = os.WriteFile(n.marker, []byte(n.Dir+"\n"), 0o600)
+	var made []string
 	for _, d := range fixedHostDirs {
 		if _, err := os.Lstat(d); os.IsNotExist(err) {
-			n.madeDirs = append(n.madeDirs, d)
+			made = append(made, d+"\n")
+		}
+	}
+	if len(made) > 0 {
+		f, err := os.OpenFile(filepath.Join(runningDir, "made"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			_, _ = f.WriteString(strings.Join(made, ""))
+			_ = f.Close()
 		}
 	}
 }
 
+// removeMadeDirs, on the last node's Stop, removes the fixed host
+// directories that nodes made, when they hold nothing but directories and
+// sockets.
 func (n *Node) removeMadeDirs() {
-	for _, d := range n.madeDirs {
+	if n.marker == "" {
+		return
+	}
+	_ = os.Remove(n.marker)
+	n.marker = ""
+	if others, _ := os.ReadDir(filepath.Join(runningDir, "nodes")); len(others) > 0 {
+		return // another node still uses them
+	}
+	data, _ := os.ReadFile(filepath.Join(runningDir, "made"))
+	for _, d := range strings.Fields(string(data)) {
+		if !slices.Contains(fixedHostDirs, d) {
+			continue
+		}
 		if onlyDirsAndSockets(d) {
 			if err := os.RemoveAll(d); err != nil {
 				n.warnf("removing %s: %v", d, err)
@@ -217,7 +250,7 @@ func (n *Node) removeMadeDirs() {
 			n.warnf("leaving %s: it holds files the node did not make", d)
 		}
 	}
-	n.madeDirs = nil
+	_ = os.RemoveAll(runningDir)
 }
 
 func onlyDirsAndSockets(dir string) bool {

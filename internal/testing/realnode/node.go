@@ -81,7 +81,7 @@ type Node struct {
 	natRule      []string
 	bridgeMade   bool
 	sysctls      []sysctl
-	madeDirs     []string
+	marker       string
 	proxy        net.Listener
 	exposed      []net.Listener
 	containerd   *controlplane.Process
