@@ -129,6 +129,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, o Options) (n *No
 			n = nil
 		}
 	}()
+	n.logf("realnode: starting %s in %s, bridge %s, cgroup %s", n.Name, n.Dir, n.bridge, n.cgroupRoot)
 	n.recordFixedDirs()
 	for _, s := range []string{"net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables"} {
 		n.recordSysctl(s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // container from the node's own pause image), gets an address on the
 // node's bridge, reaches Ready; after Stop, nothing of the node is left on
 // the host: no mounts, no bridge, no DNAT rule, no cgroup, no directory,
-// and ip_forward is as it was.
+// and ip_forward is as it was. The same after a start that fails.
 func TestNodeRunsAPodAndLeavesTheHostAsItFoundIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and a real node")
@@ -90,16 +91,50 @@ func TestNodeRunsAPodAndLeavesTheHostAsItFoundIt(t *testing.T) {
 	t.Logf("pod Ready in %s after the node", time.Since(t0).Round(time.Millisecond))
 
 	n.Stop()
+	checkLeftNothing(t, forward, dir, bridge, cgroup)
+	for _, d := range madeDirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left after Stop", d)
+		}
+	}
+
+	// A start that fails after the network, containerd and the cgroup
+	// root were made (a kubelet that exits at once) undoes them too.
+	bad := t.TempDir()
+	for _, b := range []string{"kubelet", "kube-scheduler"} {
+		if err := os.WriteFile(filepath.Join(bad, b), []byte("#!/bin/sh\necho broken on purpose >&2\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var started []any
+	logf := func(format string, args ...any) {
+		if strings.HasPrefix(format, "realnode: starting") {
+			started = args
+		}
+		t.Logf(format, args...)
+	}
+	_, err = realnode.Start(ctx, cp, realnode.Options{Name: "broken", BinDir: bad, Logf: logf})
+	if err == nil || !strings.Contains(err.Error(), "broken on purpose") {
+		t.Fatalf("Start with a kubelet that exits: %v, want the kubelet's log in the error", err)
+	}
+	if len(started) != 4 {
+		t.Fatalf("Start did not say where it started (%v)", started)
+	}
+	checkLeftNothing(t, forward, started[1].(string), started[2].(string), started[3].(string))
+}
+
+// checkLeftNothing: nothing of the node with directory dir, bridge and
+// cgroup is left on the host, and ip_forward is as it was.
+func checkLeftNothing(t *testing.T, forward, dir, bridge, cgroup string) {
+	t.Helper()
 	if got := readFile(t, "/proc/sys/net/ipv4/ip_forward"); got != forward {
 		t.Errorf("net.ipv4.ip_forward is %s after Stop, was %s", got, forward)
 	}
 	if mounts := readFile(t, "/proc/self/mountinfo"); strings.Contains(mounts, dir) {
 		t.Errorf("mounts under %s left after Stop", dir)
 	}
-	for _, d := range append([]string{dir}, madeDirs...) {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
-			t.Errorf("%s left after Stop", d)
-		}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s left after Stop", dir)
 	}
 	if out, _ := exec.Command("ip", "link", "show", bridge).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
 		t.Errorf("bridge %s left after Stop: %s", bridge, out)
