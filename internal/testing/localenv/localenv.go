@@ -171,7 +171,8 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		}
 	}
 	if o.RealNode {
-		env.Node, err = realnode.Start(ctx, env.Infra, realnode.Options{Scheduler: true})
+		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+		env.Node, err = realnode.Start(ctx, env.Infra, realnode.Options{Scheduler: true, Logf: logf})
 		if err != nil {
 			return env, fmt.Errorf("real node: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // cniBinDir is where Debian's containernetworking-plugins installs them.
@@ -137,10 +138,43 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
+// killCgroupProcs kills every process left in the node's cgroups (a pause
+// process whose sandbox the CRI could not stop, say): they are this node's
+// by construction. It returns how many it killed.
+func killCgroupProcs(root string) int {
+	if root == "" {
+		return 0
+	}
+	killed := map[int]bool{}
+	mounts, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, m := range append(mounts, "/sys/fs/cgroup") {
+		_ = filepath.WalkDir(filepath.Join(m, root), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 1 && !killed[pid] {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					killed[pid] = true
+				}
+			}
+			return nil
+		})
+	}
+	return len(killed)
+}
+
 // removeCgroups removes the node's cgroup tree (cgroupRoot) from every
 // hierarchy, children first. The kubelet and containerd leave it once
 // their pods are gone.
 func removeCgroups(root string) error {
+	if root == "" {
+		return nil
+	}
+	if killCgroupProcs(root) > 0 {
+		time.Sleep(500 * time.Millisecond) // let the kernel reap them
+	}
 	mounts, err := filepath.Glob("/sys/fs/cgroup/*")
 	if err != nil {
 		return err
@@ -265,4 +299,21 @@ func onlyDirsAndSockets(dir string) bool {
 		return nil
 	})
 	return ok
+}
+
+// cniResultsDir is libcni's cache of ADD results (fixed in containerd 1.6).
+const cniResultsDir = "/var/lib/cni/results"
+
+// removeCNIResults removes libcni's cached results of the node's sandboxes
+// (the CRI removes them on a sandbox's teardown, which may not have run).
+func (n *Node) removeCNIResults() {
+	sandboxes, _ := os.ReadDir(n.path("containerd/root/io.containerd.grpc.v1.cri/sandboxes"))
+	results, _ := os.ReadDir(cniResultsDir)
+	for _, s := range sandboxes {
+		for _, r := range results {
+			if strings.Contains(r.Name(), "-"+s.Name()+"-") {
+				_ = os.Remove(filepath.Join(cniResultsDir, r.Name()))
+			}
+		}
+	}
 }

@@ -329,6 +329,9 @@ func (n *Node) Stop() {
 	for _, pid := range shimPIDs(n.socket()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	if k := killCgroupProcs(n.cgroupRoot); k > 0 {
+		n.warnf("killed %d processes left in %s", k, n.cgroupRoot)
+	}
 	for _, l := range append(n.exposed, n.proxy) {
 		if l != nil {
 			_ = l.Close()
@@ -349,6 +352,7 @@ func (n *Node) Stop() {
 	}
 	n.restoreSysctls()
 	if n.Dir != "" {
+		n.removeCNIResults()
 		if err := unmountUnder(n.Dir); err != nil {
 			n.warnf("%v", err)
 		}
