@@ -16,7 +16,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build image dist controlplane kubevirt openstack demo-openstack test test-openstack-2025.1 unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
+.PHONY: all build image dist controlplane node kubevirt openstack demo-openstack test test-openstack-2025.1 unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -40,6 +40,11 @@ dist:
 controlplane:
 	@hack/controlplane.sh >/dev/null
 
+## node: build kubelet and kube-scheduler from Go modules (cached outside the checkout) and install containerd, runc, the CNI plugins and iptables from Debian (root) for the test world's real node
+node:
+	@hack/node.sh --host
+	@hack/node.sh >/dev/null
+
 ## kubevirt: build real KubeVirt's virt-api and virt-controller, v1.9 and v1.7 (and kwok), from Go modules (cached outside the checkout)
 kubevirt:
 	@hack/kubevirt.sh >/dev/null
@@ -50,9 +55,10 @@ openstack:
 	@hack/openstack.sh install >/dev/null
 	@hack/openstack.sh install --release 2025.1 >/dev/null || [ $$? = 3 ]
 
-## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt and on real OpenStack (Nova, Cinder)
-test: controlplane kubevirt openstack lint build
-	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
+## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt, on a real node (kubelet, containerd) and on real OpenStack (Nova, Cinder; Zed and 2025.1). What it builds and installs the first time (the control plane, the node, KubeVirt, the OpenStack packages and root) is built side by side: the downloads overlap the compiles
+test: lint
+	@$(MAKE) --no-print-directory -j4 -Oline controlplane node kubevirt openstack build
+	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_NODE_BIN="$$(hack/node.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
 	$(MAKE) --no-print-directory test-openstack-2025.1
 
 ## test-openstack-2025.1: the OpenStack tests again, on the second release line (Debian 13's OpenStack 2025.1; make test runs it)

@@ -18,6 +18,7 @@ import (
 	"github.com/tether-dev/tether/internal/testing/emulator"
 	"github.com/tether-dev/tether/internal/testing/fakeattacher"
 	"github.com/tether-dev/tether/internal/testing/realkubevirt"
+	"github.com/tether-dev/tether/internal/testing/realnode"
 )
 
 // Options configure Start.
@@ -50,6 +51,12 @@ type Options struct {
 	KubeVirtLine string
 	// Nodes are real KubeVirt's kwok Nodes (KubeVirtReal only; default node-1, node-2).
 	Nodes []string
+	// RealNode joins a real node (package realnode: kubelet, containerd,
+	// runc) to the infra cluster, with kube-scheduler, and runs the
+	// controller manager's controllers that pods of Deployments need.
+	// Start fails with realnode.Supported's reason where the host cannot
+	// run one.
+	RealNode bool
 }
 
 // The KubeVirt a world runs.
@@ -75,6 +82,8 @@ type Env struct {
 	Tenants map[string]*controlplane.ControlPlane
 	// Attacher is the CSI attacher emulator, when Options.Attacher is set.
 	Attacher *fakeattacher.Attacher
+	// Node is the real node, when Options.RealNode is set.
+	Node *realnode.Node
 
 	cancel  context.CancelFunc
 	tmpDirs []string
@@ -110,6 +119,15 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		// tokens in pods, the garbage collector, and claims that get bound.
 		infra.ControllerManager, infra.ServiceAccountAdmission = true, true
 		infra.Controllers = append(append([]string(nil), controlplane.DefaultControllers...), "persistentvolume-binder-controller")
+	}
+	if o.RealNode {
+		if err := realnode.Supported(); err != nil {
+			return env, err
+		}
+		// Pods on a real node need their service-account tokens, the
+		// kube-root-ca.crt ConfigMap, and Deployments need their controllers.
+		infra.ControllerManager, infra.ServiceAccountAdmission = true, true
+		infra.Controllers = append(realnode.Controllers(), infra.Controllers...)
 	}
 	env.Infra, err = controlplane.Start(ctx, infra)
 	if err != nil {
@@ -152,6 +170,13 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 			return env, fmt.Errorf("kubevirt emulator: %w", err)
 		}
 	}
+	if o.RealNode {
+		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+		env.Node, err = realnode.Start(ctx, env.Infra, realnode.Options{Scheduler: true, Logf: logf})
+		if err != nil {
+			return env, fmt.Errorf("real node: %w", err)
+		}
+	}
 	if o.Attacher {
 		env.Attacher, err = fakeattacher.Start(ctx, fakeattacher.Options{Config: env.Infra.Config})
 		if err != nil {
@@ -168,6 +193,10 @@ func (e *Env) Config() *rest.Config { return e.Infra.Config }
 func (e *Env) Stop() {
 	if e == nil {
 		return
+	}
+	if e.Node != nil {
+		e.Node.Stop()
+		e.Node = nil
 	}
 	if e.Attacher != nil {
 		e.Attacher.Stop()
