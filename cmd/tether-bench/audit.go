@@ -258,6 +258,7 @@ func measureAll(ctx context.Context, vmis int, sets []distanceSet, runs int) err
 				if err != nil {
 					return fmt.Errorf("%s at %s: %w", c.name, d.label(), err)
 				}
+				fmt.Fprintf(os.Stderr, "run %d/%d %s %s: %s\n", r+1, max(runs, 1), d.label(), c.name, res.wall.Round(time.Millisecond))
 				all[s][i] = append(all[s][i], res)
 			}
 		}
