@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/testing/controlplane"
+	"github.com/tether-dev/tether/internal/testing/distance"
 	"github.com/tether-dev/tether/internal/testing/localenv"
 )
 
@@ -43,6 +45,70 @@ type auditOptions struct {
 	// hold keeps the world up after the last size until interrupted, with
 	// its kubeconfig printed, for profiling by hand.
 	hold bool
+	// rtts, when set, are the round trips at which every contestant talks
+	// to the API server, through a proxy of package distance (0: through
+	// the proxy without delay); empty talks to it directly.
+	rtts []time.Duration
+}
+
+// distanceSet is one distance of the audit: its contestants talk to the
+// server through a proxy of package distance that adds rtt, a new one for
+// each job, or directly.
+type distanceSet struct {
+	rtt    time.Duration
+	direct bool
+	// cfg talks to the server directly; dir holds the kubeconfigs.
+	cfg *rest.Config
+	dir string
+	cs  []contestant
+	// proxies are the proxies opened so far, closed by close.
+	proxies []*distance.Proxy
+}
+
+// label is the set's RTT column.
+func (d *distanceSet) label() string {
+	if d.direct {
+		return "direct"
+	}
+	return d.rtt.String()
+}
+
+// endpoint is where one job talks to the server.
+type endpoint struct {
+	cfg        *rest.Config
+	kubeconfig string
+}
+
+// open returns the endpoint of one job. At a distance it is a new proxy
+// (a new port), so that the job opens its own connection and pays its
+// handshakes, as a new process does, however the client pools its
+// connections; the proxy stays up until close (a pooled connection to a
+// closed proxy would be reused if its port came back).
+func (d *distanceSet) open() (endpoint, error) {
+	if d.direct {
+		return endpoint{d.cfg, filepath.Join(d.dir, "kubeconfig")}, nil
+	}
+	u, err := url.Parse(d.cfg.Host)
+	if err != nil {
+		return endpoint{}, err
+	}
+	p, err := distance.Start(u.Host, d.rtt)
+	if err != nil {
+		return endpoint{}, err
+	}
+	d.proxies = append(d.proxies, p)
+	cfg := rest.CopyConfig(d.cfg)
+	cfg.Host = "https://" + p.Addr()
+	kc := filepath.Join(d.dir, "kubeconfig-"+strings.ReplaceAll(p.Addr(), ":", "-"))
+	return endpoint{cfg, kc}, controlplane.WriteKubeconfig(kc, cfg)
+}
+
+// close closes the proxies opened so far.
+func (d *distanceSet) close() {
+	for _, p := range d.proxies {
+		p.Close()
+	}
+	d.proxies = nil
 }
 
 // contestant is one way of doing the audit's job against the same server.
@@ -50,7 +116,7 @@ type contestant struct {
 	name string
 	// run does the job once; it returns the requests it sent (0: not
 	// counted), the bytes it printed and, for a process, its peak RSS.
-	run func(ctx context.Context) (result, error)
+	run func(ctx context.Context, at endpoint) (result, error)
 }
 
 type result struct {
@@ -97,37 +163,18 @@ func runAudit(o auditOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-8s %-28s %10s %9s %10s %10s %9s %s\n", "VMIS", "CONTESTANT", "WALL", "REQUESTS", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP")
+	sets := distances(env.Config(), tmp, o.rtts)
+	fmt.Printf("%-8s %-7s %-28s %10s %9s %10s %10s %9s %8s %s\n", "VMIS", "RTT", "CONTESTANT", "WALL", "REQUESTS", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP", "VS SERVER SHARE")
 	err = growing(o.sizes, "-vmis", func(from, to int) error {
 		t0 := time.Now()
 		if err := seed(ctx, c, from, to, o.hotplugs, true, false); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d VMIs in %s\n", to, time.Since(t0).Round(time.Millisecond))
-		var cs []contestant
-		if o.loopMax <= 0 || to <= o.loopMax {
-			cs = append(cs, contestant{"list-and-get loop", func(ctx context.Context) (result, error) { return listAndGet(ctx, env.Config()) }})
+		for i := range sets {
+			sets[i].cs = contestants(o, to, bin)
 		}
-		cs = append(cs,
-			contestant{"raw pages (server share)", func(ctx context.Context) (result, error) {
-				return rawPages(ctx, env.Config(), hotplugReads, observe.DefaultPageSize)
-			}},
-			contestant{"raw, one LIST a kind", func(ctx context.Context) (result, error) { return rawPages(ctx, env.Config(), hotplugReads, 0) }},
-			contestant{"observe+check in process", func(ctx context.Context) (result, error) { return inProcess(ctx, env.Config()) }},
-			binary(bin, kubeconfig, "tether one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
-			binary(bin, kubeconfig, "same, --chunk-size 0", "--checks", check.OrphanHotplugVolume, "-o", "json", "--chunk-size", "0"),
-			binary(bin, kubeconfig, "same, GOMEMLIMIT=900MiB", "--checks", check.OrphanHotplugVolume, "-o", "json", "GOMEMLIMIT=900MiB"),
-			binary(bin, kubeconfig, "tether all checks -o json", "-o", "json"),
-			binary(bin, kubeconfig, "tether all checks -o table", "-o", "table"),
-		)
-		if o.base != "" {
-			cs = append(cs,
-				binary(o.base, kubeconfig, "base one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
-				binary(o.base, kubeconfig, "base all checks -o json", "-o", "json"),
-				binary(o.base, kubeconfig, "base all checks -o table", "-o", "table"),
-			)
-		}
-		return measureAll(ctx, to, cs, o.runs)
+		return measureAll(ctx, to, sets, o.runs)
 	})
 	if err != nil || !o.hold {
 		return err
@@ -137,33 +184,108 @@ func runAudit(o auditOptions) error {
 	return nil
 }
 
-// measureAll runs every contestant runs times, interleaved, and prints the
-// median of each with its speed-up over the loop (the first contestant,
-// when it ran).
-func measureAll(ctx context.Context, vmis int, cs []contestant, runs int) error {
-	all := make([][]result, len(cs))
+// distances returns one set per round trip of rtts, or one direct set.
+func distances(cfg *rest.Config, dir string, rtts []time.Duration) []distanceSet {
+	if len(rtts) == 0 {
+		return []distanceSet{{direct: true, cfg: cfg, dir: dir}}
+	}
+	out := make([]distanceSet, 0, len(rtts))
+	for _, rtt := range rtts {
+		out = append(out, distanceSet{rtt: rtt, cfg: cfg, dir: dir})
+	}
+	return out
+}
+
+// contestants are the jobs measured at n VMIs.
+func contestants(o auditOptions, n int, bin string) []contestant {
+	var cs []contestant
+	if o.loopMax <= 0 || n <= o.loopMax {
+		cs = append(cs, contestant{"list-and-get loop", func(ctx context.Context, at endpoint) (result, error) { return listAndGet(ctx, at.cfg) }})
+	}
+	cs = append(cs,
+		contestant{serverShare, func(ctx context.Context, at endpoint) (result, error) {
+			return rawPages(ctx, at.cfg, hotplugReads, observe.DefaultPageSize)
+		}},
+		contestant{"raw, one LIST a kind", func(ctx context.Context, at endpoint) (result, error) {
+			return rawPages(ctx, at.cfg, hotplugReads, 0)
+		}},
+		contestant{"observe+check in process", func(ctx context.Context, at endpoint) (result, error) { return inProcess(ctx, at.cfg) }},
+		binary(bin, "tether one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
+		binary(bin, "same, --chunk-size 0", "--checks", check.OrphanHotplugVolume, "-o", "json", "--chunk-size", "0"),
+		binary(bin, "same, GOMEMLIMIT=900MiB", "--checks", check.OrphanHotplugVolume, "-o", "json", "GOMEMLIMIT=900MiB"),
+		binary(bin, "tether all checks -o json", "-o", "json"),
+		binary(bin, "tether all checks -o table", "-o", "table"),
+	)
+	if o.base != "" {
+		cs = append(cs,
+			binary(o.base, "base one check -o json", "--checks", check.OrphanHotplugVolume, "-o", "json"),
+			binary(o.base, "base all checks -o json", "-o", "json"),
+			binary(o.base, "base all checks -o table", "-o", "table"),
+		)
+	}
+	return cs
+}
+
+// serverShare names the contestant the others are compared with besides
+// the loop: the API server's own share of tether's reads.
+const serverShare = "raw pages (server share)"
+
+// measureAll runs every contestant of every set runs times, interleaved
+// (each run visits every distance in turn), and prints the median of each
+// with its speed-up over the loop (the first contestant, when it ran) and
+// its ratio to the server's share at the same distance. Between two jobs
+// the proxy drops its connections: every job opens its own and pays its
+// handshakes, as a new process does.
+func measureAll(ctx context.Context, vmis int, sets []distanceSet, runs int) error {
+	all := make([][][]result, len(sets))
+	defer func() {
+		for i := range sets {
+			sets[i].close()
+		}
+	}()
 	for r := 0; r < max(runs, 1); r++ {
-		for i, c := range cs {
-			res, err := c.run(ctx)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
+		for s := range sets {
+			d := &sets[s]
+			if all[s] == nil {
+				all[s] = make([][]result, len(d.cs))
 			}
-			all[i] = append(all[i], res)
+			for i, c := range d.cs {
+				at, err := d.open()
+				if err != nil {
+					return err
+				}
+				res, err := c.run(ctx, at)
+				if err != nil {
+					return fmt.Errorf("%s at %s: %w", c.name, d.label(), err)
+				}
+				fmt.Fprintf(os.Stderr, "run %d/%d %s %s: %s\n", r+1, max(runs, 1), d.label(), c.name, res.wall.Round(time.Millisecond))
+				all[s][i] = append(all[s][i], res)
+			}
 		}
 	}
-	var loop time.Duration
-	for i, c := range cs {
-		m := median(all[i])
-		if i == 0 && strings.HasPrefix(c.name, "list-and-get") {
-			loop = m.wall
+	for s, d := range sets {
+		var loop, share time.Duration
+		for i, c := range d.cs {
+			if i == 0 && strings.HasPrefix(c.name, "list-and-get") {
+				loop = median(all[s][i]).wall
+			}
+			if c.name == serverShare {
+				share = median(all[s][i]).wall
+			}
 		}
-		ratio := "-"
-		if loop > 0 && m.wall > 0 {
-			ratio = fmt.Sprintf("%.1fx", float64(loop)/float64(m.wall))
+		for i, c := range d.cs {
+			m := median(all[s][i])
+			vsLoop, vsShare := "-", "-"
+			if loop > 0 && m.wall > 0 {
+				vsLoop = fmt.Sprintf("%.1fx", float64(loop)/float64(m.wall))
+			}
+			if share > 0 {
+				vsShare = fmt.Sprintf("%.2f", float64(m.wall)/float64(share))
+			}
+			fmt.Printf("%-8d %-7s %-28s %10s %9s %10s %10s %9d %8s %s\n", vmis, d.label(), c.name, m.wall.Round(time.Millisecond),
+				orDash(int64(m.requests), strconv.Itoa(m.requests)), orDash(m.rssKiB, fmt.Sprintf("%d MiB", m.rssKiB/1024)),
+				orDash(m.output, fmt.Sprintf("%.1f MB", float64(m.output)/1e6)), m.findings, vsLoop, vsShare)
 		}
-		fmt.Printf("%-8d %-28s %10s %9s %10s %10s %9d %s\n", vmis, c.name, m.wall.Round(time.Millisecond),
-			orDash(int64(m.requests), strconv.Itoa(m.requests)), orDash(m.rssKiB, fmt.Sprintf("%d MiB", m.rssKiB/1024)),
-			orDash(m.output, fmt.Sprintf("%.1f MB", float64(m.output)/1e6)), m.findings, ratio)
 	}
 	return nil
 }
@@ -321,15 +443,15 @@ func inProcess(ctx context.Context, cfg *rest.Config) (result, error) {
 
 // binary runs the tether binary with args on kubeconfig through a small
 // measuring child (see measureChild), which reports its peak RSS.
-func binary(bin, kubeconfig, name string, args ...string) contestant {
-	return contestant{name, func(ctx context.Context) (result, error) {
+func binary(bin, name string, args ...string) contestant {
+	return contestant{name, func(ctx context.Context, at endpoint) (result, error) {
 		self, err := os.Executable()
 		if err != nil {
 			return result{}, err
 		}
 		// An argument NAME=VALUE is the binary's environment, not a flag.
 		env := append(os.Environ(), measureEnv+"=1")
-		argv := []string{bin, "audit", "-A", "--kubeconfig", kubeconfig}
+		argv := []string{bin, "audit", "-A", "--kubeconfig", at.kubeconfig}
 		for _, a := range args {
 			if strings.Contains(a, "=") && !strings.HasPrefix(a, "-") {
 				env = append(env, a)

@@ -5,8 +5,11 @@
 // tether's LISTs, observe + check in process, and the tether binary end to
 // end: wall time, API requests, peak RSS, output size and the speed-up over
 // the loop. tether's request count depends on kinds and pages, never on N.
+// With -rtt, every contestant talks to the server through a proxy that adds
+// a round trip (package distance), at each distance in turn.
 //
 //	go run ./cmd/tether-bench -vmis 1000,10000
+//	go run ./cmd/tether-bench -vmis 10000 -rtt 0,1,2,5ms
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +44,7 @@ func main() {
 	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
 	base := flag.String("base", "", "audit mode: another tether binary (e.g. an older build) measured beside it in the same runs")
 	hold := flag.Bool("hold", false, "audit mode: keep the world up after the last size, for profiling by hand")
+	rtt := flag.String("rtt", "", "audit mode: comma-separated round trips (e.g. 0,1ms,2ms,5ms) at which every contestant talks to the API server through a proxy that delays each direction by half of it; empty: directly")
 	if os.Getenv(measureEnv) != "" {
 		measureChild(os.Args[1:])
 	}
@@ -47,7 +52,10 @@ func main() {
 	var err error
 	switch *mode {
 	case "audit":
-		err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold})
+		var rtts []time.Duration
+		if rtts, err = parseRTTs(*rtt); err == nil {
+			err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold, rtts: rtts})
+		}
 	case "controller":
 		err = runController(*sizes, *hotplugs, *window, *also, *claims)
 	case "storage":
@@ -131,6 +139,27 @@ func seedOne(ctx context.Context, c client.Client, ns string, i, hotplugs int, v
 	vmi.Annotations = map[string]string{emulator.PausedAnnotation: "true"}
 	vmi.UID = ""
 	return c.Create(ctx, vmi)
+}
+
+// parseRTTs parses -rtt: durations, where a bare number is milliseconds
+// ("0,1,2,5ms" is 0, 1, 2 and 5 ms).
+func parseRTTs(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if ms, err := strconv.ParseFloat(f, 64); err == nil {
+			f = strconv.FormatFloat(ms, 'f', -1, 64) + "ms"
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("-rtt: %q is not a round trip (e.g. 0,1,2,5ms)", f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 func byPath(m map[string]int) string {
