@@ -9,6 +9,7 @@ package check
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -374,11 +375,20 @@ func All() []Check {
 // SeenTwice is how far apart a one-shot fix must see a finding of the
 // check called name twice (Check.SeenTwice); zero when once is enough.
 func SeenTwice(p Policy, name string) time.Duration {
-	if c, err := Lookup(name); err == nil && c.SeenTwice != nil {
-		return c.SeenTwice(p)
+	for i := range rows() {
+		if c := &rows()[i]; c.Name == name {
+			if c.SeenTwice != nil {
+				return c.SeenTwice(p)
+			}
+			return 0
+		}
 	}
 	return 0
 }
+
+// rows are All's rows, built once for the questions asked once per finding
+// (SeenTwice): All builds every row anew. Nothing may change them.
+var rows = sync.OnceValue(All)
 
 // Names returns the names of all checks.
 func Names() []string { return drift.Names(All()) }
