@@ -171,3 +171,29 @@ func TestGateEvidenceIsOneStringPerPass(t *testing.T) {
 		t.Errorf("the gates' evidence is two copies of %q, want one string", texts[0])
 	}
 }
+
+// A remedy that names only the VMI and its VM is held once for the VMI's
+// volumes held for the same reason; one that names the volume is not
+// shared.
+func TestVMIRemedyIsOneStringPerVMI(t *testing.T) {
+	vm := f.VM("a", f.Running())
+	vmi := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.WithHotplug("v2"))
+	p := DefaultPolicy()
+	p.Checks = []string{OrphanHotplugVolume}
+	fs := Run(f.Snapshot(vm, vmi, kv("v1.9.0", nil, nil)), p, now)
+	if len(fs) != 2 || fs[0].Action.BlockedBy != DeclarativeSync || fs[1].Action.BlockedBy != DeclarativeSync {
+		t.Fatalf("want 2 findings held by %s, got %d", DeclarativeSync, len(fs))
+	}
+	if fs[0].Action.Remedy != fs[1].Action.Remedy {
+		t.Fatalf("the remedies differ: %q, %q", fs[0].Action.Remedy, fs[1].Action.Remedy)
+	}
+	if unsafe.StringData(fs[0].Action.Remedy) != unsafe.StringData(fs[1].Action.Remedy) {
+		t.Errorf("the VMI's remedy is two copies of %q, want one string", fs[0].Action.Remedy)
+	}
+	standalone := f.VMI("a", f.WithHotplug("v1"), f.WithHotplug("v2"))
+	tenant := f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1", "v2"))
+	fs = Run(f.Snapshot(standalone, tenant, kv("v1.9.0", nil, nil)), p, now)
+	if len(fs) != 2 || fs[0].Action.Remedy == fs[1].Action.Remedy {
+		t.Errorf("want 2 findings whose remedies name their volumes, got %d", len(fs))
+	}
+}
