@@ -60,7 +60,9 @@ func Lookup[R Described](rows []R, name, what string) (R, error) {
 
 // Run runs the rows that selected names (all when none are named; unknown
 // names are skipped, Lookup reports them) on in, and returns their findings
-// in the one order of Sort.
+// in the one order of Sort. The arrays the rows return become Run's (it
+// sorts and appends in place): a row must return an array of its own, not
+// one it or another row keeps.
 func Run[R Finder[In], In any](rows []R, in In, selected []string) []Finding {
 	// The rows' findings are joined once: into the array of the row with
 	// the most room when it holds them all (with one check, or one check
