@@ -273,6 +273,10 @@ func (o *auditOptions) Run(ctx context.Context) error {
 	// The first-sighting stage, with no earlier sighting, holds the
 	// findings a fix acts on only when seen twice NotSeenTwice.
 	fs := plan.Once(x, s, "tether fix")
+	// The snapshot and the findings are the largest live set of an audit.
+	if err := markHeap(ctx); err != nil {
+		return err
+	}
 	p := auditPrint{format: o.resolved.output, api: o.api, namespace: o.resolved.namespace, now: time.Now()}
 	if err := printAudit(o.stdout, p, x.Last, fs); err != nil {
 		return err

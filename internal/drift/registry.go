@@ -60,22 +60,41 @@ func Lookup[R Described](rows []R, name, what string) (R, error) {
 
 // Run runs the rows that selected names (all when none are named; unknown
 // names are skipped, Lookup reports them) on in, and returns their findings
-// in the one order of Sort.
+// in the one order of Sort. The arrays the rows return become Run's (it
+// sorts and appends in place): a row must return an array of its own, not
+// one it or another row keeps.
 func Run[R Finder[In], In any](rows []R, in In, selected []string) []Finding {
-	// The rows' findings are joined once, into a slice of their total size.
-	parts, n := make([][]Finding, 0, len(rows)), 0
+	// The rows' findings are joined once: into the array of the row with
+	// the most room when it holds them all (with one check, or one check
+	// with findings, always), else into a new one of their total size. A
+	// second array of hundreds of thousands of findings would be made
+	// while every row's is still held, when the heap is at its largest.
+	parts, n, roomiest := make([][]Finding, 0, len(rows)), 0, -1
 	for _, r := range rows {
 		if len(selected) == 0 || slices.Contains(selected, r.Meta().Name) {
 			fs := r.Find(in)
+			if len(fs) == 0 {
+				continue
+			}
+			if roomiest < 0 || cap(fs) > cap(parts[roomiest]) {
+				roomiest = len(parts)
+			}
 			parts, n = append(parts, fs), n+len(fs)
 		}
 	}
 	if n == 0 {
 		return nil
 	}
-	out := make([]Finding, 0, n)
-	for _, fs := range parts {
+	var out []Finding
+	if cap(parts[roomiest]) >= n {
+		out = parts[roomiest]
+		parts[roomiest] = nil
+	} else {
+		out = make([]Finding, 0, n)
+	}
+	for i, fs := range parts {
 		out = append(out, fs...)
+		parts[i] = nil
 	}
 	Sort(out)
 	return out

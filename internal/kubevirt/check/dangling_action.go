@@ -254,7 +254,7 @@ func (r *danglingRun) gateHolds(h *holds, ref *reference, action drift.ActionTyp
 	case VMRemoveVolume:
 		// pkg/virt-api/rest/volumes.go:63-65,75-78: neither gate, 400.
 		if gates.Known && !gates.HotplugVolumes && !gates.Declarative {
-			h.add(HotplugGateDisabled, "KubeVirt feature gates HotplugVolumes and DeclarativeHotplugVolumes are both off, so the volume API refuses every call: "+gates.Basis)
+			h.add(HotplugGateDisabled, r.in.gateFact("KubeVirt feature gates HotplugVolumes and DeclarativeHotplugVolumes are both off, so the volume API refuses every call: ", gates))
 		}
 	}
 }

@@ -50,8 +50,10 @@ type vmiFacts struct {
 	// (at is then the VMI's index in the snapshot), else directly.
 	nodes      [][]snapshot.TenantNodeRef
 	nodesKnown bool
-	pass       *Input
-	at         int
+	// said is the latest remedy that names only the VMI and its VM.
+	said *vmiText
+	pass *Input
+	at   int
 }
 
 func lookupVMI(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) vmiFacts {
@@ -192,7 +194,9 @@ func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirt
 	if !ok {
 		return drift.Finding{}, false
 	}
-	return buildVolumeFinding(in, sub, v), true
+	f := buildVolumeFinding(in, sub, v)
+	facts.said = sub.said
+	return f, true
 }
 
 // verdict is the outcome of classify: why the volume looks unwanted and what

@@ -119,27 +119,30 @@ func apiHolds(h *holds, in Input, sub *subject, action drift.ActionType) {
 		}
 		// pkg/virt-api/rest/volumes.go:63-65,138-141: neither gate, 400.
 		if g := in.hotplugGates(); g.Known && !g.HotplugVolumes && !g.Declarative {
-			h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+g.Basis)
+			h.add(HotplugGateDisabled, in.gateFact(noGateFact, g))
 		}
 	case VMIRemoveVolume:
 		if vol := snapshot.VMIVolume(vmi, name); vol != nil && !snapshot.Hotpluggable(vol) {
 			h.add(VolumeNotHotpluggable, fmt.Sprintf("VMI %s/%s spec volume %q is not marked hotpluggable", vmi.Namespace, vmi.Name, name))
 		}
-		vmiRouteHolds(h, in.hotplugGates(), sub.own.Owner != nil)
+		vmiRouteHolds(h, in, in.hotplugGates(), sub.own.Owner != nil)
 	}
 }
+
+// noGateFact begins the evidence that neither hot-plug gate is on.
+const noGateFact = "neither hot-plug gate is on, so the volume API refuses every call (400): "
 
 // vmiRouteHolds records whether virt-api serves the VMI-level call under
 // the gates in effect (pkg/virt-api/rest/volumes.go:63-65,220-222). For a
 // standalone VMI unknown gates are left to the server's dry run.
-func vmiRouteHolds(h *holds, gates snapshot.HotplugGates, owned bool) {
+func vmiRouteHolds(h *holds, in Input, gates snapshot.HotplugGates, owned bool) {
 	switch {
 	case !gates.Known && owned:
 		h.add(HotplugGateUnknown, "KubeVirt's hot-plug gates are unknown ("+gates.Basis+"): HotplugVolumes may be off, and the VMI-level removevolume API refuses VM-owned VMIs without it")
 	case gates.VMIRoute(owned) || !gates.Known:
 	case owned:
-		h.add(HotplugGateDisabled, "the VMI-level removevolume API refuses VM-owned VMIs without the HotplugVolumes gate (400 \"owned by a VM\"): "+gates.Basis)
+		h.add(HotplugGateDisabled, in.gateFact("the VMI-level removevolume API refuses VM-owned VMIs without the HotplugVolumes gate (400 \"owned by a VM\"): ", gates))
 	default:
-		h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+gates.Basis)
+		h.add(HotplugGateDisabled, in.gateFact(noGateFact, gates))
 	}
 }

@@ -3,6 +3,7 @@ package check
 import (
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -145,5 +146,54 @@ func TestRemoveCmd_perVersion(t *testing.T) {
 		if got := removeCmd(sub, c.action, c.gates); !strings.HasPrefix(got, c.prefix) {
 			t.Errorf("%s %s: got %q, want it to start with %q", c.gates.KubeVirtVersion, c.action, got, c.prefix)
 		}
+	}
+}
+
+// The evidence that states the gates is the same text for every finding of
+// a pass, and is held once: at 100,000 VMIs an audit holds 200,000 such
+// findings.
+func TestGateEvidenceIsOneStringPerPass(t *testing.T) {
+	vm := f.VM("a", f.Running())
+	vmi := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.WithHotplug("v2"))
+	fs := Run(f.Snapshot(vm, vmi, kv("v1.9.0", nil, nil)), DefaultPolicy(), now)
+	var texts []string
+	for _, fd := range fs {
+		for _, e := range fd.Evidence {
+			if strings.HasPrefix(e, "virt-controller syncs hot-plugs") {
+				texts = append(texts, e)
+			}
+		}
+	}
+	if len(texts) != 2 {
+		t.Fatalf("want the gates stated in the 2 findings, got %d: %v", len(texts), fs)
+	}
+	if unsafe.StringData(texts[0]) != unsafe.StringData(texts[1]) {
+		t.Errorf("the gates' evidence is two copies of %q, want one string", texts[0])
+	}
+}
+
+// A remedy that names only the VMI and its VM is held once for the VMI's
+// volumes held for the same reason; one that names the volume is not
+// shared.
+func TestVMIRemedyIsOneStringPerVMI(t *testing.T) {
+	vm := f.VM("a", f.Running())
+	vmi := f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"), f.WithHotplug("v2"))
+	p := DefaultPolicy()
+	p.Checks = []string{OrphanHotplugVolume}
+	fs := Run(f.Snapshot(vm, vmi, kv("v1.9.0", nil, nil)), p, now)
+	if len(fs) != 2 || fs[0].Action.BlockedBy != DeclarativeSync || fs[1].Action.BlockedBy != DeclarativeSync {
+		t.Fatalf("want 2 findings held by %s, got %d", DeclarativeSync, len(fs))
+	}
+	if fs[0].Action.Remedy != fs[1].Action.Remedy {
+		t.Fatalf("the remedies differ: %q, %q", fs[0].Action.Remedy, fs[1].Action.Remedy)
+	}
+	if unsafe.StringData(fs[0].Action.Remedy) != unsafe.StringData(fs[1].Action.Remedy) {
+		t.Errorf("the VMI's remedy is two copies of %q, want one string", fs[0].Action.Remedy)
+	}
+	standalone := f.VMI("a", f.WithHotplug("v1"), f.WithHotplug("v2"))
+	tenant := f.Tenant("t1", f.Nodes("a", "b", "vm-a"), f.Volumes("v1", "v2"))
+	fs = Run(f.Snapshot(standalone, tenant, kv("v1.9.0", nil, nil)), p, now)
+	if len(fs) != 2 || fs[0].Action.Remedy == fs[1].Action.Remedy {
+		t.Errorf("want 2 findings whose remedies name their volumes, got %d", len(fs))
 	}
 }

@@ -19,7 +19,7 @@ import (
 // exist" (volumes.go:190-193). tether reports it, with what it can see of
 // why the sync has not happened, and never acts.
 func declarativeVerdict(in Input, sub *subject, gates snapshot.HotplugGates, ev []string) verdict {
-	ev = append(ev, "virt-controller syncs hot-plugs from the VM spec and removes VMI-only ones itself: "+gates.Basis)
+	ev = append(ev, in.gateFact("virt-controller syncs hot-plugs from the VM spec and removes VMI-only ones itself: ", gates))
 	stuck := syncDiagnosis(in, sub)
 	v := verdict{severity: drift.SeverityInfo, action: drift.None, block: DeclarativeSync, evidence: append(ev, stuck...)}
 	if len(stuck) == 0 {

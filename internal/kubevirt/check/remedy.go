@@ -60,19 +60,44 @@ func tenantCmd(sub *subject, tenants []string) string {
 // volumeRemedy is the manual procedure for a volume finding: what to wait
 // for or verify first, given the block, then the command.
 func volumeRemedy(in Input, sub *subject, v verdict, block drift.BlockReason) string {
+	switch block {
+	case VMITerminating, VMTerminating, RemovalPending, AdditionPending, DetachInProgress, DeclarativeSync, OwnerGone:
+		// These name the VMI and its VM, never the volume: the VMI's other
+		// volumes held for the same reason share the text.
+		if t := sub.said; t != nil && t.block == block {
+			return t.text
+		}
+		text := remedyFor(in, sub, v, block)
+		sub.said = &vmiText{block: block, text: text}
+		return text
+	}
+	return remedyFor(in, sub, v, block)
+}
+
+// vmiText is a remedy that names only a VMI and its VM, and the block it
+// is the remedy of.
+type vmiText struct {
+	block drift.BlockReason
+	text  string
+}
+
+// remedyFor is volumeRemedy's text.
+func remedyFor(in Input, sub *subject, v verdict, block drift.BlockReason) string {
 	ns, vmi := sub.vmi.Namespace, sub.vmi.Name
-	base := removeCommand(sub, v.action, in.before19())
+	// The command only where the text says it (building it for every
+	// finding that does not was a kilobyte of garbage a finding).
+	base := func() string { return removeCommand(sub, v.action, in.before19()) }
 	switch block {
 	case "":
-		return base
+		return base()
 	case VMITerminating:
 		return fmt.Sprintf("nothing to remove: deleting the VMI detaches its volumes; if it hangs, `kubectl describe vmi %s -n %s`", vmi, ns)
 	case VMTerminating:
 		return fmt.Sprintf("nothing to remove: the VM and its VMI are being deleted; if they hang, `kubectl describe vm %s -n %s`", sub.own.VM.Name, ns)
 	case VMIMigrating:
-		return fmt.Sprintf("wait for the migration to end (`kubectl get vmim -n %s`), re-run the audit, then: %s", ns, base)
+		return fmt.Sprintf("wait for the migration to end (`kubectl get vmim -n %s`), re-run the audit, then: %s", ns, base())
 	case VMINotRunning:
-		return fmt.Sprintf("removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); once it runs, re-run the audit, then: %s", vmi, ns, base)
+		return fmt.Sprintf("removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); once it runs, re-run the audit, then: %s", vmi, ns, base())
 	case RemovalPending:
 		return fmt.Sprintf("a removal is already requested; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'` and the virt-controller logs", sub.own.VM.Name, ns)
 	case AdditionPending:
@@ -80,7 +105,7 @@ func volumeRemedy(in Input, sub *subject, v verdict, block drift.BlockReason) st
 	case DetachInProgress:
 		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and `kubectl get pods -n %s -l kubevirt.io=hotplug-disk`, and re-run the audit when it settles", vmi, ns, ns)
 	case VolumeNotReady:
-		return fmt.Sprintf("the volume is still attaching; wait for phase Ready, re-run the audit, then: %s", base)
+		return fmt.Sprintf("the volume is still attaching; wait for phase Ready, re-run the audit, then: %s", base())
 	case DeclarativeSync:
 		return fmt.Sprintf("no API call can remove it (virt-controller owns this VMI's hot-plugs); find why the VM sync has not: `kubectl get vm %s -n %s -o jsonpath='{.status.conditions}'`, "+
 			"`kubectl get events -n %s --field-selector involvedObject.name=%s`, the virt-controller logs, and for a volume the VMI spec no longer lists, virt-handler on node %s; restarting the VM also drops it",
@@ -88,17 +113,17 @@ func volumeRemedy(in Input, sub *subject, v verdict, block drift.BlockReason) st
 	case OwnerGone:
 		return fmt.Sprintf("nothing to remove: the garbage collector deletes the VMI; if it stays, `kubectl get vmi %s -n %s -o jsonpath='{.metadata.finalizers}'` and the kube-controller-manager logs say why", vmi, ns)
 	case VMIOnlyHotplug:
-		return fmt.Sprintf("a VMI-only hot-plug is legitimate with the HotplugVolumes gate on: confirm with the VM's owner that the guest no longer uses it, then: %s (or restart the VM, which drops VMI-only hot-plugs)", base)
+		return fmt.Sprintf("a VMI-only hot-plug is legitimate with the HotplugVolumes gate on: confirm with the VM's owner that the guest no longer uses it, then: %s (or restart the VM, which drops VMI-only hot-plugs)", base())
 	case TenantUnreachable, TenantIncomplete, TenantNodeUnmapped:
-		return fmt.Sprintf("%s; if there is none, then: %s", tenantCmd(sub, v.tenants), base)
+		return fmt.Sprintf("%s; if there is none, then: %s", tenantCmd(sub, v.tenants), base())
 	case VolumeNotHotpluggable:
 		return vmRestartRemedy(sub, "removevolume refuses volumes not marked hotpluggable")
 	case HotplugGateDisabled:
-		return gateRemedy(sub, base, "enable the HotplugVolumes feature gate in the KubeVirt CR")
+		return gateRemedy(sub, base(), "enable the HotplugVolumes feature gate in the KubeVirt CR")
 	case HotplugGateUnknown:
-		return gateRemedy(sub, base, "check that `kubectl get kubevirt -A -o jsonpath='{..developerConfiguration.featureGates}'` lists HotplugVolumes")
+		return gateRemedy(sub, base(), "check that `kubectl get kubevirt -A -o jsonpath='{..developerConfiguration.featureGates}'` lists HotplugVolumes")
 	}
-	return base
+	return base()
 }
 
 func vmRestartRemedy(sub *subject, why string) string {

@@ -212,7 +212,7 @@ func stuckPublishHolds(in Input, vmi *kubevirtv1.VirtualMachineInstance, vm *kub
 	}
 	// pkg/virt-api/rest/volumes.go:63-65,138-141: neither gate, 400.
 	if g := in.hotplugGates(); g.Known && !g.HotplugVolumes && !g.Declarative {
-		h.add(HotplugGateDisabled, "neither hot-plug gate is on, so the volume API refuses every call (400): "+g.Basis)
+		h.add(HotplugGateDisabled, in.gateFact(noGateFact, g))
 	}
 	return h.first, h.facts
 }
