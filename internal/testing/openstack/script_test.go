@@ -149,3 +149,19 @@ func TestScriptStopsWhatItStartedOnFailure(t *testing.T) {
 		}
 	}
 }
+
+// The world's ports are picked below the kernel's ephemeral range, where
+// no outgoing connection or listen on port 0 can take them between the
+// check and the services' binds.
+func TestFreePortBaseIsBelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	for i := 0; i < 200; i++ {
+		base, err := freePortBase()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base < 1024 || base+5 >= low {
+			t.Fatalf("port base %d: the world's ports %d..%d reach the ephemeral range from %d", base, base, base+5, low)
+		}
+	}
+}

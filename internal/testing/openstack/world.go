@@ -179,7 +179,7 @@ func start() (*World, error) {
 			return w, nil
 		}
 		lastErr = err
-		if !strings.Contains(err.Error(), "is in use") {
+		if !strings.Contains(err.Error(), "is in use") && !strings.Contains(err.Error(), "Address already in use") {
 			break // only a lost race for the ports is worth another try
 		}
 	}
@@ -250,10 +250,20 @@ func release(dir string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// freePortBase finds N such that the world's six ports N..N+5 are free now.
+// freePortBase finds N such that the world's six ports N..N+5 are free now,
+// below the kernel's ephemeral range (ephemeralLow): a port in that range
+// that is free now can be taken before the service binds it by any
+// process's outgoing connection or listen on port 0, as the parallel test
+// binaries make thousands of (seen: Nova's bind failing with "Address
+// already in use" seconds after the ports were found free).
 func freePortBase() (int, error) {
+	const lowest = 20000
+	top := ephemeralLow() - 6
+	if top <= lowest {
+		return 0, fmt.Errorf("no room for the OpenStack test world's ports between %d and the ephemeral range (net.ipv4.ip_local_port_range starts at %d)", lowest, top+6)
+	}
 	for i := 0; i < 100; i++ {
-		base := 20000 + 10*rand.IntN(4000)
+		base := lowest + 10*rand.IntN((top-lowest)/10)
 		free := true
 		for p := base; p < base+6 && free; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
@@ -267,7 +277,21 @@ func freePortBase() (int, error) {
 			return base, nil
 		}
 	}
-	return 0, errors.New("no six free consecutive ports found between 20000 and 60000 for the OpenStack test world")
+	return 0, fmt.Errorf("no six free consecutive ports found between %d and %d for the OpenStack test world", lowest, top+5)
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default 32768 where it cannot be read).
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(data), &low, &high); err != nil || low <= 0 {
+		return 32768
+	}
+	return low
 }
 
 // findScript finds hack/openstack.sh by walking up from the working
