@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -46,7 +47,7 @@ func (f *fixFlags) register(cmd *cobra.Command, command, scope, noun string) {
 	}
 	fs.BoolVar(&f.apply, "apply", false, "carry out the plan (default: print it and change nothing)")
 	fs.IntVar(&f.maxActions, "max", DefaultFixMaxActions, "at most this many "+noun+" in this run (0: none)")
-	fs.StringVar(&f.object, "object", "", "only findings about this object, "+scope+"/NAME")
+	fs.StringVar(&f.object, "object", "", "only findings about this object, "+scope+"/NAME or a NAME one "+strings.ToLower(scope)+" has; an object the run did not read is an error")
 	fs.StringVar(&f.planFile, "plan", "", "with --apply: act only on this reviewed plan (written by `"+command+" -o json`)")
 	fs.BoolVar(&f.overrideGuard, "override-guard", false, "apply although the anomaly guard refuses the batch (a partial read, a source listing none of a kind, too many safe findings at once); logged")
 	fs.IntVar(&f.guardMax, "guard-max-safe", plan.DefaultGuardMaxSafe, "the anomaly guard refuses a batch with more safe findings than this, or than --guard-share of the subjects read, whichever is larger")

@@ -46,6 +46,9 @@ type Fixer struct {
 	// Last is the snapshot of the latest Survey.
 	Last *snapshot.Snapshot
 
+	// found are the latest Survey's findings (About knows the objects
+	// they name).
+	found    []drift.Finding
 	executor *act.Executor
 }
 
@@ -77,6 +80,7 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 			kept = append(kept, f)
 		}
 	}
+	x.found = kept
 	return plan.Survey{Findings: kept, Taken: now, Subjects: subjects(s), Anomalies: Anomalies(s)}, nil
 }
 

@@ -456,3 +456,32 @@ func TestFix_honoursTheControllersBreaker(t *testing.T) {
 		t.Fatalf("want one record of fix's action for the controller's window, got %+v", recs.Items)
 	}
 }
+
+// --object narrows fix to one object, named NAMESPACE/NAME or, where only
+// one namespace has it, NAME; an object the survey did not read is an
+// error that names what was read, not an empty plan that reads as "no
+// drift about it", and nothing is changed.
+func TestFix_objectMustNameSomethingRead(t *testing.T) {
+	env := testenv.Get(t)
+	ns, tenantKC := seed(t, env)
+	tenant := "guest=" + tenantKC + ":" + ns
+	for _, object := range []string{ns + "/node-x", "node-x"} {
+		r := tether(t, env, "tether", "fix", "-n", ns, "--tenant", tenant, "--object", object)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "pvc-orphan") {
+			t.Fatalf("--object %s: code %d\n%s%s", object, r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	for object, want := range map[string]string{
+		ns + "/no-such-vm": `--object "` + ns + `/no-such-vm": nothing read in namespace ` + ns + ` is named no-such-vm`,
+		"no-such-vm":       `--object "no-such-vm": nothing read in every namespace is named no-such-vm`,
+		ns + "/":           "names nothing",
+	} {
+		r := tether(t, env, "tether", "fix", "--apply", "-n", ns, "--tenant", tenant, "--object", object)
+		if r.Code != 2 || !strings.Contains(r.Stderr, want) || strings.Contains(r.Stdout, "Applied") {
+			t.Fatalf("--object %s: code %d, want 2 and %q\n%s%s", object, r.Code, want, r.Stdout, r.Stderr)
+		}
+	}
+	if r := tether(t, env, "tether", "audit", "-o", "json", "-n", ns, "--tenant", tenant); !strings.Contains(r.Stdout, "pvc-orphan") {
+		t.Fatal("a refused --object changed the cluster")
+	}
+}
