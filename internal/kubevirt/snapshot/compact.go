@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,13 +68,86 @@ type compactTemplate struct {
 type compactName struct{ name, namespace string }
 
 // compactVolume is a Volume as leanVolumes keeps it: its name and the
-// sources that name storage.
+// sources that name storage. The usual volume, of one claim or one
+// DataVolume, holds it in ref and flags rather than in a struct of its own;
+// any other holds its sources in sources.
 type compactVolume struct {
-	name       string
+	name    string
+	ref     string
+	flags   volumeFlags
+	sources *volumeSources
+}
+
+type volumeFlags uint8
+
+const (
+	// volClaim: ref is a persistentVolumeClaim's claimName;
+	// volDataVolume: ref is a dataVolume's name.
+	volClaim volumeFlags = 1 << iota
+	volDataVolume
+	volReadOnly
+	volHotpluggable
+)
+
+type volumeSources struct {
 	claim      *kubevirtv1.PersistentVolumeClaimVolumeSource
 	dataVolume *kubevirtv1.DataVolumeSource
 	ephemeral  *kubevirtv1.EphemeralVolumeSource
 	memoryDump *kubevirtv1.MemoryDumpVolumeSource
+}
+
+func flagIf(b bool, f volumeFlags) volumeFlags {
+	if b {
+		return f
+	}
+	return 0
+}
+
+func compactVolumeOf(v *kubevirtv1.Volume) compactVolume {
+	c := compactVolume{name: v.Name}
+	s := &v.VolumeSource
+	claim, dv, eph, dump := s.PersistentVolumeClaim, s.DataVolume, s.Ephemeral, s.MemoryDump
+	switch {
+	case claim == nil && dv == nil && eph == nil && dump == nil:
+		return c
+	case claim != nil && dv == nil && eph == nil && dump == nil:
+		c.ref, c.flags = claim.ClaimName, volClaim|flagIf(claim.ReadOnly, volReadOnly)|flagIf(claim.Hotpluggable, volHotpluggable)
+		if *c.claim() == *claim {
+			return c
+		}
+	case dv != nil && claim == nil && eph == nil && dump == nil:
+		c.ref, c.flags = dv.Name, volDataVolume|flagIf(dv.Hotpluggable, volHotpluggable)
+		if *c.dataVolume() == *dv {
+			return c
+		}
+	}
+	// Several sources, another kind, or a field the flags do not hold.
+	return compactVolume{name: v.Name, sources: &volumeSources{claim: claim, dataVolume: dv, ephemeral: eph, memoryDump: dump}}
+}
+
+func (c *compactVolume) claim() *kubevirtv1.PersistentVolumeClaimVolumeSource {
+	return &kubevirtv1.PersistentVolumeClaimVolumeSource{
+		PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.ref, ReadOnly: c.flags&volReadOnly != 0},
+		Hotpluggable:                      c.flags&volHotpluggable != 0,
+	}
+}
+
+func (c *compactVolume) dataVolume() *kubevirtv1.DataVolumeSource {
+	return &kubevirtv1.DataVolumeSource{Name: c.ref, Hotpluggable: c.flags&volHotpluggable != 0}
+}
+
+func (c *compactVolume) volume() kubevirtv1.Volume {
+	v := kubevirtv1.Volume{Name: c.name}
+	switch {
+	case c.sources != nil:
+		s := c.sources
+		v.VolumeSource = kubevirtv1.VolumeSource{PersistentVolumeClaim: s.claim, DataVolume: s.dataVolume, Ephemeral: s.ephemeral, MemoryDump: s.memoryDump}
+	case c.flags&volClaim != 0:
+		v.PersistentVolumeClaim = c.claim()
+	case c.flags&volDataVolume != 0:
+		v.DataVolume = c.dataVolume()
+	}
+	return v
 }
 
 // activePod is an entry of a VMI's status.activePods: a map of one entry
@@ -336,8 +410,7 @@ func compactVolumes(vols []kubevirtv1.Volume) []compactVolume {
 	}
 	out := make([]compactVolume, len(vols))
 	for i := range vols {
-		v := &vols[i]
-		out[i] = compactVolume{name: v.Name, claim: v.PersistentVolumeClaim, dataVolume: v.DataVolume, ephemeral: v.Ephemeral, memoryDump: v.MemoryDump}
+		out[i] = compactVolumeOf(&vols[i])
 	}
 	return out
 }
@@ -348,10 +421,7 @@ func expandVolumes(vols []compactVolume) []kubevirtv1.Volume {
 	}
 	out := make([]kubevirtv1.Volume, len(vols))
 	for i := range vols {
-		v := &vols[i]
-		out[i] = kubevirtv1.Volume{Name: v.name, VolumeSource: kubevirtv1.VolumeSource{
-			PersistentVolumeClaim: v.claim, DataVolume: v.dataVolume, Ephemeral: v.ephemeral, MemoryDump: v.memoryDump,
-		}}
+		out[i] = vols[i].volume()
 	}
 	return out
 }

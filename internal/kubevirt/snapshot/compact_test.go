@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -128,5 +129,38 @@ func TestCompactIsSmaller(t *testing.T) {
 	t.Logf("VMI %d → %d B, VM with template %d → %d B, volume %d → %d B, volume status with claim info %d → %d B", vmi, cvmi, vm, cvm, vol, cvol, vs, cvs)
 	if cvmi*3 > vmi || cvm*3 > vm || cvol*2 > vol || cvs*2 > vs {
 		t.Error("a compact struct is not much smaller than the typed one")
+	}
+}
+
+// TestCompactVolumes: a volume of one claim or one DataVolume holds its
+// source inline (no struct of its own), with its flags; any other keeps its
+// sources; each comes back equal.
+func TestCompactVolumes(t *testing.T) {
+	claim := func(name string, readOnly, hotplug bool) *kubevirtv1.PersistentVolumeClaimVolumeSource {
+		return &kubevirtv1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: name, ReadOnly: readOnly}, Hotpluggable: hotplug}
+	}
+	for _, tc := range []struct {
+		name   string
+		src    kubevirtv1.VolumeSource
+		inline bool
+	}{
+		{"claim", kubevirtv1.VolumeSource{PersistentVolumeClaim: claim("c", false, false)}, true},
+		{"hot-plugged read-only claim", kubevirtv1.VolumeSource{PersistentVolumeClaim: claim("c", true, true)}, true},
+		{"claim without a name", kubevirtv1.VolumeSource{PersistentVolumeClaim: claim("", false, false)}, true},
+		{"DataVolume", kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: "dv"}}, true},
+		{"hot-plugged DataVolume", kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: "dv", Hotpluggable: true}}, true},
+		{"none", kubevirtv1.VolumeSource{}, true},
+		{"claim and DataVolume", kubevirtv1.VolumeSource{PersistentVolumeClaim: claim("c", false, false), DataVolume: &kubevirtv1.DataVolumeSource{Name: "dv"}}, false},
+		{"ephemeral", kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "golden"}}}, false},
+		{"memory dump", kubevirtv1.VolumeSource{MemoryDump: &kubevirtv1.MemoryDumpVolumeSource{}}, false},
+	} {
+		v := kubevirtv1.Volume{Name: "v", VolumeSource: tc.src}
+		c := compactVolumeOf(&v)
+		if got := c.volume(); !reflect.DeepEqual(got, v) {
+			t.Errorf("%s: came back as %#v", tc.name, got)
+		}
+		if inline := c.sources == nil; inline != tc.inline {
+			t.Errorf("%s: inline %t, want %t", tc.name, inline, tc.inline)
+		}
 	}
 }
