@@ -246,12 +246,13 @@ func compactVMI(vmi *kubevirtv1.VirtualMachineInstance) *CompactVMI {
 		return nil
 	}
 	leanVMI(vmi)
+	internMeta(&vmi.ObjectMeta)
 	st := &vmi.Status
 	c := &CompactVMI{
 		ObjectMeta: vmi.ObjectMeta,
 		typed:      typed,
-		phase:      st.Phase,
-		nodeName:   st.NodeName,
+		phase:      internOf(st.Phase),
+		nodeName:   interned.of(st.NodeName),
 		volumes:    compactVolumes(vmi.Spec.Volumes),
 		disks:      compactDisks(vmi.Spec.Domain.Devices.Disks),
 		activePods: compactActivePods(st.ActivePods),
@@ -261,7 +262,7 @@ func compactVMI(vmi *kubevirtv1.VirtualMachineInstance) *CompactVMI {
 		c.volumeStatus = make([]compactVolumeStatus, len(st.VolumeStatus))
 		for i := range st.VolumeStatus {
 			vs := &st.VolumeStatus[i]
-			out := compactVolumeStatus{name: vs.Name, phase: vs.Phase, hotplug: vs.HotplugVolume}
+			out := compactVolumeStatus{name: vs.Name, phase: internOf(vs.Phase), hotplug: vs.HotplugVolume}
 			if info := vs.PersistentVolumeClaimInfo; info != nil {
 				out.claim, out.hasClaim = info.ClaimName, true
 			}
@@ -306,6 +307,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 		return nil
 	}
 	leanVM(vm)
+	internMeta(&vm.ObjectMeta)
 	in, st := &vm.Spec, &vm.Status
 	c := &CompactVM{
 		ObjectMeta:            vm.ObjectMeta,
@@ -317,7 +319,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 		updateVolumesStrategy: in.UpdateVolumesStrategy,
 		created:               st.Created,
 		ready:                 st.Ready,
-		printableStatus:       st.PrintableStatus,
+		printableStatus:       internOf(st.PrintableStatus),
 		conditions:            st.Conditions,
 		stateChangeRequests:   st.StateChangeRequests,
 		volumeRequests:        st.VolumeRequests,
@@ -328,6 +330,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 		volumeUpdateState:     st.VolumeUpdateState,
 	}
 	if t := in.Template; t != nil {
+		internLabelKeys(t.ObjectMeta.Labels)
 		c.template = &compactTemplate{labels: t.ObjectMeta.Labels, volumes: compactVolumes(t.Spec.Volumes), disks: compactDisks(t.Spec.Domain.Devices.Disks)}
 	}
 	if in.DataVolumeTemplates != nil {
@@ -387,7 +390,7 @@ func compactActivePods(pods map[types.UID]string) []activePod {
 	}
 	out := make([]activePod, 0, len(pods))
 	for uid, node := range pods {
-		out = append(out, activePod{uid: uid, node: node})
+		out = append(out, activePod{uid: uid, node: interned.of(node)})
 	}
 	return out
 }
