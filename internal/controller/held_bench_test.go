@@ -17,36 +17,41 @@ import (
 
 // BenchmarkCacheHeldPerVMI: the heap a cache's store holds per VMI with
 // its VM, of the shape tether-bench seeds (four hot-plugged volumes, all in
-// the VM's spec), decoded from JSON as an informer decodes them and kept
-// under their keys, for each transform: whole objects without
+// the VM's spec, no labels) and of that shape with labels as KubeVirt's
+// objects carry them, decoded from JSON as an informer decodes them and
+// kept under their keys, for each transform: whole objects without
 // managedFields, lean ones (snapshot.Lean), and the controller's
 // (leanCache: lean, then compact).
 //
 //	go test -run '^$' -bench CacheHeldPerVMI -benchtime 1x ./internal/controller/
 func BenchmarkCacheHeldPerVMI(b *testing.B) {
 	const n = 5000
-	vm, vmi := benchShape(b)
 	lean := func(o any) (any, error) {
 		o, err := stripManagedFields(o)
 		return snapshot.Lean(o), err
 	}
-	for _, tc := range []struct {
-		name      string
-		transform func(any) (any, error)
-	}{{"whole", stripManagedFields}, {"lean", lean}, {"controller", leanCache}} {
-		b.Run(tc.name, func(b *testing.B) {
-			var per float64
-			for b.Loop() {
-				per = heldPerVMI(b, n, vm, vmi, tc.transform)
-			}
-			b.ReportMetric(per, "B/VMI")
-		})
+	for _, labelled := range []bool{false, true} {
+		vm, vmi := benchShape(b, labelled)
+		for _, tc := range []struct {
+			name      string
+			transform func(any) (any, error)
+		}{{"whole", stripManagedFields}, {"lean", lean}, {"controller", leanCache}} {
+			b.Run(fmt.Sprintf("labels=%t/%s", labelled, tc.name), func(b *testing.B) {
+				var per float64
+				for b.Loop() {
+					per = heldPerVMI(b, n, vm, vmi, tc.transform)
+				}
+				b.ReportMetric(per, "B/VMI")
+			})
+		}
 	}
 }
 
 // benchShape is the JSON of tether-bench's VM and VMI (seedOne), as the
-// API server returns them: with managedFields and a resourceVersion.
-func benchShape(b *testing.B) (vm, vmi []byte) {
+// API server returns them: with managedFields and a resourceVersion. With
+// labels, the VM and its template carry two and the VMI four (the
+// template's and those virt-controller adds).
+func benchShape(b *testing.B, labels bool) (vm, vmi []byte) {
 	var vmOpts, vmiOpts []fixture.Option
 	for h := 0; h < 4; h++ {
 		vol := fmt.Sprintf("vm-00042-hp%d", h)
@@ -55,6 +60,12 @@ func benchShape(b *testing.B) (vm, vmi []byte) {
 	}
 	v := fixture.VM("vm-00042", append(vmOpts, fixture.InNamespace("bench"))...)
 	i := fixture.VMI("vm-00042", append(vmiOpts, fixture.InNamespace("bench"), fixture.OwnedBy(v))...)
+	if labels {
+		domain := []string{"kubevirt.io/domain", "vm-00042", "kubevirt.io/size", "small"}
+		v.Labels = map[string]string{"app": "bench", "vm.kubevirt.io/template": "fedora-server-small"}
+		v.Spec.Template.ObjectMeta.Labels = map[string]string{domain[0]: domain[1], domain[2]: domain[3]}
+		i.Labels = map[string]string{domain[0]: domain[1], domain[2]: domain[3], "kubevirt.io/nodeName": "node-1", "kubevirt.io/vm": "vm-00042"}
+	}
 	for _, m := range []*metav1.ObjectMeta{&v.ObjectMeta, &i.ObjectMeta} {
 		m.Annotations = map[string]string{"kubevirt.io/paused": "true"}
 		m.ResourceVersion = "123456"

@@ -20,7 +20,9 @@ import (
 // An informer cache may hold CompactVMIs (the controller's does); nothing
 // outside the cache should see one: the cache hands out Expand's result.
 type CompactVMI struct {
+	// ObjectMeta is the lean object's but for its labels (labels).
 	metav1.ObjectMeta
+	labels labelSet
 	// typed: the object's TypeMeta was kubevirt.io/v1
 	// VirtualMachineInstance (else it was empty).
 	typed        bool
@@ -36,8 +38,10 @@ type CompactVMI struct {
 // CompactVM is CompactVMI's counterpart for a VirtualMachine: a lean VM
 // carries its empty struct (552 B) and its template's (about 1 KB).
 type CompactVM struct {
+	// ObjectMeta is the lean object's but for its labels (labels).
 	metav1.ObjectMeta
-	typed bool
+	labels labelSet
+	typed  bool
 	// spec
 	running               *bool
 	runStrategy           *kubevirtv1.VirtualMachineRunStrategy
@@ -60,7 +64,7 @@ type CompactVM struct {
 }
 
 type compactTemplate struct {
-	labels  map[string]string
+	labels  labelSet
 	volumes []compactVolume
 	disks   []compactDisk
 }
@@ -148,6 +152,34 @@ func (c *compactVolume) volume() kubevirtv1.Volume {
 		v.DataVolume = c.dataVolume()
 	}
 	return v
+}
+
+// labelSet holds a label map as pairs: a map of up to eight entries takes
+// about 300 B, a pair 32 B. Its keys are interned.
+type labelSet []labelPair
+
+type labelPair struct{ key, value string }
+
+func compactLabels(labels map[string]string) labelSet {
+	if labels == nil {
+		return nil
+	}
+	out := make(labelSet, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, labelPair{key: interned.of(k), value: v})
+	}
+	return out
+}
+
+func (l labelSet) expand() map[string]string {
+	if l == nil {
+		return nil
+	}
+	out := make(map[string]string, len(l))
+	for _, p := range l {
+		out[p.key] = p.value
+	}
+	return out
 }
 
 // activePod is an entry of a VMI's status.activePods: a map of one entry
@@ -250,6 +282,7 @@ func compactVMI(vmi *kubevirtv1.VirtualMachineInstance) *CompactVMI {
 	st := &vmi.Status
 	c := &CompactVMI{
 		ObjectMeta: vmi.ObjectMeta,
+		labels:     compactLabels(vmi.Labels),
 		typed:      typed,
 		phase:      internOf(st.Phase),
 		nodeName:   interned.of(st.NodeName),
@@ -269,14 +302,27 @@ func compactVMI(vmi *kubevirtv1.VirtualMachineInstance) *CompactVMI {
 			c.volumeStatus[i] = out
 		}
 	}
+	c.ObjectMeta.Labels = nil
 	return c
+}
+
+func (c *CompactVMI) meta() metav1.ObjectMeta {
+	m := c.ObjectMeta
+	m.Labels = c.labels.expand()
+	return m
+}
+
+func (c *CompactVM) meta() metav1.ObjectMeta {
+	m := c.ObjectMeta
+	m.Labels = c.labels.expand()
+	return m
 }
 
 // Expand returns the lean VMI c stands for (see Expand).
 func (c *CompactVMI) Expand() *kubevirtv1.VirtualMachineInstance {
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   typeMetaOf(c.typed, vmiKind),
-		ObjectMeta: c.ObjectMeta,
+		ObjectMeta: c.meta(),
 		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: expandVolumes(c.volumes), Domain: expandDisks(c.disks)},
 		Status: kubevirtv1.VirtualMachineInstanceStatus{
 			Phase:          c.phase,
@@ -311,6 +357,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 	in, st := &vm.Spec, &vm.Status
 	c := &CompactVM{
 		ObjectMeta:            vm.ObjectMeta,
+		labels:                compactLabels(vm.Labels),
 		typed:                 typed,
 		running:               in.Running,
 		runStrategy:           in.RunStrategy,
@@ -330,8 +377,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 		volumeUpdateState:     st.VolumeUpdateState,
 	}
 	if t := in.Template; t != nil {
-		internLabelKeys(t.ObjectMeta.Labels)
-		c.template = &compactTemplate{labels: t.ObjectMeta.Labels, volumes: compactVolumes(t.Spec.Volumes), disks: compactDisks(t.Spec.Domain.Devices.Disks)}
+		c.template = &compactTemplate{labels: compactLabels(t.ObjectMeta.Labels), volumes: compactVolumes(t.Spec.Volumes), disks: compactDisks(t.Spec.Domain.Devices.Disks)}
 	}
 	if in.DataVolumeTemplates != nil {
 		c.dataVolumeTemplates = make([]compactName, len(in.DataVolumeTemplates))
@@ -340,6 +386,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 			c.dataVolumeTemplates[i] = compactName{name: t.Name, namespace: t.Namespace}
 		}
 	}
+	c.ObjectMeta.Labels = nil
 	return c
 }
 
@@ -347,7 +394,7 @@ func compactVM(vm *kubevirtv1.VirtualMachine) *CompactVM {
 func (c *CompactVM) Expand() *kubevirtv1.VirtualMachine {
 	vm := &kubevirtv1.VirtualMachine{
 		TypeMeta:   typeMetaOf(c.typed, vmKind),
-		ObjectMeta: c.ObjectMeta,
+		ObjectMeta: c.meta(),
 		Spec: kubevirtv1.VirtualMachineSpec{
 			Running:               c.running,
 			RunStrategy:           c.runStrategy,
@@ -371,7 +418,7 @@ func (c *CompactVM) Expand() *kubevirtv1.VirtualMachine {
 	}
 	if t := c.template; t != nil {
 		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: t.labels},
+			ObjectMeta: metav1.ObjectMeta{Labels: t.labels.expand()},
 			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: expandVolumes(t.volumes), Domain: expandDisks(t.disks)},
 		}
 	}

