@@ -13,6 +13,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -144,5 +145,26 @@ func TestExpand_tombstone(t *testing.T) {
 	got := expand(toolscache.DeletedFinalStateUnknown{Key: "ns/a", Obj: c}).(toolscache.DeletedFinalStateUnknown)
 	if !reflect.DeepEqual(got.Obj, snapshot.Lean(vmi.DeepCopy())) {
 		t.Errorf("tombstone holds %#v", got.Obj)
+	}
+}
+
+// The controller's caches store VMs and VMIs compact, through the informer
+// that expands them: leanCache makes them compact and cacheOptions builds
+// its informers with newCompactInformer.
+func TestCacheOptions_storeVMsAndVMIsCompact(t *testing.T) {
+	cfg := config.Default()
+	if cacheOptions(Options{Config: &cfg}).NewInformer == nil {
+		t.Fatal("the caches' informers are client-go's own: they would hand out compact objects")
+	}
+	for _, obj := range []any{fixture.VMI("a"), fixture.VM("a")} {
+		got, err := leanCache(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch got.(type) {
+		case *snapshot.CompactVMI, *snapshot.CompactVM:
+		default:
+			t.Errorf("leanCache kept a %T", got)
+		}
 	}
 }
