@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -38,8 +39,10 @@ import (
 // caches take per VMI, the API requests per minute once it has settled
 // (watches aside), and how late it acts after a grace period ends. also
 // names checks run besides OrphanHotplugVolume (comma-separated); with
-// claims, every hot-plugged volume has its claim.
-func runController(sizes string, hotplugs int, window time.Duration, also string, claims bool) error {
+// claims, every hot-plugged volume has its claim. A non-empty profile is
+// the file of a heap profile per size (profile.N), written where the heap
+// is measured.
+func runController(sizes string, hotplugs int, window time.Duration, also string, claims bool, profile string) error {
 	var checks []string
 	if also != "" {
 		checks = strings.Split(also, ",")
@@ -58,17 +61,18 @@ func runController(sizes string, hotplugs int, window time.Duration, also string
 		if err := seed(ctx, c, from, to, hotplugs, false, claims); err != nil {
 			return err
 		}
-		return measure(ctx, env, c, to, window, checks)
+		return measure(ctx, env, c, to, window, checks, profile)
 	})
-	fmt.Printf("typed floor: the empty Go structs of one cached VMI and its VM with %d volumes take %d B (see typedFloor)\n", hotplugs, typedFloor(hotplugs))
+	fmt.Printf("typed floor: the empty Go structs of one VMI and its VM with %d volumes take %d B (see typedFloor); the controller's caches hold them compact (snapshot.CompactVMI, CompactVM)\n", hotplugs, typedFloor(hotplugs))
 	return err
 }
 
 // typedFloor is what the typed objects of one cached VMI and its VM with
 // volumes volumes take before any field holds a value: the VMI, the VM
 // and its template, and one spec volume of each plus one volume status per
-// volume. No informer transform can make a cached object smaller than its
-// type; strings, maps and the cache's own index come on top.
+// volume. No transform that keeps the typed objects can make a cached
+// object smaller; the controller's caches hold VMs and VMIs compact
+// instead (snapshot.Compact).
 func typedFloor(volumes int) uintptr {
 	vmi := unsafe.Sizeof(kubevirtv1.VirtualMachineInstance{}) + uintptr(volumes)*(unsafe.Sizeof(kubevirtv1.Volume{})+unsafe.Sizeof(kubevirtv1.VolumeStatus{}))
 	vm := unsafe.Sizeof(kubevirtv1.VirtualMachine{}) + unsafe.Sizeof(kubevirtv1.VirtualMachineInstanceTemplateSpec{}) + uintptr(volumes)*unsafe.Sizeof(kubevirtv1.Volume{})
@@ -110,6 +114,20 @@ func growing(sizes, flag string, step func(from, to int) error) error {
 	return nil
 }
 
+// writeHeapProfile writes the heap profile (in use since the last GC) to
+// path: `go tool pprof -sample_index=inuse_space` reads it.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func heap() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -118,7 +136,7 @@ func heap() uint64 {
 	return m.HeapAlloc
 }
 
-func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, window time.Duration, also []string) error {
+func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, window time.Duration, also []string, profile string) error {
 	cfg := config.Default()
 	cfg.Checks = map[string]config.CheckConfig{check.OrphanHotplugVolume: {Enabled: true, GracePeriod: metav1.Duration{Duration: 2 * time.Second}}}
 	for _, name := range also {
@@ -132,7 +150,11 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 	// refused (Blocked BlastRadiusExceeded) and never time anything.
 	cfg.BlastRadius.MaxActions = 1000
 	nsSum, nsPasses := reconcileTime("namespace")
-	run, err := startController(ctx, env, &cfg)
+	var atStart string
+	if profile != "" {
+		atStart = fmt.Sprintf("%s.%d.before", profile, n)
+	}
+	run, err := startController(ctx, env, &cfg, atStart)
 	if err != nil {
 		return err
 	}
@@ -151,6 +173,12 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 	}
 	initial := time.Since(t0)
 	perVMI := float64(heap()-before) / float64(n)
+	if profile != "" {
+		// go tool pprof -sample_index=inuse_space -diff_base PROFILE.N.before PROFILE.N
+		if err := writeHeapProfile(fmt.Sprintf("%s.%d", profile, n)); err != nil {
+			return err
+		}
+	}
 
 	perMin, detail := run.steady(window, func(k string) string { return k })
 	seen := run.acting.count()
@@ -185,8 +213,10 @@ type running struct {
 }
 
 // startController starts `tether controller` with cfg on env, counting its
-// API requests, and returns once its caches have synced.
-func startController(ctx context.Context, env *localenv.Env, cfg *config.Config) (*running, error) {
+// API requests, and returns once its caches have synced. A non-empty
+// profile is the file of a heap profile taken right before it starts (the
+// base of `go tool pprof -diff_base`).
+func startController(ctx context.Context, env *localenv.Env, cfg *config.Config, profile string) (*running, error) {
 	// The controller's namespace exists wherever it is installed: it holds
 	// the guard's and the breaker's records. Without it the anomaly guard
 	// would try to create its record every 15 s, in the steady state.
@@ -199,6 +229,11 @@ func startController(ctx context.Context, env *localenv.Env, cfg *config.Config)
 		return nil, err
 	}
 	counter, before := &clients.Counter{}, heap()
+	if profile != "" {
+		if err := writeHeapProfile(profile); err != nil {
+			return nil, err
+		}
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	acting := &actingLog{}
 	mgr, err := controller.New(controller.Options{RestConfig: counter.Wrap(env.Config()), Config: cfg, Log: logr.New(acting), SkipNameValidation: true})

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ func main() {
 	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
 	also := flag.String("checks", "", "controller mode: comma-separated checks the controller runs besides OrphanHotplugVolume (e.g. the namespace loop's)")
 	claims := flag.Bool("claims", false, "controller mode: also create the claim of every hot-plugged volume")
+	profile := flag.String("profile", "", "controller mode: write heap profiles to this file suffixed with the size: of the settled controller (after its first pass, where its heap is measured) and, suffixed .before, right before it starts")
 	runs := flag.Int("runs", 3, "audit mode: runs of each contestant (interleaved); the median is printed")
 	loopMax := flag.Int("loop-max", 20000, "audit mode: leave the list-and-get loop out above this many VMIs (0: never)")
 	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
@@ -57,7 +59,12 @@ func main() {
 			err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold, rtts: rtts})
 		}
 	case "controller":
-		err = runController(*sizes, *hotplugs, *window, *also, *claims)
+		if *profile != "" {
+			// Finer samples than the default one per 512 KiB: the
+			// profile is read per VMI.
+			runtime.MemProfileRate = 16 << 10
+		}
+		err = runController(*sizes, *hotplugs, *window, *also, *claims, *profile)
 	case "storage":
 		err = runStorage(*volumes, *window)
 	default:

@@ -133,7 +133,7 @@ func measureStorage(ctx context.Context, env *localenv.Env, c client.Client, n i
 	cfg.DryRun = true
 	cfg.Storage.StaleAttachmentGrace.Duration = time.Nanosecond
 	cfg.Storage.MultiAttachGrace.Duration = time.Nanosecond
-	run, err := startController(ctx, env, &cfg)
+	run, err := startController(ctx, env, &cfg, "")
 	if err != nil {
 		return err
 	}

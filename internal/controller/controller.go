@@ -358,7 +358,9 @@ func metricsOptions(o Options) metricsserver.Options {
 func cacheOptions(o Options) cache.Options {
 	cacheOpts := cache.Options{
 		DefaultTransform: leanCache,
-		ByObject:         map[client.Object]cache.ByObject{},
+		// VMs and VMIs are stored compact (leanCache) and read expanded.
+		NewInformer: newCompactInformer,
+		ByObject:    map[client.Object]cache.ByObject{},
 	}
 	if !slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
 		// Without the storage checks, the only pods the controller reads
@@ -393,14 +395,17 @@ var stripManagedFields = cache.TransformStripManagedFields()
 // leanCache is the transform of every cache but the records': it drops the
 // managedFields of any object and, of the kinds the checks read, what no
 // check, gatherer or reconciler reads (snapshot.Lean), which is most of a
-// VM or VMI. Cached objects are never written back: every write re-reads
-// live or patches with preconditions (package act, protect.AddPatch).
+// VM or VMI; VMs and VMIs it then stores compact (snapshot.Compact), which
+// the caches' informers expand again for every reader and event handler
+// (newCompactInformer). Cached objects are never written back: every write
+// re-reads live or patches with preconditions (package act,
+// protect.AddPatch).
 func leanCache(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
 		return obj, err
 	}
-	return snapshot.Lean(obj), nil
+	return snapshot.Compact(snapshot.Lean(obj)), nil
 }
 
 // keepStatusWriters is the cache transform of Finding records: of their

@@ -41,10 +41,7 @@ func TestLeanObjectsDecideAlike(t *testing.T) {
 	}
 	withFindings, byCheck := 0, map[string]int{}
 	for i := 0; i < n; i++ {
-		data := make([]byte, 384+rng.IntN(640))
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
+		data := leanInput(rng)
 		world, p, now := leanWorld(data)
 		clutter(world, rand.New(rand.NewPCG(uint64(i), 11)))
 		fs := Run(snapshot.New(*world), p, now)
@@ -80,10 +77,7 @@ func TestLeanObjectsDecideAlike(t *testing.T) {
 func TestLeanIsIdempotentOnClutteredWorlds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 5))
 	for i := 0; i < 300; i++ {
-		data := make([]byte, 384+rng.IntN(640))
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
+		data := leanInput(rng)
 		world, _, _ := leanWorld(data)
 		clutter(world, rand.New(rand.NewPCG(uint64(i), 13)))
 		once := leaned(world)
@@ -127,6 +121,15 @@ func findingsJSON(t *testing.T, fs []drift.Finding) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// leanInput is the generator's input for one random world of leanWorld.
+func leanInput(rng *rand.Rand) []byte {
+	data := make([]byte, 384+rng.IntN(640))
+	for j := range data {
+		data[j] = byte(rng.Uint32())
+	}
+	return data
 }
 
 // leanWorld is buildDangling's world (VMs, VMIs, attachment pods, claims,
