@@ -16,7 +16,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build image dist controlplane node kubevirt openstack demo-openstack test test-openstack-2025.1 unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
+.PHONY: all build binaries image dist controlplane node kubevirt openstack demo-openstack test test-openstack-2025.1 unit lint vet fmt demo env-up env-down bench bench-cluster bench-large clean
 
 all: build
 
@@ -55,9 +55,16 @@ openstack:
 	@hack/openstack.sh install >/dev/null
 	@hack/openstack.sh install --release 2025.1 >/dev/null || [ $$? = 3 ]
 
-## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt, on a real node (kubelet, containerd) and on real OpenStack (Nova, Cinder; Zed and 2025.1). What it builds and installs the first time (the control plane, the node, KubeVirt, the OpenStack packages and root) is built side by side: the downloads overlap the compiles
+## binaries: the control plane, the node, KubeVirt and tether, one after the other: the first three build from the same Kubernetes modules, so each reuses what the one before it compiled (built side by side, each compiles them again)
+binaries:
+	@$(MAKE) --no-print-directory controlplane
+	@$(MAKE) --no-print-directory node
+	@$(MAKE) --no-print-directory kubevirt
+	@$(MAKE) --no-print-directory build
+
+## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt, on a real node (kubelet, containerd) and on real OpenStack (Nova, Cinder; Zed and 2025.1). The first time, it builds the control plane, the node and KubeVirt one after the other (binaries) while the OpenStack packages and root download and install
 test: lint
-	@$(MAKE) --no-print-directory -j4 -Oline controlplane node kubevirt openstack build
+	@$(MAKE) --no-print-directory -j2 -Oline openstack binaries
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_NODE_BIN="$$(hack/node.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)
 	$(MAKE) --no-print-directory test-openstack-2025.1
 
