@@ -8,10 +8,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/attachments"
@@ -73,7 +75,10 @@ func runOpenStack(o osOptions) (*osReport, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
+	// An interrupt stops the world too: its services run on after the
+	// benchmark unless Stop stops them.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	tmp, err := os.MkdirTemp("", "tether-bench-openstack-")
 	if err != nil {
 		return nil, err
@@ -154,7 +159,7 @@ func runOpenStack(o osOptions) (*osReport, error) {
 	printOpenStack(o, seeded, cs, all)
 	if o.hold {
 		fmt.Fprintf(os.Stderr, "holding the world: OS_CLIENT_CONFIG_FILE=%s OS_CLOUD=%s (through the counting proxies; interrupt to stop)\n", clouds, osCloud)
-		select {}
+		<-ctx.Done()
 	}
 	return report, nil
 }
