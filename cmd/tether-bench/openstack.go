@@ -95,9 +95,13 @@ func runOpenStack(o osOptions) (*osReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	failed := true // a failed run leaves the world's logs
 	defer func() {
-		if err := w.Stop(); err != nil {
+		if err := w.Stop(failed); err != nil {
 			fmt.Fprintln(os.Stderr, err)
+		}
+		if failed {
+			fmt.Fprintf(os.Stderr, "the world's logs are in %s/logs\n", w.Dir)
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "world: %s (%s) up in %s in %s\n", w.Line, w.Release, time.Since(t0).Round(100*time.Millisecond), w.Dir)
@@ -156,6 +160,7 @@ func runOpenStack(o osOptions) (*osReport, error) {
 		report.names = append(report.names, c.name)
 		report.medians = append(report.medians, medianOS(all[i]))
 	}
+	failed = false
 	printOpenStack(o, seeded, cs, all)
 	if o.hold {
 		fmt.Fprintf(os.Stderr, "holding the world: OS_CLIENT_CONFIG_FILE=%s OS_CLOUD=%s (through the counting proxies; interrupt to stop)\n", clouds, osCloud)

@@ -258,8 +258,8 @@ func (sd *scaleSeed) parallel(n int, do func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// settle polls pending until nothing is in flight; it gives up when
-// nothing has moved for stuckAfter. pending reads only what is in flight
+// settle polls pending until nothing is in flight; it gives up when the
+// count has not changed for stuckAfter. pending reads only what is in flight
 // (a list filtered by status): a full list of thousands of servers every
 // few seconds would take much of the services' time.
 func (sd *scaleSeed) settle(ctx context.Context, what string, pending func(context.Context) (int, string, error)) error {
@@ -273,7 +273,10 @@ func (sd *scaleSeed) settle(ctx context.Context, what string, pending func(conte
 		if left == 0 {
 			return nil
 		}
-		if last < 0 || left < last {
+		// Any change is movement: while Nova schedules a batch, its
+		// servers' BUILD count can go up as well as down (the list merges
+		// build requests and the cell's instances).
+		if left != last {
 			last, since = left, time.Now()
 		}
 		if time.Since(since) > stuckAfter {
@@ -288,7 +291,7 @@ func (sd *scaleSeed) settle(ctx context.Context, what string, pending func(conte
 }
 
 // stuckAfter is how long seeding waits for a phase that does not move.
-const stuckAfter = 5 * time.Minute
+const stuckAfter = 10 * time.Minute
 
 // inStatus counts what list finds in each status.
 func inStatus[T any](ctx context.Context, list func(context.Context, string) ([]T, error), statuses ...string) (int, string, error) {

@@ -100,15 +100,19 @@ func StartWorld(o Options) (*World, error) {
 		return nil, err
 	}
 	if err := w.liftQuotas(); err != nil {
-		_ = w.Stop()
-		return nil, err
+		_ = w.Stop(true)
+		return nil, fmt.Errorf("%w (logs in %s)", err, w.Dir+"/logs")
 	}
 	return w, nil
 }
 
-// Stop stops a world that StartWorld started and removes its directory.
-func (w *World) Stop() error {
+// Stop stops a world that StartWorld started and, unless keepLogs,
+// removes its directory (keepLogs leaves its configuration and logs).
+func (w *World) Stop(keepLogs bool) error {
 	err := w.stop()
+	if keepLogs {
+		return err
+	}
 	if rmErr := os.RemoveAll(w.Dir); err == nil {
 		err = rmErr
 	}
