@@ -20,7 +20,7 @@
 #       cinder-common packages into a cache outside the checkout, with empty
 #       databases of that release. Prints the cache directory. Exits 3, with
 #       one line saying why, when this host cannot run the line at all.
-#   hack/openstack.sh up --dir DIR [--release LINE] [--port-base N] [--timeout S] [--sync]
+#   hack/openstack.sh up --dir DIR [--release LINE] [--port-base N] [--timeout S] [--sync] [--scale]
 #       install if needed, fresh databases in DIR (copies of empty ones that
 #       install synced once for this release; --sync runs the database syncs
 #       in DIR instead), start everything and wait
@@ -28,6 +28,7 @@
 #       (nova, cinder, placement, keystone, glance, neutron; default 18770).
 #       Writes DIR/clouds.yaml (cloud "tether-test") and DIR/world.env.
 #       Writes DIR/release (the versions of Nova, Cinder and Placement).
+#       --scale switches Nova's quotas off, for thousands of servers.
 #   hack/openstack.sh down --dir DIR
 #       stop every process of the world by its PID (TERM, KILL after 5 s).
 #       A 2025.1 world's mounts live only in its processes' namespaces and go
@@ -319,7 +320,9 @@ cmd_up() {
 	[ "$release" = zed ] || rootfs=$(rootfs_dir)/rootfs
 	use_line "$cache" "$dir"
 	local host="tether-$base"
-	step "rendering the configuration" "$dir/logs/render.log" "$py" "$lib/render.py" "$dir" "$cache" "$host" "$base"
+	local scaled=()
+	[ "$scale" = 0 ] || scaled=(scale)
+	step "rendering the configuration" "$dir/logs/render.log" "$py" "$lib/render.py" "$dir" "$cache" "$host" "$base" "${scaled[@]}"
 
 	local p
 	for p in $(seq "$base" $((base + 5))); do
@@ -397,7 +400,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 [ $# -ge 1 ] || usage
 cmd=$1
 shift
-dir="" base=18770 timeout=180 sync=0 release=zed
+dir="" base=18770 timeout=180 sync=0 scale=0 release=zed
 while [ $# -gt 0 ]; do
 	case $1 in
 	--release) release=${2:-}; shift 2 ;;
@@ -405,6 +408,7 @@ while [ $# -gt 0 ]; do
 	--port-base) base=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
 	--sync) sync=1; shift ;;
+	--scale) scale=1; shift ;;
 	*) log "unknown argument $1"; usage ;;
 	esac
 done

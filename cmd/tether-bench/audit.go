@@ -143,11 +143,8 @@ func runAudit(o auditOptions) error {
 	}
 	defer os.RemoveAll(tmp)
 	if bin == "" {
-		bin = filepath.Join(tmp, "tether")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/tether")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("building tether: %w", err)
+		if bin, err = buildTether(tmp); err != nil {
+			return err
 		}
 	}
 	env, err := localenv.Start(ctx, localenv.Options{})
@@ -182,6 +179,17 @@ func runAudit(o auditOptions) error {
 	fmt.Fprintf(os.Stderr, "holding the world: KUBECONFIG=%s (interrupt to stop)\n", kubeconfig)
 	<-ctx.Done()
 	return nil
+}
+
+// buildTether builds cmd/tether into dir and returns the binary's path.
+func buildTether(dir string) (string, error) {
+	bin := filepath.Join(dir, "tether")
+	build := exec.Command("go", "build", "-o", bin, "github.com/tether-dev/tether/cmd/tether")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building tether: %w", err)
+	}
+	return bin, nil
 }
 
 // distances returns one set per round trip of rtts, or one direct set.
@@ -445,36 +453,43 @@ func inProcess(ctx context.Context, cfg *rest.Config) (result, error) {
 // measuring child (see measureChild), which reports its peak RSS.
 func binary(bin, name string, args ...string) contestant {
 	return contestant{name, func(ctx context.Context, at endpoint) (result, error) {
-		self, err := os.Executable()
-		if err != nil {
-			return result{}, err
-		}
-		// An argument NAME=VALUE is the binary's environment, not a flag.
-		env := append(os.Environ(), measureEnv+"=1")
-		argv := []string{bin, "audit", "-A", "--kubeconfig", at.kubeconfig}
-		for _, a := range args {
-			if strings.Contains(a, "=") && !strings.HasPrefix(a, "-") {
-				env = append(env, a)
-			} else {
-				argv = append(argv, a)
-			}
-		}
-		cmd := exec.CommandContext(ctx, self, argv...)
-		cmd.Env = env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return result{}, fmt.Errorf("%v: %s", err, errb.String())
-		}
-		var m measured
-		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
-			return result{}, fmt.Errorf("measuring child said %q: %v", out.String(), err)
-		}
-		if m.Exit != 0 && m.Exit != 1 {
-			return result{}, fmt.Errorf("tether exited %d: %s", m.Exit, m.Stderr)
-		}
-		return result{wall: m.Wall, output: m.Output, rssKiB: m.MaxRSSKiB, findings: m.Findings}, nil
+		return measureProcess(ctx, append([]string{bin, "audit", "-A", "--kubeconfig", at.kubeconfig}, args...))
 	}}
+}
+
+// measureProcess runs argv (an argument NAME=VALUE after the first is the
+// binary's environment, not a flag) through a measuring child and returns
+// its wall time, output, findings and peak RSS. Exit codes 0 and 1 (no
+// findings, findings) are success.
+func measureProcess(ctx context.Context, args []string) (result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	env := append(os.Environ(), measureEnv+"=1")
+	argv := args[:1:1]
+	for _, a := range args[1:] {
+		if strings.Contains(a, "=") && !strings.HasPrefix(a, "-") {
+			env = append(env, a)
+		} else {
+			argv = append(argv, a)
+		}
+	}
+	cmd := exec.CommandContext(ctx, self, argv...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return result{}, fmt.Errorf("%v: %s", err, errb.String())
+	}
+	var m measured
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		return result{}, fmt.Errorf("measuring child said %q: %v", out.String(), err)
+	}
+	if m.Exit != 0 && m.Exit != 1 {
+		return result{}, fmt.Errorf("%s exited %d: %s", filepath.Base(argv[0]), m.Exit, m.Stderr)
+	}
+	return result{wall: m.Wall, output: m.Output, rssKiB: m.MaxRSSKiB, findings: m.Findings}, nil
 }
 
 // measureEnv makes tether-bench a measuring child.

@@ -6,10 +6,14 @@
 // end: wall time, API requests, peak RSS, output size and the speed-up over
 // the loop. tether's request count depends on kinds and pages, never on N.
 // With -rtt, every contestant talks to the server through a proxy that adds
-// a round trip (package distance), at each distance in turn.
+// a round trip (package distance), at each distance in turn. In openstack
+// mode it starts an OpenStack test world, seeds servers with volumes
+// attached through Nova and some drift, and measures `tether openstack
+// audit` against the per-server loop, requests counted by proxies.
 //
 //	go run ./cmd/tether-bench -vmis 1000,10000
 //	go run ./cmd/tether-bench -vmis 10000 -rtt 0,1,2,5ms
+//	go run ./cmd/tether-bench -mode openstack -servers 1000 -drift 0.01
 package main
 
 import (
@@ -35,17 +39,21 @@ import (
 func main() {
 	sizes := flag.String("vmis", "100,1000", "comma-separated VMI counts to measure")
 	hotplugs := flag.Int("hotplugs", 4, "hot-plugged volumes per VMI")
-	volumes := flag.String("volumes", "2000,10000", "storage mode: comma-separated volume counts (claim, PV, VolumeAttachment and pod each)")
-	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`; storage: its storage checks")
+	volumes := flag.String("volumes", "2000,10000", "storage mode: comma-separated volume counts (claim, PV, VolumeAttachment and pod each); openstack mode: one count, the volumes attached through Nova (default: 2 a server)")
+	mode := flag.String("mode", "audit", "audit: one audit pass per size; controller: steady state of `tether controller`; storage: its storage checks; openstack: `tether openstack audit` against the per-server loop in an OpenStack test world")
 	window := flag.Duration("window", 30*time.Second, "controller mode: how long steady-state requests are counted")
 	also := flag.String("checks", "", "controller mode: comma-separated checks the controller runs besides OrphanHotplugVolume (e.g. the namespace loop's)")
 	claims := flag.Bool("claims", false, "controller mode: also create the claim of every hot-plugged volume")
 	profile := flag.String("profile", "", "controller mode: write heap profiles to this file suffixed with the size: of the settled controller (after its first pass, where its heap is measured) and, suffixed .before, right before it starts")
-	runs := flag.Int("runs", 3, "audit mode: runs of each contestant (interleaved); the median is printed")
+	runs := flag.Int("runs", 3, "audit and openstack modes: runs of each contestant (interleaved); the median is printed")
 	loopMax := flag.Int("loop-max", 20000, "audit mode: leave the list-and-get loop out above this many VMIs (0: never)")
-	tether := flag.String("tether", "", "audit mode: the tether binary to measure (default: build ./cmd/tether)")
+	tether := flag.String("tether", "", "audit and openstack modes: the tether binary to measure (default: build ./cmd/tether)")
 	base := flag.String("base", "", "audit mode: another tether binary (e.g. an older build) measured beside it in the same runs")
-	hold := flag.Bool("hold", false, "audit mode: keep the world up after the last size, for profiling by hand")
+	hold := flag.Bool("hold", false, "audit and openstack modes: keep the world up after the last size, for profiling by hand")
+	servers := flag.Int("servers", 1000, "openstack mode: servers to boot")
+	drift := flag.Float64("drift", 0.01, "openstack mode: share of the attachments given drift (0.01: one in a hundred)")
+	parallel := flag.Int("parallel", 0, "openstack mode: requests in flight while seeding (0: 8)")
+	batch := flag.Int("batch", 0, "openstack mode: servers booted by one POST /servers (0: 50)")
 	rtt := flag.String("rtt", "", "audit mode: comma-separated round trips (e.g. 0,1ms,2ms,5ms) at which every contestant talks to the API server through a proxy that delays each direction by half of it; empty: directly")
 	if os.Getenv(measureEnv) != "" {
 		measureChild(os.Args[1:])
@@ -67,13 +75,31 @@ func main() {
 		err = runController(*sizes, *hotplugs, *window, *also, *claims, *profile)
 	case "storage":
 		err = runStorage(*volumes, *window)
+	case "openstack":
+		o := osOptions{servers: *servers, volumes: 2 * *servers, drift: *drift, runs: *runs, tether: *tether, parallel: *parallel, batch: *batch, hold: *hold, out: os.Stdout}
+		if flagSet("volumes") {
+			o.volumes, err = strconv.Atoi(*volumes)
+			if err != nil {
+				err = fmt.Errorf("-volumes %q: openstack mode takes one count (e.g. 2000)", *volumes)
+			}
+		}
+		if err == nil {
+			_, err = runOpenStack(o)
+		}
 	default:
-		err = fmt.Errorf("-mode %q: use audit, controller or storage", *mode)
+		err = fmt.Errorf("-mode %q: use audit, controller, storage or openstack", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tether-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// flagSet says whether the flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // seed creates VMs and VMIs from index from to to, paused so the emulator
@@ -170,6 +196,11 @@ func parseRTTs(s string) ([]time.Duration, error) {
 }
 
 func byPath(m map[string]int) string {
+	return joinCounts(m, " ", func(k string) string { return k[strings.LastIndex(k, "/")+1:] })
+}
+
+// joinCounts prints counts as label=count in the order of their keys.
+func joinCounts(m map[string]int, sep string, label func(string) string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -177,8 +208,7 @@ func byPath(m map[string]int) string {
 	sort.Strings(keys)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		short := k[strings.LastIndex(k, "/")+1:]
-		parts = append(parts, fmt.Sprintf("%s=%d", short, m[k]))
+		parts = append(parts, fmt.Sprintf("%s=%d", label(k), m[k]))
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, sep)
 }

@@ -8,7 +8,11 @@ filters put into the noauth pipelines:
   nova:   after noauth2, tether_paste:nova_token_context
   cinder: before noauth_include_project_id, tether_paste:cinder_service_token
 
-Usage: render.py DIR PACKAGE_CACHE HOST PORT_BASE
+With "scale" after the port base, nova.conf also switches Nova's quotas off
+(the driver that ignores them), for worlds of thousands of servers; the
+default keeps Nova's quotas (10 servers a project), which the tests live with.
+
+Usage: render.py DIR PACKAGE_CACHE HOST PORT_BASE [scale]
 """
 import os
 import re
@@ -25,6 +29,16 @@ OFFSETS = {
     'GLANCE_PORT': 4,
     'NEUTRON_PORT': 5,
 }
+
+
+# What "scale" adds to nova.conf. The conductor rechecks quotas after it
+# creates a request's servers and puts those over the limit in ERROR, so
+# parallel boots past the default of 10 servers fail without it.
+SCALE_NOVA = """
+# Rendered with "scale": Nova's quotas are off (hack/openstack.sh up --scale).
+[quota]
+driver = nova.quota.NoopQuotaDriver
+"""
 
 
 def fail(msg):
@@ -82,12 +96,13 @@ def write(path, text):
 
 
 def main(argv):
-    if len(argv) != 5:
-        fail('usage: render.py DIR PACKAGE_CACHE HOST PORT_BASE')
+    if len(argv) not in (5, 6) or len(argv) == 6 and argv[5] != 'scale':
+        fail('usage: render.py DIR PACKAGE_CACHE HOST PORT_BASE [scale]')
     d, cache, host, base = argv[1], argv[2], argv[3], int(argv[4])
+    scale = len(argv) == 6
     values = {'DIR': d, 'CACHE': cache, 'HOST': host}
     values.update({k: base + off for k, off in OFFSETS.items()})
-    write(os.path.join(d, 'nova/nova.conf'), render('nova.conf.in', values))
+    write(os.path.join(d, 'nova/nova.conf'), render('nova.conf.in', values) + (SCALE_NOVA if scale else ''))
     write(os.path.join(d, 'cinder/cinder.conf'), render('cinder.conf.in', values))
     write(os.path.join(d, 'placement/placement.conf'), render('placement.conf.in', values))
     nova = paste(cache, 'nova', 'noauth2', 'noauth2', 'tethertoken', True, 'nova_token_context')

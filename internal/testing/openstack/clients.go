@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -21,46 +22,64 @@ const (
 // the way a user's client does.
 func (w *World) ProviderClient(t testing.TB) *gophercloud.ProviderClient {
 	t.Helper()
-	pc, _ := w.authenticate(t)
+	pc, _, err := w.authenticateIn("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return pc
-}
-
-func (w *World) authenticate(t testing.TB) (*gophercloud.ProviderClient, gophercloud.EndpointOpts) {
-	t.Helper()
-	return w.authenticateIn(t, "")
 }
 
 // authenticateIn authenticates as the clouds.yaml's user, scoped to
 // project (the clouds.yaml's own when empty). The world's Keystone stub
 // gives that user the admin role in any project, and its catalog names the
 // project in Cinder's endpoint.
-func (w *World) authenticateIn(t testing.TB, project string) (*gophercloud.ProviderClient, gophercloud.EndpointOpts) {
-	t.Helper()
+func (w *World) authenticateIn(project string) (*gophercloud.ProviderClient, gophercloud.EndpointOpts, error) {
 	opts := []clouds.ParseOption{clouds.WithCloudName(w.Cloud), clouds.WithLocations(w.CloudsYAML)}
 	if project != "" {
 		opts = append(opts, clouds.WithProjectID(project))
 	}
 	ao, eo, _, err := clouds.Parse(opts...)
 	if err != nil {
-		t.Fatalf("reading %s: %v", w.CloudsYAML, err)
+		return nil, eo, fmt.Errorf("reading %s: %v", w.CloudsYAML, err)
 	}
 	pc, err := gcos.AuthenticatedClient(context.Background(), ao)
 	if err != nil {
-		t.Fatalf("authenticating with cloud %s of %s: %v", w.Cloud, w.CloudsYAML, err)
+		return nil, eo, fmt.Errorf("authenticating with cloud %s of %s: %v", w.Cloud, w.CloudsYAML, err)
 	}
-	return pc, eo
+	return pc, eo, nil
 }
 
-// serviceClient finds a service in the catalog with newClient and sets its
-// microversion.
-func (w *World) serviceClient(t testing.TB, service, microversion string,
-	newClient func(*gophercloud.ProviderClient, gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error)) *gophercloud.ServiceClient {
-	t.Helper()
-	c, err := newClient(w.authenticate(t))
+// newClient authenticates in project, finds a service in the catalog with
+// newService and sets its microversion.
+func (w *World) newClient(project, service, microversion string,
+	newService func(*gophercloud.ProviderClient, gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error)) (*gophercloud.ServiceClient, error) {
+	pc, eo, err := w.authenticateIn(project)
 	if err != nil {
-		t.Fatalf("%s endpoint of cloud %s: %v", service, w.Cloud, err)
+		return nil, err
+	}
+	c, err := newService(pc, eo)
+	if err != nil {
+		return nil, fmt.Errorf("%s endpoint of cloud %s (project %q): %v", service, w.Cloud, project, err)
 	}
 	c.Microversion = microversion
+	return c, nil
+}
+
+// NewComputeClient is ComputeClient outside a test.
+func (w *World) NewComputeClient() (*gophercloud.ServiceClient, error) {
+	return w.newClient("", "compute", ComputeMicroversion, gcos.NewComputeV2)
+}
+
+// NewBlockStorageClient is BlockStorageClient outside a test.
+func (w *World) NewBlockStorageClient() (*gophercloud.ServiceClient, error) {
+	return w.newClient("", "block-storage", BlockStorageMicroversion, gcos.NewBlockStorageV3)
+}
+
+func must(t testing.TB, c *gophercloud.ServiceClient, err error) *gophercloud.ServiceClient {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -68,24 +87,22 @@ func (w *World) serviceClient(t testing.TB, service, microversion string,
 // volumes are created in that project), at BlockStorageMicroversion.
 func (w *World) BlockStorageClientIn(t testing.TB, project string) *gophercloud.ServiceClient {
 	t.Helper()
-	c, err := gcos.NewBlockStorageV3(w.authenticateIn(t, project))
-	if err != nil {
-		t.Fatalf("block-storage endpoint of cloud %s in project %s: %v", w.Cloud, project, err)
-	}
-	c.Microversion = BlockStorageMicroversion
-	return c
+	c, err := w.newClient(project, "block-storage", BlockStorageMicroversion, gcos.NewBlockStorageV3)
+	return must(t, c, err)
 }
 
 // ComputeClient is a Nova client found through the catalog, at
 // ComputeMicroversion.
 func (w *World) ComputeClient(t testing.TB) *gophercloud.ServiceClient {
 	t.Helper()
-	return w.serviceClient(t, "compute", ComputeMicroversion, gcos.NewComputeV2)
+	c, err := w.NewComputeClient()
+	return must(t, c, err)
 }
 
 // BlockStorageClient is a Cinder client found through the catalog, at
 // BlockStorageMicroversion.
 func (w *World) BlockStorageClient(t testing.TB) *gophercloud.ServiceClient {
 	t.Helper()
-	return w.serviceClient(t, "block-storage", BlockStorageMicroversion, gcos.NewBlockStorageV3)
+	c, err := w.NewBlockStorageClient()
+	return must(t, c, err)
 }

@@ -206,14 +206,20 @@ func (w *World) CinderAttachments(t testing.TB, volume string) []attachments.Att
 // with its service token, which Cinder's CVE-2023-2088 check trusts.
 func (w *World) DeleteAttachmentAsNova(t testing.TB, attachment string) {
 	t.Helper()
-	c := w.BlockStorageClient(t)
+	if err := deleteAttachmentAsNova(w.BlockStorageClient(t), attachment); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deleteAttachmentAsNova(c *gophercloud.ServiceClient, attachment string) error {
 	_, err := c.Delete(ctx(), c.ServiceURL("attachments", attachment), &gophercloud.RequestOpts{
 		MoreHeaders: map[string]string{ServiceTokenHeader: "nova:service"},
 		OkCodes:     []int{http.StatusOK},
 	})
 	if err != nil {
-		t.Fatalf("deleting Cinder attachment %s with Nova's service token: %v", attachment, err)
+		return fmt.Errorf("deleting Cinder attachment %s with Nova's service token: %v", attachment, err)
 	}
+	return nil
 }
 
 // DanglingBDM leaves Nova with a block device mapping whose Cinder
@@ -259,11 +265,19 @@ func (w *World) StaleAttachment(t testing.TB, volume string) (attachmentID, serv
 // what a retried attach leaves behind. It returns the attachment's ID.
 func (w *World) Reserve(t testing.TB, server, volume string) string {
 	t.Helper()
-	a, err := attachments.Create(ctx(), w.BlockStorageClient(t), attachments.CreateOpts{VolumeUUID: volume, InstanceUUID: server, Mode: "rw"}).Extract()
+	id, err := reserve(w.BlockStorageClient(t), server, volume)
 	if err != nil {
-		t.Fatalf("reserving volume %s for server %s (POST /attachments without a connector): %v", volume, server, err)
+		t.Fatal(err)
 	}
-	return a.ID
+	return id
+}
+
+func reserve(c *gophercloud.ServiceClient, server, volume string) (string, error) {
+	a, err := attachments.Create(ctx(), c, attachments.CreateOpts{VolumeUUID: volume, InstanceUUID: server, Mode: "rw"}).Extract()
+	if err != nil {
+		return "", fmt.Errorf("reserving volume %s for server %s (POST /attachments without a connector): %v", volume, server, err)
+	}
+	return a.ID, nil
 }
 
 // ForgetBDM makes Nova forget the server's block device mapping of the
@@ -272,6 +286,12 @@ func (w *World) Reserve(t testing.TB, server, volume string) string {
 // Cinder still shows the volume in-use by the server.
 func (w *World) ForgetBDM(t testing.TB, server, volume string) {
 	t.Helper()
+	if err := w.forgetBDM(server, volume); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *World) forgetBDM(server, volume string) error {
 	const script = `import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 n = db.execute("update block_device_mapping set deleted = id, deleted_at = datetime('now') "
@@ -280,11 +300,12 @@ db.commit()
 print(n)`
 	out, err := exec.Command("/usr/bin/python3", "-c", script, w.novaDB, server, volume).CombinedOutput()
 	if err != nil {
-		t.Fatalf("soft-deleting the BDM of volume %s on server %s in %s: %v: %s", volume, server, w.novaDB, err, out)
+		return fmt.Errorf("soft-deleting the BDM of volume %s on server %s in %s: %v: %s", volume, server, w.novaDB, err, out)
 	}
 	if n := strings.TrimSpace(string(out)); n != "1" {
-		t.Fatalf("soft-deleting the BDM of volume %s on server %s changed %s rows, want 1", volume, server, n)
+		return fmt.Errorf("soft-deleting the BDM of volume %s on server %s changed %s rows, want 1", volume, server, n)
 	}
+	return nil
 }
 
 // StopServer stops the server (os-stop, `openstack server stop`) and waits

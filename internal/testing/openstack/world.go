@@ -8,7 +8,9 @@
 // One world serves a whole test binary: call Main from TestMain and Start
 // from each test. EnvRelease picks the release line (the host's Zed by
 // default, or 2025.1 in a Debian 13 root); make test runs the OpenStack
-// packages once on each. The package must never be imported by non-test code.
+// packages once on each. Outside tests only the benchmark (cmd/tether-bench)
+// may import the package: StartWorld starts a world of its own, and
+// SeedScale seeds thousands of servers. tether's own binaries never import it.
 package openstack
 
 import (
@@ -75,6 +77,48 @@ type World struct {
 	novaDB   string
 }
 
+// Options are a world's settings beyond the defaults the tests run with.
+type Options struct {
+	// Scale configures the world for thousands of servers: Nova's quotas
+	// off (hack/openstack.sh up --scale). The tests' worlds keep Nova's
+	// default quota of 10 servers a project.
+	Scale bool
+}
+
+// CannotRunError says that this host cannot run the selected release line
+// at all (not root, no debootstrap to be had): tests skip on it.
+type CannotRunError struct{ Why string }
+
+func (e *CannotRunError) Error() string { return e.Why }
+
+// StartWorld starts a world of its own outside a test binary (the
+// benchmark), with Cinder's quotas of its project lifted as Start lifts
+// them. Stop stops it and removes its directory.
+func StartWorld(o Options) (*World, error) {
+	w, err := start(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.liftQuotas(); err != nil {
+		_ = w.Stop(true)
+		return nil, fmt.Errorf("%w (logs in %s)", err, w.Dir+"/logs")
+	}
+	return w, nil
+}
+
+// Stop stops a world that StartWorld started and, unless keepLogs,
+// removes its directory (keepLogs leaves its configuration and logs).
+func (w *World) Stop(keepLogs bool) error {
+	err := w.stop()
+	if keepLogs {
+		return err
+	}
+	if rmErr := os.RemoveAll(w.Dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
 var (
 	mainUsed  bool
 	startOnce sync.Once
@@ -125,14 +169,14 @@ func Start(t testing.TB) *World {
 	if !mainUsed {
 		t.Fatal("the OpenStack test world needs TestMain: add func TestMain(m *testing.M) { openstack.Main(m) } to the package's tests")
 	}
-	startOnce.Do(func() { world, startErr = start() })
+	startOnce.Do(func() { world, startErr = start(Options{}) })
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	if startErr != nil {
 		t.Fatal(startErr)
 	}
-	quotaOnce.Do(func() { quotaErr = world.liftQuotas(t) })
+	quotaOnce.Do(func() { quotaErr = world.liftQuotas() })
 	if quotaErr != nil {
 		t.Fatal(quotaErr)
 	}
@@ -148,10 +192,14 @@ var (
 // os-quota-sets, admin), so that one test binary's volumes are not capped
 // by the default of 10. (Nova's quota API asks Keystone, which the world
 // stubs, whether the project exists; its default of 10 instances is enough
-// for one test binary.)
-func (w *World) liftQuotas(t testing.TB) error {
+// for one test binary, and Options.Scale switches it off.)
+func (w *World) liftQuotas() error {
+	c, err := w.NewBlockStorageClient()
+	if err != nil {
+		return err
+	}
 	unlimited := -1
-	err := bquotas.Update(context.Background(), w.BlockStorageClient(t), w.Project,
+	err = bquotas.Update(context.Background(), c, w.Project,
 		bquotas.UpdateOpts{Volumes: &unlimited, Gigabytes: &unlimited}).Err
 	if err != nil {
 		return fmt.Errorf("lifting Cinder's quotas of project %s: %w", w.Project, err)
@@ -159,7 +207,7 @@ func (w *World) liftQuotas(t testing.TB) error {
 	return nil
 }
 
-func start() (*World, error) {
+func start(o Options) (*World, error) {
 	script, err := findScript()
 	if err != nil {
 		return nil, err
@@ -174,7 +222,7 @@ func start() (*World, error) {
 		if err != nil {
 			return nil, err
 		}
-		w, err := up(script, dir, base)
+		w, err := up(script, dir, base, o)
 		if err == nil {
 			return w, nil
 		}
@@ -186,11 +234,15 @@ func start() (*World, error) {
 	return nil, lastErr
 }
 
-func up(script, dir string, base int) (*World, error) {
+func up(script, dir string, base int, o Options) (*World, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, script, "up", "--dir", dir, "--port-base", strconv.Itoa(base), "--release", line())
+	args := []string{"up", "--dir", dir, "--port-base", strconv.Itoa(base), "--release", line()}
+	if o.Scale {
+		args = append(args, "--scale")
+	}
+	cmd := exec.CommandContext(ctx, script, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	runErr := cmd.Run()
@@ -199,7 +251,7 @@ func up(script, dir string, base int) (*World, error) {
 	if errors.As(runErr, &exit) && exit.ExitCode() == cannotExit {
 		skipWhy = lastLine(out.String())
 		_ = os.RemoveAll(dir)
-		return nil, errors.New(skipWhy)
+		return nil, &CannotRunError{Why: skipWhy}
 	}
 	if runErr != nil {
 		_ = exec.Command(script, "down", "--dir", dir).Run()
