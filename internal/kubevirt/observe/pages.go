@@ -182,6 +182,15 @@ func (pg *wirePage[W]) decode(body []byte) error {
 // leanList reads every page of a VMI or VM list as pages says, decoding
 // each page into the wire form W and converting its items with object,
 // made lean (snapshot.Lean); page is told the count after each page.
+//
+// The next page is asked for as soon as the body of one has arrived (its
+// continue token read ahead, see continueOf), so that the server reads and
+// encodes page n+1 while page n is decoded. One page at most is in
+// flight ahead: two bodies are held at a time. Everything else is as if
+// the pages were read one after the other: they are decoded and told in
+// order, an error answering page n+1 is returned after page n has been
+// decoded and told, and a page ahead that is not needed (the read failed
+// or ended) is cancelled and waited for.
 func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.GroupVersionResource, kind, ns string, limit int64,
 	object func(*W) T, page func(n int)) ([]T, error) {
 	var out []T
@@ -189,11 +198,16 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 	if limit > 0 {
 		pg.Items = make([]W, 0, limit)
 	}
-	cont := ""
+	var ahead *pageAhead
+	defer func() { ahead.drop() }()
+	buf, err := p.page(ctx, gvr, kind, ns, limit, "")
 	for {
-		buf, err := p.page(ctx, gvr, kind, ns, limit, cont)
 		if err != nil {
 			return nil, err
+		}
+		next := continueOf(buf.Bytes())
+		if next != "" {
+			ahead = p.fetchAhead(ctx, gvr, kind, ns, limit, next)
 		}
 		err = pg.decode(buf.Bytes())
 		bufs.Put(buf)
@@ -208,10 +222,258 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 			snapshot.Lean(&out[len(out)-1])
 		}
 		page(len(out))
-		if cont = pg.Metadata.Continue; cont == "" {
+		cont := pg.Metadata.Continue
+		if cont == "" {
 			return out, nil
 		}
+		if cont == next {
+			buf, err = ahead.wait()
+		} else {
+			// The token read ahead is not the page's (a body continueOf
+			// cannot read): ask for the page the decoded token names.
+			ahead.drop()
+			buf, err = p.page(ctx, gvr, kind, ns, limit, cont)
+		}
+		ahead = nil
 	}
+}
+
+// pageAhead is one page being fetched ahead of its turn.
+type pageAhead struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	buf    *bytes.Buffer
+	err    error
+}
+
+// fetchAhead starts fetching the page that cont names.
+func (p *PageReader) fetchAhead(ctx context.Context, gvr schema.GroupVersionResource, kind, ns string, limit int64, cont string) *pageAhead {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &pageAhead{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.buf, a.err = p.page(ctx, gvr, kind, ns, limit, cont)
+	}()
+	return a
+}
+
+// wait returns the page once fetched, as page returns it.
+func (a *pageAhead) wait() (*bytes.Buffer, error) {
+	<-a.done
+	a.cancel()
+	return a.buf, a.err
+}
+
+// drop cancels the fetch, if any, waits for it to end and puts its body
+// back.
+func (a *pageAhead) drop() {
+	if a == nil {
+		return
+	}
+	a.cancel()
+	<-a.done
+	if a.buf != nil {
+		bufs.Put(a.buf)
+		a.buf = nil
+	}
+}
+
+// continueOf reads metadata.continue of a LIST page without decoding, or
+// even scanning, its items: the server writes the metadata either last (a
+// custom resource's list, its members in the order of their names) or
+// before the items (a built-in kind's list), and either is found by
+// looking at the members around it only. A page with its metadata between
+// other members is scanned up to it. A body it cannot read gives "", and a
+// body with two metadata members what one of them says: the page's own
+// decode has the final word (leanList checks that the token agrees).
+func continueOf(body []byte) string {
+	var m struct {
+		Continue string `json:"continue"`
+	}
+	meta, ok := lastMember(body, "metadata")
+	if !ok {
+		var escaped bool
+		if meta, ok, escaped = firstMember(body, "metadata"); escaped {
+			// A name written with escapes, which no server writes:
+			// decode the page's metadata alone, skipping the rest.
+			var pg struct {
+				Metadata *struct {
+					Continue string `json:"continue"`
+				} `json:"metadata"`
+			}
+			pg.Metadata = &m
+			_ = jsonv2.Unmarshal(body, &pg, leanDecoding)
+			return m.Continue
+		}
+		if !ok {
+			return ""
+		}
+	}
+	if jsonv2.Unmarshal(meta, &m, leanDecoding) != nil {
+		return ""
+	}
+	return m.Continue
+}
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// quoted reports whether the quote at b[i] is escaped (follows an odd
+// number of backslashes).
+func quoted(b []byte, i int) bool {
+	n := 0
+	for i--; i >= 0 && b[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// lastMember returns the value of the last member of the top-level object
+// in b when that member is name and its value an object.
+func lastMember(b []byte, name string) ([]byte, bool) {
+	j := len(b)
+	// back moves j to the byte before it that is not a space and says
+	// whether it is one of want.
+	back := func(want string) bool {
+		for j--; j >= 0 && isSpace(b[j]); j-- {
+		}
+		return j >= 0 && strings.IndexByte(want, b[j]) >= 0
+	}
+	if !back("}") || !back("}") {
+		return nil, false
+	}
+	end := j + 1
+	// Back to the '{' that opens the value: outside strings, brackets
+	// count; a string is passed over from its closing quote to its opening
+	// one.
+	for depth := 0; ; j-- {
+		if j < 0 {
+			return nil, false
+		}
+		switch b[j] {
+		case '}', ']':
+			depth++
+		case '{', '[':
+			depth--
+		case '"':
+			j = openingQuote(b, j)
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	start := j
+	if !back(":") || !back(`"`) {
+		return nil, false
+	}
+	keyEnd := j
+	j = openingQuote(b, j)
+	if j < 0 || string(b[j+1:keyEnd]) != name || !back(",{") {
+		return nil, false
+	}
+	return b[start:end], true
+}
+
+// openingQuote returns the index of the quote that opens the string whose
+// closing quote is b[j], or -1: inside a string every quote is escaped.
+func openingQuote(b []byte, j int) int {
+	for j--; j >= 0 && (b[j] != '"' || quoted(b, j)); j-- {
+	}
+	return j
+}
+
+// firstMember returns the value of the first member name of the top-level
+// object in b, passing over the members before it; escaped, when it meets
+// a name written with escapes before it (which it does not read).
+func firstMember(b []byte, name string) (value []byte, ok, escaped bool) {
+	i := 0
+	skip := func() {
+		for i < len(b) && isSpace(b[i]) {
+			i++
+		}
+	}
+	skip()
+	if i == len(b) || b[i] != '{' {
+		return nil, false, false
+	}
+	for i++; ; i++ {
+		skip()
+		if i == len(b) || b[i] != '"' {
+			return nil, false, false
+		}
+		keyStart := i + 1
+		if i = skipValue(b, i); i < 0 {
+			return nil, false, false
+		}
+		key := b[keyStart : i-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return nil, false, true
+		}
+		skip()
+		if i == len(b) || b[i] != ':' {
+			return nil, false, false
+		}
+		i++
+		skip()
+		start := i
+		if i = skipValue(b, i); i < 0 {
+			return nil, false, false
+		}
+		if string(key) == name {
+			return b[start:i], true, false
+		}
+		skip()
+		if i == len(b) || b[i] != ',' {
+			return nil, false, false
+		}
+	}
+}
+
+// skipValue returns the index just past the JSON value at b[i], or -1.
+// It checks no more than it needs to find the value's end.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for {
+				k := bytes.IndexByte(b[i+1:], '"')
+				if k < 0 {
+					return -1
+				}
+				i += 1 + k
+				if !quoted(b, i) {
+					break
+				}
+			}
+		case '{', '[':
+			depth++
+			continue
+		case '}', ']':
+			depth--
+			if depth < 0 {
+				return -1
+			}
+		case ',', ':':
+			if depth == 0 {
+				return -1
+			}
+			continue
+		default:
+			if depth > 0 || isSpace(b[i]) {
+				continue
+			}
+			// A number, true, false or null.
+			for i < len(b) && !isSpace(b[i]) && b[i] != ',' && b[i] != '}' && b[i] != ']' {
+				i++
+			}
+			return i
+		}
+		if depth == 0 {
+			return i + 1
+		}
+	}
+	return -1
 }
 
 var (
