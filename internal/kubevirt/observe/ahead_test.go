@@ -149,7 +149,7 @@ type listed struct {
 func readVMIs(ctx context.Context, p *PageReader, s *pageServer, limit int64, during func(told int),
 	read vmiReader) listed {
 	var l listed
-	vmis, err := read(ctx, p, vmiResource, "VirtualMachineInstance", "", limit, (*vmiWire).object, func(n int) {
+	vmis, err := read(ctx, p, vmiResource, "VirtualMachineInstance", "", limit, (*vmiWire).object, nil, func(n int) {
 		l.told = append(l.told, n)
 		s.told.Add(1)
 		if during != nil {
@@ -165,7 +165,7 @@ func readVMIs(ctx context.Context, p *PageReader, s *pageServer, limit int64, du
 
 // vmiReader reads a list of VMIs: leanList or inTurn.
 type vmiReader = func(context.Context, *PageReader, schema.GroupVersionResource, string, string, int64,
-	func(*vmiWire) kubevirtv1.VirtualMachineInstance, func(int)) ([]kubevirtv1.VirtualMachineInstance, error)
+	func(*vmiWire) kubevirtv1.VirtualMachineInstance, func(), func(int)) ([]kubevirtv1.VirtualMachineInstance, error)
 
 var (
 	ahead vmiReader = leanList[vmiWire, kubevirtv1.VirtualMachineInstance]
@@ -176,12 +176,12 @@ var (
 // page asked for once the one before it is decoded. Its results are the
 // reference the reading ahead must give.
 func inTurn[W any, T any](ctx context.Context, p *PageReader, gvr schema.GroupVersionResource, kind, ns string, limit int64,
-	object func(*W) T, page func(n int)) ([]T, error) {
+	object func(*W) T, answered func(), page func(n int)) ([]T, error) {
 	var out []T
 	var pg wirePage[W]
 	cont := ""
 	for {
-		buf, err := p.page(ctx, gvr, kind, ns, limit, cont)
+		buf, err := p.page(ctx, gvr, kind, ns, limit, cont, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -508,5 +508,53 @@ func TestContinueOf_randomPages(t *testing.T) {
 	}
 	if agreed < 5000 {
 		t.Fatalf("only %d of the random pages decode", agreed)
+	}
+}
+
+// The VMs' LIST starts once the server has answered the VMIs' first page,
+// before that page has arrived whole: the server here sends the VMI
+// page's body only once the VMs are asked for (or after 10 s).
+func TestReadAll_nextKindStartsWhenTheFirstPageIsAnswered(t *testing.T) {
+	vmsAsked := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/virtualmachineinstances"):
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			select {
+			case <-vmsAsked:
+			case <-time.After(10 * time.Second):
+			}
+			fmt.Fprint(w, `{"apiVersion":"kubevirt.io/v1","items":[{"metadata":{"name":"a","namespace":"ns"}}],"kind":"VirtualMachineInstanceList","metadata":{"resourceVersion":"7"}}`)
+		case strings.HasSuffix(r.URL.Path, "/virtualmachines"):
+			once.Do(func() { close(vmsAsked) })
+			fmt.Fprint(w, `{"apiVersion":"kubevirt.io/v1","items":[],"kind":"VirtualMachineList","metadata":{"resourceVersion":"7"}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	p, err := NewPageReader(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s snapshot.Snapshot
+	t0 := time.Now()
+	o := StorageRead{PageSize: 500, Pages: p, Kinds: snapshot.KindVMIs | snapshot.KindVMs}
+	if err := o.readAll(context.Background(), nil, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.VMIs) != 1 {
+		t.Fatalf("read %d VMIs, want 1", len(s.VMIs))
+	}
+	select {
+	case <-vmsAsked:
+	default:
+		t.Fatal("the VMs were never asked for")
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("took %s: the VMs were asked for only once the VMIs' first page had arrived", d)
 	}
 }

@@ -54,10 +54,12 @@ func NewPageReader(cfg *rest.Config) (*PageReader, error) {
 var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // page GETs one LIST page of group/version/resource and returns its body;
-// the caller puts the buffer back in bufs. An error answer is returned as
+// the caller puts the buffer back in bufs. answered, when set, is called
+// once the server has answered the request with success, before the body
+// is read: the server has then taken the list's resourceVersion. An error answer is returned as
 // the API error it is (apierrors.IsForbidden works on it), and a resource
 // the server does not serve as a NoKindMatchError.
-func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, kind, ns string, limit int64, cont string) (*bytes.Buffer, error) {
+func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, kind, ns string, limit int64, cont string, answered func()) (*bytes.Buffer, error) {
 	path := "/apis/" + gvr.Group + "/" + gvr.Version
 	if ns != "" {
 		path += "/namespaces/" + url.PathEscape(ns)
@@ -79,6 +81,9 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && answered != nil {
+		answered()
+	}
 	buf := bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	if _, err := io.Copy(buf, resp.Body); err != nil {
@@ -181,7 +186,8 @@ func (pg *wirePage[W]) decode(body []byte) error {
 
 // leanList reads every page of a VMI or VM list as pages says, decoding
 // each page into the wire form W and converting its items with object,
-// made lean (snapshot.Lean); page is told the count after each page.
+// made lean (snapshot.Lean); page is told the count after each page, and
+// answered, when set, that the server answered the first page.
 //
 // The next page is asked for as soon as the body of one has arrived (its
 // continue token read ahead, see continueOf), so that the server reads and
@@ -192,7 +198,7 @@ func (pg *wirePage[W]) decode(body []byte) error {
 // decoded and told, and a page ahead that is not needed (the read failed
 // or ended) is cancelled and waited for.
 func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.GroupVersionResource, kind, ns string, limit int64,
-	object func(*W) T, page func(n int)) ([]T, error) {
+	object func(*W) T, answered func(), page func(n int)) ([]T, error) {
 	var out []T
 	var pg wirePage[W]
 	if limit > 0 {
@@ -200,7 +206,7 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 	}
 	var ahead *pageAhead
 	defer func() { ahead.drop() }()
-	buf, err := p.page(ctx, gvr, kind, ns, limit, "")
+	buf, err := p.page(ctx, gvr, kind, ns, limit, "", answered)
 	for {
 		if err != nil {
 			return nil, err
@@ -232,7 +238,7 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 			// The token read ahead is not the page's (a body continueOf
 			// cannot read): ask for the page the decoded token names.
 			ahead.drop()
-			buf, err = p.page(ctx, gvr, kind, ns, limit, cont)
+			buf, err = p.page(ctx, gvr, kind, ns, limit, cont, nil)
 		}
 		ahead = nil
 	}
@@ -252,7 +258,7 @@ func (p *PageReader) fetchAhead(ctx context.Context, gvr schema.GroupVersionReso
 	a := &pageAhead{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
-		a.buf, a.err = p.page(ctx, gvr, kind, ns, limit, cont)
+		a.buf, a.err = p.page(ctx, gvr, kind, ns, limit, cont, nil)
 	}()
 	return a
 }
@@ -482,11 +488,11 @@ var (
 )
 
 // leanVMIs lists the VMIs of ns (all namespaces when "") with p.
-func (p *PageReader) leanVMIs(ctx context.Context, ns string, limit int64, page func(int)) ([]kubevirtv1.VirtualMachineInstance, error) {
-	return leanList(ctx, p, vmiResource, "VirtualMachineInstance", ns, limit, (*vmiWire).object, page)
+func (p *PageReader) leanVMIs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]kubevirtv1.VirtualMachineInstance, error) {
+	return leanList(ctx, p, vmiResource, "VirtualMachineInstance", ns, limit, (*vmiWire).object, answered, page)
 }
 
 // leanVMs lists the VMs of ns (all namespaces when "") with p.
-func (p *PageReader) leanVMs(ctx context.Context, ns string, limit int64, page func(int)) ([]kubevirtv1.VirtualMachine, error) {
-	return leanList(ctx, p, vmResource, "VirtualMachine", ns, limit, (*vmWire).object, page)
+func (p *PageReader) leanVMs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]kubevirtv1.VirtualMachine, error) {
+	return leanList(ctx, p, vmResource, "VirtualMachine", ns, limit, (*vmWire).object, answered, page)
 }
