@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -110,41 +111,107 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 var leanDecoding = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(false), jsonv2.RejectUnknownMembers(false),
 	jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
-// vmiWire is what is decoded of a VMI: all of it but the spec, of which
-// only the volumes.
+// The wire forms below decode of a VMI and a VM what snapshot.Lean keeps
+// of them, or a little more, and nothing that Lean drops in bulk: the
+// managedFields and annotations, a VMI's domain and the rest of its
+// status, a VM template's spec but its volumes. What is not decoded is
+// scanned over, and never becomes garbage.
+
+// wireMeta is what Lean keeps of an object's metadata (leanMeta): of a VMI
+// or VM, no annotation.
+type wireMeta struct {
+	Name                       string                  `json:"name,omitempty"`
+	GenerateName               string                  `json:"generateName,omitempty"`
+	Namespace                  string                  `json:"namespace,omitempty"`
+	UID                        types.UID               `json:"uid,omitempty"`
+	ResourceVersion            string                  `json:"resourceVersion,omitempty"`
+	Generation                 int64                   `json:"generation,omitempty"`
+	CreationTimestamp          metav1.Time             `json:"creationTimestamp,omitempty"`
+	DeletionTimestamp          *metav1.Time            `json:"deletionTimestamp,omitempty"`
+	DeletionGracePeriodSeconds *int64                  `json:"deletionGracePeriodSeconds,omitempty"`
+	Labels                     map[string]string       `json:"labels,omitempty"`
+	OwnerReferences            []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+	Finalizers                 []string                `json:"finalizers,omitempty"`
+}
+
+func (m *wireMeta) object() metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace, UID: m.UID,
+		ResourceVersion: m.ResourceVersion, Generation: m.Generation, CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
+		Labels: m.Labels, OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers}
+}
+
+// vmiWire is what is decoded of a VMI: its metadata as wireMeta, of its
+// spec the volumes, of its status what Lean keeps (leanVMI).
 type vmiWire struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
-	Spec              struct {
+	metav1.TypeMeta `json:",inline"`
+	Meta            wireMeta `json:"metadata"`
+	Spec            struct {
 		Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
 	} `json:"spec"`
-	Status kubevirtv1.VirtualMachineInstanceStatus `json:"status"`
+	Status struct {
+		NodeName     string                                           `json:"nodeName,omitempty"`
+		Phase        kubevirtv1.VirtualMachineInstancePhase           `json:"phase,omitempty"`
+		ActivePods   map[types.UID]string                             `json:"activePods,omitempty"`
+		VolumeStatus []volumeStatusWire                               `json:"volumeStatus,omitempty"`
+		Migration    *kubevirtv1.VirtualMachineInstanceMigrationState `json:"migrationState,omitempty"`
+	} `json:"status"`
+}
+
+// volumeStatusWire is what Lean keeps of a VMI's volume status.
+type volumeStatusWire struct {
+	Name          string                          `json:"name"`
+	Phase         kubevirtv1.VolumePhase          `json:"phase,omitempty"`
+	HotplugVolume *kubevirtv1.HotplugVolumeStatus `json:"hotplugVolume,omitempty"`
+	Claim         *struct {
+		Name string `json:"claimName,omitempty"`
+	} `json:"persistentVolumeClaimInfo,omitempty"`
 }
 
 func (w *vmiWire) object() kubevirtv1.VirtualMachineInstance {
-	return kubevirtv1.VirtualMachineInstance{TypeMeta: w.TypeMeta, ObjectMeta: w.ObjectMeta,
-		Spec: kubevirtv1.VirtualMachineInstanceSpec{Volumes: w.Spec.Volumes}, Status: w.Status}
+	st := &w.Status
+	vmi := kubevirtv1.VirtualMachineInstance{TypeMeta: w.TypeMeta, ObjectMeta: w.Meta.object(),
+		Spec: kubevirtv1.VirtualMachineInstanceSpec{Volumes: w.Spec.Volumes},
+		Status: kubevirtv1.VirtualMachineInstanceStatus{NodeName: st.NodeName, Phase: st.Phase, ActivePods: st.ActivePods,
+			MigrationState: st.Migration}}
+	if st.VolumeStatus != nil {
+		vmi.Status.VolumeStatus = make([]kubevirtv1.VolumeStatus, len(st.VolumeStatus))
+		for i := range st.VolumeStatus {
+			in := &st.VolumeStatus[i]
+			out := &vmi.Status.VolumeStatus[i]
+			*out = kubevirtv1.VolumeStatus{Name: in.Name, Phase: in.Phase, HotplugVolume: in.HotplugVolume}
+			if in.Claim != nil {
+				out.PersistentVolumeClaimInfo = &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: in.Claim.Name}
+			}
+		}
+	}
+	return vmi
 }
 
-// vmWire is what is decoded of a VM: all of it but its template's spec, of
-// which only the volumes, and its dataVolumeTemplates, of which only their
-// metadata.
+// vmWire is what is decoded of a VM: its metadata as wireMeta, all of its
+// spec but its template, of which the labels and volumes, and its
+// dataVolumeTemplates, of which their names; all of its status.
 type vmWire struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
-	Spec              struct {
+	metav1.TypeMeta `json:",inline"`
+	Meta            wireMeta `json:"metadata"`
+	Spec            struct {
 		Running      *bool                                 `json:"running,omitempty"`
 		RunStrategy  *kubevirtv1.VirtualMachineRunStrategy `json:"runStrategy,omitempty"`
 		Instancetype *kubevirtv1.InstancetypeMatcher       `json:"instancetype,omitempty"`
 		Preference   *kubevirtv1.PreferenceMatcher         `json:"preference,omitempty"`
 		Template     *struct {
-			ObjectMeta metav1.ObjectMeta `json:"metadata"`
-			Spec       struct {
+			Meta struct {
+				Labels map[string]string `json:"labels,omitempty"`
+			} `json:"metadata"`
+			Spec struct {
 				Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
 			} `json:"spec"`
 		} `json:"template"`
 		DataVolumeTemplates []struct {
-			ObjectMeta metav1.ObjectMeta `json:"metadata"`
+			Meta struct {
+				Name      string `json:"name,omitempty"`
+				Namespace string `json:"namespace,omitempty"`
+			} `json:"metadata"`
 		} `json:"dataVolumeTemplates,omitempty"`
 		UpdateVolumesStrategy *kubevirtv1.UpdateVolumesStrategy `json:"updateVolumesStrategy,omitempty"`
 	} `json:"spec"`
@@ -153,17 +220,18 @@ type vmWire struct {
 
 func (w *vmWire) object() kubevirtv1.VirtualMachine {
 	in := &w.Spec
-	vm := kubevirtv1.VirtualMachine{TypeMeta: w.TypeMeta, ObjectMeta: w.ObjectMeta, Status: w.Status,
+	vm := kubevirtv1.VirtualMachine{TypeMeta: w.TypeMeta, ObjectMeta: w.Meta.object(), Status: w.Status,
 		Spec: kubevirtv1.VirtualMachineSpec{Running: in.Running, RunStrategy: in.RunStrategy, Instancetype: in.Instancetype,
 			Preference: in.Preference, UpdateVolumesStrategy: in.UpdateVolumesStrategy}}
 	if t := in.Template; t != nil {
-		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: t.ObjectMeta,
+		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: t.Meta.Labels},
 			Spec: kubevirtv1.VirtualMachineInstanceSpec{Volumes: t.Spec.Volumes}}
 	}
 	if in.DataVolumeTemplates != nil {
 		vm.Spec.DataVolumeTemplates = make([]kubevirtv1.DataVolumeTemplateSpec, len(in.DataVolumeTemplates))
 		for i := range in.DataVolumeTemplates {
-			vm.Spec.DataVolumeTemplates[i].ObjectMeta = in.DataVolumeTemplates[i].ObjectMeta
+			m := &in.DataVolumeTemplates[i].Meta
+			vm.Spec.DataVolumeTemplates[i].ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}
 		}
 	}
 	return vm
