@@ -26,8 +26,8 @@ import (
 
 // PageReader reads the LIST pages of VMIs and VMs as bytes and decodes
 // only what decisions read of them (see vmiWire and vmWire): a VMI's
-// domain, networks and the rest of its spec are skipped, not decoded and
-// then dropped. They are the largest objects tether reads, and the client's
+// domain but its shareable disks, its networks and the rest of its spec
+// are skipped, not decoded and then dropped. They are the largest objects tether reads, and the client's
 // own decoder scans each page three times (for its kind, for the objects,
 // and again for each VMI spec, which KubeVirt decodes a second time).
 //
@@ -113,9 +113,9 @@ var leanDecoding = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(false), j
 
 // The wire forms below decode of a VMI and a VM what snapshot.Lean keeps
 // of them, or a little more, and nothing that Lean drops in bulk: the
-// managedFields and annotations, a VMI's domain and the rest of its
-// status, a VM template's spec but its volumes. What is not decoded is
-// scanned over, and never becomes garbage.
+// managedFields and annotations, of a VMI's spec or a VM's template all
+// but the volumes and the shareable disks, the rest of a VMI's status.
+// What is not decoded is scanned over, and never becomes garbage.
 
 // wireMeta is what Lean keeps of an object's metadata (leanMeta): of a VMI
 // or VM, no annotation.
@@ -141,21 +141,43 @@ func (m *wireMeta) object() metav1.ObjectMeta {
 		Labels: m.Labels, OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers}
 }
 
-// vmiWire is what is decoded of a VMI: its metadata as wireMeta, of its
-// spec the volumes, of its status what Lean keeps (leanVMI).
+// vmiWire is what is decoded of a VMI: its metadata as wireMeta, its spec
+// as specWire, of its status what Lean keeps (leanVMI).
 type vmiWire struct {
 	metav1.TypeMeta `json:",inline"`
 	Meta            wireMeta `json:"metadata"`
-	Spec            struct {
-		Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
-	} `json:"spec"`
-	Status struct {
+	Spec            specWire `json:"spec"`
+	Status          struct {
 		NodeName     string                                           `json:"nodeName,omitempty"`
 		Phase        kubevirtv1.VirtualMachineInstancePhase           `json:"phase,omitempty"`
 		ActivePods   map[types.UID]string                             `json:"activePods,omitempty"`
 		VolumeStatus []volumeStatusWire                               `json:"volumeStatus,omitempty"`
 		Migration    *kubevirtv1.VirtualMachineInstanceMigrationState `json:"migrationState,omitempty"`
 	} `json:"status"`
+}
+
+// specWire is what Lean keeps of a VMI spec or a VM template's: the
+// volumes, and the disks marked shareable (leanDisks).
+type specWire struct {
+	Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
+	Domain  struct {
+		Devices struct {
+			Disks []struct {
+				Name      string `json:"name"`
+				Shareable *bool  `json:"shareable,omitempty"`
+			} `json:"disks,omitempty"`
+		} `json:"devices"`
+	} `json:"domain"`
+}
+
+func (w *specWire) object() kubevirtv1.VirtualMachineInstanceSpec {
+	spec := kubevirtv1.VirtualMachineInstanceSpec{Volumes: w.Volumes}
+	for _, d := range w.Domain.Devices.Disks {
+		if d.Shareable != nil {
+			spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: d.Name, Shareable: d.Shareable})
+		}
+	}
+	return spec
 }
 
 // volumeStatusWire is what Lean keeps of a VMI's volume status.
@@ -171,7 +193,7 @@ type volumeStatusWire struct {
 func (w *vmiWire) object() kubevirtv1.VirtualMachineInstance {
 	st := &w.Status
 	vmi := kubevirtv1.VirtualMachineInstance{TypeMeta: w.TypeMeta, ObjectMeta: w.Meta.object(),
-		Spec: kubevirtv1.VirtualMachineInstanceSpec{Volumes: w.Spec.Volumes},
+		Spec: w.Spec.object(),
 		Status: kubevirtv1.VirtualMachineInstanceStatus{NodeName: st.NodeName, Phase: st.Phase, ActivePods: st.ActivePods,
 			MigrationState: st.Migration}}
 	if st.VolumeStatus != nil {
@@ -189,7 +211,7 @@ func (w *vmiWire) object() kubevirtv1.VirtualMachineInstance {
 }
 
 // vmWire is what is decoded of a VM: its metadata as wireMeta, all of its
-// spec but its template, of which the labels and volumes, and its
+// spec but its template, of which the labels and specWire, and its
 // dataVolumeTemplates, of which their names; all of its status.
 type vmWire struct {
 	metav1.TypeMeta `json:",inline"`
@@ -203,9 +225,7 @@ type vmWire struct {
 			Meta struct {
 				Labels map[string]string `json:"labels,omitempty"`
 			} `json:"metadata"`
-			Spec struct {
-				Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
-			} `json:"spec"`
+			Spec specWire `json:"spec"`
 		} `json:"template"`
 		DataVolumeTemplates []struct {
 			Meta struct {
@@ -225,7 +245,7 @@ func (w *vmWire) object() kubevirtv1.VirtualMachine {
 			Preference: in.Preference, UpdateVolumesStrategy: in.UpdateVolumesStrategy}}
 	if t := in.Template; t != nil {
 		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: t.Meta.Labels},
-			Spec: kubevirtv1.VirtualMachineInstanceSpec{Volumes: t.Spec.Volumes}}
+			Spec: t.Spec.object()}
 	}
 	if in.DataVolumeTemplates != nil {
 		vm.Spec.DataVolumeTemplates = make([]kubevirtv1.DataVolumeTemplateSpec, len(in.DataVolumeTemplates))
