@@ -162,22 +162,53 @@ type specWire struct {
 	Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
 	Domain  struct {
 		Devices struct {
-			Disks []struct {
-				Name      string `json:"name"`
-				Shareable *bool  `json:"shareable,omitempty"`
-			} `json:"disks,omitempty"`
+			Disks shareableDisks `json:"disks,omitempty"`
 		} `json:"devices"`
 	} `json:"domain"`
 }
 
 func (w *specWire) object() kubevirtv1.VirtualMachineInstanceSpec {
 	spec := kubevirtv1.VirtualMachineInstanceSpec{Volumes: w.Volumes}
-	for _, d := range w.Domain.Devices.Disks {
-		if d.Shareable != nil {
-			spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: d.Name, Shareable: d.Shareable})
+	spec.Domain.Devices.Disks = w.Domain.Devices.Disks
+	return spec
+}
+
+// shareableDisks decodes a domain's disks, keeping the name and flag of
+// those marked shareable: most disks are not, and their names would be
+// garbage at once. A disk whose JSON does not say "shareable" (and has no
+// escape that could spell it) is skipped without decoding.
+type shareableDisks []kubevirtv1.Disk
+
+func (d *shareableDisks) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*d = nil
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		return err
+	}
+	if _, err := dec.ReadToken(); err != nil { // [
+		return err
+	}
+	for dec.PeekKind() != ']' {
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if raw.Kind() == '{' && !bytes.Contains(raw, []byte("shareable")) && bytes.IndexByte(raw, '\\') < 0 {
+			continue
+		}
+		var disk struct {
+			Name      string `json:"name"`
+			Shareable *bool  `json:"shareable,omitempty"`
+		}
+		if err := jsonv2.Unmarshal(raw, &disk, leanDecoding); err != nil {
+			return err
+		}
+		if disk.Shareable != nil {
+			*d = append(*d, kubevirtv1.Disk{Name: disk.Name, Shareable: disk.Shareable})
 		}
 	}
-	return spec
+	_, err := dec.ReadToken() // ]
+	return err
 }
 
 // volumeStatusWire is what Lean keeps of a VMI's volume status.

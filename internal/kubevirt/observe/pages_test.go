@@ -2,9 +2,11 @@ package observe
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,4 +129,35 @@ func TestNewPageReader_serverURL(t *testing.T) {
 func decodePage[W any](body []byte) (*wirePage[W], error) {
 	var pg wirePage[W]
 	return &pg, pg.decode(body)
+}
+
+// A domain's disks keep those marked shareable, however the JSON spells
+// the name, and what does not decode is an error as before.
+func TestShareableDisks(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`null`, `[]`},
+		{`[]`, `[]`},
+		{`[{"name":"a"},{"name":"b","shareable":true},{"name":"c","shareable":false}]`, `[b:true c:false]`},
+		{`[{"name":"a","\u0073hareable":true},{"n\u0061me":"b","shareable":true}]`, `[a:true b:true]`},
+		{`[{"name":"a","cdrom":{"bus":"sata"}},{"shareable":null,"name":"z"}]`, `[]`},
+		{`[5]`, `error`},
+		{`[{"name":"a","shareable":"yes"}]`, `error`},
+	} {
+		var w specWire
+		err := jsonv2.Unmarshal([]byte(`{"domain":{"devices":{"disks":`+c.in+`}}}`), &w, leanDecoding)
+		got := "["
+		for i, d := range w.Domain.Devices.Disks {
+			if i > 0 {
+				got += " "
+			}
+			got += fmt.Sprintf("%s:%v", d.Name, *d.Shareable)
+		}
+		got += "]"
+		if err != nil {
+			got = "error"
+		}
+		if got != c.want {
+			t.Errorf("%s: got %s, want %s (%v)", c.in, got, c.want, err)
+		}
+	}
 }
