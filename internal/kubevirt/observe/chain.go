@@ -7,11 +7,13 @@ import (
 )
 
 // chain runs LISTs concurrently with a fixed order of starts: each starts
-// once the one before it has its first page (or has ended). The server
-// serves the later pages of a LIST at the resourceVersion of its first
-// page, so every kind is still read at a resourceVersion no older than
-// the kinds before it, as when they are read one after the other, while
-// the server encodes one kind and tether decodes another.
+// once the one before it has its first page (or has ended); a kind the
+// page reader reads, once the server has answered its first page, before
+// the page has arrived whole. The server has taken the LIST's
+// resourceVersion before it answers, and serves the later pages at that
+// of the first, so every kind is still read at a resourceVersion no older
+// than the kinds before it, as when they are read one after the other,
+// while the server encodes one kind and tether decodes another.
 type chain struct {
 	ctx    context.Context
 	cancel context.CancelFunc

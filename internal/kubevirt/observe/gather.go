@@ -287,8 +287,8 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 	}
 	vmStep := storageStep{kind: "VirtualMachine", list: &vms, skip: o.NoVMs || !k.Has(snapshot.KindVMs)}
 	if o.Pages != nil {
-		vmStep.lean = func(ctx context.Context, ns string, page func(int)) (err error) {
-			vms.Items, err = o.Pages.leanVMs(ctx, ns, o.PageSize, page)
+		vmStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
+			vms.Items, err = o.Pages.leanVMs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}
@@ -361,8 +361,9 @@ type storageStep struct {
 	// the read; failed, when set, is told such an error.
 	tolerate func(error) bool
 	failed   *error
-	// lean, when set, reads the kind in place of a LIST of list.
-	lean func(ctx context.Context, ns string, page func(int)) error
+	// lean, when set, reads the kind in place of a LIST of list, telling
+	// answered once the server has answered its first page.
+	lean func(ctx context.Context, ns string, answered func(), page func(int)) error
 }
 
 // add adds the LIST of one kind to ch, as o says, telling Progress.
@@ -401,7 +402,10 @@ func (o StorageRead) list(ctx context.Context, r client.Reader, st storageStep, 
 	}
 	var err error
 	if st.lean != nil {
-		err = st.lean(ctx, ns, page)
+		// The next kind may start once the server has answered this
+		// kind's first page (it has taken its resourceVersion then), while
+		// the page is still read and decoded.
+		err = st.lean(ctx, ns, first, page)
 	} else {
 		_, err = listPages(ctx, r, st.list, ns, o.PageSize, o.Lean, page, opts...)
 	}

@@ -114,8 +114,8 @@ func (o StorageRead) readAll(ctx context.Context, r client.Reader, s *snapshot.S
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
 	if o.Pages != nil {
-		vmiStep.lean = func(ctx context.Context, ns string, page func(int)) (err error) {
-			vmis.Items, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, page)
+		vmiStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
+			vmis.Items, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
@@ -153,8 +154,9 @@ func TestObserve_readsOnlyTheKindsAsked(t *testing.T) {
 }
 
 // The page reader reads the VMIs and VMs the client reads, page after
-// page, with what decisions read of them; and the server's refusal stays
-// a refusal (forbidden) that the caller can tell apart.
+// page, with what decisions read of them (the disks marked shareable
+// among them); and the server's refusal stays a refusal (forbidden) that
+// the caller can tell apart.
 func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
@@ -166,8 +168,20 @@ func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		name := fmt.Sprintf("vm-p%d", i)
 		vm := fixture.VM(name, fixture.InNamespace(ns), fixture.WithVolume("hp", fixture.PVC("hp"), fixture.Hotpluggable()))
+		vmi := fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only"))
+		if i%2 == 0 {
+			// A disk marked shareable, which SharedClaim reads.
+			yes := true
+			for _, spec := range []*kubevirtv1.VirtualMachineInstanceSpec{&vm.Spec.Template.Spec, &vmi.Spec} {
+				disks := spec.Domain.Devices.Disks
+				if len(disks) == 0 {
+					t.Fatal("the fixture has no disk")
+				}
+				disks[len(disks)-1].Shareable = &yes
+			}
+		}
 		createPaused(t, admin, vm)
-		createPaused(t, admin, fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only")))
+		createPaused(t, admin, vmi)
 	}
 	var counter clients.Counter
 	pages, err := observe.NewPageReader(counter.Wrap(env.Config))
