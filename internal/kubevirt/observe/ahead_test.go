@@ -369,40 +369,42 @@ func TestLeanList_aheadStopsWhenCancelled(t *testing.T) {
 // The server's work on a page overlaps the decoding of the page before
 // it. The server takes 40 ms a page and the reader 40 ms to handle one
 // (its page func sleeps): eight pages read in turn take 8 × 80 ms; read
-// ahead about 40 + 8 × 40 ms. While the reader handles page n, the server
-// has been asked for page n+1. (The best of three reads of each, so that a
-// loaded machine does not decide.)
+// ahead about 40 + 8 × 40 ms. What is asserted is the mechanism: while the
+// reader handles page n, the server is asked for page n+1 (waited for, up
+// to 5 s, so that a loaded machine does not decide). The times are logged,
+// not asserted: a timed assertion fails on a busy machine.
 func TestLeanList_aheadOverlapsServerAndDecoding(t *testing.T) {
 	const pages, d = 8, 40 * time.Millisecond
 	took := func(read vmiReader, isAhead bool) time.Duration {
-		best := time.Duration(1 << 62)
-		for range 3 {
-			s := newPageServer(pages * 5)
-			s.delay = d
-			p := s.start(t)
-			t0 := time.Now()
-			overlapped := 0
-			got := readVMIs(context.Background(), p, s, 5, func(told int) {
-				time.Sleep(d)
-				if int(s.asked.Load()) > told {
-					overlapped++
+		s := newPageServer(pages * 5)
+		s.delay = d
+		p := s.start(t)
+		t0 := time.Now()
+		overlapped := 0
+		got := readVMIs(context.Background(), p, s, 5, func(told int) {
+			// Page told is handled now; page told+1 is the one asked
+			// ahead (there is none after the last).
+			asked := func() bool { return int(s.asked.Load()) > told }
+			if isAhead && told < pages {
+				for t1 := time.Now(); !asked() && time.Since(t1) < 5*time.Second; {
+					time.Sleep(time.Millisecond)
 				}
-			}, read)
-			if got.err != nil || len(got.names) != pages*5 {
-				t.Fatalf("read %d VMIs: %v", len(got.names), got.err)
 			}
-			best = min(best, time.Since(t0))
-			if isAhead && overlapped != pages-1 {
-				t.Errorf("the next page was asked for while %d of the first %d pages were handled, want all", overlapped, pages-1)
+			time.Sleep(d)
+			if asked() {
+				overlapped++
 			}
+		}, read)
+		if got.err != nil || len(got.names) != pages*5 {
+			t.Fatalf("read %d VMIs: %v", len(got.names), got.err)
 		}
-		return best
+		if want := map[bool]int{true: pages - 1, false: 0}[isAhead]; overlapped != want {
+			t.Errorf("ahead %v: the next page was asked for while %d of the first %d pages were handled, want %d", isAhead, overlapped, pages-1, want)
+		}
+		return time.Since(t0)
 	}
 	tAhead, tTurn := took(ahead, true), took(turn, false)
 	t.Logf("%d pages of %s each, handled in %s each: in turn %s, ahead %s", pages, d, d, tTurn, tAhead)
-	if tAhead > tTurn*3/4 {
-		t.Errorf("read ahead took %s, in turn %s: want at most three quarters", tAhead, tTurn)
-	}
 }
 
 // continueOf reads the continue token the page's decode reads, from a
