@@ -205,9 +205,14 @@ func (o *checksOptions) Run(context.Context) error {
 // terminal it shows on stderr how far the reads are.
 func (o *options) fixer(stderr io.Writer) *kubevirt.Fixer {
 	x := &kubevirt.Fixer{Config: o.config, Policy: o.policy, Observe: o.observe, MinSeverity: o.minSev, ExtraKinds: o.extraKinds}
+	erase := ""
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		x.Observe.Progress = progress(stderr)
 		x.Observed = func() { fmt.Fprint(stderr, "\r\033[K") }
+		erase = "\r\033[K"
+	}
+	x.Observe.Relisted = func(err error) {
+		fmt.Fprintf(stderr, "%swarning: reading everything again from the start, consistently: %v\n", erase, err)
 	}
 	return x
 }

@@ -41,6 +41,9 @@ type pageServer struct {
 	fail       int
 	failStatus int
 	failBody   string
+	// failTimes, when set, answers so only the first failTimes times.
+	failTimes int32
+	failed    atomic.Int32
 	// bad, when set, is the index of a page whose items do not decode.
 	bad int
 	// hold, when set, is the index of a page answered only once its
@@ -84,7 +87,7 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.delay > 0 {
 		time.Sleep(s.delay)
 	}
-	if s.fail >= 0 && pageIdx == s.fail {
+	if s.fail >= 0 && pageIdx == s.fail && (s.failTimes == 0 || s.failed.Add(1) <= s.failTimes) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(s.failStatus)
 		fmt.Fprint(w, s.failBody)
@@ -262,7 +265,6 @@ func TestLeanList_aheadReadsAsInTurn(t *testing.T) {
 // pages were told; and the page fetched ahead is gone.
 func TestLeanList_aheadErrorsAsInTurn(t *testing.T) {
 	const status500 = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"etcdserver: request timed out","code":500}`
-	const expired = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.","reason":"Expired","code":410}`
 	for _, c := range []struct {
 		name  string
 		setup func(*pageServer)
@@ -312,6 +314,58 @@ func TestLeanList_aheadErrorsAsInTurn(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// expired is the API server's answer to a continue token whose revision
+// etcd has compacted (as TestObserve_readsAgainWhenTheServerExpiresAToken
+// sees a real one answer).
+const expired = `{"kind":"Status","apiVersion":"v1","metadata":{"continue":"inconsistent"},"status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.","reason":"Expired","code":410}`
+
+// A continue token that expires during a read is answered 410 Expired; the
+// read then starts again from the beginning, once, and says so: every VMI
+// is read once, none from the list that expired. A token that expires
+// again ends the read with an error that says what to do.
+func TestReadAll_readsAgainWhenAContinueTokenExpires(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		times int32
+		fail  bool
+	}{
+		{"expires once", 1, false},
+		{"expires every time", 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newPageServer(10)
+			s.fail, s.failStatus, s.failBody, s.failTimes = 2, 410, expired, c.times
+			var relisted []error
+			var snap snapshot.Snapshot
+			o := StorageRead{PageSize: 3, Pages: s.start(t), Kinds: snapshot.KindVMIs, Relisted: func(err error) { relisted = append(relisted, err) }}
+			err := o.readAll(context.Background(), nil, &snap)
+			if len(relisted) != 1 || !apierrors.IsResourceExpired(relisted[0]) {
+				t.Errorf("told of %d reads again (%v), want one, for the expiry", len(relisted), relisted)
+			}
+			if c.fail {
+				if !apierrors.IsResourceExpired(err) || !strings.Contains(err.Error(), "--chunk-size 0") || !strings.Contains(err.Error(), "read twice") {
+					t.Fatalf("got error %v, want the expiry with what to do", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, v := range snap.VMIs {
+				names = append(names, v.Name)
+			}
+			if want := "[vmi-0 vmi-1 vmi-2 vmi-3 vmi-4 vmi-5 vmi-6 vmi-7 vmi-8 vmi-9]"; fmt.Sprint(names) != want {
+				t.Errorf("read %v, want %s", names, want)
+			}
+			// Pages 0 to 2 (2 expired), then 0 to 3 again.
+			if n := s.asked.Load(); n != 7 {
+				t.Errorf("asked for %d pages, want 7", n)
+			}
+		})
 	}
 }
 

@@ -236,6 +236,9 @@ type StorageRead struct {
 	// Progress, when set, is told the kind and the count read so far after
 	// each page.
 	Progress func(kind string, n int)
+	// Relisted, when set, is told that the read starts again from the
+	// beginning, and why (see readAll).
+	Relisted func(err error)
 	// Pages, when set, reads the VMs (and, in Observe, the VMIs) as bytes
 	// and decodes only what decisions read of them (see PageReader).
 	Pages *PageReader

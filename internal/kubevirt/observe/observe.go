@@ -9,6 +9,7 @@ package observe
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,9 @@ type Options struct {
 	// each page. Kinds are read concurrently: calls may come from several
 	// goroutines at once.
 	Progress func(kind string, n int)
+	// Relisted, when set, is told that the read is started again from the
+	// beginning, and why (a continue token expired; see readAll).
+	Relisted func(err error)
 	// Kinds, when set, are the only kinds read (check.Reads of the checks
 	// to run); zero reads every kind.
 	Kinds snapshot.Kinds
@@ -85,7 +89,7 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 		k = snapshot.AllKinds
 	}
 	s := &snapshot.Snapshot{}
-	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Kinds: k, Pages: o.Pages, Lean: o.Lean}
+	read := StorageRead{Namespace: o.Namespace, PageSize: o.PageSize, Lenient: true, Progress: o.Progress, Relisted: o.Relisted, Kinds: k, Pages: o.Pages, Lean: o.Lean}
 	if err := read.readAll(ctx, c, s); err != nil {
 		return nil, err
 	}
@@ -105,7 +109,36 @@ func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapsho
 // VMIs before VMs: a VM created between the two LISTs then has no VMI in
 // the snapshot, rather than a VMI whose VM looks gone. The chain keeps
 // that order of resourceVersions while the LISTs overlap.
+//
+// A paged LIST's continue token lasts only as long as the server keeps the
+// revision of its first page (etcd compacts older ones, every five minutes
+// by default): a read slower than that is answered 410 Expired. The whole
+// chain is then read again from the start, once, telling o.Relisted. Not
+// the one kind alone: read again, it would be read at a revision newer
+// than the kinds after it, and a VMI created meanwhile would be read
+// without its VM. Nor with the token the server offers for the rest of the
+// list: the pages after it would be of a newer revision than those before
+// it, so two objects that never existed at once could both be read.
 func (o StorageRead) readAll(ctx context.Context, r client.Reader, s *snapshot.Snapshot) error {
+	err := o.readOnce(ctx, r, s)
+	if !apierrors.IsResourceExpired(err) {
+		return err
+	}
+	if o.Relisted != nil {
+		o.Relisted(err)
+	}
+	*s = snapshot.Snapshot{}
+	err = o.readOnce(ctx, r, s)
+	if apierrors.IsResourceExpired(err) {
+		return fmt.Errorf("%w (read twice from the start, and each time a list outlived its continue token: "+
+			"the API server keeps a list's revision for about five minutes; read one namespace at a time (--namespace), "+
+			"closer to the API server, or each kind in one LIST (--chunk-size 0))", err)
+	}
+	return err
+}
+
+// readOnce is readAll's one read.
+func (o StorageRead) readOnce(ctx context.Context, r client.Reader, s *snapshot.Snapshot) error {
 	k := o.Kinds
 	if k == 0 {
 		k = snapshot.AllKinds
