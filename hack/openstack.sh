@@ -28,7 +28,8 @@
 #       (nova, cinder, placement, keystone, glance, neutron; default 18770).
 #       Writes DIR/clouds.yaml (cloud "tether-test") and DIR/world.env.
 #       Writes DIR/release (the versions of Nova, Cinder and Placement).
-#       --scale switches Nova's quotas off, for thousands of servers.
+#       --scale switches Nova's quotas off and gives the fake compute driver
+#       25 nodes, for thousands of servers.
 #   hack/openstack.sh down --dir DIR
 #       stop every process of the world by its PID (TERM, KILL after 5 s).
 #       A 2025.1 world's mounts live only in its processes' namespaces and go
