@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -234,12 +235,29 @@ func contestants(o auditOptions, n int, bin string) []contestant {
 	return cs
 }
 
+// runOrder is the order in which run r visits n contestants: the first
+// run in the order listed, every later one shuffled (seeded by r, so that a
+// run can be repeated). What one job leaves behind on the API server (a
+// heap grown by an unpaged LIST, a warm cache) then falls on different
+// contestants from run to run, not always on the one listed after it.
+func runOrder(n, r int) []int {
+	if r == 0 {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	return rand.New(rand.NewPCG(uint64(r), 0x7e7e)).Perm(n)
+}
+
 // serverShare names the contestant the others are compared with besides
 // the loop: the API server's own share of tether's reads.
 const serverShare = "raw pages (server share)"
 
 // measureAll runs every contestant of every set runs times, interleaved
-// (each run visits every distance in turn), and prints the median of each
+// (each run visits every distance in turn, and its contestants in the
+// order runOrder gives), and prints the median of each
 // with its speed-up over the loop (the first contestant, when it ran) and
 // its ratio to the server's share at the same distance. Between two jobs
 // the proxy drops its connections: every job opens its own and pays its
@@ -257,7 +275,8 @@ func measureAll(ctx context.Context, vmis int, sets []distanceSet, runs int) err
 			if all[s] == nil {
 				all[s] = make([][]result, len(d.cs))
 			}
-			for i, c := range d.cs {
+			for _, i := range runOrder(len(d.cs), r) {
+				c := d.cs[i]
 				at, err := d.open()
 				if err != nil {
 					return err
