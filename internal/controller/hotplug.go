@@ -101,7 +101,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // tenants' attachments on the node named after the VMI. A VMI that is gone
 // yields an empty snapshot.
 func (r *HotplugReconciler) snapshotFor(ctx context.Context, key client.ObjectKey) (*snapshot.Snapshot, error) {
-	tenants := func(vmi *kubevirtv1.VirtualMachineInstance) []snapshot.Tenant {
+	tenants := func(vmi *snapshot.VMI) []snapshot.Tenant {
 		var out []snapshot.Tenant
 		for _, tw := range r.Tenants {
 			if tw.Applies(vmi.Namespace) {
@@ -120,7 +120,7 @@ func (r *HotplugReconciler) apply(ctx context.Context, f drift.Finding) drift.Re
 }
 
 // records returns the VMI's Finding objects by finding id.
-func (r *HotplugReconciler) records(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (map[string]*v1alpha1.Finding, error) {
+func (r *HotplugReconciler) records(ctx context.Context, vmi *snapshot.VMI) (map[string]*v1alpha1.Finding, error) {
 	var list v1alpha1.FindingList
 	if err := r.Cache.List(ctx, &list, client.InNamespace(vmi.Namespace), client.MatchingLabels{v1alpha1.LabelSubjectUID: string(vmi.UID)}); err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (r *HotplugReconciler) records(ctx context.Context, vmi *kubevirtv1.Virtual
 }
 
 // vmiSubject files a hot-plug finding under its VMI.
-func vmiSubject(vmi *kubevirtv1.VirtualMachineInstance) records.Subject {
+func vmiSubject(vmi *snapshot.VMI) records.Subject {
 	return records.Subject{Namespace: vmi.Namespace, Owner: metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID,
 	}}

@@ -77,7 +77,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	}
-	if !check.StartingUp(&vm, vmi) {
+	if !startingUp(&vm, vmi) {
 		r.forget(vm.UID)
 		return ctrl.Result{}, r.resolveVM(ctx, &vm, nil)
 	}
@@ -231,7 +231,18 @@ func (r *RestartReconciler) liveStartingUp(ctx context.Context, cached *kubevirt
 	case !apierrors.IsNotFound(err):
 		return false, err
 	}
-	return vm.UID == cached.UID && check.StartingUp(&vm, vmi), nil
+	return vm.UID == cached.UID && startingUp(&vm, vmi), nil
+}
+
+// startingUp is check.StartingUp of a VM and its VMI (nil when it has
+// none) as read.
+func startingUp(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) bool {
+	v := snapshot.VMOf(vm)
+	if vmi == nil {
+		return check.StartingUp(&v, nil)
+	}
+	i := snapshot.VMIOf(vmi)
+	return check.StartingUp(&v, &i)
 }
 
 // snapshotFor builds the decision input for one VM from the caches with

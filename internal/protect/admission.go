@@ -84,10 +84,10 @@ func AddedReferences(w VMWrite) []Ref {
 	}
 	var had []Ref
 	if w.Old != nil && w.Operation == admissionv1.Update {
-		had = Dependents(w.Old)
+		had = DependentsOf(w.Old)
 	}
 	var out []Ref
-	for _, d := range Dependents(w.New) {
+	for _, d := range DependentsOf(w.New) {
 		if slices.Contains(admittedKinds, d.Kind) && !slices.Contains(had, d) {
 			out = append(out, d)
 		}

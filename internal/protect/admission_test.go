@@ -115,10 +115,10 @@ func FuzzAdmit(f *testing.F) {
 		}
 		var had []protect.Ref
 		if w.Old != nil && w.Operation == admissionv1.Update {
-			had = protect.Dependents(w.Old)
+			had = protect.DependentsOf(w.Old)
 		}
 		for _, r := range added {
-			if slices.Contains(had, r) || !slices.Contains(protect.Dependents(w.New), r) || r.Kind == protect.KindControllerRevision {
+			if slices.Contains(had, r) || !slices.Contains(protect.DependentsOf(w.New), r) || r.Kind == protect.KindControllerRevision {
 				t.Fatalf("%s counted as added: the old VM had it, the new one lacks it, or it is not a claim or DataVolume", r)
 			}
 		}

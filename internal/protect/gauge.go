@@ -7,6 +7,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
@@ -48,9 +49,10 @@ func (g deletingGauge) count(ctx context.Context) {
 	if err := g.cache.List(ctx, &vms); err != nil {
 		return
 	}
-	byNS := map[string][]kubevirtv1.VirtualMachine{}
-	for _, vm := range vms.Items {
-		byNS[vm.Namespace] = append(byNS[vm.Namespace], vm)
+	byNS := map[string][]snapshot.VM{}
+	for i := range vms.Items {
+		vm := &vms.Items[i]
+		byNS[vm.Namespace] = append(byNS[vm.Namespace], snapshot.VMOf(vm))
 	}
 	n := map[deletingLabels]int{}
 	oldest := map[deletingLabels]time.Time{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -46,15 +47,16 @@ func Plan(ctx context.Context, c client.Client, o PlanOptions) ([]Change, error)
 	if o.Namespace != "" {
 		in = append(in, client.InNamespace(o.Namespace))
 	}
-	held := map[Ref][]kubevirtv1.VirtualMachine{}
+	held := map[Ref][]snapshot.VM{}
 	if !o.Release {
 		var vms kubevirtv1.VirtualMachineList
 		if err := c.List(ctx, &vms, append(in, client.MatchingLabelsSelector{Selector: o.Selector})...); err != nil {
 			return nil, fmt.Errorf("listing VMs: %w", err)
 		}
 		for i := range vms.Items {
-			for _, d := range Dependents(&vms.Items[i]) {
-				held[d] = append(held[d], vms.Items[i])
+			vm := snapshot.VMOf(&vms.Items[i])
+			for _, d := range Dependents(&vm) {
+				held[d] = append(held[d], vm)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -55,7 +56,7 @@ func (r Ref) String() string { return string(r.Kind) + " " + r.Namespace + "/" +
 //     (ControllerRevisions).
 //
 // Whether the VM is running does not matter: a stopped VM uses its disks.
-func Dependents(vm *kubevirtv1.VirtualMachine) []Ref {
+func Dependents(vm *snapshot.VM) []Ref {
 	ns := vm.Namespace
 	seen := map[Ref]bool{}
 	add := func(k Kind, name string) {
@@ -110,8 +111,15 @@ func Dependents(vm *kubevirtv1.VirtualMachine) []Ref {
 	return out
 }
 
+// DependentsOf is Dependents of a VM as read (a webhook's request, a
+// watch event).
+func DependentsOf(vm *kubevirtv1.VirtualMachine) []Ref {
+	v := snapshot.VMOf(vm)
+	return Dependents(&v)
+}
+
 // References reports whether vm references ref.
-func References(vm *kubevirtv1.VirtualMachine, ref Ref) bool {
+func References(vm *snapshot.VM, ref Ref) bool {
 	return vm.Namespace == ref.Namespace && slices.Contains(Dependents(vm), ref)
 }
 
@@ -121,7 +129,7 @@ func References(vm *kubevirtv1.VirtualMachine, ref Ref) bool {
 // from waiting forever on a dependent that waits for the VM: the garbage
 // collector deletes what the VM owns because the VM goes. A terminating VM
 // still holds what it does not own, until it is gone.
-func Holds(vm *kubevirtv1.VirtualMachine, ref Ref, obj metav1.Object) bool {
+func Holds(vm *snapshot.VM, ref Ref, obj metav1.Object) bool {
 	if !References(vm, ref) {
 		return false
 	}
@@ -144,7 +152,7 @@ func ownedBy(obj metav1.Object, uid types.UID) bool {
 }
 
 // Users returns the sorted names of the VMs among vms that hold obj.
-func Users(ref Ref, obj metav1.Object, vms []kubevirtv1.VirtualMachine) []string {
+func Users(ref Ref, obj metav1.Object, vms []snapshot.VM) []string {
 	var out []string
 	for i := range vms {
 		if Holds(&vms[i], ref, obj) {

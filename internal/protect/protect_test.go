@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/protect"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -48,7 +49,7 @@ func TestDependents(t *testing.T) {
 		kubevirtv1.Volume{Name: "dump", VolumeSource: kubevirtv1.VolumeSource{MemoryDump: &kubevirtv1.MemoryDumpVolumeSource{
 			PersistentVolumeClaimVolumeSource: kubevirtv1.PersistentVolumeClaimVolumeSource{
 				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "dump-1"}}}}})
-	got := protect.Dependents(vm)
+	got := protect.DependentsOf(vm)
 	ns := fixture.Namespace
 	want := []protect.Ref{
 		{Kind: protect.KindControllerRevision, Namespace: ns, Name: "vm-fedora-1"},
@@ -67,7 +68,7 @@ func TestDependents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Dependents\n got %v\nwant %v", got, want)
 	}
-	if d := protect.Dependents(fixture.VM("empty")); len(d) != 0 {
+	if d := protect.DependentsOf(fixture.VM("empty")); len(d) != 0 {
 		t.Errorf("a VM without volumes has dependents %v", d)
 	}
 }
@@ -122,7 +123,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			users := protect.Users(ref, c.obj, c.vms)
+			users := protect.Users(ref, c.obj, snapshot.VMsOf(c.vms...))
 			if !slices.Equal(users, c.users) {
 				t.Errorf("users %v, want %v", users, c.users)
 			}

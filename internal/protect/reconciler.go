@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/tether-dev/tether/internal/kevent"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // Event reasons (contract: operators alert on them).
@@ -121,7 +122,7 @@ func (r *Reconciler) dependentsOf(_ context.Context, o client.Object) []reconcil
 		return nil
 	}
 	var out []reconcile.Request
-	for _, d := range Dependents(vm) {
+	for _, d := range DependentsOf(vm) {
 		if d.Kind == r.Kind {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
 		}
@@ -225,7 +226,7 @@ func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref Ref, o
 	if err := reader.List(ctx, &vms, opts...); err != nil {
 		return nil, fmt.Errorf("listing VMs in %s: %w", ref.Namespace, err)
 	}
-	return Users(ref, obj, vms.Items), nil
+	return Users(ref, obj, snapshot.VMsOf(vms.Items...)), nil
 }
 
 func (r *Reconciler) now() time.Time {

@@ -74,7 +74,7 @@ func (w *world) vmLists(name, volume string) bool {
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &vm); err != nil {
 		w.t.Fatal(err)
 	}
-	return snapshot.VMVolume(&vm, volume) != nil
+	return snapshot.TemplateVolume(&vm, volume) != nil
 }
 
 // tenantWantsAgain makes the tenant attach the volume to the VM's node

@@ -286,7 +286,7 @@ func (tw *Watch) tenantNodes() []snapshot.TenantNode {
 // the VMI's own and any unmappable ones are known), the VolumeAttachments
 // on the nodes that resolve to the VMI's VM with their PVs, and the PVs
 // whose volume handle is one of the VMI's volume or storage names.
-func (tw *Watch) Evidence(vmi *kubevirtv1.VirtualMachineInstance) snapshot.Tenant {
+func (tw *Watch) Evidence(vmi *snapshot.VMI) snapshot.Tenant {
 	t := snapshot.Tenant{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver, MatchNodesByName: tw.cfg.MatchNodesByName}
 	ok, why := tw.conn.reachable(tw.synced(), time.Now())
 	if !ok {
@@ -330,7 +330,7 @@ func (tw *Watch) Evidence(vmi *kubevirtv1.VirtualMachineInstance) snapshot.Tenan
 			}
 		}
 	}
-	for _, h := range vmiHandles(vmi) {
+	for _, h := range vmiHandles(vmi.Spec.Volumes, vmi.Status.VolumeStatus) {
 		objs, _ := tw.pvs.GetIndexer().ByIndex(byHandle, h)
 		for _, o := range objs {
 			addPV(o.(*corev1.PersistentVolume))
@@ -407,18 +407,18 @@ func (tw *Watch) Fenced() int {
 	return n
 }
 
-// vmiHandles returns the names a tenant volume handle of the VMI's volumes
-// may have: each volume's name and the claim or DataVolume it uses.
-func vmiHandles(vmi *kubevirtv1.VirtualMachineInstance) []string {
+// vmiHandles returns the names a tenant volume handle of a VMI's volumes
+// (spec volumes and volume statuses) may have: each volume's name and the claim or DataVolume it uses.
+func vmiHandles(vols []kubevirtv1.Volume, statuses []kubevirtv1.VolumeStatus) []string {
 	var out []string
-	for i := range vmi.Spec.Volumes {
-		v := &vmi.Spec.Volumes[i]
+	for i := range vols {
+		v := &vols[i]
 		out = append(out, v.Name)
 		if c := snapshot.ClaimName(v); c != "" && c != v.Name {
 			out = append(out, c)
 		}
 	}
-	for _, vs := range vmi.Status.VolumeStatus {
+	for _, vs := range statuses {
 		out = append(out, vs.Name)
 		if vs.PersistentVolumeClaimInfo != nil && vs.PersistentVolumeClaimInfo.ClaimName != "" {
 			out = append(out, vs.PersistentVolumeClaimInfo.ClaimName)
@@ -495,7 +495,7 @@ func (tw *Watch) allVMIs(infra client.Reader, handle string) []metav1.ObjectMeta
 	out := make([]metav1.ObjectMeta, 0, len(list.Items))
 	for i := range list.Items {
 		v := &list.Items[i]
-		if handle == "" || slices.Contains(vmiHandles(v), handle) {
+		if handle == "" || slices.Contains(vmiHandles(v.Spec.Volumes, v.Status.VolumeStatus), handle) {
 			out = append(out, metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name})
 		}
 	}

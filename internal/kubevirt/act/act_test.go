@@ -15,6 +15,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -120,7 +121,10 @@ func TestApply_migrationStartsAfterPlan_refused(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "mig-e"},
 		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "node-e"},
 	})
-	s.waitVMI("node-e", "migration started", check.IsMigrating)
+	s.waitVMI("node-e", "migration started", func(vmi *kubevirtv1.VirtualMachineInstance) bool {
+		v := snapshot.VMIOf(vmi)
+		return check.IsMigrating(&v)
+	})
 	r := s.executor(policy(), s.tenant()).Apply(s.ctx, f, act.Evidence{})
 	if r.Outcome != drift.Migrating || r.Cause != act.MigrationInProgress || !strings.Contains(r.Message, string(check.VMIMigrating)) {
 		t.Fatalf("want Migrating by %s, got %s/%s: %s", check.VMIMigrating, r.Outcome, r.Cause, r.Message)

@@ -91,7 +91,7 @@ func (e *Executor) vmSpecDropped(f drift.Finding) func(context.Context) drift.Re
 		dropped := func(ctx context.Context) bool {
 			var vm kubevirtv1.VirtualMachine
 			err := e.Client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Object.Name}, &vm)
-			return apierrors.IsNotFound(err) || (err == nil && snapshot.VMVolume(&vm, f.Volume) == nil)
+			return apierrors.IsNotFound(err) || (err == nil && snapshot.TemplateVolume(&vm, f.Volume) == nil)
 		}
 		return e.waitFor(ctx, dropped, fmt.Sprintf("VM-level removevolume %q done; the dangling reference left the VM spec", f.Volume),
 			func(timeout time.Duration) string {

@@ -6,7 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -140,8 +139,8 @@ func objectMeta(name, uid, rv string) metav1.ObjectMeta {
 func TestMoved(t *testing.T) {
 	snap := func(vmUID, vmRV, vmiUID, vmiRV string) *snapshot.Snapshot {
 		return snapshot.New(snapshot.Snapshot{
-			VMs:  []kubevirtv1.VirtualMachine{{ObjectMeta: objectMeta("vm", vmUID, vmRV)}},
-			VMIs: []kubevirtv1.VirtualMachineInstance{{ObjectMeta: objectMeta("vm", vmiUID, vmiRV)}},
+			VMs:  []snapshot.VM{{ObjectMeta: objectMeta("vm", vmUID, vmRV)}},
+			VMIs: []snapshot.VMI{{ObjectMeta: objectMeta("vm", vmiUID, vmiRV)}},
 		})
 	}
 	first := snap("uid-1", "10", "uid-2", "11")

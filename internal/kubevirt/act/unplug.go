@@ -77,7 +77,7 @@ func decideUnplug(vmi *kubevirtv1.VirtualMachineInstance, volume string, kind vi
 		node = "<unknown>"
 	}
 	switch {
-	case snapshot.VMIVolume(vmi, volume) != nil:
+	case snapshot.VolumeNamed(vmi.Spec.Volumes, volume) != nil:
 		return drift.Result{Outcome: drift.Pending, Message: fmt.Sprintf("%s, but after %s the VMI spec still lists it: virt-controller has not applied the removal yet (phase %s)", what, waited, vs.Phase)}
 	case vs.Phase == kubevirtv1.HotplugVolumeUnMounted || vs.Phase == kubevirtv1.HotplugVolumeDetaching:
 		return drift.Result{Outcome: drift.Pending, Message: fmt.Sprintf("%s; after %s virt-handler has unmounted it (phase %s) and attachment pod %s is being removed", what, waited, vs.Phase, pod)}

@@ -107,14 +107,14 @@ func (e *Executor) specLists(ctx context.Context, kind virtapi.Kind, ns, name, v
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil && snapshot.VMVolume(&vm, volume) != nil, err
+		return err == nil && snapshot.TemplateVolume(&vm, volume) != nil, err
 	}
 	var vmi kubevirtv1.VirtualMachineInstance
 	err := e.Client.Get(ctx, key, &vmi)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
-	return err == nil && snapshot.VMIVolume(&vmi, volume) != nil, err
+	return err == nil && snapshot.VolumeNamed(vmi.Spec.Volumes, volume) != nil, err
 }
 
 func kindWord(k virtapi.Kind) string {

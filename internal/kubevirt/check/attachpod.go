@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -57,7 +56,7 @@ func CheckAttachmentPod(s *snapshot.Snapshot, p Policy, now time.Time, ns, name 
 
 // podOwner is what is known about the VMI an attachment pod belongs to.
 type podOwner struct {
-	vmi  *kubevirtv1.VirtualMachineInstance
+	vmi  *snapshot.VMI
 	fact string
 }
 

@@ -50,12 +50,12 @@ func benchSnapshot(layout string) snapshot.Snapshot {
 		if i%100 == 99 {
 			pod = f.AttachmentPod("hp-volume-old-"+name, ns, f.LaunchedBy(vmi), f.Claims("gone-"+name))
 		}
-		s.VMIs = append(s.VMIs, *vmi)
+		s.VMIs = append(s.VMIs, snapshot.VMIOf(vmi))
 		s.AttachmentPods = append(s.AttachmentPods, *pod)
 		if layout == "orphans" {
 			continue
 		}
-		s.VMs = append(s.VMs, *vm)
+		s.VMs = append(s.VMs, snapshot.VMOf(vm))
 		// The tenant node is the VM, in the VM's own namespace.
 		f.NodesIn(nsName, name)(&tenant)
 		f.Attaches(name, vols[2])(&tenant)

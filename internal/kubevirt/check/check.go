@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -76,7 +75,7 @@ func (in Input) ready() Input {
 // for the namespaces that need them. It caches; it never decides.
 type memo struct {
 	claimUses map[string]map[string][]claimUse
-	launchers map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance
+	launchers map[string]map[types.UID]*snapshot.VMI
 	gates     *snapshot.HotplugGates
 	// gateFacts are the evidence texts that end in the gates' basis, by
 	// their beginning (gateFact).
@@ -175,13 +174,13 @@ func (in Input) before19() bool {
 
 // vmiByLauncher returns the VMI in ns whose status.activePods lists pod uid
 // (one of its virt-launcher pods), or nil.
-func (in Input) vmiByLauncher(ns string, uid types.UID) *kubevirtv1.VirtualMachineInstance {
+func (in Input) vmiByLauncher(ns string, uid types.UID) *snapshot.VMI {
 	if in.memo.launchers == nil {
-		in.memo.launchers = map[string]map[types.UID]*kubevirtv1.VirtualMachineInstance{}
+		in.memo.launchers = map[string]map[types.UID]*snapshot.VMI{}
 	}
 	byUID, ok := in.memo.launchers[ns]
 	if !ok {
-		byUID = map[types.UID]*kubevirtv1.VirtualMachineInstance{}
+		byUID = map[types.UID]*snapshot.VMI{}
 		for _, vmi := range in.Index.VMIsIn(ns) {
 			for pod := range vmi.Status.ActivePods {
 				byUID[pod] = vmi
@@ -194,7 +193,7 @@ func (in Input) vmiByLauncher(ns string, uid types.UID) *kubevirtv1.VirtualMachi
 
 // claimUse is a VMI volume status entry whose volume uses a claim.
 type claimUse struct {
-	vmi    *kubevirtv1.VirtualMachineInstance
+	vmi    *snapshot.VMI
 	volume string
 }
 

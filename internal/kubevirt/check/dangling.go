@@ -148,7 +148,7 @@ func (r *danglingRun) attachmentPod(ns, name string) *corev1.Pod {
 
 // vmInScope: the VM is named, in a scope namespace, and its template labels
 // (the labels its VMI gets) match the selector.
-func (r *danglingRun) vmInScope(vm *kubevirtv1.VirtualMachine) bool {
+func (r *danglingRun) vmInScope(vm *snapshot.VM) bool {
 	if !named(vm) || !r.in.scope.namespace(vm.Namespace) || vm.Spec.Template == nil {
 		return false
 	}
@@ -160,11 +160,11 @@ func (r *danglingRun) vmInScope(vm *kubevirtv1.VirtualMachine) bool {
 type reference struct {
 	ns, volume string
 	onVM       bool
-	vm         *kubevirtv1.VirtualMachine         // the subject, or the VMI's owner
-	vmi        *kubevirtv1.VirtualMachineInstance // the subject, or the VM's VMI
-	own        Ownership                          // for a VMI subject
-	vol        *kubevirtv1.Volume                 // the subject's spec volume
-	status     *kubevirtv1.VolumeStatus           // the VMI's status entry, if any
+	vm         *snapshot.VM             // the subject, or the VMI's owner
+	vmi        *snapshot.VMI            // the subject, or the VM's VMI
+	own        Ownership                // for a VMI subject
+	vol        *kubevirtv1.Volume       // the subject's spec volume
+	status     *kubevirtv1.VolumeStatus // the VMI's status entry, if any
 	src        source
 	st         storage
 	podGone    bool
@@ -173,7 +173,7 @@ type reference struct {
 
 // decideVM decides about the VM's template volume vol; claims, when not
 // nil, are the pass's claims of the template's volumes, vol at index j.
-func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Volume, claims []volPVC, j int) (drift.Finding, bool) {
+func (r *danglingRun) decideVM(vm *snapshot.VM, vol *kubevirtv1.Volume, claims []volPVC, j int) (drift.Finding, bool) {
 	src, ok := volumeSource(vol)
 	if !ok {
 		return drift.Finding{}, false
@@ -192,7 +192,7 @@ func (r *danglingRun) decideVM(vm *kubevirtv1.VirtualMachine, vol *kubevirtv1.Vo
 
 // decideVMI decides about the VMI's volume called name; claims, when not
 // nil, are the pass's claims of the VMI's spec volumes.
-func (r *danglingRun) decideVMI(vmi *kubevirtv1.VirtualMachineInstance, own Ownership, name string, claims []volPVC) (drift.Finding, bool) {
+func (r *danglingRun) decideVMI(vmi *snapshot.VMI, own Ownership, name string, claims []volPVC) (drift.Finding, bool) {
 	ref := &reference{ns: vmi.Namespace, volume: name, vmi: vmi, vm: own.VM, own: own, status: volumeStatus(vmi, name)}
 	j := specVolumeIndex(vmi, name)
 	if j >= 0 {
@@ -236,7 +236,7 @@ func (r *danglingRun) reportedOnVM(ref *reference) bool {
 // that name, or only one with another UID, exists. Volumes that are not yet
 // or no longer attached, and VMIs that migrate or terminate, legitimately
 // lack their pod for a while and are left alone.
-func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) (bool, []string) {
+func (r *danglingRun) attachPodGone(vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus) (bool, []string) {
 	if vs == nil || vs.HotplugVolume == nil || vs.HotplugVolume.AttachPodName == "" || !attachedPhase(vs.Phase) ||
 		vmi.Status.Phase != kubevirtv1.Running || IsMigrating(vmi) || IsTerminating(vmi) {
 		return false, nil
@@ -260,7 +260,7 @@ func (r *danglingRun) attachPodGone(vmi *kubevirtv1.VirtualMachineInstance, vs *
 // names of status entries that are not in the spec, each once. It also
 // says whether some hot-plug status entry is one StuckHotplugPhase must
 // look at (hotplugOdd): the names are compared here anyway.
-func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) ([]string, bool) {
+func appendVolumeNames(names []string, vmi *snapshot.VMI) ([]string, bool) {
 	start := len(names)
 	index := func(n string) int {
 		for i, have := range names[start:] {
@@ -290,7 +290,7 @@ func appendVolumeNames(names []string, vmi *kubevirtv1.VirtualMachineInstance) (
 
 // specVolumeIndex returns the index of the VMI's first spec volume called
 // name (snapshot.VMIVolume), or -1.
-func specVolumeIndex(vmi *kubevirtv1.VirtualMachineInstance, name string) int {
+func specVolumeIndex(vmi *snapshot.VMI, name string) int {
 	for i := range vmi.Spec.Volumes {
 		if vmi.Spec.Volumes[i].Name == name {
 			return i
@@ -310,7 +310,7 @@ func (r *danglingRun) judge(ns string, src source, known *volPVC) storage {
 	return judgeFound(r.in, ns, src, templated, pvc, deleting)
 }
 
-func volumeStatus(vmi *kubevirtv1.VirtualMachineInstance, name string) *kubevirtv1.VolumeStatus {
+func volumeStatus(vmi *snapshot.VMI, name string) *kubevirtv1.VolumeStatus {
 	for i := range vmi.Status.VolumeStatus {
 		if vmi.Status.VolumeStatus[i].Name == name {
 			return &vmi.Status.VolumeStatus[i]

@@ -70,7 +70,7 @@ func (r *danglingRun) freezesHotplug(ref *reference) string {
 // launched: virt-controller handles hot-plug volumes of a VMI whose
 // launcher pod runs (watch/vmi/lifecycle.go:207-241): phase Scheduled or
 // Running.
-func launched(vmi *kubevirtv1.VirtualMachineInstance) bool {
+func launched(vmi *snapshot.VMI) bool {
 	return vmi.Status.Phase == kubevirtv1.Scheduled || vmi.Status.Phase == kubevirtv1.Running
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -41,7 +40,7 @@ func buildDangling(data []byte) (*snapshot.Snapshot, Policy, time.Time) {
 	for i := range base.VMs {
 		if g2.n(3) == 0 {
 			base.VMs[i].Spec.DataVolumeTemplates = append(base.VMs[i].Spec.DataVolumeTemplates,
-				kubevirtv1.DataVolumeTemplateSpec{ObjectMeta: metav1.ObjectMeta{Name: g2.of(poolVolume...)}})
+				snapshot.DataVolumeTemplate{Name: g2.of(poolVolume...)})
 		}
 	}
 	if g2.bool() {

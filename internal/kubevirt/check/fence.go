@@ -176,7 +176,7 @@ func decideTenantNode(in Input, t *snapshot.Tenant, n *snapshot.TenantNode) (dri
 // vmiUp decides a Node whose infra VMI exists and is not final: never
 // fenced (a hung guest is not proof); un-fenced when tether fenced it and
 // it is back.
-func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.InfraVM, vmi *kubevirtv1.VirtualMachineInstance, f drift.Finding) (drift.Finding, bool) {
+func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.InfraVM, vmi *snapshot.VMI, f drift.Finding) (drift.Finding, bool) {
 	notReady := n.Ready != corev1.ConditionTrue
 	if n.OutOfService && n.FencedBy != "" {
 		// The un-fence is a finding of its own (its own record in the
@@ -216,14 +216,14 @@ func unfenceID(f drift.Finding) string {
 
 // vmiFinal: the VMI ended (KubeVirt never restarts a final VMI; a new one
 // comes as a new object).
-func vmiFinal(vmi *kubevirtv1.VirtualMachineInstance) bool {
+func vmiFinal(vmi *snapshot.VMI) bool {
 	return vmi.Status.Phase == kubevirtv1.Succeeded || vmi.Status.Phase == kubevirtv1.Failed
 }
 
 // runsOnItsOwn: run strategies whose behaviour after a final VMI tether
 // does not decide (WaitAsReceiver, or one it does not know) count as
 // starting: never fence on doubt.
-func runsOnItsOwn(vm *kubevirtv1.VirtualMachine) bool {
+func runsOnItsOwn(vm *snapshot.VM) bool {
 	if vm.Spec.RunStrategy == nil || vm.DeletionTimestamp != nil {
 		return false
 	}
@@ -235,7 +235,7 @@ func runsOnItsOwn(vm *kubevirtv1.VirtualMachine) bool {
 	return true
 }
 
-func runStrategyName(vm *kubevirtv1.VirtualMachine) string {
+func runStrategyName(vm *snapshot.VM) string {
 	switch {
 	case vm.Spec.RunStrategy != nil:
 		return string(*vm.Spec.RunStrategy)
@@ -261,7 +261,7 @@ func tenantNodeFact(t *snapshot.Tenant, n *snapshot.TenantNode, now time.Time) s
 }
 
 // infraVMFacts state the infra VM and VMI.
-func infraVMFacts(ref snapshot.InfraVM, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) []string {
+func infraVMFacts(ref snapshot.InfraVM, vm *snapshot.VM, vmi *snapshot.VMI) []string {
 	var out []string
 	switch {
 	case vm == nil:

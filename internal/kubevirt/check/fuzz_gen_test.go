@@ -158,9 +158,9 @@ func (g *gen) vm(seen map[snapshot.Key]bool) (kubevirtv1.VirtualMachine, bool) {
 	return vm, ok
 }
 
-func (g *gen) vmi(seen map[snapshot.Key]bool, vms []kubevirtv1.VirtualMachine) (kubevirtv1.VirtualMachineInstance, bool) {
+func (g *gen) vmi(seen map[snapshot.Key]bool, vms []snapshot.VM) (kubevirtv1.VirtualMachineInstance, bool) {
 	var m metav1.ObjectMeta
-	var vm *kubevirtv1.VirtualMachine
+	var vm *snapshot.VM
 	ok := false
 	if len(vms) > 0 && g.bool() {
 		// Coherent: the VMI of an existing VM, as the VM controller makes it.
@@ -333,12 +333,12 @@ func (g *gen) build() (*snapshot.Snapshot, Policy, time.Time) {
 	seenVM, seenVMI, seenPod := map[snapshot.Key]bool{}, map[snapshot.Key]bool{}, map[snapshot.Key]bool{}
 	for i := g.n(4); i > 0; i-- {
 		if vm, ok := g.vm(seenVM); ok {
-			s.VMs = append(s.VMs, vm)
+			s.VMs = append(s.VMs, snapshot.VMOf(&vm))
 		}
 	}
 	for i := g.n(5); i > 0; i-- {
 		if vmi, ok := g.vmi(seenVMI, s.VMs); ok {
-			s.VMIs = append(s.VMIs, vmi)
+			s.VMIs = append(s.VMIs, snapshot.VMIOf(&vmi))
 		}
 	}
 	for i := g.n(4); i > 0; i-- {
@@ -403,5 +403,5 @@ func (g *gen) coherentHotplug(s *snapshot.Snapshot) {
 	pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + volume}}
 	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: t.CSIDriver(), VolumeHandle: volume}
 	t.PVs = append(t.PVs, pv)
-	s.VMs, s.VMIs, s.Tenants = append(s.VMs, vm), append(s.VMIs, vmi), append(s.Tenants, t)
+	s.VMs, s.VMIs, s.Tenants = append(s.VMs, snapshot.VMOf(&vm)), append(s.VMIs, snapshot.VMIOf(&vmi)), append(s.Tenants, t)
 }

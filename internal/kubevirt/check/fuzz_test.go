@@ -109,7 +109,7 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd drift.Finding) string {
 // needs the HotplugVolumes gate (kvGateOn). Without tenant evidence, a
 // VMI-only hot-plug is removed only on the operator's opt-in, and a
 // standalone VMI never.
-func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachineInstance, fd drift.Finding) string {
+func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *snapshot.VMI, fd drift.Finding) string {
 	ref, vmOwned := kvVMOwned(vmi)
 	// Only tenants one of whose nodes is certainly the VMI's VM, and whose
 	// volume it is, speak for it (drvSaysNotWanted).
@@ -157,7 +157,7 @@ func unsafeForOwner(s *snapshot.Snapshot, p Policy, vmi *kubevirtv1.VirtualMachi
 // tenantWantsOrUnknown: any tenant that applies to the VMI's namespace and
 // may want the volume on the VMI's VM, by the driver's rules (drvMayWant),
 // forbids the removal.
-func tenantWantsOrUnknown(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance, volume string) string {
+func tenantWantsOrUnknown(s *snapshot.Snapshot, vmi *snapshot.VMI, volume string) string {
 	vm := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
 	for _, t := range tenantsFor(s, vmi.Namespace) {
 		if why := drvMayWant(&t, vm, volumeHandles(vmi, volume)); why != "" {
@@ -170,7 +170,7 @@ func tenantWantsOrUnknown(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineIn
 // volumeHandles: the driver names a hot-plugged volume after its DataVolume
 // (the tenant PV's volume handle), so the handle may be the volume's name
 // or the claim or DataVolume it uses.
-func volumeHandles(vmi *kubevirtv1.VirtualMachineInstance, volume string) map[string]bool {
+func volumeHandles(vmi *snapshot.VMI, volume string) map[string]bool {
 	h := map[string]bool{volume: true}
 	if c := kvStorageName(kvVolume(vmi.Spec.Volumes, volume)); c != "" {
 		h[c] = true
@@ -262,7 +262,7 @@ func podStillUsed(s *snapshot.Snapshot, pod *corev1.Pod) string {
 	return ""
 }
 
-func podOwnerVMI(s *snapshot.Snapshot, pod *corev1.Pod) *kubevirtv1.VirtualMachineInstance {
+func podOwnerVMI(s *snapshot.Snapshot, pod *corev1.Pod) *snapshot.VMI {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
 		return nil
@@ -387,7 +387,7 @@ func unsafeFence(s *snapshot.Snapshot, p Policy, now time.Time, fd drift.Finding
 
 func vm0(s *snapshot.Snapshot, ns, name string) bool { return findVM(s, ns, name) != nil }
 
-func findVMI(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachineInstance {
+func findVMI(s *snapshot.Snapshot, ns, name string) *snapshot.VMI {
 	for i := range s.VMIs {
 		if s.VMIs[i].Namespace == ns && s.VMIs[i].Name == name {
 			return &s.VMIs[i]
@@ -396,7 +396,7 @@ func findVMI(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachineIn
 	return nil
 }
 
-func findVM(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachine {
+func findVM(s *snapshot.Snapshot, ns, name string) *snapshot.VM {
 	for i := range s.VMs {
 		if s.VMs[i].Namespace == ns && s.VMs[i].Name == name {
 			return &s.VMs[i]

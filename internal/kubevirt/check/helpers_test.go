@@ -8,6 +8,7 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/testing/fixture"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
 // now is an hour after every fixture was created.
@@ -113,4 +114,15 @@ func gatesWith(enabled, disabled []string) snapshot.FeatureGates {
 	g := fixture.Gates(enabled...)
 	g.Disabled = disabled
 	return g
+}
+
+// ownVMI and ownVM are what the checks read of a fixture's VMI or VM.
+func ownVMI(vmi *kubevirtv1.VirtualMachineInstance) *snapshot.VMI {
+	v := snapshot.VMIOf(vmi)
+	return &v
+}
+
+func ownVM(vm *kubevirtv1.VirtualMachine) *snapshot.VM {
+	v := snapshot.VMOf(vm)
+	return &v
 }

@@ -17,15 +17,15 @@ type Ownership struct {
 	// VMI is standalone.
 	Owner *metav1.OwnerReference
 	// VM is the owner if it exists with the owner's UID.
-	VM *kubevirtv1.VirtualMachine
+	VM *snapshot.VM
 	// Other is a VM with the owner's name but another UID: a re-created VM,
 	// which is not the owner.
-	Other *kubevirtv1.VirtualMachine
+	Other *snapshot.VM
 }
 
 // ResolveOwner finds the VMI's owning VM in the snapshot. An owner reference
 // or a VM without a UID matches by name alone.
-func ResolveOwner(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) Ownership {
+func ResolveOwner(ix *snapshot.Index, vmi *snapshot.VMI) Ownership {
 	o := Ownership{Owner: VMOwner(vmi)}
 	if o.Owner == nil {
 		return o
@@ -56,7 +56,7 @@ type vmiFacts struct {
 	at   int
 }
 
-func lookupVMI(ix *snapshot.Index, vmi *kubevirtv1.VirtualMachineInstance) vmiFacts {
+func lookupVMI(ix *snapshot.Index, vmi *snapshot.VMI) vmiFacts {
 	return vmiFacts{own: ResolveOwner(ix, vmi), tenants: ix.TenantsFor(vmi.Namespace)}
 }
 
@@ -78,7 +78,7 @@ func (f *vmiFacts) tenantNodes(i int, vm snapshot.InfraVM) []snapshot.TenantNode
 
 // subject is one hot-plugged volume of one VMI and what the decision reads.
 type subject struct {
-	vmi    *kubevirtv1.VirtualMachineInstance
+	vmi    *snapshot.VMI
 	status *kubevirtv1.VolumeStatus
 	vmiFacts
 	claim     string
@@ -177,7 +177,7 @@ func CheckVolume(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, vol
 
 // firstStatus reports whether status entry j is the first of its name; the
 // API keeps one entry per volume, so later duplicates are ignored.
-func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
+func firstStatus(vmi *snapshot.VMI, j int) bool {
 	for i := 0; i < j; i++ {
 		if vmi.Status.VolumeStatus[i].Name == vmi.Status.VolumeStatus[j].Name {
 			return false
@@ -186,7 +186,7 @@ func firstStatus(vmi *kubevirtv1.VirtualMachineInstance, j int) bool {
 	return true
 }
 
-func decideVolume(in Input, vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, facts *vmiFacts) (drift.Finding, bool) {
+func decideVolume(in Input, vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus, facts *vmiFacts) (drift.Finding, bool) {
 	sub := &subject{vmi: vmi, status: vs, vmiFacts: *facts}
 	v, ok := classify(in, sub)
 	// Keep the tenant nodes classify looked up for the VMI's other volumes.

@@ -129,7 +129,7 @@ func TestOrphanHotplugVolume_declarativeDiagnosis(t *testing.T) {
 // with --persist the VM route.
 func TestRemoveCmd_perVersion(t *testing.T) {
 	vm := f.VM("a", f.Running())
-	sub := &subject{vmi: f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1")), vmiFacts: vmiFacts{own: Ownership{VM: vm}}}
+	sub := &subject{vmi: ownVMI(f.VMI("a", f.OwnedBy(vm), f.WithHotplug("v1"))), vmiFacts: vmiFacts{own: Ownership{VM: ownVM(vm)}}}
 	sub.status = &sub.vmi.Status.VolumeStatus[0]
 	raw := `echo '{"name":"v1","dryRun":["All"]}' | kubectl replace --raw /apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/a/removevolume -f -`
 	for _, c := range []struct {

@@ -94,7 +94,7 @@ func TestLeanIsIdempotentOnClutteredWorlds(t *testing.T) {
 // objects outside check.Run: whether a VM is starting up (the "on restart"
 // mode) and what a VM depends on (protection).
 func controllerReadsDiffer(full, lean *snapshot.Snapshot) string {
-	vmi := func(s *snapshot.Snapshot, ns, name string) *kubevirtv1.VirtualMachineInstance {
+	vmi := func(s *snapshot.Snapshot, ns, name string) *snapshot.VMI {
 		for i := range s.VMIs {
 			if s.VMIs[i].Namespace == ns && s.VMIs[i].Name == name {
 				return &s.VMIs[i]
@@ -356,12 +356,22 @@ func leanAll[T any, P interface {
 // container statuses and node images, CDI's progress, ...). Some of it is
 // read by the checks (container states, VM conditions): then both worlds
 // carry it.
-func clutter(s *snapshot.Snapshot, r *rand.Rand) {
+//
+// A VM or VMI is cluttered as read, then made what the checks read of it
+// (snapshot.VMOf, VMIOf), as observe and the controller do; clutter
+// returns them as read.
+func clutter(s *snapshot.Snapshot, r *rand.Rand) (vms []kubevirtv1.VirtualMachine, vmis []kubevirtv1.VirtualMachineInstance) {
 	for i := range s.VMs {
-		clutterVM(&s.VMs[i], r)
+		vm := s.VMs[i].Typed()
+		clutterVM(&vm, r)
+		vms = append(vms, vm)
+		s.VMs[i] = snapshot.VMOf(&vm)
 	}
 	for i := range s.VMIs {
-		clutterVMI(&s.VMIs[i], r)
+		vmi := s.VMIs[i].Typed()
+		clutterVMI(&vmi, r)
+		vmis = append(vmis, vmi)
+		s.VMIs[i] = snapshot.VMIOf(&vmi)
 	}
 	for _, pods := range [][]corev1.Pod{s.AttachmentPods, s.Pods} {
 		for i := range pods {
@@ -424,6 +434,7 @@ func clutter(s *snapshot.Snapshot, r *rand.Rand) {
 			va.Status.AttachError = &storagev1.VolumeError{Message: "rpc error: timed out"}
 		}
 	}
+	return vms, vmis
 }
 
 func clutterMeta(m *metav1.ObjectMeta, r *rand.Rand) {

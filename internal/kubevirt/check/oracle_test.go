@@ -127,14 +127,14 @@ func kvStorageName(v *kubevirtv1.Volume) string {
 // kvMigrating: a VMI migrates while status.migrationState is set and
 // neither completed nor failed; KubeVirt holds hot-plug changes meanwhile
 // and moves attachment pods to the target.
-func kvMigrating(vmi *kubevirtv1.VirtualMachineInstance) bool {
+func kvMigrating(vmi *snapshot.VMI) bool {
 	ms := vmi.Status.MigrationState
 	return ms != nil && !ms.Completed && !ms.Failed
 }
 
 // kvVMOwned: a VMI made by a VM carries a controller ownerReference of kind
 // VirtualMachine in group kubevirt.io.
-func kvVMOwned(vmi *kubevirtv1.VirtualMachineInstance) (*metav1.OwnerReference, bool) {
+func kvVMOwned(vmi *snapshot.VMI) (*metav1.OwnerReference, bool) {
 	for i := range vmi.OwnerReferences {
 		ref := &vmi.OwnerReferences[i]
 		if ref.Controller != nil && *ref.Controller && ref.Kind == "VirtualMachine" &&
@@ -164,7 +164,7 @@ func kvGateOn(s *snapshot.Snapshot, gate string) bool {
 // attachment pod name, or a phase of AttachedToNode, MountedToPod or Ready.
 // An attachment pod in the VMI's namespace that mounts the claim keeps it
 // attached to the node whatever the status says.
-func kvVolumeInUse(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance, volume, claim string) string {
+func kvVolumeInUse(s *snapshot.Snapshot, vmi *snapshot.VMI, volume, claim string) string {
 	for _, vs := range vmi.Status.VolumeStatus {
 		if vs.Name != volume {
 			continue
@@ -195,7 +195,7 @@ func kvVolumeInUse(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance,
 // the storage of the VMI spec volume of the same name. When neither is known
 // (the spec entry is already removed, the status not filled), the volume's
 // own name, as the KubeVirt CSI driver names hot-plugs after their claims.
-func kvStatusClaims(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) []string {
+func kvStatusClaims(vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus) []string {
 	var out []string
 	if vs.PersistentVolumeClaimInfo != nil && vs.PersistentVolumeClaimInfo.ClaimName != "" {
 		out = append(out, vs.PersistentVolumeClaimInfo.ClaimName)
@@ -260,7 +260,7 @@ func inNamespaces(p Policy, ns string) bool {
 // kvRequestPending: a VM's status.volumeRequests holds the add/removevolume
 // requests virt-controller has not applied yet. While one names the volume,
 // KubeVirt itself is changing it; another change would race it.
-func kvRequestPending(vm *kubevirtv1.VirtualMachine, volume string) bool {
+func kvRequestPending(vm *snapshot.VM, volume string) bool {
 	for _, r := range vm.Status.VolumeRequests {
 		if r.AddVolumeOptions != nil && r.AddVolumeOptions.Name == volume ||
 			r.RemoveVolumeOptions != nil && r.RemoveVolumeOptions.Name == volume {

@@ -3,6 +3,7 @@ package check
 import (
 	"strings"
 
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
@@ -10,7 +11,7 @@ import (
 // IsMigrating reports whether a VMI has a migration that has neither
 // completed nor failed. It is deliberately conservative: a migration state
 // without a start time still counts.
-func IsMigrating(vmi *kubevirtv1.VirtualMachineInstance) bool {
+func IsMigrating(vmi *snapshot.VMI) bool {
 	ms := vmi.Status.MigrationState
 	return ms != nil && !ms.Completed && !ms.Failed
 }
@@ -23,7 +24,7 @@ func IsTerminating(obj metav1.Object) bool {
 // VMOwner returns the VMI's controller owner reference if it is a KubeVirt
 // VirtualMachine (kind VirtualMachine, API group kubevirt.io or unset), or
 // nil: then the VMI is standalone as far as the checks are concerned.
-func VMOwner(vmi *kubevirtv1.VirtualMachineInstance) *metav1.OwnerReference {
+func VMOwner(vmi *snapshot.VMI) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(vmi)
 	if ref == nil || ref.Kind != "VirtualMachine" {
 		return nil
@@ -35,7 +36,7 @@ func VMOwner(vmi *kubevirtv1.VirtualMachineInstance) *metav1.OwnerReference {
 }
 
 // HasPendingAdd reports whether the VM has an addvolume request for volume.
-func HasPendingAdd(vm *kubevirtv1.VirtualMachine, volume string) bool {
+func HasPendingAdd(vm *snapshot.VM, volume string) bool {
 	for _, r := range vm.Status.VolumeRequests {
 		if r.AddVolumeOptions != nil && r.AddVolumeOptions.Name == volume {
 			return true
@@ -45,7 +46,7 @@ func HasPendingAdd(vm *kubevirtv1.VirtualMachine, volume string) bool {
 }
 
 // HasPendingRemove reports whether the VM has a removevolume request for volume.
-func HasPendingRemove(vm *kubevirtv1.VirtualMachine, volume string) bool {
+func HasPendingRemove(vm *snapshot.VM, volume string) bool {
 	for _, r := range vm.Status.VolumeRequests {
 		if r.RemoveVolumeOptions != nil && r.RemoveVolumeOptions.Name == volume {
 			return true
@@ -69,7 +70,7 @@ func named(obj metav1.Object) bool {
 // wants to run, and vmi (its VMI, nil when there is none) does not run and
 // is not going away. A finished VMI counts as "about to start" only when the
 // run strategy starts it again.
-func StartingUp(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) bool {
+func StartingUp(vm *snapshot.VM, vmi *snapshot.VMI) bool {
 	if vm.DeletionTimestamp != nil || !wantsToRun(vm) {
 		return false
 	}
@@ -92,7 +93,7 @@ func StartingUp(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIns
 
 // wantsToRun: a pending Start request, spec.running true, or a run
 // strategy that runs the VM (Always, RerunOnFailure, Once).
-func wantsToRun(vm *kubevirtv1.VirtualMachine) bool {
+func wantsToRun(vm *snapshot.VM) bool {
 	for _, r := range vm.Status.StateChangeRequests {
 		if r.Action == kubevirtv1.StartRequest {
 			return true
@@ -113,7 +114,7 @@ func wantsToRun(vm *kubevirtv1.VirtualMachine) bool {
 
 // restartsFinished: KubeVirt starts a new VMI after a finished one for
 // Always (and spec.running: true), and after a failed one for RerunOnFailure.
-func restartsFinished(vm *kubevirtv1.VirtualMachine, failed bool) bool {
+func restartsFinished(vm *snapshot.VM, failed bool) bool {
 	if vm.Spec.Running != nil {
 		return *vm.Spec.Running
 	}

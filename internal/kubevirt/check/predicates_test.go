@@ -8,6 +8,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -72,7 +73,13 @@ func TestStartingUp(t *testing.T) {
 		}), nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := check.StartingUp(tc.vm, tc.vmi); got != tc.want {
+			vm := snapshot.VMOf(tc.vm)
+			var vmi *snapshot.VMI
+			if tc.vmi != nil {
+				v := snapshot.VMIOf(tc.vmi)
+				vmi = &v
+			}
+			if got := check.StartingUp(&vm, vmi); got != tc.want {
 				t.Errorf("StartingUp = %v, want %v", got, tc.want)
 			}
 		})

@@ -90,9 +90,10 @@ func (g *gen) reportWorld() (snapshot.Snapshot, Policy, time.Time) {
 		if g.n(3) == 0 {
 			g.interrupt(&vm, at)
 		}
-		s.VMs = append(s.VMs, vm)
+		s.VMs = append(s.VMs, snapshot.VMOf(&vm))
 		if g.bool() {
-			s.VMIs = append(s.VMIs, g.reportVMI(&vm, at, &s))
+			vmi := g.reportVMI(&vm, at, &s)
+			s.VMIs = append(s.VMIs, snapshot.VMIOf(&vmi))
 		}
 	}
 	s.FeatureGates = snapshot.FeatureGates{Known: g.n(4) != 0, KubeVirtVersion: poolReportVersion[g.n(len(poolReportVersion))], Phase: "Deployed"}

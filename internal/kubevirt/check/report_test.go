@@ -339,7 +339,7 @@ func TestReportChecksKeepInvariants(t *testing.T) {
 // kvRecoveryRequired: KubeVirt refuses to start a VM whose
 // ManualRecoveryRequired condition is True (virt-api
 // pkg/virt-api/rest/lifecycle.go:63-65, v1.9.0).
-func kvRecoveryRequired(vm *kubevirtv1.VirtualMachine) bool {
+func kvRecoveryRequired(vm *snapshot.VM) bool {
 	for _, c := range vm.Status.Conditions {
 		if c.Type == "ManualRecoveryRequired" && c.Status == corev1.ConditionTrue {
 			return true

@@ -25,7 +25,7 @@ type claimUser struct {
 	how []string
 	// vmi is its VMI when that VMI is not finished and its spec uses the
 	// claim: then it holds the claim.
-	vmi       *kubevirtv1.VirtualMachineInstance
+	vmi       *snapshot.VMI
 	shareable bool
 	// selected: the scope's selector matches it (the VM's template
 	// labels, the VMI's labels).
@@ -237,10 +237,10 @@ type claimUseAt struct {
 	// "VMI <name> volume" (see how).
 	via, volume string
 	labels      map[string]string
-	vmi         *kubevirtv1.VirtualMachineInstance
+	vmi         *snapshot.VMI
 	// spec is the VMI spec (or VM template spec) whose disk the volume
 	// is; request the addvolume request's options.
-	spec    *kubevirtv1.VirtualMachineInstanceSpec
+	spec    *snapshot.VMISpec
 	request *kubevirtv1.AddVolumeOptions
 }
 
@@ -384,7 +384,7 @@ func decideSharedClaim(in Input, ns, claim string, users []*claimUser) (drift.Fi
 
 // diskShareable reports whether the disk of volume name in spec is marked
 // shareable (spec.domain.devices.disks[].shareable).
-func diskShareable(spec *kubevirtv1.VirtualMachineInstanceSpec, name string) bool {
+func diskShareable(spec *snapshot.VMISpec, name string) bool {
 	for _, d := range spec.Domain.Devices.Disks {
 		if d.Name == name {
 			return d.Shareable != nil && *d.Shareable

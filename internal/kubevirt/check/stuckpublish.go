@@ -95,7 +95,7 @@ func CheckStuckPublish(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiNam
 // stuckPublishCandidate: a hotpluggable claim volume of the VM spec, in
 // scope, with no Ready hot-plug (and no volume that is not hot-plugged) of
 // it in the VMI status.
-func stuckPublishCandidate(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume) bool {
+func stuckPublishCandidate(in Input, vmi *snapshot.VMI, v *kubevirtv1.Volume) bool {
 	// The VMI status first: most volumes have a Ready hot-plug or a status
 	// entry that is no hot-plug, and their source is then never read.
 	if !in.scope.volume(v.Name) {
@@ -107,7 +107,7 @@ func stuckPublishCandidate(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *
 	return snapshot.Hotpluggable(v) && snapshot.ClaimName(v) != ""
 }
 
-func decideStuckPublish(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, facts *vmiFacts) (drift.Finding, bool) {
+func decideStuckPublish(in Input, vmi *snapshot.VMI, v *kubevirtv1.Volume, facts *vmiFacts) (drift.Finding, bool) {
 	infra := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
 	claim := snapshot.ClaimName(v)
 	tv := tenantEvidence(facts, infra, v.Name, claim)
@@ -149,7 +149,7 @@ func decideStuckPublish(in Input, vmi *kubevirtv1.VirtualMachineInstance, v *kub
 
 // waitingElsewhere states the tenant attachments of the volume on nodes
 // that are not this VM: attaches the stuck hot-plug blocks.
-func waitingElsewhere(in Input, vmi *kubevirtv1.VirtualMachineInstance, volume, claim string, facts *vmiFacts) []string {
+func waitingElsewhere(in Input, vmi *snapshot.VMI, volume, claim string, facts *vmiFacts) []string {
 	infra := snapshot.InfraVM{Namespace: vmi.Namespace, Name: vmi.Name}
 	var out []string
 	for i, t := range facts.tenants {
@@ -182,7 +182,7 @@ func waitingElsewhere(in Input, vmi *kubevirtv1.VirtualMachineInstance, volume, 
 }
 
 // stuckPublishHolds: what must change before the VM-level removevolume.
-func stuckPublishHolds(in Input, vmi *kubevirtv1.VirtualMachineInstance, vm *kubevirtv1.VirtualMachine, v *kubevirtv1.Volume, vs *kubevirtv1.VolumeStatus, tv tenantView) (drift.BlockReason, []string) {
+func stuckPublishHolds(in Input, vmi *snapshot.VMI, vm *snapshot.VM, v *kubevirtv1.Volume, vs *kubevirtv1.VolumeStatus, tv tenantView) (drift.BlockReason, []string) {
 	var h holds
 	ref := vmi.Namespace + "/" + vmi.Name
 	if IsTerminating(vmi) {
@@ -217,7 +217,7 @@ func stuckPublishHolds(in Input, vmi *kubevirtv1.VirtualMachineInstance, vm *kub
 	return h.first, h.facts
 }
 
-func stuckPublishRemedy(in Input, vm *kubevirtv1.VirtualMachine, volume string, block drift.BlockReason) string {
+func stuckPublishRemedy(in Input, vm *snapshot.VM, volume string, block drift.BlockReason) string {
 	persist := ""
 	if in.before19() {
 		persist = " --persist"

@@ -22,8 +22,8 @@ import (
 //     none has a VolumeAttachment of h (being deleted or not) on a node that
 //     is this VM, none was published to another node ID there, and one of
 //     them has a PV of its driver with the handle h.
-func stuckPublishMaySafely(s *snapshot.Snapshot, vmi *kubevirtv1.VirtualMachineInstance, h string) (bool, string) {
-	var vm *kubevirtv1.VirtualMachine
+func stuckPublishMaySafely(s *snapshot.Snapshot, vmi *snapshot.VMI, h string) (bool, string) {
+	var vm *snapshot.VM
 	for i := range s.VMs {
 		if s.VMs[i].Name == vmi.Name && s.VMs[i].Namespace == vmi.Namespace {
 			vm = &s.VMs[i]

@@ -115,7 +115,7 @@ func (in Input) tenantAttachScan() *[keeps][]tenantHandles {
 // handle: the entry of that name (the driver hot-plugs a DataVolume under
 // its own name), or one whose claim or DataVolume is that name; nil when
 // there is none.
-func hotplugStatus(vmi *kubevirtv1.VirtualMachineInstance, handle string) *kubevirtv1.VolumeStatus {
+func hotplugStatus(vmi *snapshot.VMI, handle string) *kubevirtv1.VolumeStatus {
 	for i := range vmi.Status.VolumeStatus {
 		if vs := &vmi.Status.VolumeStatus[i]; vs.Name == handle {
 			return vs
@@ -145,7 +145,7 @@ func isReadyHotplug(vs *kubevirtv1.VolumeStatus) bool {
 // tenantAttachSince is when the pair could first have disagreed: the later
 // of the VMI's and the attachment's creation. A new publish always comes
 // with a new VolumeAttachment, and a VMI start re-attaches every hot-plug.
-func tenantAttachSince(vmi *kubevirtv1.VirtualMachineInstance, a snapshot.TenantAttachment) time.Time {
+func tenantAttachSince(vmi *snapshot.VMI, a snapshot.TenantAttachment) time.Time {
 	if a.Created.After(vmi.CreationTimestamp.Time) {
 		return a.Created
 	}
@@ -172,7 +172,7 @@ func tenantAttachSince(vmi *kubevirtv1.VirtualMachineInstance, a snapshot.Tenant
 func FindPhantomAttachments(in Input) []drift.Finding {
 	in = in.ready()
 	var out []drift.Finding
-	eachTenantHandle(in, keepAttached, func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach) {
+	eachTenantHandle(in, keepAttached, func(i int, vmi *snapshot.VMI, h string, as []tenantAttach) {
 		vs := hotplugStatus(vmi, h)
 		if !isReadyHotplug(vs) && (vs == nil || vs.HotplugVolume != nil) {
 			out = append(out, phantomFinding(in, i, vmi, h, vs, as))
@@ -184,7 +184,7 @@ func FindPhantomAttachments(in Input) []drift.Finding {
 // eachTenantHandle calls fn for each VMI in scope (i is its index in the
 // snapshot) and each volume handle that tenantAttachments finds for it
 // for the check keep, with those attachments.
-func eachTenantHandle(in Input, keep int, fn func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach)) {
+func eachTenantHandle(in Input, keep int, fn func(i int, vmi *snapshot.VMI, h string, as []tenantAttach)) {
 	for _, th := range in.tenantAttachScan()[keep] {
 		for _, h := range th.order {
 			fn(th.i, &in.Snapshot.VMIs[th.i], h, th.by[h])
@@ -192,7 +192,7 @@ func eachTenantHandle(in Input, keep int, fn func(i int, vmi *kubevirtv1.Virtual
 	}
 }
 
-func phantomFinding(in Input, i int, vmi *kubevirtv1.VirtualMachineInstance, handle string, vs *kubevirtv1.VolumeStatus, as []tenantAttach) drift.Finding {
+func phantomFinding(in Input, i int, vmi *snapshot.VMI, handle string, vs *kubevirtv1.VolumeStatus, as []tenantAttach) drift.Finding {
 	own := in.owner(i)
 	f := drift.Finding{
 		Check:     PhantomAttach,
@@ -233,7 +233,7 @@ func phantomFinding(in Input, i int, vmi *kubevirtv1.VirtualMachineInstance, han
 }
 
 // attachFacts states each tenant attachment and how its node maps to the VM.
-func attachFacts(in Input, vmi *kubevirtv1.VirtualMachineInstance, as []tenantAttach) []string {
+func attachFacts(in Input, vmi *snapshot.VMI, as []tenantAttach) []string {
 	var out []string
 	for _, a := range as {
 		state := "status.attached=true"
@@ -257,7 +257,7 @@ func attachFacts(in Input, vmi *kubevirtv1.VirtualMachineInstance, as []tenantAt
 }
 
 // vmiSideFact says what the VMI status shows for the handle.
-func vmiSideFact(vmi *kubevirtv1.VirtualMachineInstance, handle string, vs *kubevirtv1.VolumeStatus) string {
+func vmiSideFact(vmi *snapshot.VMI, handle string, vs *kubevirtv1.VolumeStatus) string {
 	who := fmt.Sprintf("VMI %s/%s (node %s)", vmi.Namespace, vmi.Name, orNone(vmi.Status.NodeName))
 	switch {
 	case vs == nil:
@@ -287,7 +287,7 @@ func vmSpecFact(own Ownership, handle string) string {
 
 // phantomRemedy makes the driver publish again, which hot-plugs the volume
 // and waits for it to be Ready; the status is never written by hand.
-func phantomRemedy(vmi *kubevirtv1.VirtualMachineInstance, handle string, a tenantAttach) string {
+func phantomRemedy(vmi *snapshot.VMI, handle string, a tenantAttach) string {
 	return fmt.Sprintf("never patch the VolumeAttachment's status; have the driver publish again: in tenant %q, stop the pods on node %s that use the volume "+
 		"(`kubectl get pods -A -o wide --field-selector spec.nodeName=%s`; scale their workloads down), wait until `kubectl get volumeattachment %s` is NotFound "+
 		"(the driver's unpublish removes %q from VM %s/%s), then scale them up again: the new publish hot-plugs it and waits until "+
@@ -313,7 +313,7 @@ func phantomRemedy(vmi *kubevirtv1.VirtualMachineInstance, handle string, a tena
 func FindAttachAlreadyPresent(in Input) []drift.Finding {
 	in = in.ready()
 	var out []drift.Finding
-	eachTenantHandle(in, keepAlreadyExists, func(i int, vmi *kubevirtv1.VirtualMachineInstance, h string, as []tenantAttach) {
+	eachTenantHandle(in, keepAlreadyExists, func(i int, vmi *snapshot.VMI, h string, as []tenantAttach) {
 		if vs := hotplugStatus(vmi, h); isReadyHotplug(vs) {
 			out = append(out, alreadyPresentFinding(in, i, vmi, h, vs, as))
 		}
@@ -321,7 +321,7 @@ func FindAttachAlreadyPresent(in Input) []drift.Finding {
 	return out
 }
 
-func alreadyPresentFinding(in Input, i int, vmi *kubevirtv1.VirtualMachineInstance, handle string, vs *kubevirtv1.VolumeStatus, as []tenantAttach) drift.Finding {
+func alreadyPresentFinding(in Input, i int, vmi *snapshot.VMI, handle string, vs *kubevirtv1.VolumeStatus, as []tenantAttach) drift.Finding {
 	f := drift.Finding{
 		Check:     AttachAlreadyPresent,
 		Namespace: vmi.Namespace,
@@ -352,7 +352,7 @@ func alreadyPresentFinding(in Input, i int, vmi *kubevirtv1.VirtualMachineInstan
 	return f
 }
 
-func alreadyPresentRemedy(vmi *kubevirtv1.VirtualMachineInstance, handle string, a tenantAttach) string {
+func alreadyPresentRemedy(vmi *snapshot.VMI, handle string, a tenantAttach) string {
 	return fmt.Sprintf("change nothing on the infra side: VMI %s/%s has %q Ready and the guest may use it (do not remove it); the tenant %q CSI driver (%s) must answer "+
 		"ControllerPublishVolume with success for a volume the VM already has: upgrade it to a release that does; the external-attacher retries "+
 		"VolumeAttachment %s by itself and it turns attached once the driver succeeds (`kubectl get volumeattachment %s -o jsonpath='{.status}'` in the tenant); never patch its status",

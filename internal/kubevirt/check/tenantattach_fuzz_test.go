@@ -135,7 +135,7 @@ func tenantAttachOracle(s *snapshot.Snapshot, grace time.Duration) map[[3]string
 	want := map[[3]string]bool{}
 	for i := range s.VMIs {
 		vmi := &s.VMIs[i]
-		var vm *kubevirtv1.VirtualMachine
+		var vm *snapshot.VM
 		for j := range s.VMs {
 			if s.VMs[j].Name == vmi.Name {
 				vm = &s.VMs[j]
@@ -200,7 +200,7 @@ func tenantAttachOracle(s *snapshot.Snapshot, grace time.Duration) map[[3]string
 
 // publishedElsewhere: an attachment on node was recorded against another
 // node ID than the VMI's VM, so the node is not certainly that VM.
-func publishedElsewhere(t snapshot.Tenant, node string, vmi *kubevirtv1.VirtualMachineInstance) bool {
+func publishedElsewhere(t snapshot.Tenant, node string, vmi *snapshot.VMI) bool {
 	for _, va := range t.VolumeAttachments {
 		id := va.Annotations[snapshot.VANodeIDAnnotation]
 		if va.Spec.NodeName == node && va.Spec.Attacher == t.CSIDriver() && id != "" && id != vmi.Namespace+"/"+vmi.Name {

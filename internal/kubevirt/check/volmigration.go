@@ -55,7 +55,7 @@ func FindInterruptedVolumeMigrations(in Input) []drift.Finding {
 	return out
 }
 
-func vmCondition(vm *kubevirtv1.VirtualMachine, t kubevirtv1.VirtualMachineConditionType) *kubevirtv1.VirtualMachineCondition {
+func vmCondition(vm *snapshot.VM, t kubevirtv1.VirtualMachineConditionType) *kubevirtv1.VirtualMachineCondition {
 	for i := range vm.Status.Conditions {
 		if vm.Status.Conditions[i].Type == t {
 			return &vm.Status.Conditions[i]
@@ -65,14 +65,14 @@ func vmCondition(vm *kubevirtv1.VirtualMachine, t kubevirtv1.VirtualMachineCondi
 }
 
 // migratedVolumes are the VM's recorded volume migrations.
-func migratedVolumes(vm *kubevirtv1.VirtualMachine) []kubevirtv1.StorageMigratedVolumeInfo {
+func migratedVolumes(vm *snapshot.VM) []kubevirtv1.StorageMigratedVolumeInfo {
 	if s := vm.Status.VolumeUpdateState; s != nil && s.VolumeMigrationState != nil {
 		return s.VolumeMigrationState.MigratedVolumes
 	}
 	return nil
 }
 
-func interruptedMigration(in Input, vm *kubevirtv1.VirtualMachine, cond *kubevirtv1.VirtualMachineCondition) drift.Finding {
+func interruptedMigration(in Input, vm *snapshot.VM, cond *kubevirtv1.VirtualMachineCondition) drift.Finding {
 	ns := vm.Namespace
 	strategy := "unset"
 	if vm.Spec.UpdateVolumesStrategy != nil {
@@ -144,7 +144,7 @@ func claimState(in Input, ns, claim string) string {
 
 // specClaim returns the claim the VM template's volume name uses and the
 // JSON-patch path of that claim name ("" when the volume is not there).
-func specClaim(vm *kubevirtv1.VirtualMachine, name string) (claim, path string) {
+func specClaim(vm *snapshot.VM, name string) (claim, path string) {
 	if vm.Spec.Template == nil {
 		return "", ""
 	}
@@ -164,7 +164,7 @@ func specClaim(vm *kubevirtv1.VirtualMachine, name string) (claim, path string) 
 	return "", ""
 }
 
-func migrationRemedy(vm *kubevirtv1.VirtualMachine, ops []map[string]any, lost, unrecorded bool) string {
+func migrationRemedy(vm *snapshot.VM, ops []map[string]any, lost, unrecorded bool) string {
 	ns, name := vm.Namespace, vm.Name
 	start := fmt.Sprintf("`virtctl start %s -n %s`", name, ns)
 	keep := "keep the destination claims until the VM runs from its sources"

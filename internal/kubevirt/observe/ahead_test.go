@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
@@ -168,11 +167,11 @@ func readVMIs(ctx context.Context, p *PageReader, s *pageServer, limit int64, du
 
 // vmiReader reads a list of VMIs: leanList or inTurn.
 type vmiReader = func(context.Context, *PageReader, schema.GroupVersionResource, string, string, int64,
-	func(*vmiWire) kubevirtv1.VirtualMachineInstance, func(), func(int)) ([]kubevirtv1.VirtualMachineInstance, error)
+	func(*vmiWire) snapshot.VMI, func(), func(int)) ([]snapshot.VMI, error)
 
 var (
-	ahead vmiReader = leanList[vmiWire, kubevirtv1.VirtualMachineInstance]
-	turn  vmiReader = inTurn[vmiWire, kubevirtv1.VirtualMachineInstance]
+	ahead vmiReader = leanList[vmiWire, snapshot.VMI]
+	turn  vmiReader = inTurn[vmiWire, snapshot.VMI]
 )
 
 // inTurn is the page reader's loop as it was before it read ahead: each

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -133,7 +132,7 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 
 func names[T any, P interface {
 	*T
-	client.Object
+	GetName() string
 }](items []T) string {
 	var out []string
 	for i := range items {

@@ -47,7 +47,7 @@ type Tenants struct {
 	Read []snapshot.Tenant
 	// Of, when set, gives evidence about the VMI once it is read: the
 	// controller's tenant watches need its volumes.
-	Of func(*kubevirtv1.VirtualMachineInstance) []snapshot.Tenant
+	Of func(*snapshot.VMI) []snapshot.Tenant
 }
 
 // VMI gathers the subject of one VMI: the tenants' evidence, the KubeVirt
@@ -63,13 +63,13 @@ func VMI(ctx context.Context, r client.Reader, ns, name string, t Tenants) (*sna
 		}
 		return nil, fmt.Errorf("reading VMI %s/%s: %w", ns, name, err)
 	}
-	s.VMIs = []kubevirtv1.VirtualMachineInstance{vmi}
+	s.VMIs = []snapshot.VMI{snapshot.VMIOf(&vmi)}
 	if owner := metav1.GetControllerOf(&vmi); owner != nil && owner.Kind == "VirtualMachine" {
 		var vm kubevirtv1.VirtualMachine
 		err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: owner.Name}, &vm)
 		switch {
 		case err == nil:
-			s.VMs = []kubevirtv1.VirtualMachine{vm}
+			s.VMs = []snapshot.VM{snapshot.VMOf(&vm)}
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading VM %s/%s: %w", ns, owner.Name, err)
 		}
@@ -115,13 +115,13 @@ func VMReferences(ctx context.Context, r client.Reader, ns, name string, c Claim
 	if err := r.List(ctx, &vms, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("listing VMs in %s: %w", ns, err)
 	}
-	s.VMs = vms.Items
+	s.VMs = snapshot.VMsOf(vms.Items...)
 	var vmi kubevirtv1.VirtualMachineInstance
 	if err := getOptional(ctx, r, client.ObjectKey{Namespace: ns, Name: name}, &vmi); err != nil {
 		return nil, err
 	}
 	if vmi.Name != "" {
-		s.VMIs = append(s.VMIs, vmi)
+		s.VMIs = append(s.VMIs, snapshot.VMIOf(&vmi))
 	}
 	var err error
 	if c.Volume == "" {
@@ -289,9 +289,11 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 		podStep.opts = []client.ListOption{client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}}
 	}
 	vmStep := storageStep{kind: "VirtualMachine", list: &vms, skip: o.NoVMs || !k.Has(snapshot.KindVMs)}
+	// paged: the VMs read by o.Pages, already as the checks read them.
+	var paged []snapshot.VM
 	if o.Pages != nil {
 		vmStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
-			vms.Items, err = o.Pages.leanVMs(ctx, ns, o.PageSize, answered, page)
+			paged, err = o.Pages.leanVMs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}
@@ -312,7 +314,10 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 		o.add(ch, r, st)
 	}
 	return func() {
-		s.VMs, s.PVCs, s.DataVolumes, s.CSIDrivers = vms.Items, pvcs.Items, dvs.Items, drivers.Items
+		s.VMs, s.PVCs, s.DataVolumes, s.CSIDrivers = paged, pvcs.Items, dvs.Items, drivers.Items
+		if o.Pages == nil {
+			s.VMs = snapshot.VMsOf(vms.Items...)
+		}
 		if k.Has(snapshot.KindPods) {
 			s.Pods = pods.Items
 		} else {

@@ -94,8 +94,8 @@ func TestVMI_cacheAndLiveReadTheSame(t *testing.T) {
 	cache, live := readers(t, kubeVirt(), vm, vmi, other)
 	ctx := context.Background()
 	tenants := []snapshot.Tenant{{Name: "guest", Reachable: true}}
-	var saw *kubevirtv1.VirtualMachineInstance
-	of := func(v *kubevirtv1.VirtualMachineInstance) []snapshot.Tenant { saw = v; return tenants }
+	var saw *snapshot.VMI
+	of := func(v *snapshot.VMI) []snapshot.Tenant { saw = v; return tenants }
 	c, err := observe.VMI(ctx, cache, "ns", "vm-a", observe.Tenants{Of: of})
 	if err != nil {
 		t.Fatal(err)

@@ -145,10 +145,11 @@ func (o StorageRead) readOnce(ctx context.Context, r client.Reader, s *snapshot.
 	}
 	ch := newChain(ctx)
 	var vmis kubevirtv1.VirtualMachineInstanceList
+	var paged []snapshot.VMI // read by o.Pages, as the checks read them
 	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
 	if o.Pages != nil {
 		vmiStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
-			vmis.Items, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, answered, page)
+			paged, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}
@@ -165,7 +166,10 @@ func (o StorageRead) readOnce(ctx context.Context, r client.Reader, s *snapshot.
 	if err := ch.wait(); err != nil {
 		return err
 	}
-	s.VMIs = vmis.Items
+	s.VMIs = paged
+	if o.Pages == nil {
+		s.VMIs = snapshot.VMIsOf(vmis.Items...)
+	}
 	fill()
 	if s.Pods != nil {
 		s.AttachmentPods = attachmentPods(s.Pods)

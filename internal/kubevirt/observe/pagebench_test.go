@@ -105,10 +105,9 @@ func BenchmarkPage(b *testing.B) {
 					if !lean {
 						continue
 					}
-					out := make([]kubevirtv1.VirtualMachineInstance, 0, len(pg.Items))
+					out := make([]snapshot.VMI, 0, len(pg.Items))
 					for i := range pg.Items {
 						out = append(out, pg.Items[i].object())
-						snapshot.Lean(&out[len(out)-1])
 					}
 				}
 			})

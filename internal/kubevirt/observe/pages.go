@@ -221,7 +221,13 @@ type volumeStatusWire struct {
 	} `json:"persistentVolumeClaimInfo,omitempty"`
 }
 
-func (w *vmiWire) object() kubevirtv1.VirtualMachineInstance {
+// object is what the checks read of w (snapshot.VMIOf of its typed form).
+func (w *vmiWire) object() snapshot.VMI {
+	vmi := w.typed()
+	return snapshot.VMIOf(&vmi)
+}
+
+func (w *vmiWire) typed() kubevirtv1.VirtualMachineInstance {
 	st := &w.Status
 	vmi := kubevirtv1.VirtualMachineInstance{TypeMeta: w.TypeMeta, ObjectMeta: w.Meta.object(),
 		Spec: w.Spec.object(),
@@ -269,7 +275,13 @@ type vmWire struct {
 	Status kubevirtv1.VirtualMachineStatus `json:"status"`
 }
 
-func (w *vmWire) object() kubevirtv1.VirtualMachine {
+// object is what the checks read of w (snapshot.VMOf of its typed form).
+func (w *vmWire) object() snapshot.VM {
+	vm := w.typed()
+	return snapshot.VMOf(&vm)
+}
+
+func (w *vmWire) typed() kubevirtv1.VirtualMachine {
 	in := &w.Spec
 	vm := kubevirtv1.VirtualMachine{TypeMeta: w.TypeMeta, ObjectMeta: w.Meta.object(), Status: w.Status,
 		Spec: kubevirtv1.VirtualMachineSpec{Running: in.Running, RunStrategy: in.RunStrategy, Instancetype: in.Instancetype,
@@ -304,8 +316,8 @@ func (pg *wirePage[W]) decode(body []byte) error {
 }
 
 // leanList reads every page of a VMI or VM list as pages says, decoding
-// each page into the wire form W and converting its items with object,
-// made lean (snapshot.Lean); page is told the count after each page, and
+// each page into the wire form W and converting its items with object
+// (what the checks read of them, snapshot.VMIOf and VMOf); page is told the count after each page, and
 // answered, when set, that the server answered the first page.
 //
 // The next page is asked for as soon as the body of one has arrived (its
@@ -344,7 +356,6 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 		}
 		for i := range pg.Items {
 			out = append(out, object(&pg.Items[i]))
-			snapshot.Lean(&out[len(out)-1])
 		}
 		page(len(out))
 		cont := pg.Metadata.Continue
@@ -607,11 +618,11 @@ var (
 )
 
 // leanVMIs lists the VMIs of ns (all namespaces when "") with p.
-func (p *PageReader) leanVMIs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]kubevirtv1.VirtualMachineInstance, error) {
+func (p *PageReader) leanVMIs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VMI, error) {
 	return leanList(ctx, p, vmiResource, "VirtualMachineInstance", ns, limit, (*vmiWire).object, answered, page)
 }
 
 // leanVMs lists the VMs of ns (all namespaces when "") with p.
-func (p *PageReader) leanVMs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]kubevirtv1.VirtualMachine, error) {
+func (p *PageReader) leanVMs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VM, error) {
 	return leanList(ctx, p, vmResource, "VirtualMachine", ns, limit, (*vmWire).object, answered, page)
 }

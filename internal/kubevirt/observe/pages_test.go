@@ -21,7 +21,8 @@ import (
 
 // TestLeanDecode: a page of random VMIs (and one of random VMs), written
 // as the server writes them, decodes to what the API machinery's own
-// decoder (the client's) makes of it, both made lean (snapshot.Lean).
+// decoder (the client's) makes of it, both made lean (snapshot.Lean), and
+// what the checks read of it (object) is snapshot.VMIOf (VMOf) of that.
 func TestLeanDecode(t *testing.T) {
 	dec := serializer.NewCodecFactory(clients.Scheme()).UniversalDeserializer()
 	seeds := 300
@@ -50,7 +51,10 @@ func TestLeanDecode(t *testing.T) {
 		}
 		for i := range want.Items {
 			w := want.Items[i]
-			g := got.Items[i].object()
+			if g, o := got.Items[i].object(), snapshot.VMIOf(&w); !reflect.DeepEqual(g, o) {
+				t.Fatalf("seed %d VMI %d, as the checks read it:\ngot  %s\nwant %s", seed, i, mustJSON(t, g), mustJSON(t, o))
+			}
+			g := got.Items[i].typed()
 			snapshot.Lean(&g)
 			snapshot.Lean(&w)
 			if !reflect.DeepEqual(g, w) {
@@ -67,7 +71,10 @@ func TestLeanDecode(t *testing.T) {
 		}
 		for i := range wantVMs.Items {
 			w := wantVMs.Items[i]
-			g := gotVMs.Items[i].object()
+			if g, o := gotVMs.Items[i].object(), snapshot.VMOf(&w); !reflect.DeepEqual(g, o) {
+				t.Fatalf("seed %d VM %d, as the checks read it:\ngot  %s\nwant %s", seed, i, mustJSON(t, g), mustJSON(t, o))
+			}
+			g := gotVMs.Items[i].typed()
 			snapshot.Lean(&g)
 			snapshot.Lean(&w)
 			if !reflect.DeepEqual(g, w) {

@@ -48,7 +48,7 @@ func ForAttachmentPod(ctx context.Context, c client.Client, o Options, ns, name 
 	if _, err := listAll(ctx, c, &vmis, ns, o.PageSize); err != nil {
 		return nil, fmt.Errorf("listing VMIs in %s: %w", ns, err)
 	}
-	s.VMIs = vmis.Items
+	s.VMIs = snapshot.VMIsOf(vmis.Items...)
 	return snapshot.New(s), nil
 }
 
@@ -90,13 +90,13 @@ func WithInfraOfNode(ctx context.Context, c client.Reader, t snapshot.Tenant, no
 		if err := getOptional(ctx, c, key, &vm); err != nil {
 			return nil, err
 		} else if vm.Name != "" {
-			s.VMs = []kubevirtv1.VirtualMachine{vm}
+			s.VMs = []snapshot.VM{snapshot.VMOf(&vm)}
 		}
 		var vmi kubevirtv1.VirtualMachineInstance
 		if err := getOptional(ctx, c, key, &vmi); err != nil {
 			return nil, err
 		} else if vmi.Name != "" {
-			s.VMIs = []kubevirtv1.VirtualMachineInstance{vmi}
+			s.VMIs = []snapshot.VMI{snapshot.VMIOf(&vmi)}
 		}
 	}
 	return snapshot.New(s), nil

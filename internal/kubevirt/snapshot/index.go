@@ -17,7 +17,7 @@ type Key struct {
 
 // AttachPodRef is a VMI volume status entry that names an attachment pod.
 type AttachPodRef struct {
-	VMI    *kubevirtv1.VirtualMachineInstance
+	VMI    *VMI
 	Volume string
 	// PodUID is the attachPodUID of the entry; it may be empty.
 	PodUID types.UID
@@ -33,18 +33,18 @@ type Index struct {
 	// podRefs and migrationPods are only filled for namespaces that hold
 	// attachment pods: nobody else asks.
 	podRefs       map[Key][]AttachPodRef
-	migrationPods map[types.UID]*kubevirtv1.VirtualMachineInstance
+	migrationPods map[types.UID]*VMI
 
 	tenantsByNS map[string][]*TenantIndex
 	tenantsAll  []*TenantIndex
 
 	vmisOnce sync.Once
-	vmis     map[Key]*kubevirtv1.VirtualMachineInstance
-	vmisByNS map[string][]*kubevirtv1.VirtualMachineInstance
+	vmis     map[Key]*VMI
+	vmisByNS map[string][]*VMI
 	// vmiAtByNS holds the same VMIs as their indexes in the snapshot.
 	vmiAtByNS map[string][]int
 	vmsOnce   sync.Once
-	vmsByNS   map[string][]*kubevirtv1.VirtualMachine
+	vmsByNS   map[string][]*VM
 	// vmNS are the namespaces that hold a VM or a VMI.
 	vmNS     []string
 	podsOnce sync.Once
@@ -63,7 +63,7 @@ func buildIndex(s *Snapshot) *Index {
 		s:             s,
 		vms:           indexByNamespace(len(s.VMs), func(i int) (string, string, int32) { return s.VMs[i].Namespace, s.VMs[i].Name, int32(i) }),
 		podRefs:       make(map[Key][]AttachPodRef, len(s.AttachmentPods)),
-		migrationPods: map[types.UID]*kubevirtv1.VirtualMachineInstance{},
+		migrationPods: map[types.UID]*VMI{},
 		tenantsByNS:   map[string][]*TenantIndex{},
 	}
 	podNS := map[string]bool{}
@@ -88,8 +88,8 @@ func buildIndex(s *Snapshot) *Index {
 // by namespace, so a run of one namespace is appended at once.
 func (ix *Index) indexVMIs() {
 	vmis := ix.s.VMIs
-	ix.vmis = make(map[Key]*kubevirtv1.VirtualMachineInstance, len(vmis))
-	ix.vmisByNS = map[string][]*kubevirtv1.VirtualMachineInstance{}
+	ix.vmis = make(map[Key]*VMI, len(vmis))
+	ix.vmisByNS = map[string][]*VMI{}
 	ix.vmiAtByNS = map[string][]int{}
 	start := 0
 	for i := range vmis {
@@ -107,7 +107,7 @@ func (ix *Index) indexVMIs() {
 }
 
 // indexVMIForPods records which attachment pods a VMI names.
-func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance, refBuf []AttachPodRef) []AttachPodRef {
+func (ix *Index) indexVMIForPods(vmi *VMI, refBuf []AttachPodRef) []AttachPodRef {
 	if ms := vmi.Status.MigrationState; ms != nil && ms.TargetAttachmentPodUID != "" {
 		ix.migrationPods[ms.TargetAttachmentPodUID] = vmi
 	}
@@ -135,7 +135,7 @@ func (ix *Index) indexVMIForPods(vmi *kubevirtv1.VirtualMachineInstance, refBuf 
 }
 
 // VM returns the VirtualMachine ns/name, or nil.
-func (ix *Index) VM(ns, name string) *kubevirtv1.VirtualMachine {
+func (ix *Index) VM(ns, name string) *VM {
 	if i, ok := ix.vms[ns][name]; ok {
 		return &ix.s.VMs[i]
 	}
@@ -143,13 +143,13 @@ func (ix *Index) VM(ns, name string) *kubevirtv1.VirtualMachine {
 }
 
 // VMI returns the VirtualMachineInstance ns/name, or nil.
-func (ix *Index) VMI(ns, name string) *kubevirtv1.VirtualMachineInstance {
+func (ix *Index) VMI(ns, name string) *VMI {
 	ix.vmisOnce.Do(ix.indexVMIs)
 	return ix.vmis[Key{ns, name}]
 }
 
 // VMIsIn returns the VMIs of namespace ns, in snapshot order.
-func (ix *Index) VMIsIn(ns string) []*kubevirtv1.VirtualMachineInstance {
+func (ix *Index) VMIsIn(ns string) []*VMI {
 	ix.vmisOnce.Do(ix.indexVMIs)
 	return ix.vmisByNS[ns]
 }
@@ -162,7 +162,7 @@ func (ix *Index) VMIIndexesIn(ns string) []int {
 }
 
 // VMsIn returns the VMs of namespace ns, in snapshot order.
-func (ix *Index) VMsIn(ns string) []*kubevirtv1.VirtualMachine {
+func (ix *Index) VMsIn(ns string) []*VM {
 	ix.vmsOnce.Do(ix.indexVMNamespaces)
 	return ix.vmsByNS[ns]
 }
@@ -179,7 +179,7 @@ func (ix *Index) VMNamespaces() []string {
 // namespace is appended at once.
 func (ix *Index) indexVMNamespaces() {
 	vms := ix.s.VMs
-	ix.vmsByNS = map[string][]*kubevirtv1.VirtualMachine{}
+	ix.vmsByNS = map[string][]*VM{}
 	seen := map[string]bool{}
 	add := func(ns string) {
 		if !seen[ns] {
@@ -329,7 +329,7 @@ func (ix *Index) AttachPodRefs(ns, name string) []AttachPodRef {
 
 // MigrationTargetOf returns the VMI in ns whose migration state names the
 // attachment pod uid as its target attachment pod, or nil.
-func (ix *Index) MigrationTargetOf(ns string, uid types.UID) *kubevirtv1.VirtualMachineInstance {
+func (ix *Index) MigrationTargetOf(ns string, uid types.UID) *VMI {
 	vmi := ix.migrationPods[uid]
 	if vmi == nil || vmi.Namespace != ns {
 		return nil

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 )
 
@@ -37,8 +36,9 @@ const (
 // Snapshot is everything the checks decide from. Fill it, then call New (or
 // Index once) before sharing it between goroutines.
 type Snapshot struct {
-	VMs  []kubevirtv1.VirtualMachine
-	VMIs []kubevirtv1.VirtualMachineInstance
+	// VMs and VMIs hold what the checks read of each (VMOf, VMIOf).
+	VMs  []VM
+	VMIs []VMI
 	// AttachmentPods are the pods labelled kubevirt.io=hotplug-disk.
 	AttachmentPods []corev1.Pod
 	PVCs           []corev1.PersistentVolumeClaim

@@ -78,7 +78,7 @@ func TestPVCState(t *testing.T) {
 }
 
 func TestIndexIsBuiltLazilyForLiterals(t *testing.T) {
-	s := &snapshot.Snapshot{VMs: []kubevirtv1.VirtualMachine{*f.VM("a")}}
+	s := &snapshot.Snapshot{VMs: []snapshot.VM{snapshot.VMOf(f.VM("a"))}}
 	if s.Index().VM("default", "a") == nil {
 		t.Fatal("a literal snapshot must index itself on first use")
 	}
@@ -215,23 +215,27 @@ func TestVolumeStatusClaims(t *testing.T) {
 		kubevirtv1.VolumeStatus{Name: "v1", PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: "c-other"}},
 		kubevirtv1.VolumeStatus{})
 	want := [][]string{{"c1"}, {"dv2"}, {"v3"}, {"v4"}, {"c1", "c-other"}, nil}
+	own := snapshot.VMIOf(vmi)
 	for i := range vmi.Status.VolumeStatus {
-		if got := snapshot.VolumeStatusClaims(vmi, &vmi.Status.VolumeStatus[i]); !reflect.DeepEqual(got, want[i]) {
+		if got := snapshot.VolumeStatusClaims(&own, &own.Status.VolumeStatus[i]); !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("status %d (%q): claims %v, want %v", i, vmi.Status.VolumeStatus[i].Name, got, want[i])
 		}
 	}
 }
 
 func TestVolumeHelpers(t *testing.T) {
-	vm := f.VM("a", f.WithVolume("v1", f.PVC("c1"), f.Hotpluggable()), f.WithVolume("v2", f.DataVolume("d2")))
+	typed := f.VM("a", f.WithVolume("v1", f.PVC("c1"), f.Hotpluggable()), f.WithVolume("v2", f.DataVolume("d2")))
+	own := snapshot.VMOf(typed)
+	vm := &own
 	if v := snapshot.VMVolume(vm, "v1"); snapshot.ClaimName(v) != "c1" || !snapshot.Hotpluggable(v) {
 		t.Errorf("v1 = %+v", v)
 	}
 	if v := snapshot.VMVolume(vm, "v2"); snapshot.ClaimName(v) != "d2" || snapshot.Hotpluggable(v) {
 		t.Errorf("v2 = %+v", v)
 	}
-	if snapshot.VMVolume(vm, "v3") != nil || snapshot.VMVolume(nil, "v1") != nil || snapshot.VMVolume(&kubevirtv1.VirtualMachine{}, "v1") != nil {
-		t.Errorf("VMVolume must be nil-safe")
+	if snapshot.VMVolume(vm, "v3") != nil || snapshot.VMVolume(nil, "v1") != nil || snapshot.VMVolume(&snapshot.VM{}, "v1") != nil ||
+		snapshot.TemplateVolume(typed, "v2") == nil || snapshot.TemplateVolume(&kubevirtv1.VirtualMachine{}, "v1") != nil {
+		t.Errorf("VMVolume and TemplateVolume must find the volume, and be nil-safe")
 	}
 	if snapshot.ClaimName(nil) != "" || snapshot.Hotpluggable(nil) {
 		t.Errorf("ClaimName/Hotpluggable must be nil-safe")
@@ -239,7 +243,7 @@ func TestVolumeHelpers(t *testing.T) {
 }
 
 func TestNewSharesObjects(t *testing.T) {
-	base := snapshot.Snapshot{VMs: []kubevirtv1.VirtualMachine{*f.VM("a")}}
+	base := snapshot.Snapshot{VMs: []snapshot.VM{snapshot.VMOf(f.VM("a"))}}
 	s := snapshot.New(base)
 	if &s.VMs[0] != &base.VMs[0] {
 		t.Errorf("New must not copy the objects")

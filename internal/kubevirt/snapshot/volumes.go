@@ -5,28 +5,36 @@ import (
 )
 
 // VMIVolume returns the VMI spec volume called name, or nil.
-func VMIVolume(vmi *kubevirtv1.VirtualMachineInstance, name string) *kubevirtv1.Volume {
-	for i := range vmi.Spec.Volumes {
-		if vmi.Spec.Volumes[i].Name == name {
-			return &vmi.Spec.Volumes[i]
-		}
-	}
-	return nil
+func VMIVolume(vmi *VMI, name string) *kubevirtv1.Volume {
+	return VolumeNamed(vmi.Spec.Volumes, name)
 }
 
-// VMVolume returns the volume called name in the VM's
-// spec.template.spec.volumes, or nil.
-func VMVolume(vm *kubevirtv1.VirtualMachine, name string) *kubevirtv1.Volume {
-	if vm == nil || vm.Spec.Template == nil {
-		return nil
-	}
-	vols := vm.Spec.Template.Spec.Volumes
+// VolumeNamed returns the volume among vols called name, or nil.
+func VolumeNamed(vols []kubevirtv1.Volume, name string) *kubevirtv1.Volume {
 	for i := range vols {
 		if vols[i].Name == name {
 			return &vols[i]
 		}
 	}
 	return nil
+}
+
+// TemplateVolume returns the volume called name in a typed VM's
+// spec.template.spec.volumes (a VM read live), or nil.
+func TemplateVolume(vm *kubevirtv1.VirtualMachine, name string) *kubevirtv1.Volume {
+	if vm.Spec.Template == nil {
+		return nil
+	}
+	return VolumeNamed(vm.Spec.Template.Spec.Volumes, name)
+}
+
+// VMVolume returns the volume called name in the VM's
+// spec.template.spec.volumes, or nil.
+func VMVolume(vm *VM, name string) *kubevirtv1.Volume {
+	if vm == nil || vm.Spec.Template == nil {
+		return nil
+	}
+	return VolumeNamed(vm.Spec.Template.Spec.Volumes, name)
 }
 
 // ClaimName returns the PVC a volume uses: the claim of a
@@ -77,7 +85,7 @@ func Hotpluggable(v *kubevirtv1.Volume) bool {
 // status.persistentVolumeClaimInfo and, when neither is known, the volume
 // name itself (the KubeVirt CSI driver names volumes after their claims).
 // Over-matching is deliberate: callers use it to refuse actions.
-func VolumeStatusClaims(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus) []string {
+func VolumeStatusClaims(vmi *VMI, vs *kubevirtv1.VolumeStatus) []string {
 	var out []string
 	EachVolumeStatusClaim(vmi, vs, func(c string) { out = append(out, c) })
 	return out
@@ -85,7 +93,7 @@ func VolumeStatusClaims(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.V
 
 // EachVolumeStatusClaim calls fn for each claim VolumeStatusClaims returns,
 // without allocating.
-func EachVolumeStatusClaim(vmi *kubevirtv1.VirtualMachineInstance, vs *kubevirtv1.VolumeStatus, fn func(claim string)) {
+func EachVolumeStatusClaim(vmi *VMI, vs *kubevirtv1.VolumeStatus, fn func(claim string)) {
 	spec := ClaimName(VMIVolume(vmi, vs.Name))
 	status := ""
 	if vs.PersistentVolumeClaimInfo != nil {

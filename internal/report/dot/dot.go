@@ -284,7 +284,7 @@ const noSuchVolume = "no such volume"
 
 // volumeState says what the VMI's status shows of a volume: the label of
 // the VMI's edge to it.
-func volumeState(vmi *kubevirtv1.VirtualMachineInstance, name string) string {
+func volumeState(vmi *snapshot.VMI, name string) string {
 	for i := range vmi.Status.VolumeStatus {
 		vs := &vmi.Status.VolumeStatus[i]
 		if vs.Name != name {
@@ -310,7 +310,7 @@ func volumeState(vmi *kubevirtv1.VirtualMachineInstance, name string) string {
 
 // volume adds a volume of a VMI (or VM) with its attachment pod and claim;
 // a VMI's volume that neither its spec nor its status lists is missing.
-func (g *graph) volume(ns, name string, vmi *kubevirtv1.VirtualMachineInstance, vm *kubevirtv1.VirtualMachine) string {
+func (g *graph) volume(ns, name string, vmi *snapshot.VMI, vm *snapshot.VM) string {
 	id := g.add("Volume", ns, name, vmi != nil && volumeState(vmi, name) == noSuchVolume)
 	var claim string
 	if vmi != nil {
@@ -350,7 +350,7 @@ func (g *graph) volume(ns, name string, vmi *kubevirtv1.VirtualMachineInstance, 
 // volume's source claim (the consistent data) and destination claim, and
 // the claim the VM spec names where that is not the source (the drift a
 // recovery undoes).
-func (g *graph) migration(id string, vm *kubevirtv1.VirtualMachine) {
+func (g *graph) migration(id string, vm *snapshot.VM) {
 	if vm == nil || vm.Status.VolumeUpdateState == nil || vm.Status.VolumeUpdateState.VolumeMigrationState == nil {
 		return
 	}
