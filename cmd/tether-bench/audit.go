@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -136,7 +137,10 @@ type result struct {
 // o.runs times, interleaved; the median is printed with its speed-up over
 // the loop.
 func runAudit(o auditOptions) error {
-	ctx := context.Background()
+	// An interrupt ends a held world (-hold) and stops the control plane:
+	// nothing else would, and it would run on after the benchmark.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	bin := o.tether
 	tmp, err := os.MkdirTemp("", "tether-bench-")
 	if err != nil {
