@@ -5,10 +5,13 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 // FuzzAuditJSON: the streamed -o json document is byte for byte what
@@ -80,10 +83,54 @@ func TestAppendFinding_knowsEveryField(t *testing.T) {
 	} {
 		var got []string
 		for i := 0; i < c.typ.NumField(); i++ {
-			got = append(got, c.typ.Field(i).Tag.Get("json"))
+			if c.typ.Field(i).IsExported() { // encoding/json writes no other
+				got = append(got, c.typ.Field(i).Tag.Get("json"))
+			}
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s has the JSON fields %v; appendFinding writes %v: teach it the change", c.typ, got, c.want)
+		}
+	}
+}
+
+// TestPrintAudit_writesDeferredWordsInTurn: `tether audit` runs the checks
+// with their findings' words deferred (check.RunDeferred) and writes each
+// finding's words in its turn; every format prints what it prints of the
+// same findings with their words, byte for byte, and -o json and table
+// leave the findings deferred (their words are garbage once printed).
+func TestPrintAudit_writesDeferredWordsInTurn(t *testing.T) {
+	vm := fixture.VM("a", fixture.Running())
+	s := fixture.Snapshot(vm, fixture.VMI("a", fixture.OwnedBy(vm), fixture.WithHotplug("v1"), fixture.WithHotplug("v2")),
+		fixture.VM("b", fixture.WithVolume("disk", fixture.PVC("gone"))))
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	eager := check.Run(s, check.DefaultPolicy(), now)
+	checks := map[string]bool{}
+	for _, f := range check.RunDeferred(s, check.DefaultPolicy(), now) {
+		if f.Deferred() {
+			checks[f.Check] = true
+		}
+	}
+	if !checks[check.OrphanHotplugVolume] || !checks[check.DanglingVolumeReference] {
+		t.Fatalf("deferred findings of %v, want OrphanHotplugVolume and DanglingVolumeReference among them", checks)
+	}
+	for _, format := range []string{"json", "table", "yaml", "policyreport", "dot"} {
+		p := auditPrint{format: format, api: policyreport.WGPolicy, now: now}
+		deferred := check.RunDeferred(s, check.DefaultPolicy(), now)
+		var want, got bytes.Buffer
+		if err := printAudit(&want, p, s, slices.Clone(eager)); err != nil {
+			t.Fatal(err)
+		}
+		if err := printAudit(&got, p, s, deferred); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Errorf("-o %s of the deferred findings differs:\n%s\nwant:\n%s", format, got.Bytes(), want.Bytes())
+		}
+		held := slices.ContainsFunc(deferred, func(f drift.Finding) bool {
+			return !f.Deferred() && (f.Check == check.OrphanHotplugVolume || f.Check == check.DanglingVolumeReference)
+		})
+		if (format == "json" || format == "table") && held {
+			t.Errorf("-o %s wrote the words into the findings it printed: it holds all of them", format)
 		}
 	}
 }

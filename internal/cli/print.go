@@ -60,7 +60,8 @@ func encode(w io.Writer, format string, v any) error {
 
 // streamAuditJSON writes r as encode does, byte for byte, one finding at
 // a time: the whole document is never held in memory (tens of thousands of
-// findings are over a hundred megabytes of JSON).
+// findings are over a hundred megabytes of JSON), nor the words of every
+// finding (a deferred finding's are written for its turn only).
 func streamAuditJSON(w io.Writer, r AuditReport) error {
 	fs := r.Findings
 	r.Findings = nil
@@ -85,7 +86,8 @@ func streamAuditJSON(w io.Writer, r AuditReport) error {
 	sep := ",\n  \"findings\": [\n    "
 	var b []byte
 	for i := range fs {
-		b = appendFinding(append(b[:0], sep...), &fs[i])
+		f := fs[i].Written()
+		b = appendFinding(append(b[:0], sep...), &f)
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -112,6 +114,9 @@ func printAudit(out io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Fi
 }
 
 func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Finding) error {
+	if p.format != "json" && p.format != "table" {
+		drift.WriteAll(fs) // json and table write each finding's words in its turn
+	}
 	switch format := p.format; format {
 	case "policyreport":
 		return writePolicyReports(w, p, fs)
@@ -155,7 +160,8 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Find
 	return writeFindingTable(w, "NAMESPACE", fs)
 }
 
-// writeFindingTable writes the findings' table, then each one's why. scope
+// writeFindingTable writes the findings' table, then each one's why (the
+// words of a deferred finding written for its turn only). scope
 // heads the column of f.Namespace (NAMESPACE, or PROJECT in OpenStack).
 func writeFindingTable(w io.Writer, scope string, fs []drift.Finding) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -167,8 +173,8 @@ func writeFindingTable(w io.Writer, scope string, fs []drift.Finding) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, f := range fs {
-		printWhy(w, f)
+	for i := range fs {
+		printWhy(w, fs[i].Written())
 	}
 	return nil
 }

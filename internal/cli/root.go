@@ -271,6 +271,8 @@ func (o *auditOptions) Complete(cmd *cobra.Command) error {
 // Run surveys the cluster once and prints the findings.
 func (o *auditOptions) Run(ctx context.Context) error {
 	x := o.resolved.fixer(o.stderr)
+	// The findings' words are written as they are printed (printAudit).
+	x.DeferText = true
 	s, err := x.Survey(ctx)
 	if err != nil {
 		return err

@@ -91,6 +91,60 @@ type Finding struct {
 	// client (kubectl, the openstack CLI).
 	Evidence []string `json:"evidence"`
 	Action   Action   `json:"action"`
+
+	// text, when set, writes the finding's words (Deferred).
+	text func() Text
+}
+
+// Text is a finding's words: its message, the evidence its check gives
+// and the remedy.
+type Text struct {
+	Message  string
+	Evidence []string
+	Remedy   string
+}
+
+// Defer drops f's message, evidence and remedy, and has text write them
+// again when they are asked for (Write). An audit of hundreds of thousands
+// of findings then holds their facts, not their words, until it prints
+// each: text must give what f held, from facts that do not change.
+// Evidence added to f afterwards (Block) comes after text's.
+func (f *Finding) Defer(text func() Text) {
+	f.Message, f.Evidence, f.Action.Remedy, f.text = "", nil, "", text
+}
+
+// Deferred reports whether f's words are still to be written.
+func (f *Finding) Deferred() bool { return f.text != nil }
+
+// Write writes f's deferred words into it; a finding whose words are
+// written is left alone.
+func (f *Finding) Write() {
+	if f.text == nil {
+		return
+	}
+	t := f.text()
+	f.Message, f.Action.Remedy, f.text = t.Message, t.Remedy, nil
+	f.Evidence = append(t.Evidence, f.Evidence...)
+}
+
+// Written returns a copy of f with its words written; f keeps its words
+// deferred, so that they are garbage once the copy is.
+func (f *Finding) Written() Finding {
+	c := *f
+	c.Write()
+	return c
+}
+
+// WriteAll writes the deferred words of every finding of fs.
+func WriteAll(fs []Finding) {
+	for i := range fs {
+		fs[i].Write()
+	}
+}
+
+// TextOf returns f's words as they are now.
+func TextOf(f Finding) Text {
+	return Text{Message: f.Message, Evidence: f.Evidence, Remedy: f.Action.Remedy}
 }
 
 // Block marks f's action not safe for reason and adds the fact that says

@@ -45,6 +45,11 @@ type Fixer struct {
 	Observed func()
 	// Last is the snapshot of the latest Survey.
 	Last *snapshot.Snapshot
+	// DeferText defers the words of the findings whose checks can write
+	// them later (check.RunDeferred): a caller that prints the findings one
+	// at a time writes each then (drift.Finding.Written), and never holds
+	// the words of all of them. Last must then stay unchanged until it has.
+	DeferText bool
 
 	// found are the latest Survey's findings (About knows the objects
 	// they name).
@@ -73,7 +78,11 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 	}
 	x.Last = s
 	now := time.Now()
-	findings := check.Run(s, x.Policy, now)
+	run := check.Run
+	if x.DeferText {
+		run = check.RunDeferred
+	}
+	findings := run(s, x.Policy, now)
 	kept := findings[:0]
 	for _, f := range findings {
 		if f.Severity.Rank() >= x.MinSeverity.Rank() {

@@ -53,6 +53,9 @@ type Input struct {
 
 	scope inScope
 	memo  *memo
+	// deferText: the checks that can defer their findings' words do
+	// (RunDeferred).
+	deferText bool
 }
 
 // NewInput prepares an input: it indexes the snapshot, applies the policy
@@ -412,4 +415,16 @@ func InLoop(loops ...Loop) []string {
 // the one order of drift.Sort.
 func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
 	return drift.Run(All(), NewInput(s, p, now), p.Checks)
+}
+
+// RunDeferred is Run whose findings hold their facts and not their words
+// where a check can write them again later (drift.Finding.Defer): those
+// of OrphanHotplugVolume and DanglingVolumeReference, the ones a large
+// cluster has by the hundred thousand. The snapshot must stay unchanged
+// until every finding's words are written (drift.Finding.Write). The
+// decisions are Run's.
+func RunDeferred(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
+	in := NewInput(s, p, now)
+	in.deferText = true
+	return drift.Run(All(), in, p.Checks)
 }

@@ -65,6 +65,13 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 				continue // out of scope, or a later duplicate of the name
 			}
 			if f, ok := r.decideVM(vm, &vols[j], claims, j); ok {
+				if in.deferText {
+					// The words again when asked for, from the subject
+					// alone (as CheckDangling decides): what the
+					// reference was found to be is not held meanwhile.
+					vol := &vols[j]
+					f.Defer(func() drift.Text { again, _ := r.decideVM(vm, vol, nil, -1); return drift.TextOf(again) })
+				}
 				out = append(out, f)
 			}
 		}
@@ -83,6 +90,9 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 				continue
 			}
 			if f, ok := r.decideVMI(vmi, own, name, claims); ok {
+				if in.deferText {
+					f.Defer(func() drift.Text { again, _ := r.decideVMI(vmi, own, name, nil); return drift.TextOf(again) })
+				}
 				out = append(out, f)
 			}
 		}

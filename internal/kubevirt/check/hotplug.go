@@ -146,6 +146,15 @@ func FindOrphanHotplugVolumes(in Input) []drift.Finding {
 				looked = true
 			}
 			if f, ok := decideVolume(in, vmi, vs, &facts); ok {
+				if in.deferText {
+					// The words again, from the same facts, when asked for.
+					pass := facts.pass
+					f.Defer(func() drift.Text {
+						again := vmiFacts{own: pass.owner(i), tenants: pass.Index.TenantsFor(vmi.Namespace), pass: pass, at: i}
+						f, _ := decideVolume(*pass, vmi, vs, &again)
+						return drift.TextOf(f)
+					})
+				}
 				out = append(out, f)
 			}
 		}
