@@ -409,7 +409,7 @@ func (tw *Watch) Fenced() int {
 
 // vmiHandles returns the names a tenant volume handle of a VMI's volumes
 // (spec volumes and volume statuses) may have: each volume's name and the claim or DataVolume it uses.
-func vmiHandles(vols []kubevirtv1.Volume, statuses []kubevirtv1.VolumeStatus) []string {
+func vmiHandles(vols []kubevirtv1.Volume, statuses []snapshot.VolumeStatus) []string {
 	var out []string
 	for i := range vols {
 		v := &vols[i]
@@ -495,7 +495,7 @@ func (tw *Watch) allVMIs(infra client.Reader, handle string) []metav1.ObjectMeta
 	out := make([]metav1.ObjectMeta, 0, len(list.Items))
 	for i := range list.Items {
 		v := &list.Items[i]
-		if handle == "" || slices.Contains(vmiHandles(v.Spec.Volumes, v.Status.VolumeStatus), handle) {
+		if handle == "" || slices.Contains(vmiHandles(v.Spec.Volumes, snapshot.VolumeStatusesOf(v.Status.VolumeStatus)), handle) {
 			out = append(out, metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name})
 		}
 	}

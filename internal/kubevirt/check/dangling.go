@@ -170,11 +170,11 @@ func (r *danglingRun) vmInScope(vm *snapshot.VM) bool {
 type reference struct {
 	ns, volume string
 	onVM       bool
-	vm         *snapshot.VM             // the subject, or the VMI's owner
-	vmi        *snapshot.VMI            // the subject, or the VM's VMI
-	own        Ownership                // for a VMI subject
-	vol        *kubevirtv1.Volume       // the subject's spec volume
-	status     *kubevirtv1.VolumeStatus // the VMI's status entry, if any
+	vm         *snapshot.VM           // the subject, or the VMI's owner
+	vmi        *snapshot.VMI          // the subject, or the VM's VMI
+	own        Ownership              // for a VMI subject
+	vol        *kubevirtv1.Volume     // the subject's spec volume
+	status     *snapshot.VolumeStatus // the VMI's status entry, if any
 	src        source
 	st         storage
 	podGone    bool
@@ -246,7 +246,7 @@ func (r *danglingRun) reportedOnVM(ref *reference) bool {
 // that name, or only one with another UID, exists. Volumes that are not yet
 // or no longer attached, and VMIs that migrate or terminate, legitimately
 // lack their pod for a while and are left alone.
-func (r *danglingRun) attachPodGone(vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus) (bool, []string) {
+func (r *danglingRun) attachPodGone(vmi *snapshot.VMI, vs *snapshot.VolumeStatus) (bool, []string) {
 	if vs == nil || vs.HotplugVolume == nil || vs.HotplugVolume.AttachPodName == "" || !attachedPhase(vs.Phase) ||
 		vmi.Status.Phase != kubevirtv1.Running || IsMigrating(vmi) || IsTerminating(vmi) {
 		return false, nil
@@ -320,7 +320,7 @@ func (r *danglingRun) judge(ns string, src source, known *volPVC) storage {
 	return judgeFound(r.in, ns, src, templated, pvc, deleting)
 }
 
-func volumeStatus(vmi *snapshot.VMI, name string) *kubevirtv1.VolumeStatus {
+func volumeStatus(vmi *snapshot.VMI, name string) *snapshot.VolumeStatus {
 	for i := range vmi.Status.VolumeStatus {
 		if vmi.Status.VolumeStatus[i].Name == name {
 			return &vmi.Status.VolumeStatus[i]

@@ -249,7 +249,7 @@ func (r *danglingRun) gateHolds(h *holds, ref *reference, action drift.ActionTyp
 	gates := r.in.hotplugGates()
 	switch action {
 	case VMIRemoveVolume:
-		sub := &subject{vmi: ref.vmi, status: &kubevirtv1.VolumeStatus{Name: ref.volume}, vmiFacts: vmiFacts{own: ref.own}}
+		sub := &subject{vmi: ref.vmi, status: &snapshot.VolumeStatus{Name: ref.volume}, vmiFacts: vmiFacts{own: ref.own}}
 		apiHolds(h, r.in, sub, action)
 	case VMRemoveVolume:
 		// pkg/virt-api/rest/volumes.go:63-65,75-78: neither gate, 400.

@@ -71,7 +71,7 @@ func unsafeVolume(s *snapshot.Snapshot, p Policy, fd drift.Finding) string {
 	if vmi == nil || vmi.UID != fd.Object.UID {
 		return "the VMI does not exist"
 	}
-	var vs *kubevirtv1.VolumeStatus
+	var vs *snapshot.VolumeStatus
 	for i := range vmi.Status.VolumeStatus {
 		if vmi.Status.VolumeStatus[i].Name == fd.Volume && vmi.Status.VolumeStatus[i].HotplugVolume != nil {
 			vs = &vmi.Status.VolumeStatus[i]

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -79,7 +78,7 @@ func (f *vmiFacts) tenantNodes(i int, vm snapshot.InfraVM) []snapshot.TenantNode
 // subject is one hot-plugged volume of one VMI and what the decision reads.
 type subject struct {
 	vmi    *snapshot.VMI
-	status *kubevirtv1.VolumeStatus
+	status *snapshot.VolumeStatus
 	vmiFacts
 	claim     string
 	claimDone bool
@@ -195,7 +194,7 @@ func firstStatus(vmi *snapshot.VMI, j int) bool {
 	return true
 }
 
-func decideVolume(in Input, vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus, facts *vmiFacts) (drift.Finding, bool) {
+func decideVolume(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, facts *vmiFacts) (drift.Finding, bool) {
 	sub := &subject{vmi: vmi, status: vs, vmiFacts: *facts}
 	v, ok := classify(in, sub)
 	// Keep the tenant nodes classify looked up for the VMI's other volumes.

@@ -195,7 +195,7 @@ func kvVolumeInUse(s *snapshot.Snapshot, vmi *snapshot.VMI, volume, claim string
 // the storage of the VMI spec volume of the same name. When neither is known
 // (the spec entry is already removed, the status not filled), the volume's
 // own name, as the KubeVirt CSI driver names hot-plugs after their claims.
-func kvStatusClaims(vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus) []string {
+func kvStatusClaims(vmi *snapshot.VMI, vs *snapshot.VolumeStatus) []string {
 	var out []string
 	if vs.PersistentVolumeClaimInfo != nil && vs.PersistentVolumeClaimInfo.ClaimName != "" {
 		out = append(out, vs.PersistentVolumeClaimInfo.ClaimName)

@@ -481,7 +481,7 @@ func kvStuckWrong(s *snapshot.Snapshot, p Policy, at time.Time, fd drift.Finding
 	if vmi.Status.Phase != kubevirtv1.Running || vmi.DeletionTimestamp != nil || (vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed && !vmi.Status.MigrationState.Failed) {
 		return "the VMI is not running steadily"
 	}
-	var vs *kubevirtv1.VolumeStatus
+	var vs *snapshot.VolumeStatus
 	for i := range vmi.Status.VolumeStatus {
 		if vmi.Status.VolumeStatus[i].Name == fd.Volume {
 			vs = &vmi.Status.VolumeStatus[i]

@@ -87,7 +87,7 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 
 // stuckState classifies one hot-plug volume status (see
 // FindStuckHotplugPhases).
-func stuckState(in Input, vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus, inSpec bool) (stuckHotplug, bool) {
+func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec bool) (stuckHotplug, bool) {
 	detaching := inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching
 	unplugged := !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted)
 	if !detaching && !unplugged && (!inSpec || isDetaching(vs.Phase)) {
@@ -218,7 +218,7 @@ func (in Input) dyingAttachmentPods() map[snapshot.Key]*corev1.Pod {
 	return in.memo.dying
 }
 
-func stuckFinding(in Input, vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus, s stuckHotplug) (drift.Finding, bool) {
+func stuckFinding(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, s stuckHotplug) (drift.Finding, bool) {
 	sev := drift.SeverityInfo
 	how := "for an unknown time"
 	if !s.since.IsZero() {
@@ -251,7 +251,7 @@ func stuckFinding(in Input, vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus, s st
 // stuckRemedy is what an operator can run: look at the component expected
 // to act, upgrade where a release carries the fix, restart the VM as the
 // last resort; never delete the attachment pods of a live VMI.
-func stuckRemedy(in Input, vmi *snapshot.VMI, vs *kubevirtv1.VolumeStatus, s stuckHotplug) string {
+func stuckRemedy(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, s stuckHotplug) string {
 	ns, name := vmi.Namespace, vmi.Name
 	watch := fmt.Sprintf("`kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'`", name, ns)
 	look := "the virt-controller logs (`kubectl logs -n <kubevirt namespace> -l kubevirt.io=virt-controller`)"

@@ -182,7 +182,7 @@ func waitingElsewhere(in Input, vmi *snapshot.VMI, volume, claim string, facts *
 }
 
 // stuckPublishHolds: what must change before the VM-level removevolume.
-func stuckPublishHolds(in Input, vmi *snapshot.VMI, vm *snapshot.VM, v *kubevirtv1.Volume, vs *kubevirtv1.VolumeStatus, tv tenantView) (drift.BlockReason, []string) {
+func stuckPublishHolds(in Input, vmi *snapshot.VMI, vm *snapshot.VM, v *kubevirtv1.Volume, vs *snapshot.VolumeStatus, tv tenantView) (drift.BlockReason, []string) {
 	var h holds
 	ref := vmi.Namespace + "/" + vmi.Name
 	if IsTerminating(vmi) {

@@ -115,7 +115,7 @@ func (in Input) tenantAttachScan() *[keeps][]tenantHandles {
 // handle: the entry of that name (the driver hot-plugs a DataVolume under
 // its own name), or one whose claim or DataVolume is that name; nil when
 // there is none.
-func hotplugStatus(vmi *snapshot.VMI, handle string) *kubevirtv1.VolumeStatus {
+func hotplugStatus(vmi *snapshot.VMI, handle string) *snapshot.VolumeStatus {
 	for i := range vmi.Status.VolumeStatus {
 		if vs := &vmi.Status.VolumeStatus[i]; vs.Name == handle {
 			return vs
@@ -138,7 +138,7 @@ func hotplugStatus(vmi *snapshot.VMI, handle string) *kubevirtv1.VolumeStatus {
 // isReadyHotplug reports whether a status entry is a hot-plug in phase
 // Ready: what the driver's ControllerPublishVolume waits for
 // (kubevirt/csi-driver pkg/kubevirt/client.go:219-233).
-func isReadyHotplug(vs *kubevirtv1.VolumeStatus) bool {
+func isReadyHotplug(vs *snapshot.VolumeStatus) bool {
 	return vs != nil && vs.HotplugVolume != nil && vs.Phase == kubevirtv1.VolumeReady
 }
 
@@ -192,7 +192,7 @@ func eachTenantHandle(in Input, keep int, fn func(i int, vmi *snapshot.VMI, h st
 	}
 }
 
-func phantomFinding(in Input, i int, vmi *snapshot.VMI, handle string, vs *kubevirtv1.VolumeStatus, as []tenantAttach) drift.Finding {
+func phantomFinding(in Input, i int, vmi *snapshot.VMI, handle string, vs *snapshot.VolumeStatus, as []tenantAttach) drift.Finding {
 	own := in.owner(i)
 	f := drift.Finding{
 		Check:     PhantomAttach,
@@ -257,7 +257,7 @@ func attachFacts(in Input, vmi *snapshot.VMI, as []tenantAttach) []string {
 }
 
 // vmiSideFact says what the VMI status shows for the handle.
-func vmiSideFact(vmi *snapshot.VMI, handle string, vs *kubevirtv1.VolumeStatus) string {
+func vmiSideFact(vmi *snapshot.VMI, handle string, vs *snapshot.VolumeStatus) string {
 	who := fmt.Sprintf("VMI %s/%s (node %s)", vmi.Namespace, vmi.Name, orNone(vmi.Status.NodeName))
 	switch {
 	case vs == nil:
@@ -321,7 +321,7 @@ func FindAttachAlreadyPresent(in Input) []drift.Finding {
 	return out
 }
 
-func alreadyPresentFinding(in Input, i int, vmi *snapshot.VMI, handle string, vs *kubevirtv1.VolumeStatus, as []tenantAttach) drift.Finding {
+func alreadyPresentFinding(in Input, i int, vmi *snapshot.VMI, handle string, vs *snapshot.VolumeStatus, as []tenantAttach) drift.Finding {
 	f := drift.Finding{
 		Check:     AttachAlreadyPresent,
 		Namespace: vmi.Namespace,

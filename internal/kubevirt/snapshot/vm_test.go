@@ -75,16 +75,18 @@ func TestVMIDeepCopy(t *testing.T) {
 	}
 }
 
-// TestVMIIsSmaller: what the checks read of a VMI, and of a VM with its
-// template, is much smaller than the KubeVirt structs (the point of the
+// TestVMIIsSmaller: what the checks read of a VMI, of a VM with its
+// template and of a volume status, is much smaller than the KubeVirt structs (the point of the
 // types; docs/performance.md).
 func TestVMIIsSmaller(t *testing.T) {
 	vmi, own := unsafe.Sizeof(kubevirtv1.VirtualMachineInstance{}), unsafe.Sizeof(VMI{})
 	vm := unsafe.Sizeof(kubevirtv1.VirtualMachine{}) + unsafe.Sizeof(kubevirtv1.VirtualMachineInstanceTemplateSpec{})
 	ownVM := unsafe.Sizeof(VM{}) + unsafe.Sizeof(VMTemplate{})
-	t.Logf("VMI %d → %d B, VM with template %d → %d B", vmi, own, vm, ownVM)
-	if own*3 > vmi || ownVM*2 > vm {
-		t.Error("VMI or VM is not much smaller than the KubeVirt struct")
+	vs := unsafe.Sizeof(kubevirtv1.VolumeStatus{}) + unsafe.Sizeof(kubevirtv1.PersistentVolumeClaimInfo{})
+	ownVS := unsafe.Sizeof(VolumeStatus{}) + unsafe.Sizeof(ClaimInfo{})
+	t.Logf("VMI %d → %d B, VM with template %d → %d B, volume status with claim info %d → %d B", vmi, own, vm, ownVM, vs, ownVS)
+	if own*3 > vmi || ownVM*2 > vm || ownVS*2 > vs {
+		t.Error("VMI, VM or VolumeStatus is not much smaller than the KubeVirt struct")
 	}
 }
 

@@ -85,7 +85,7 @@ func Hotpluggable(v *kubevirtv1.Volume) bool {
 // status.persistentVolumeClaimInfo and, when neither is known, the volume
 // name itself (the KubeVirt CSI driver names volumes after their claims).
 // Over-matching is deliberate: callers use it to refuse actions.
-func VolumeStatusClaims(vmi *VMI, vs *kubevirtv1.VolumeStatus) []string {
+func VolumeStatusClaims(vmi *VMI, vs *VolumeStatus) []string {
 	var out []string
 	EachVolumeStatusClaim(vmi, vs, func(c string) { out = append(out, c) })
 	return out
@@ -93,7 +93,7 @@ func VolumeStatusClaims(vmi *VMI, vs *kubevirtv1.VolumeStatus) []string {
 
 // EachVolumeStatusClaim calls fn for each claim VolumeStatusClaims returns,
 // without allocating.
-func EachVolumeStatusClaim(vmi *VMI, vs *kubevirtv1.VolumeStatus, fn func(claim string)) {
+func EachVolumeStatusClaim(vmi *VMI, vs *VolumeStatus, fn func(claim string)) {
 	spec := ClaimName(VMIVolume(vmi, vs.Name))
 	status := ""
 	if vs.PersistentVolumeClaimInfo != nil {
