@@ -56,10 +56,21 @@ func (w *world) startKillable(cfg *config.Config, faults func(kill func()) *cont
 	return k
 }
 
-// once returns a hook that kills the process the first time it runs.
+// once returns a hook that kills the process the first time it runs: it
+// stops the manager and ends the reconcile there, as a killed process
+// would, by a panic the controller recovers. Without the panic the
+// reconcile went on to its next write, which succeeded whenever the
+// manager had not yet cancelled the controllers' context (it stops the
+// other runnables first): the process had not died at that point.
 func once(kill func()) func(drift.Finding) {
 	var o sync.Once
-	return func(drift.Finding) { o.Do(kill) }
+	return func(drift.Finding) {
+		died := false
+		o.Do(func() { kill(); died = true })
+		if died {
+			panic("tether test: the process was killed here")
+		}
+	}
 }
 
 // diesAt runs a process with a limit of max actions on one orphan, lets it
