@@ -55,6 +55,12 @@ type vmiFacts struct {
 	at   int
 }
 
+// passFacts are the facts of the pass's VMI i, looked up through the pass.
+func passFacts(pass *Input, i int) vmiFacts {
+	vmi := &pass.Snapshot.VMIs[i]
+	return vmiFacts{own: pass.owner(i), tenants: pass.Index.TenantsFor(vmi.Namespace), pass: pass, at: i}
+}
+
 func lookupVMI(ix *snapshot.Index, vmi *snapshot.VMI) vmiFacts {
 	return vmiFacts{own: ResolveOwner(ix, vmi), tenants: ix.TenantsFor(vmi.Namespace)}
 }
@@ -141,15 +147,14 @@ func FindOrphanHotplugVolumes(in Input) []drift.Finding {
 				continue
 			}
 			if !looked {
-				facts = vmiFacts{own: in.owner(i), tenants: in.Index.TenantsFor(vmi.Namespace), pass: &in, at: i}
-				looked = true
+				facts, looked = passFacts(&in, i), true
 			}
 			if f, ok := decideVolume(in, vmi, vs, &facts); ok {
 				if in.deferText {
 					// The words again, from the same facts, when asked for.
 					pass := facts.pass
 					f.Defer(func() drift.Text {
-						again := vmiFacts{own: pass.owner(i), tenants: pass.Index.TenantsFor(vmi.Namespace), pass: pass, at: i}
+						again := passFacts(pass, i)
 						f, _ := decideVolume(*pass, vmi, vs, &again)
 						return drift.TextOf(f)
 					})
