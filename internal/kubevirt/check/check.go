@@ -56,6 +56,10 @@ type Input struct {
 	// deferText: the checks that can defer their findings' words do
 	// (RunDeferred).
 	deferText bool
+	// quiet: decide without writing words. A check that defers its
+	// findings' words decides quietly, and writes the words, when asked
+	// for, by making the same decision again without it.
+	quiet bool
 }
 
 // NewInput prepares an input: it indexes the snapshot, applies the policy

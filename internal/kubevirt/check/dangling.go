@@ -52,7 +52,13 @@ import (
 //     (Policy.Checks).
 func FindDanglingVolumeReferences(in Input) []drift.Finding {
 	in = in.ready()
-	r := &danglingRun{in: in}
+	r, loud := &danglingRun{in: in}, &danglingRun{in: in}
+	if in.deferText {
+		// Decide without words; the words are loud's, when asked for, from
+		// the subject alone (as CheckDangling decides): what the reference
+		// was found to be is not held meanwhile.
+		r.in.quiet = true
+	}
 	var out []drift.Finding
 	for i := range in.Snapshot.VMs {
 		vm := &in.Snapshot.VMs[i]
@@ -66,11 +72,8 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 			}
 			if f, ok := r.decideVM(vm, &vols[j], claims, j); ok {
 				if in.deferText {
-					// The words again when asked for, from the subject
-					// alone (as CheckDangling decides): what the
-					// reference was found to be is not held meanwhile.
 					vol := &vols[j]
-					f.Defer(func() drift.Text { again, _ := r.decideVM(vm, vol, nil, -1); return drift.TextOf(again) })
+					f.Defer(func() drift.Text { again, _ := loud.decideVM(vm, vol, nil, -1); return drift.TextOf(again) })
 				}
 				out = append(out, f)
 			}
@@ -91,7 +94,7 @@ func FindDanglingVolumeReferences(in Input) []drift.Finding {
 			}
 			if f, ok := r.decideVMI(vmi, own, name, claims); ok {
 				if in.deferText {
-					f.Defer(func() drift.Text { again, _ := r.decideVMI(vmi, own, name, nil); return drift.TextOf(again) })
+					f.Defer(func() drift.Text { again, _ := loud.decideVMI(vmi, own, name, nil); return drift.TextOf(again) })
 				}
 				out = append(out, f)
 			}
@@ -177,8 +180,10 @@ type reference struct {
 	status     *snapshot.VolumeStatus // the VMI's status entry, if any
 	src        source
 	st         storage
-	podGone    bool
-	podFacts   []string
+	// podGone: the attachment pod the status names is gone; pod is the
+	// pod of that name with another UID, if one exists.
+	podGone bool
+	pod     *corev1.Pod
 }
 
 // decideVM decides about the VM's template volume vol; claims, when not
@@ -195,7 +200,7 @@ func (r *danglingRun) decideVM(vm *snapshot.VM, vol *kubevirtv1.Volume, claims [
 	}
 	if vmi := r.in.Index.VMI(ref.ns, vm.Name); vmi != nil {
 		ref.vmi, ref.status = vmi, volumeStatus(vmi, vol.Name)
-		ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
+		ref.podGone, ref.pod = r.attachPodGone(vmi, ref.status)
 	}
 	return r.build(ref), true
 }
@@ -221,7 +226,7 @@ func (r *danglingRun) decideVMI(vmi *snapshot.VMI, own Ownership, name string, c
 		known = knownClaim(claims, j, ref.vol, src)
 	}
 	ref.st = r.judge(ref.ns, src, known)
-	ref.podGone, ref.podFacts = r.attachPodGone(vmi, ref.status)
+	ref.podGone, ref.pod = r.attachPodGone(vmi, ref.status)
 	switch {
 	case ref.st.state.reported() && r.reportedOnVM(ref):
 		return drift.Finding{}, false
@@ -245,25 +250,36 @@ func (r *danglingRun) reportedOnVM(ref *reference) bool {
 // settled VMI names an attachment pod for an attached volume, and no pod of
 // that name, or only one with another UID, exists. Volumes that are not yet
 // or no longer attached, and VMIs that migrate or terminate, legitimately
-// lack their pod for a while and are left alone.
-func (r *danglingRun) attachPodGone(vmi *snapshot.VMI, vs *snapshot.VolumeStatus) (bool, []string) {
+// lack their pod for a while and are left alone. When it is gone, pod is
+// the pod of its name with another UID, if there is one.
+func (r *danglingRun) attachPodGone(vmi *snapshot.VMI, vs *snapshot.VolumeStatus) (gone bool, pod *corev1.Pod) {
 	if vs == nil || vs.HotplugVolume == nil || vs.HotplugVolume.AttachPodName == "" || !attachedPhase(vs.Phase) ||
 		vmi.Status.Phase != kubevirtv1.Running || IsMigrating(vmi) || IsTerminating(vmi) {
 		return false, nil
 	}
-	hp, ns := vs.HotplugVolume, vmi.Namespace
-	pod := r.attachmentPod(ns, hp.AttachPodName)
+	hp := vs.HotplugVolume
+	pod = r.attachmentPod(vmi.Namespace, hp.AttachPodName)
 	switch {
 	case pod == nil:
-		return true, []string{fmt.Sprintf("attachment pod %s/%s (uid %s) that VMI %s/%s names for volume %q does not exist",
-			ns, hp.AttachPodName, orNone(string(hp.AttachPodUID)), ns, vmi.Name, vs.Name)}
+		return true, nil
 	case IsTerminating(pod):
 		return false, nil // being replaced
 	case pod.UID != "" && hp.AttachPodUID != "" && pod.UID != hp.AttachPodUID:
-		return true, []string{fmt.Sprintf("attachment pod %s/%s exists with uid %s (%s), not uid %s that VMI %s/%s names for volume %q: it is a different pod",
-			ns, pod.Name, pod.UID, r.in.age(pod.CreationTimestamp), hp.AttachPodUID, ns, vmi.Name, vs.Name)}
+		return true, pod
 	}
 	return false, nil
+}
+
+// podGoneFact is the evidence of attachPodGone.
+func (r *danglingRun) podGoneFact(ref *reference) string {
+	vmi, vs, ns := ref.vmi, ref.status, ref.ns
+	hp := vs.HotplugVolume
+	if pod := ref.pod; pod != nil {
+		return fmt.Sprintf("attachment pod %s/%s exists with uid %s (%s), not uid %s that VMI %s/%s names for volume %q: it is a different pod",
+			ns, pod.Name, pod.UID, r.in.age(pod.CreationTimestamp), hp.AttachPodUID, ns, vmi.Name, vs.Name)
+	}
+	return fmt.Sprintf("attachment pod %s/%s (uid %s) that VMI %s/%s names for volume %q does not exist",
+		ns, hp.AttachPodName, orNone(string(hp.AttachPodUID)), ns, vmi.Name, vs.Name)
 }
 
 // appendVolumeNames appends to names the VMI's spec volume names, then the

@@ -20,18 +20,12 @@ func (r *danglingRun) build(ref *reference) drift.Finding {
 		obj = drift.ObjectRef{Kind: kindVMI, Name: ref.vmi.Name, UID: ref.vmi.UID}
 	}
 	action, h := r.decideAction(ref)
-	ev := make([]string, 0, 2+len(ref.st.facts)+len(ref.podFacts)+len(h.facts))
-	ev = append(ev, r.referenceFact(ref))
-	ev = append(ev, ref.st.facts...)
-	ev = append(ev, ref.podFacts...)
-	ev = append(ev, h.facts...)
-	sev, msg := drift.SeverityWarning, describeDangling(ref, obj)
-	if !ref.st.state.reported() {
+	sev, frozen := drift.SeverityWarning, r.freezesHotplug(ref)
+	switch {
+	case frozen:
+		sev = drift.SeverityCritical
+	case !ref.st.state.reported():
 		sev = drift.SeverityInfo
-	}
-	if frozen := r.freezesHotplug(ref); frozen != "" {
-		sev, msg = drift.SeverityCritical, msg+"; "+frozen
-		ev = append(ev, frozen)
 	}
 	f := drift.Finding{
 		Check:     DanglingVolumeReference,
@@ -39,32 +33,53 @@ func (r *danglingRun) build(ref *reference) drift.Finding {
 		Object:    obj,
 		Volume:    ref.volume,
 		Severity:  sev,
-		Message:   msg,
-		Evidence:  ev,
-		Action:    drift.Action{Type: action, Safe: h.first == "", BlockedBy: h.first, Remedy: danglingRemedy(ref, action, h.first)},
+		Action:    drift.Action{Type: action, Safe: h.first == "", BlockedBy: h.first},
 	}
 	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	if !r.in.quiet {
+		f.Message, f.Evidence, f.Action.Remedy = r.words(ref, obj, action, h, frozen)
+	}
 	return f
 }
 
-// freezesHotplug says, when it does, that the reference stops all hot-plug
-// work of its VMI: virt-controller looks up the PVC of every hot-plug
-// volume of the VMI spec, and a missing one is a sync error returned
-// before any attachment pod of that VMI is created or cleaned up
+// words are a finding's message, evidence and remedy.
+func (r *danglingRun) words(ref *reference, obj drift.ObjectRef, action drift.ActionType, h holds, frozen bool) (msg string, ev []string, remedy string) {
+	st := r.in.storageFacts(ref.ns, ref.src, ref.st)
+	ev = make([]string, 0, 3+len(st)+len(h.facts))
+	ev = append(ev, r.referenceFact(ref))
+	ev = append(ev, st...)
+	if ref.podGone {
+		ev = append(ev, r.podGoneFact(ref))
+	}
+	ev = append(ev, h.facts...)
+	msg = describeDangling(ref, obj)
+	if frozen {
+		fact := freezeFact(ref)
+		msg += "; " + fact
+		ev = append(ev, fact)
+	}
+	return msg, ev, danglingRemedy(ref, action, h.first)
+}
+
+// freezesHotplug says whether the reference stops all hot-plug work of its
+// VMI: virt-controller looks up the PVC of every hot-plug volume of the VMI
+// spec, and a missing one is a sync error returned before any attachment
+// pod of that VMI is created or cleaned up
 // (pkg/virt-controller/watch/vmi/volume-hotplug.go:192-195,
-// pkg/storage/types/pvc.go:223-251, KubeVirt v1.9.0). "" otherwise.
-func (r *danglingRun) freezesHotplug(ref *reference) string {
+// pkg/storage/types/pvc.go:223-251, KubeVirt v1.9.0). freezeFact says it.
+func (r *danglingRun) freezesHotplug(ref *reference) bool {
 	vmi := ref.vmi
 	if vmi == nil || vmi.DeletionTimestamp != nil || !launched(vmi) || !ref.st.state.dangling() {
-		return ""
+		return false
 	}
 	vol := snapshot.VMIVolume(vmi, ref.volume)
 	hot := vol != nil && (snapshot.Hotpluggable(vol) || (ref.status != nil && ref.status.HotplugVolume != nil))
-	if !hot || r.in.Index.PVC(ref.ns, ref.src.name) != nil {
-		return ""
-	}
+	return hot && r.in.Index.PVC(ref.ns, ref.src.name) == nil
+}
+
+func freezeFact(ref *reference) string {
 	return fmt.Sprintf("virt-controller finds no PVC %s/%s for hot-plug volume %q of VMI %s/%s, and stops every hot-plug attach and detach of that VMI until the reference goes or the PVC is back",
-		ref.ns, ref.src.name, ref.volume, ref.ns, vmi.Name)
+		ref.ns, ref.src.name, ref.volume, ref.ns, ref.vmi.Name)
 }
 
 // launched: virt-controller handles hot-plug volumes of a VMI whose
@@ -127,19 +142,27 @@ func (r *danglingRun) referenceFact(ref *reference) string {
 // what makes it no action at all (storage present, not hot-pluggable, a
 // detach under way), the safety holds, use, the API's gates, the request.
 func (r *danglingRun) decideAction(ref *reference) (drift.ActionType, holds) {
-	var h holds
+	h := holds{quiet: r.in.quiet}
 	switch {
 	case ref.st.state == storagePostponed:
-		h.add(DeletionPostponed, fmt.Sprintf("%s still exists: its deletion is postponed by finalizers, so the reference is not dangling, and tether never removes a reference to storage that exists", ref.st.kept))
+		h.note(DeletionPostponed, func() string {
+			return fmt.Sprintf("%s still exists: its deletion is postponed by finalizers, so the reference is not dangling, and tether never removes a reference to storage that exists", ref.st.kept)
+		})
 		return drift.None, h
 	case !ref.st.state.dangling():
-		h.add(ClaimExists, fmt.Sprintf("%s %s/%s exists: only the attachment pod record is dangling", ref.src.kind, ref.ns, ref.src.name))
+		h.note(ClaimExists, func() string {
+			return fmt.Sprintf("%s %s/%s exists: only the attachment pod record is dangling", ref.src.kind, ref.ns, ref.src.name)
+		})
 		return drift.None, h
 	case !ref.onVM && ref.vol == nil:
-		h.add(DetachInProgress, fmt.Sprintf("VMI %s/%s spec no longer lists volume %q: detach in progress", ref.ns, ref.vmi.Name, ref.volume))
+		h.note(DetachInProgress, func() string {
+			return fmt.Sprintf("VMI %s/%s spec no longer lists volume %q: detach in progress", ref.ns, ref.vmi.Name, ref.volume)
+		})
 		return drift.None, h
 	case !snapshot.Hotpluggable(ref.vol):
-		h.add(VolumeNotHotpluggable, fmt.Sprintf("%s spec volume %q is not hotpluggable (a boot or regular disk): removevolume refuses it", r.subjectName(ref), ref.volume))
+		h.note(VolumeNotHotpluggable, func() string {
+			return fmt.Sprintf("%s spec volume %q is not hotpluggable (a boot or regular disk): removevolume refuses it", r.subjectName(ref), ref.volume)
+		})
 		return drift.None, h
 	}
 	action := VMIRemoveVolume
@@ -148,18 +171,9 @@ func (r *danglingRun) decideAction(ref *reference) (drift.ActionType, holds) {
 	}
 	r.safetyHolds(&h, ref)
 	if !ref.st.gone {
-		h.add(StorageExists, r.existing(ref))
+		h.note(StorageExists, func() string { return r.existing(ref) })
 	}
-	if why := r.inUse(ref); len(why) > 0 {
-		reason := VolumeInUse
-		if ref.onVM {
-			reason = VMRunning
-			why = append([]string{fmt.Sprintf("VM %s/%s has VMI %s (phase %s)", ref.ns, ref.vm.Name, ref.vmi.Name, orNone(string(ref.vmi.Status.Phase)))}, why...)
-		}
-		for _, w := range why {
-			h.add(reason, w)
-		}
-	}
+	r.useHolds(&h, ref)
 	r.gateHolds(&h, ref, action)
 	if !slices.Contains(r.in.Policy.Checks, DanglingVolumeReference) {
 		h.add(drift.NotRequested, "removing dangling references was not requested (it needs the check named, e.g. tether fix --check DanglingVolumeReference)")
@@ -179,28 +193,42 @@ func (r *danglingRun) subjectName(ref *reference) string {
 func (r *danglingRun) safetyHolds(h *holds, ref *reference) {
 	vm, vmi := ref.vm, ref.vmi
 	if vm != nil && IsTerminating(vm) {
-		h.add(VMTerminating, fmt.Sprintf("VM %s/%s is terminating (deletionTimestamp %s)", vm.Namespace, vm.Name, vm.DeletionTimestamp.UTC().Format(time.RFC3339)))
+		h.note(VMTerminating, func() string {
+			return fmt.Sprintf("VM %s/%s is terminating (deletionTimestamp %s)", vm.Namespace, vm.Name, vm.DeletionTimestamp.UTC().Format(time.RFC3339))
+		})
 	}
 	if vmi != nil {
 		if IsTerminating(vmi) {
-			h.add(VMITerminating, fmt.Sprintf("VMI %s/%s is terminating (deletionTimestamp %s)", vmi.Namespace, vmi.Name, vmi.DeletionTimestamp.UTC().Format(time.RFC3339)))
+			h.note(VMITerminating, func() string {
+				return fmt.Sprintf("VMI %s/%s is terminating (deletionTimestamp %s)", vmi.Namespace, vmi.Name, vmi.DeletionTimestamp.UTC().Format(time.RFC3339))
+			})
 		}
 		if IsMigrating(vmi) {
 			ms := vmi.Status.MigrationState
-			h.add(VMIMigrating, fmt.Sprintf("VMI %s/%s is migrating (node %s to %s)", vmi.Namespace, vmi.Name, orNone(ms.SourceNode), orNone(ms.TargetNode)))
+			h.note(VMIMigrating, func() string {
+				return fmt.Sprintf("VMI %s/%s is migrating (node %s to %s)", vmi.Namespace, vmi.Name, orNone(ms.SourceNode), orNone(ms.TargetNode))
+			})
 		}
 		if !ref.onVM && vmi.Status.Phase != kubevirtv1.Running {
-			h.add(VMINotRunning, fmt.Sprintf("VMI %s/%s phase is %s, not Running", vmi.Namespace, vmi.Name, orNone(string(vmi.Status.Phase))))
+			h.note(VMINotRunning, func() string {
+				return fmt.Sprintf("VMI %s/%s phase is %s, not Running", vmi.Namespace, vmi.Name, orNone(string(vmi.Status.Phase)))
+			})
 		}
 	}
 	if vm != nil && HasPendingRemove(vm, ref.volume) {
-		h.add(RemovalPending, fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, ref.volume))
+		h.note(RemovalPending, func() string {
+			return fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, ref.volume)
+		})
 	}
 	if vm != nil && HasPendingAdd(vm, ref.volume) {
-		h.add(AdditionPending, fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, ref.volume))
+		h.note(AdditionPending, func() string {
+			return fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, ref.volume)
+		})
 	}
 	if vs := ref.status; vs != nil && isDetaching(vs.Phase) {
-		h.add(DetachInProgress, fmt.Sprintf("volume %q phase is %s: detach in progress", ref.volume, vs.Phase))
+		h.note(DetachInProgress, func() string {
+			return fmt.Sprintf("volume %q phase is %s: detach in progress", ref.volume, vs.Phase)
+		})
 	}
 }
 
@@ -216,29 +244,42 @@ func (r *danglingRun) existing(ref *reference) string {
 	return fmt.Sprintf("%s still exists: CDI may retry or re-create the claim, and a reference is removed only when no PVC and no DataVolume of that name exists", strings.Join(have, " and "))
 }
 
-// inUse returns why the VMI may still use the volume; none means the
+// useHolds records why the VMI may still use the volume; none means the
 // reference is provably unused: the VMI status does not show the volume
 // attached, and no attachment pod mounts the claim. A VM without a VMI uses
 // nothing. (That no PVC or DataVolume of the name exists at all is required
-// separately, whether or not there is a VMI.)
-func (r *danglingRun) inUse(ref *reference) []string {
+// separately, whether or not there is a VMI.) At VM level the reason is
+// VMRunning, and the VM's VMI comes first.
+func (r *danglingRun) useHolds(h *holds, ref *reference) {
 	if ref.vmi == nil {
-		return nil
+		return
 	}
-	var why []string
-	if vs := ref.status; vs != nil {
-		pod := ""
-		if vs.HotplugVolume != nil {
-			pod = vs.HotplugVolume.AttachPodName
-		}
-		if pod != "" || attachedPhase(vs.Phase) {
-			why = append(why, fmt.Sprintf("VMI %s/%s status shows volume %q attached (phase %s, attachment pod %s)", ref.ns, ref.vmi.Name, ref.volume, orNone(string(vs.Phase)), orNone(pod)))
-		}
+	vs, pod := ref.status, ""
+	if vs != nil && vs.HotplugVolume != nil {
+		pod = vs.HotplugVolume.AttachPodName
 	}
-	for _, pod := range r.mountingPods(ref.ns, ref.src.name) {
-		why = append(why, fmt.Sprintf("attachment pod %s/%s (uid %s) mounts claim %s", ref.ns, pod.Name, orNone(string(pod.UID)), ref.src.name))
+	attached := vs != nil && (pod != "" || attachedPhase(vs.Phase))
+	pods := r.mountingPods(ref.ns, ref.src.name)
+	if !attached && len(pods) == 0 {
+		return
 	}
-	return why
+	reason := VolumeInUse
+	if ref.onVM {
+		reason = VMRunning
+		h.note(reason, func() string {
+			return fmt.Sprintf("VM %s/%s has VMI %s (phase %s)", ref.ns, ref.vm.Name, ref.vmi.Name, orNone(string(ref.vmi.Status.Phase)))
+		})
+	}
+	if attached {
+		h.note(reason, func() string {
+			return fmt.Sprintf("VMI %s/%s status shows volume %q attached (phase %s, attachment pod %s)", ref.ns, ref.vmi.Name, ref.volume, orNone(string(vs.Phase)), orNone(pod))
+		})
+	}
+	for _, p := range pods {
+		h.note(reason, func() string {
+			return fmt.Sprintf("attachment pod %s/%s (uid %s) mounts claim %s", ref.ns, p.Name, orNone(string(p.UID)), ref.src.name)
+		})
+	}
 }
 
 // gateHolds records what the removevolume API would refuse for gates: the

@@ -59,7 +59,7 @@ func volumeSource(v *kubevirtv1.Volume) (source, bool) {
 	return source{}, false
 }
 
-// storage is the judged state of one source with the facts behind it.
+// storage is the judged state of one source with what it was judged from.
 type storage struct {
 	state storageState
 	// gone: no PVC and no DataVolume of the referenced name exists at all
@@ -69,8 +69,25 @@ type storage struct {
 	// kept names the object whose deletion is postponed (storagePostponed),
 	// keptBy the finalizers that postpone it.
 	kept, keptBy string
-	facts        []string
+	// why is what decided the state, pvc and dv what was found of the
+	// name: the evidence (storageFacts) says it from them.
+	why storageWhy
+	pvc *corev1.PersistentVolumeClaim
+	dv  *cdiv1.DataVolume
 }
+
+// storageWhy is what decided a storage state other than present or
+// provisioning.
+type storageWhy int
+
+const (
+	whyFound       storageWhy = iota // present or provisioning: no evidence
+	whyPVCDeleting                   // the PVC is being deleted
+	whyDVDeleting                    // the DataVolume is being deleted
+	whyDVFailed                      // the DataVolume failed
+	whyDVSucceeded                   // the DataVolume succeeded, its PVC is missing
+	whyNothing                       // no PVC, no DataVolume
+)
 
 // judgeStorage decides about src in namespace ns. templated says the VM has
 // a dataVolumeTemplate of that name.
@@ -88,7 +105,10 @@ func judgeStorage(in Input, ns string, src source, templated bool) storage {
 // judgeFound is judgeStorage once the PVC of src's name has been looked up.
 func judgeFound(in Input, ns string, src source, templated bool, pvc *corev1.PersistentVolumeClaim, pvcDeleting bool) storage {
 	dv := in.Index.DataVolume(ns, src.name)
-	st := storage{gone: pvc == nil && dv == nil}
+	st := storage{gone: pvc == nil && dv == nil, pvc: pvc, dv: dv}
+	postponed := func(kind string, obj metav1.Object, why storageWhy) {
+		st.state, st.why, st.kept, st.keptBy = storagePostponed, why, kind+" "+ns+"/"+src.name, finalizerList(obj.GetFinalizers())
+	}
 	if src.kind == "PVC" {
 		switch {
 		case pvc != nil && !pvcDeleting:
@@ -96,45 +116,67 @@ func judgeFound(in Input, ns string, src source, templated bool, pvc *corev1.Per
 		case dv != nil && !IsTerminating(dv) && provisioning(dv):
 			st.state = storageProvisioning // CDI may be re-creating the PVC
 		case pvc != nil:
-			st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name, finalizerList(pvc.Finalizers)
+			postponed("PVC", pvc, whyPVCDeleting)
 		case dv != nil && IsTerminating(dv):
-			st.state, st.kept, st.keptBy = storagePostponed, "DataVolume "+ns+"/"+src.name, finalizerList(dv.Finalizers)
-			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.deletingFact("DataVolume", dv)}
+			postponed("DataVolume", dv, whyDVDeleting)
 		case dv != nil && dv.Status.Phase == cdiv1.Failed:
-			st.state = storageFailed
-			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.failedFact(dv)}
+			st.state, st.why = storageFailed, whyDVFailed
 		case dv == nil && templated:
 			st.state = storagePresent
 		case dv != nil:
 			// A Succeeded DataVolume without its PVC: CDI may re-create it.
-			st.state = storageMissing
-			st.facts = []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name), in.succeededFact(dv)}
+			st.state, st.why = storageMissing, whyDVSucceeded
 		default:
-			st.state, st.facts = storageMissing, []string{fmt.Sprintf("PVC %s/%s does not exist", ns, src.name)}
+			st.state, st.why = storageMissing, whyNothing
 		}
 		return st
 	}
 	switch {
 	case dv != nil && IsTerminating(dv):
-		st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("DataVolume", dv)}, "DataVolume "+ns+"/"+src.name, finalizerList(dv.Finalizers)
+		postponed("DataVolume", dv, whyDVDeleting)
 	case dv != nil && dv.Status.Phase == cdiv1.Failed:
-		st.state, st.facts = storageFailed, []string{in.failedFact(dv)}
+		st.state, st.why = storageFailed, whyDVFailed
 	case dv != nil && provisioning(dv):
 		st.state = storageProvisioning
 	case pvc != nil && pvcDeleting:
-		st.state, st.facts, st.kept, st.keptBy = storagePostponed, []string{in.deletingFact("PVC", pvc)}, "PVC "+ns+"/"+src.name, finalizerList(pvc.Finalizers)
+		postponed("PVC", pvc, whyPVCDeleting)
 	case pvc != nil:
 		st.state = storagePresent
 	case dv == nil && templated:
 		st.state = storagePresent
 	case dv != nil:
-		st.state = storageMissing
-		st.facts = []string{in.succeededFact(dv)}
+		st.state, st.why = storageMissing, whyDVSucceeded
 	default:
-		st.state = storageMissing
-		st.facts = []string{fmt.Sprintf("DataVolume %s/%s does not exist, nor a PVC of that name, nor a dataVolumeTemplate that would create it", ns, src.name)}
+		st.state, st.why = storageMissing, whyNothing
 	}
 	return st
+}
+
+// storageFacts is the evidence of a judgement of src in ns: that the PVC a
+// PVC reference names does not exist, then what was found instead.
+func (in Input) storageFacts(ns string, src source, st storage) []string {
+	if st.why == whyFound {
+		return nil
+	}
+	var out []string
+	if src.kind == "PVC" && st.why != whyPVCDeleting {
+		out = append(out, fmt.Sprintf("PVC %s/%s does not exist", ns, src.name))
+	}
+	switch st.why {
+	case whyPVCDeleting:
+		out = append(out, in.deletingFact("PVC", st.pvc))
+	case whyDVDeleting:
+		out = append(out, in.deletingFact("DataVolume", st.dv))
+	case whyDVFailed:
+		out = append(out, in.failedFact(st.dv))
+	case whyDVSucceeded:
+		out = append(out, in.succeededFact(st.dv))
+	case whyNothing:
+		if src.kind != "PVC" {
+			out = append(out, fmt.Sprintf("DataVolume %s/%s does not exist, nor a PVC of that name, nor a dataVolumeTemplate that would create it", ns, src.name))
+		}
+	}
+	return out
 }
 
 // provisioning reports whether a DataVolume has neither succeeded nor

@@ -132,6 +132,8 @@ func (s *subject) claimName() string {
 //     version); the first one is BlockedBy.
 func FindOrphanHotplugVolumes(in Input) []drift.Finding {
 	in = in.ready()
+	loud := in
+	in.quiet = in.deferText // the words are loud's, when asked for
 	var out []drift.Finding
 	vmis := in.Snapshot.VMIs
 	for i := range vmis {
@@ -152,10 +154,9 @@ func FindOrphanHotplugVolumes(in Input) []drift.Finding {
 			if f, ok := decideVolume(in, vmi, vs, &facts); ok {
 				if in.deferText {
 					// The words again, from the same facts, when asked for.
-					pass := facts.pass
 					f.Defer(func() drift.Text {
-						again := passFacts(pass, i)
-						f, _ := decideVolume(*pass, vmi, vs, &again)
+						again := passFacts(&loud, i)
+						f, _ := decideVolume(loud, vmi, vs, &again)
 						return drift.TextOf(f)
 					})
 				}

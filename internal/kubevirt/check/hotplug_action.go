@@ -13,26 +13,22 @@ import (
 func buildVolumeFinding(in Input, sub *subject, v verdict) drift.Finding {
 	vmi := sub.vmi
 	block, holdFacts := volumeHolds(in, sub, v)
-	ev := make([]string, 0, 1+len(v.evidence)+len(holdFacts))
-	ev = append(ev, sub.listFact())
-	ev = append(ev, v.evidence...)
-	ev = append(ev, holdFacts...)
 	f := drift.Finding{
 		Check:     OrphanHotplugVolume,
 		Namespace: vmi.Namespace,
 		Object:    drift.ObjectRef{Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID},
 		Volume:    sub.volume(),
 		Severity:  v.severity,
-		Message:   v.message,
-		Evidence:  ev,
-		Action: drift.Action{
-			Type:      v.action,
-			Safe:      block == "",
-			BlockedBy: block,
-			Remedy:    volumeRemedy(in, sub, v, block),
-		},
+		Action:    drift.Action{Type: v.action, Safe: block == "", BlockedBy: block},
 	}
 	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
+	if !in.quiet {
+		ev := make([]string, 0, 1+len(v.evidence)+len(holdFacts))
+		ev = append(ev, sub.listFact())
+		ev = append(ev, v.evidence...)
+		ev = append(ev, holdFacts...)
+		f.Message, f.Evidence, f.Action.Remedy = v.message, ev, volumeRemedy(in, sub, v, block)
+	}
 	return f
 }
 
@@ -50,6 +46,9 @@ func (s *subject) listFact() string {
 type holds struct {
 	first drift.BlockReason
 	facts []string
+	// quiet: only the reasons are kept, and facts given to note are not
+	// written (Input.quiet).
+	quiet bool
 }
 
 func (h *holds) add(r drift.BlockReason, fact string) {
@@ -61,32 +60,52 @@ func (h *holds) add(r drift.BlockReason, fact string) {
 	}
 }
 
+// note is add with a fact that fact writes, unless the holds are quiet.
+func (h *holds) note(r drift.BlockReason, fact func() string) {
+	if h.quiet {
+		h.add(r, "")
+		return
+	}
+	h.add(r, fact())
+}
+
 // volumeHolds applies the rules no policy turns off (terminating, migrating,
 // not running, removal or detach under way, volume not ready), then the
 // verdict's own block, then what the API would refuse (hotpluggable flag,
 // feature gate), in that order.
 func volumeHolds(in Input, sub *subject, v verdict) (drift.BlockReason, []string) {
-	var h holds
+	h := holds{quiet: in.quiet}
 	vmi, vm, name := sub.vmi, sub.own.VM, sub.volume()
-	ref := vmi.Namespace + "/" + vmi.Name
 	if IsTerminating(vmi) {
-		h.add(VMITerminating, fmt.Sprintf("VMI %s is terminating (deletionTimestamp %s)", ref, vmi.DeletionTimestamp.UTC().Format(time.RFC3339)))
+		h.note(VMITerminating, func() string {
+			return fmt.Sprintf("VMI %s/%s is terminating (deletionTimestamp %s)", vmi.Namespace, vmi.Name, vmi.DeletionTimestamp.UTC().Format(time.RFC3339))
+		})
 	}
 	if vm != nil && IsTerminating(vm) {
-		h.add(VMTerminating, fmt.Sprintf("VM %s/%s is terminating (deletionTimestamp %s)", vm.Namespace, vm.Name, vm.DeletionTimestamp.UTC().Format(time.RFC3339)))
+		h.note(VMTerminating, func() string {
+			return fmt.Sprintf("VM %s/%s is terminating (deletionTimestamp %s)", vm.Namespace, vm.Name, vm.DeletionTimestamp.UTC().Format(time.RFC3339))
+		})
 	}
 	if IsMigrating(vmi) {
 		ms := vmi.Status.MigrationState
-		h.add(VMIMigrating, fmt.Sprintf("VMI %s is migrating (node %s to %s, migration uid %s)", ref, orNone(ms.SourceNode), orNone(ms.TargetNode), orNone(string(ms.MigrationUID))))
+		h.note(VMIMigrating, func() string {
+			return fmt.Sprintf("VMI %s/%s is migrating (node %s to %s, migration uid %s)", vmi.Namespace, vmi.Name, orNone(ms.SourceNode), orNone(ms.TargetNode), orNone(string(ms.MigrationUID)))
+		})
 	}
 	if vmi.Status.Phase != kubevirtv1.Running {
-		h.add(VMINotRunning, fmt.Sprintf("VMI %s phase is %s, not Running", ref, orNone(string(vmi.Status.Phase))))
+		h.note(VMINotRunning, func() string {
+			return fmt.Sprintf("VMI %s/%s phase is %s, not Running", vmi.Namespace, vmi.Name, orNone(string(vmi.Status.Phase)))
+		})
 	}
 	if vm != nil && HasPendingRemove(vm, name) {
-		h.add(RemovalPending, fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, name))
+		h.note(RemovalPending, func() string {
+			return fmt.Sprintf("VM %s/%s has a pending removevolume request for %q", vm.Namespace, vm.Name, name)
+		})
 	}
 	if vm != nil && HasPendingAdd(vm, name) {
-		h.add(AdditionPending, fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, name))
+		h.note(AdditionPending, func() string {
+			return fmt.Sprintf("VM %s/%s has a pending addvolume request for %q", vm.Namespace, vm.Name, name)
+		})
 	}
 	volumePhaseHolds(&h, sub)
 	if v.block != "" {
@@ -100,11 +119,13 @@ func volumePhaseHolds(h *holds, sub *subject) {
 	vmi, name, phase := sub.vmi, sub.volume(), sub.status.Phase
 	switch {
 	case isDetaching(phase):
-		h.add(DetachInProgress, fmt.Sprintf("volume %q phase is %s: detach in progress", name, phase))
+		h.note(DetachInProgress, func() string { return fmt.Sprintf("volume %q phase is %s: detach in progress", name, phase) })
 	case snapshot.VMIVolume(vmi, name) == nil:
-		h.add(DetachInProgress, fmt.Sprintf("VMI %s/%s spec no longer lists volume %q: detach in progress", vmi.Namespace, vmi.Name, name))
+		h.note(DetachInProgress, func() string {
+			return fmt.Sprintf("VMI %s/%s spec no longer lists volume %q: detach in progress", vmi.Namespace, vmi.Name, name)
+		})
 	case phase != kubevirtv1.VolumeReady:
-		h.add(VolumeNotReady, fmt.Sprintf("volume %q phase is %s, not Ready", name, orNone(string(phase))))
+		h.note(VolumeNotReady, func() string { return fmt.Sprintf("volume %q phase is %s, not Ready", name, orNone(string(phase))) })
 	}
 }
 
@@ -115,7 +136,9 @@ func apiHolds(h *holds, in Input, sub *subject, action drift.ActionType) {
 	case VMRemoveVolume:
 		vm := sub.own.VM
 		if !snapshot.Hotpluggable(snapshot.VMVolume(vm, name)) {
-			h.add(VolumeNotHotpluggable, fmt.Sprintf("VM %s/%s spec volume %q is not marked hotpluggable", vm.Namespace, vm.Name, name))
+			h.note(VolumeNotHotpluggable, func() string {
+				return fmt.Sprintf("VM %s/%s spec volume %q is not marked hotpluggable", vm.Namespace, vm.Name, name)
+			})
 		}
 		// pkg/virt-api/rest/volumes.go:63-65,138-141: neither gate, 400.
 		if g := in.hotplugGates(); g.Known && !g.HotplugVolumes && !g.Declarative {
@@ -123,7 +146,9 @@ func apiHolds(h *holds, in Input, sub *subject, action drift.ActionType) {
 		}
 	case VMIRemoveVolume:
 		if vol := snapshot.VMIVolume(vmi, name); vol != nil && !snapshot.Hotpluggable(vol) {
-			h.add(VolumeNotHotpluggable, fmt.Sprintf("VMI %s/%s spec volume %q is not marked hotpluggable", vmi.Namespace, vmi.Name, name))
+			h.note(VolumeNotHotpluggable, func() string {
+				return fmt.Sprintf("VMI %s/%s spec volume %q is not marked hotpluggable", vmi.Namespace, vmi.Name, name)
+			})
 		}
 		vmiRouteHolds(h, in, in.hotplugGates(), sub.own.Owner != nil)
 	}
