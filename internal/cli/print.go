@@ -85,13 +85,14 @@ func streamAuditJSON(w io.Writer, r AuditReport) error {
 	}
 	sep := ",\n  \"findings\": [\n    "
 	var b []byte
-	for i := range fs {
-		f := fs[i].Written()
-		b = appendFinding(append(b[:0], sep...), &f)
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
+	err = drift.EachWritten(fs, func(f *drift.Finding) error {
+		b = appendFinding(append(b[:0], sep...), f)
 		sep = ",\n    "
+		_, err := w.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	_, err = io.WriteString(w, "\n  ]\n}\n")
 	return err
@@ -173,10 +174,10 @@ func writeFindingTable(w io.Writer, scope string, fs []drift.Finding) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for i := range fs {
-		printWhy(w, fs[i].Written())
-	}
-	return nil
+	return drift.EachWritten(fs, func(f *drift.Finding) error {
+		printWhy(w, *f)
+		return nil
+	})
 }
 
 // printWhy writes a finding's message, evidence and remedy.
