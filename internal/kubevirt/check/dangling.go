@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -278,8 +279,8 @@ func (r *danglingRun) podGoneFact(ref *reference) string {
 		return fmt.Sprintf("attachment pod %s/%s exists with uid %s (%s), not uid %s that VMI %s/%s names for volume %q: it is a different pod",
 			ns, pod.Name, pod.UID, r.in.age(pod.CreationTimestamp), hp.AttachPodUID, ns, vmi.Name, vs.Name)
 	}
-	return fmt.Sprintf("attachment pod %s/%s (uid %s) that VMI %s/%s names for volume %q does not exist",
-		ns, hp.AttachPodName, orNone(string(hp.AttachPodUID)), ns, vmi.Name, vs.Name)
+	return "attachment pod " + ns + "/" + hp.AttachPodName + " (uid " + orNone(string(hp.AttachPodUID)) + ") that VMI " + ns + "/" + vmi.Name +
+		" names for volume " + strconv.Quote(vs.Name) + " does not exist"
 }
 
 // appendVolumeNames appends to names the VMI's spec volume names, then the

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,8 +79,8 @@ func (r *danglingRun) freezesHotplug(ref *reference) bool {
 }
 
 func freezeFact(ref *reference) string {
-	return fmt.Sprintf("virt-controller finds no PVC %s/%s for hot-plug volume %q of VMI %s/%s, and stops every hot-plug attach and detach of that VMI until the reference goes or the PVC is back",
-		ref.ns, ref.src.name, ref.volume, ref.ns, ref.vmi.Name)
+	return "virt-controller finds no PVC " + ref.ns + "/" + ref.src.name + " for hot-plug volume " + strconv.Quote(ref.volume) + " of VMI " + ref.ns + "/" + ref.vmi.Name +
+		", and stops every hot-plug attach and detach of that VMI until the reference goes or the PVC is back"
 }
 
 // launched: virt-controller handles hot-plug volumes of a VMI whose
@@ -90,17 +91,17 @@ func launched(vmi *snapshot.VMI) bool {
 }
 
 func describeDangling(ref *reference, obj drift.ObjectRef) string {
-	subject := fmt.Sprintf("volume %q of %s %s/%s", ref.volume, shortKind(obj.Kind), ref.ns, obj.Name)
-	what := fmt.Sprintf("%s %q", ref.src.kind, ref.src.name)
+	subject := "volume " + strconv.Quote(ref.volume) + " of " + shortKind(obj.Kind) + " " + ref.ns + "/" + obj.Name
+	what := ref.src.kind + " " + strconv.Quote(ref.src.name)
 	switch ref.st.state {
 	case storageMissing:
-		return fmt.Sprintf("%s refers to %s, which does not exist", subject, what)
+		return subject + " refers to " + what + ", which does not exist"
 	case storagePostponed:
-		return fmt.Sprintf("%s refers to %s, which is being deleted; its deletion is postponed by %s, so the reference is not dangling", subject, what, ref.st.keptBy)
+		return subject + " refers to " + what + ", which is being deleted; its deletion is postponed by " + ref.st.keptBy + ", so the reference is not dangling"
 	case storageFailed:
-		return fmt.Sprintf("%s refers to %s, whose DataVolume failed", subject, what)
+		return subject + " refers to " + what + ", whose DataVolume failed"
 	}
-	return fmt.Sprintf("hot-plug %s: the attachment pod its status names is gone", subject)
+	return "hot-plug " + subject + ": the attachment pod its status names is gone"
 }
 
 func shortKind(kind string) string {
@@ -116,10 +117,10 @@ func (r *danglingRun) referenceFact(ref *reference) string {
 	if snapshot.Hotpluggable(ref.vol) {
 		hot = "hotpluggable"
 	}
+	uses := strconv.Quote(ref.volume) + " uses " + ref.src.kind + " " + strconv.Quote(ref.src.name)
 	if ref.onVM {
 		vm := ref.vm
-		return fmt.Sprintf("VM %s/%s (uid %s, %s) spec volume %q uses %s %q (%s)",
-			vm.Namespace, vm.Name, orNone(string(vm.UID)), r.in.age(vm.CreationTimestamp), ref.volume, ref.src.kind, ref.src.name, hot)
+		return "VM " + vm.Namespace + "/" + vm.Name + " (uid " + orNone(string(vm.UID)) + ", " + r.in.age(vm.CreationTimestamp) + ") spec volume " + uses + " (" + hot + ")"
 	}
 	vmi := ref.vmi
 	where := "spec volume"
@@ -132,10 +133,9 @@ func (r *danglingRun) referenceFact(ref *reference) string {
 		if vs.HotplugVolume != nil {
 			pod = orNone(vs.HotplugVolume.AttachPodName)
 		}
-		st = fmt.Sprintf("status phase %s, attachment pod %s", orNone(string(vs.Phase)), pod)
+		st = "status phase " + orNone(string(vs.Phase)) + ", attachment pod " + pod
 	}
-	return fmt.Sprintf("VMI %s/%s (uid %s, %s) %s %q uses %s %q (%s; %s)",
-		vmi.Namespace, vmi.Name, orNone(string(vmi.UID)), r.in.age(vmi.CreationTimestamp), where, ref.volume, ref.src.kind, ref.src.name, hot, st)
+	return "VMI " + vmi.Namespace + "/" + vmi.Name + " (uid " + orNone(string(vmi.UID)) + ", " + r.in.age(vmi.CreationTimestamp) + ") " + where + " " + uses + " (" + hot + "; " + st + ")"
 }
 
 // decideAction returns the action and every reason it must wait, in order:
@@ -267,12 +267,12 @@ func (r *danglingRun) useHolds(h *holds, ref *reference) {
 	if ref.onVM {
 		reason = VMRunning
 		h.note(reason, func() string {
-			return fmt.Sprintf("VM %s/%s has VMI %s (phase %s)", ref.ns, ref.vm.Name, ref.vmi.Name, orNone(string(ref.vmi.Status.Phase)))
+			return "VM " + ref.ns + "/" + ref.vm.Name + " has VMI " + ref.vmi.Name + " (phase " + orNone(string(ref.vmi.Status.Phase)) + ")"
 		})
 	}
 	if attached {
 		h.note(reason, func() string {
-			return fmt.Sprintf("VMI %s/%s status shows volume %q attached (phase %s, attachment pod %s)", ref.ns, ref.vmi.Name, ref.volume, orNone(string(vs.Phase)), orNone(pod))
+			return "VMI " + ref.ns + "/" + ref.vmi.Name + " status shows volume " + strconv.Quote(ref.volume) + " attached (phase " + orNone(string(vs.Phase)) + ", attachment pod " + orNone(pod) + ")"
 		})
 	}
 	for _, p := range pods {
@@ -322,21 +322,26 @@ func danglingRemedy(ref *reference, action drift.ActionType, block drift.BlockRe
 	} else {
 		name, kind = ref.vmi.Name, "vmi"
 	}
-	cmd := fmt.Sprintf("virtctl removevolume %s -n %s --volume-name=%s", name, ns, vol)
-	verify := fmt.Sprintf("`kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus[*].name}'`", name, ns)
-	if action == VMRemoveVolume {
-		cmd += " --persist"
-		verify = fmt.Sprintf("`kubectl get vm %s -n %s -o jsonpath='{.spec.template.spec.volumes[*].name}'`", name, ns)
+	// The parts of the procedure; each case says only those it needs.
+	base := func() string {
+		cmd := "virtctl removevolume " + name + " -n " + ns + " --volume-name=" + vol
+		verify := "`kubectl get vmi " + name + " -n " + ns + " -o jsonpath='{.status.volumeStatus[*].name}'`"
+		if action == VMRemoveVolume {
+			cmd += " --persist"
+			verify = "`kubectl get vm " + name + " -n " + ns + " -o jsonpath='{.spec.template.spec.volumes[*].name}'`"
+		}
+		return cmd + " --dry-run && " + cmd + "; then check that " + verify + " no longer lists " + vol
 	}
-	base := fmt.Sprintf("%s --dry-run && %s; then check that %s no longer lists %s", cmd, cmd, verify, vol)
-	restore := fmt.Sprintf("if the data is still needed, restore %s %s/%s from backup instead (`kubectl get %s %s -n %s`)",
-		ref.src.kind, ns, ref.src.name, strings.ToLower(ref.src.kind), ref.src.name, ns)
-	stopVM := fmt.Sprintf("`virtctl stop %s -n %s`", name, ns)
+	restore := func() string {
+		return "if the data is still needed, restore " + ref.src.kind + " " + ns + "/" + ref.src.name + " from backup instead (`kubectl get " +
+			strings.ToLower(ref.src.kind) + " " + ref.src.name + " -n " + ns + "`)"
+	}
+	stopVM := func() string { return "`virtctl stop " + name + " -n " + ns + "`" }
 	switch block {
 	case "":
-		return base
+		return base()
 	case drift.NotRequested:
-		return fmt.Sprintf("%s; otherwise `tether fix --check %s --object %s/%s --apply`, or by hand: %s", restore, DanglingVolumeReference, ns, name, base)
+		return restore() + "; otherwise `tether fix --check " + DanglingVolumeReference + " --object " + ns + "/" + name + " --apply`, or by hand: " + base()
 	case DeletionPostponed:
 		return fmt.Sprintf("%s is being deleted, and its deletion is postponed by %s; a Kubernetes deletion cannot be undone. "+
 			"To keep the data, make its PersistentVolume outlive the claim first (`kubectl get pvc %s -n %s -o jsonpath='{.spec.volumeName}'`, then `kubectl patch pv <that PV> -p '{\"spec\":{\"persistentVolumeReclaimPolicy\":\"Retain\"}}'`) or back it up. "+
@@ -344,7 +349,7 @@ func danglingRemedy(ref *reference, action drift.ActionType, block drift.BlockRe
 			ref.st.kept, ref.st.keptBy, ref.src.name, ns, removeByHand(ref, kind, name))
 	case StorageExists:
 		return fmt.Sprintf("check why %s %s/%s is still there (`kubectl get dv,pvc %s -n %s`); if it is abandoned, delete it, re-run the audit, then: %s",
-			strings.ToLower(ref.src.kind), ns, ref.src.name, ref.src.name, ns, base)
+			strings.ToLower(ref.src.kind), ns, ref.src.name, ref.src.name, ns, base())
 	case ClaimExists:
 		return fmt.Sprintf("virt-controller normally re-creates the attachment pod: watch `kubectl get pods -n %s -l kubevirt.io=hotplug-disk` and `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'`; if it does not, read the virt-controller logs, or restart the VM (`virtctl restart %s -n %s`)",
 			ns, name, ns, name, ns)
@@ -360,15 +365,16 @@ func danglingRemedy(ref *reference, action drift.ActionType, block drift.BlockRe
 		return fmt.Sprintf("a boot or regular disk of a standalone VMI cannot be removed: restore %s %s/%s from backup, or re-create the VMI without it (`kubectl get vmi %s -n %s -o yaml`)",
 			ref.src.kind, ns, ref.src.name, name, ns)
 	case VMRunning:
-		return fmt.Sprintf("%s; otherwise stop the VM (%s), re-run the audit, then: %s", restore, stopVM, base)
+		return restore() + "; otherwise stop the VM (" + stopVM() + "), re-run the audit, then: " + base()
 	case VolumeInUse:
-		return fmt.Sprintf("the VMI may still use the volume (see evidence): %s; otherwise confirm inside the guest that it is unused and then: %s, or restart the VM (`virtctl restart %s -n %s`)", restore, base, name, ns)
+		return "the VMI may still use the volume (see evidence): " + restore() + "; otherwise confirm inside the guest that it is unused and then: " + base() +
+			", or restart the VM (`virtctl restart " + name + " -n " + ns + "`)"
 	case VMITerminating, VMTerminating:
 		return fmt.Sprintf("wait until the deletion finishes (`kubectl get %s %s -n %s`), then re-run the audit", kind, name, ns)
 	case VMIMigrating:
-		return fmt.Sprintf("wait for the migration to end (`kubectl get vmim -n %s`), re-run the audit, then: %s", ns, base)
+		return fmt.Sprintf("wait for the migration to end (`kubectl get vmim -n %s`), re-run the audit, then: %s", ns, base())
 	case VMINotRunning:
-		return fmt.Sprintf("the VMI-level removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); %s", name, ns, restore)
+		return fmt.Sprintf("the VMI-level removevolume needs a Running VMI (`kubectl get vmi %s -n %s`); %s", name, ns, restore())
 	case RemovalPending:
 		return fmt.Sprintf("a removal is already requested; watch `kubectl get vm %s -n %s -o jsonpath='{.status.volumeRequests}'`", ref.vm.Name, ns)
 	case AdditionPending:
@@ -376,7 +382,7 @@ func danglingRemedy(ref *reference, action drift.ActionType, block drift.BlockRe
 	case DetachInProgress:
 		return fmt.Sprintf("a detach is under way; watch `kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'` and re-run the audit when it settles", name, ns)
 	case HotplugGateDisabled, HotplugGateUnknown:
-		return fmt.Sprintf("enable the HotplugVolumes feature gate (`kubectl get kubevirt -A -o jsonpath='{..developerConfiguration.featureGates}'`), then: %s", base)
+		return fmt.Sprintf("enable the HotplugVolumes feature gate (`kubectl get kubevirt -A -o jsonpath='{..developerConfiguration.featureGates}'`), then: %s", base())
 	}
-	return base
+	return base()
 }
