@@ -78,6 +78,15 @@ func (in Input) ready() Input {
 	return NewInput(in.Snapshot, in.Policy, in.Now)
 }
 
+// deferring returns the input a check that defers its findings' words
+// decides with (quiet when RunDeferred asked for that) and the one it
+// writes those words with.
+func (in Input) deferring() (decide, words Input) {
+	words = in
+	in.quiet = in.deferText
+	return in, words
+}
+
 // memo keeps lookups that a pass needs rarely, built on first use and only
 // for the namespaces that need them. It caches; it never decides.
 type memo struct {

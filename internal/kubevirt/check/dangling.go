@@ -52,14 +52,12 @@ import (
 //     name existing, use (inUse), gates (gateHolds) and the request
 //     (Policy.Checks).
 func FindDanglingVolumeReferences(in Input) []drift.Finding {
-	in = in.ready()
-	r, loud := &danglingRun{in: in}, &danglingRun{in: in}
-	if in.deferText {
-		// Decide without words; the words are loud's, when asked for, from
-		// the subject alone (as CheckDangling decides): what the reference
-		// was found to be is not held meanwhile.
-		r.in.quiet = true
-	}
+	// Deferred words are loud's, when asked for, from the subject alone
+	// (as CheckDangling decides): what the reference was found to be is
+	// not held meanwhile.
+	decide, words := in.ready().deferring()
+	r, loud := &danglingRun{in: decide}, &danglingRun{in: words}
+	in = decide
 	var out []drift.Finding
 	for i := range in.Snapshot.VMs {
 		vm := &in.Snapshot.VMs[i]

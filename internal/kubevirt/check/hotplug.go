@@ -131,9 +131,7 @@ func (s *subject) claimName() string {
 //     what the API refuses (hotpluggable flag, the gates of the KubeVirt
 //     version); the first one is BlockedBy.
 func FindOrphanHotplugVolumes(in Input) []drift.Finding {
-	in = in.ready()
-	loud := in
-	in.quiet = in.deferText // the words are loud's, when asked for
+	in, loud := in.ready().deferring() // deferred words are loud's
 	var out []drift.Finding
 	vmis := in.Snapshot.VMIs
 	for i := range vmis {
