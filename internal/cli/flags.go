@@ -108,6 +108,7 @@ type scopeFlags struct {
 	stuckPhaseGrace     time.Duration
 	stuckPublishGrace   time.Duration
 	fenceAfter          time.Duration
+	unfenceSettle       time.Duration
 	fenceGoneAfter      time.Duration
 	controllerNamespace string
 	minSeverity         string
@@ -135,6 +136,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.stuckPhaseGrace, "stuck-phase-grace", check.DefaultStuckPhaseGrace, "StuckHotplugPhase: call a hot-plug phase stuck only after this long")
 	fs.DurationVar(&f.stuckPublishGrace, "stuck-publish-grace", check.DefaultStuckPublishGrace, "StuckPublish: tether fix acts only on a finding seen twice this far apart (it observes again after this long)")
 	fs.DurationVar(&f.fenceAfter, "fence-after", check.DefaultFenceAfter, "TenantNodeDown: fence a tenant Node whose infra VM is down only once it has been NotReady this long")
+	fs.DurationVar(&f.unfenceSettle, "unfence-settle", check.DefaultUnfenceSettle, "TenantNodeDown: keep a tenant Node cordoned this long after tether removed its out-of-service taint, before uncordoning it")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
 	fs.Int64Var(&f.chunkSize, "chunk-size", observe.DefaultPageSize, "read large lists in chunks of this many objects, as kubectl does; 0 reads each kind in one LIST (less work for the API server, more memory on both sides)")
 }
@@ -232,6 +234,7 @@ func (f *scopeFlags) policy(sel labels.Selector, ns string) check.Policy {
 	p.StuckPhaseGrace = f.stuckPhaseGrace
 	p.StuckPublishGrace = f.stuckPublishGrace
 	p.FenceAfter = f.fenceAfter
+	p.UnfenceSettle = f.unfenceSettle
 	return p
 }
 

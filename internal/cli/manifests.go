@@ -100,14 +100,15 @@ func newManifestsTenant() *cobra.Command {
 		Long: `Prints, for a TENANT cluster (a cluster running inside the VMs), the ClusterRoles tether
 needs there, bound to the service account of the kubeconfig tether is given for it:
 tether-tenant-reader (config/rbac/tenant-reader.yaml: the evidence tether reads) and, with
---fence, tether-tenant-fencer (config/rbac/tenant-fencer.yaml: get and update on Nodes, for
-TenantNodeDown's out-of-service taint). Apply it in the tenant:
+--fence, tether-tenant-fencer (config/rbac/tenant-fencer.yaml: get and update on Nodes and
+list on Pods, for TenantNodeDown's out-of-service taint and its careful removal). Apply it in
+the tenant:
 
   tether manifests tenant --service-account kube-system/tether-reader --fence | kubectl --context tenant apply -f -`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&o.ServiceAccount, "service-account", "kube-system/tether-reader", "NAMESPACE/NAME of the tenant kubeconfig's service account")
-	cmd.Flags().BoolVar(&o.Fence, "fence", false, "also grant fencing (TenantNodeDown): get and update on Nodes")
+	cmd.Flags().BoolVar(&o.Fence, "fence", false, "also grant fencing (TenantNodeDown): get and update on Nodes, list on Pods")
 	return bind(cmd, o)
 }
 

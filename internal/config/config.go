@@ -218,6 +218,11 @@ type FencingConfig struct {
 	// fenced only once it has been NotReady this long. Zero means
 	// check.DefaultFenceAfter (1m).
 	FenceAfter metav1.Duration `json:"fenceAfter"`
+	// UnfenceSettle: once tether removed its out-of-service taint, the
+	// tenant Node stays cordoned this long before tether uncordons it, so
+	// that the controllers reading the taint from their caches have seen
+	// it go. Zero means check.DefaultUnfenceSettle (1m).
+	UnfenceSettle metav1.Duration `json:"unfenceSettle"`
 }
 
 // ProtectionConfig configures the protection of VM dependents.
@@ -381,6 +386,7 @@ func (c *Config) withScope(p check.Policy) (check.Policy, error) {
 	p.TenantAttachGrace = c.Hotplug.TenantAttachGrace.Duration
 	p.StuckPhaseGrace = c.Hotplug.StuckPhaseGrace.Duration
 	p.FenceAfter = c.Fencing.FenceAfter.Duration
+	p.UnfenceSettle = c.Fencing.UnfenceSettle.Duration
 	p.Storage = check.StoragePolicy{
 		StaleAttachmentGrace: c.Storage.StaleAttachmentGrace.Duration,
 		MultiAttachGrace:     c.Storage.MultiAttachGrace.Duration,

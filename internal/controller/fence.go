@@ -72,7 +72,7 @@ func (r *FenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	t, found := tw.Node(req.Name)
+	t, found := tw.Node(ctx, req.Name)
 	if !t.Reachable {
 		// Unknown evidence: no finding opens, none is resolved.
 		return ctrl.Result{RequeueAfter: fenceUnknownRetry}, nil

@@ -118,6 +118,9 @@ type tenantHealth interface {
 	Up(now time.Time) bool
 	// Fenced counts its nodes carrying tether's out-of-service taint.
 	Fenced() int
+	// Unfencing counts its nodes in the steps of tether's un-fence:
+	// cordoned with the taint still on, and cordoned after it went.
+	Unfencing() (cordoned, settling int)
 }
 
 // tenantHealth sets tether_tenant_up of every tenant: 1 while its evidence
@@ -131,6 +134,9 @@ func (g gauges) tenantHealth() {
 		if tw.Up(now) {
 			v = 1
 			metrics.TenantNodesFenced.WithLabelValues(tw.Name()).Set(float64(tw.Fenced()))
+			cordoned, settling := tw.Unfencing()
+			metrics.TenantNodesUnfencing.WithLabelValues(tw.Name(), metrics.UnfenceCordoned).Set(float64(cordoned))
+			metrics.TenantNodesUnfencing.WithLabelValues(tw.Name(), metrics.UnfenceSettling).Set(float64(settling))
 		}
 		metrics.TenantUp.WithLabelValues(tw.Name()).Set(v)
 	}

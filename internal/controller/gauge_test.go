@@ -83,7 +83,7 @@ func TestGauges_tenantUp(t *testing.T) {
 	now := time.Now()
 	metrics.TenantNodesFenced.WithLabelValues("guest-down").Set(3) // last seen while up
 	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme()).Build(), now: func() time.Time { return now },
-		tenants: []tenantHealth{stubTenant{"guest-up", true, 2}, stubTenant{"guest-down", false, 0}}}
+		tenants: []tenantHealth{stubTenant{"guest-up", true, 2, 1}, stubTenant{"guest-down", false, 0, 0}}}
 	g.refresh(context.Background())
 	for name, want := range map[string]float64{"guest-up": 1, "guest-down": 0} {
 		if got := testutil.ToFloat64(metrics.TenantUp.WithLabelValues(name)); got != want {
@@ -95,6 +95,11 @@ func TestGauges_tenantUp(t *testing.T) {
 			t.Errorf("tether_tenant_nodes_fenced{tenant=%q} = %v, want %v", name, got, want)
 		}
 	}
+	for step, want := range map[string]float64{metrics.UnfenceCordoned: 1, metrics.UnfenceSettling: 2} {
+		if got := testutil.ToFloat64(metrics.TenantNodesUnfencing.WithLabelValues("guest-up", step)); got != want {
+			t.Errorf("tether_tenant_nodes_unfencing{tenant=guest-up,step=%q} = %v, want %v", step, got, want)
+		}
+	}
 }
 
 // stubTenant is a tenant whose evidence counts or not.
@@ -102,11 +107,14 @@ type stubTenant struct {
 	name   string
 	up     bool
 	fenced int
+	// cordoned nodes un-fencing; twice as many settling.
+	cordoned int
 }
 
-func (s stubTenant) Name() string      { return s.name }
-func (s stubTenant) Up(time.Time) bool { return s.up }
-func (s stubTenant) Fenced() int       { return s.fenced }
+func (s stubTenant) Name() string          { return s.name }
+func (s stubTenant) Up(time.Time) bool     { return s.up }
+func (s stubTenant) Fenced() int           { return s.fenced }
+func (s stubTenant) Unfencing() (int, int) { return s.cordoned, 2 * s.cordoned }
 
 // trippedBudget is the budget of a process that has tripped.
 type trippedBudget struct{}

@@ -28,6 +28,24 @@ var (
 		Name: "tether_tenant_nodes_fenced",
 		Help: "Tenant nodes carrying the out-of-service taint tether added because their infra VM is down.",
 	}, []string{"tenant"})
+
+	// TenantNodesUnfencing is the number of a tenant's nodes in each step
+	// of lifting tether's fence: UnfenceCordoned (cordoned, the taint still
+	// on: something of the node is still being released, or the taint's
+	// removal comes next) and UnfenceSettling (the taint gone, the node
+	// kept cordoned while the controllers' caches catch up).
+	TenantNodesUnfencing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tether_tenant_nodes_unfencing",
+		Help: "Tenant nodes tether is un-fencing, by step: cordoned (taint still on) or settling (taint gone, still cordoned).",
+	}, []string{"tenant", "step"})
 )
 
-func init() { crmetrics.Registry.MustRegister(TenantUp, TenantErrors, TenantNodesFenced) }
+// The steps of tether_tenant_nodes_unfencing.
+const (
+	UnfenceCordoned = "cordoned"
+	UnfenceSettling = "settling"
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(TenantUp, TenantErrors, TenantNodesFenced, TenantNodesUnfencing)
+}

@@ -30,6 +30,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -59,6 +60,9 @@ type Watch struct {
 	csiNodes toolscache.SharedIndexInformer
 	drivers  toolscache.SharedIndexInformer
 	conn     *connState
+	// live reads the tenant without a cache: the pods of a node in
+	// tether's un-fence.
+	live client.Client
 }
 
 // connState records the last failure and the last success of the requests
@@ -175,8 +179,12 @@ func NewWatch(tc config.TenantConfig) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
+	live, err := clients.New(rc)
+	if err != nil {
+		return nil, err
+	}
 	fact := informers.NewSharedInformerFactory(cs, 0)
-	tw := &Watch{cfg: tc, rest: rc, fact: fact, conn: conn,
+	tw := &Watch{cfg: tc, rest: rc, fact: fact, conn: conn, live: live,
 		vas:      fact.Storage().V1().VolumeAttachments().Informer(),
 		pvs:      fact.Core().V1().PersistentVolumes().Informer(),
 		nodes:    fact.Core().V1().Nodes().Informer(),
@@ -231,7 +239,9 @@ func keepNodeEvidence(driver string) toolscache.TransformFunc {
 				kept.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
 			}
 		}
-		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation, snapshot.FencedAnnotation} {
+		kept.Spec.Unschedulable = n.Spec.Unschedulable
+		for _, k := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation,
+			snapshot.FencedAnnotation, snapshot.CordonedAnnotation, snapshot.UnfencedAnnotation} {
 			if v, ok := n.Annotations[k]; ok {
 				if kept.Annotations == nil {
 					kept.Annotations = map[string]string{}
@@ -342,8 +352,10 @@ func (tw *Watch) Evidence(vmi *snapshot.VMI) snapshot.Tenant {
 // Node returns what the tenant says about one of its nodes, for
 // TenantNodeDown: the tenant as it stands (reachable or why not) with that
 // node only; found is false when the tenant is reachable and has no such
-// node.
-func (tw *Watch) Node(name string) (t snapshot.Tenant, found bool) {
+// node. For a node in tether's un-fence it adds what of the node is still
+// being released: its VolumeAttachments being deleted, from the cache, and
+// its terminating pods, listed live (the tenant's pods are not watched).
+func (tw *Watch) Node(ctx context.Context, name string) (t snapshot.Tenant, found bool) {
 	t = snapshot.Tenant{Name: tw.cfg.Name, Namespace: tw.cfg.Namespace, Driver: tw.cfg.Driver, MatchNodesByName: tw.cfg.MatchNodesByName}
 	ok, why := tw.conn.reachable(tw.synced(), time.Now())
 	if !ok {
@@ -359,8 +371,23 @@ func (tw *Watch) Node(name string) (t snapshot.Tenant, found bool) {
 	if c, ok, _ := tw.csiNodes.GetStore().GetByKey(name); ok {
 		cn = c.(*storagev1.CSINode)
 	}
-	t.Nodes = []snapshot.TenantNode{snapshot.NewTenantNode(obj.(*corev1.Node), cn, tw.driver())}
+	n := snapshot.NewTenantNode(obj.(*corev1.Node), cn, tw.driver())
+	if n.Unfencing() {
+		n.Release, n.ReleaseError = tw.release(ctx, name)
+	}
+	t.Nodes = []snapshot.TenantNode{n}
 	return t, true
+}
+
+// release reads what of node is still being released (observe.NodeRelease):
+// the node's VolumeAttachments from the cache, its pods live.
+func (tw *Watch) release(ctx context.Context, node string) (*snapshot.NodeRelease, string) {
+	objs, _ := tw.vas.GetIndexer().ByIndex(byNode, node)
+	vas := make([]storagev1.VolumeAttachment, 0, len(objs))
+	for _, o := range objs {
+		vas = append(vas, *o.(*storagev1.VolumeAttachment))
+	}
+	return observe.NodeRelease(ctx, tw.live, node, vas, 0)
 }
 
 // NodesOf returns the names of the tenant's nodes that resolve to infra VM
@@ -405,6 +432,24 @@ func (tw *Watch) Fenced() int {
 		}
 	}
 	return n
+}
+
+// Unfencing counts the tenant's nodes in tether's un-fence: cordoned by
+// tether with its taint still on, and cordoned by tether after the taint
+// went.
+func (tw *Watch) Unfencing() (cordoned, settling int) {
+	for _, o := range tw.nodes.GetStore().List() {
+		node := o.(*corev1.Node)
+		if node.Annotations[snapshot.CordonedAnnotation] == "" || !node.Spec.Unschedulable {
+			continue
+		}
+		if snapshot.HasOutOfServiceTaint(node) {
+			cordoned++
+		} else {
+			settling++
+		}
+	}
+	return cordoned, settling
 }
 
 // vmiHandles returns the names a tenant volume handle of a VMI's volumes

@@ -94,6 +94,7 @@ var actions = map[drift.ActionType]func(e *Executor, f drift.Finding, ev Evidenc
 	check.RemoveAttacherFinalizer: (*Executor).fixStaleAttachment,
 	check.TaintOutOfService:       (*Executor).fence,
 	check.RemoveOutOfServiceTaint: (*Executor).fence,
+	check.UncordonTenantNode:      (*Executor).fence,
 }
 
 // Handles says whether Apply carries out actions of type t (the check rows'

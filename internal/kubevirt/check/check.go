@@ -364,7 +364,7 @@ func All() []Check {
 		// VM is down, and its removal once the VM runs and the Node is
 		// Ready again (only a taint tether put there).
 		{Row: drift.Row{Name: TenantNodeDown, Doc: "a tenant Node whose infra VM is down for certain, fenced with the out-of-service taint", Page: page(TenantNodeDown),
-			Subjects: []string{"Node"}, Actions: []drift.ActionType{TaintOutOfService, RemoveOutOfServiceTaint}},
+			Subjects: []string{"Node"}, Actions: []drift.ActionType{TaintOutOfService, RemoveOutOfServiceTaint, UncordonTenantNode}},
 			Run: FindTenantNodesDown, Loop: LoopFence, Events: Events{Applied: ReasonTenantNodeFence, Failed: ReasonTenantNodeFenceFailed},
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
 		// The namespace loop runs the report-only checks that need a

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,9 +20,16 @@ const (
 	// TaintOutOfService adds the out-of-service taint (and tether's
 	// record of it) to a tenant Node whose infra VM is down.
 	TaintOutOfService drift.ActionType = "TaintOutOfService"
-	// RemoveOutOfServiceTaint removes the out-of-service taint tether put
-	// on a tenant Node whose infra VM runs again and whose kubelet is Ready.
+	// RemoveOutOfServiceTaint lifts the fence of a tenant Node whose infra
+	// VM runs again, whose kubelet is Ready and of which nothing is still
+	// being released: it cordons the Node (and records that tether did),
+	// then removes the out-of-service taint tether put there; two writes,
+	// each re-checked, and the next pass resumes after either.
 	RemoveOutOfServiceTaint drift.ActionType = "RemoveOutOfServiceTaint"
+	// UncordonTenantNode ends the un-fence: once the taint has been gone
+	// for Policy.UnfenceSettle, it uncordons a Node tether cordoned and
+	// removes tether's records of the cordon.
+	UncordonTenantNode drift.ActionType = "UncordonTenantNode"
 )
 
 // The holds of TenantNodeDown.
@@ -40,7 +48,39 @@ const (
 	// TenantNodeNotReadyYet: the infra VM runs again, but the tenant Node
 	// tether fenced has not posted Ready yet; the taint stays until it does.
 	TenantNodeNotReadyYet drift.BlockReason = "TenantNodeNotReadyYet"
+	// TenantNodeReleasing: something of the tenant Node tether fenced is
+	// still being released (a VolumeAttachment being deleted, a pod
+	// terminating): the taint stays until it is gone (KEP-2268).
+	TenantNodeReleasing drift.BlockReason = "TenantNodeReleasing"
+	// TenantNodeReleaseUnknown: what of the node is still being released
+	// could not be read; unknown is never "nothing".
+	TenantNodeReleaseUnknown drift.BlockReason = "TenantNodeReleaseUnknown"
+	// UnfenceSettling: tether removed its taint less than
+	// Policy.UnfenceSettle ago; the node stays cordoned until the
+	// controllers that read the taint from their caches must have seen it go.
+	UnfenceSettling drift.BlockReason = "UnfenceSettling"
 )
+
+// DefaultUnfenceSettle is how long a tenant Node stays cordoned after
+// tether removed its out-of-service taint. kube-controller-manager's pod
+// garbage collector and attach/detach controller read the taint from one
+// shared Node informer (pkg/controller/podgc/gc_controller.go:154,
+// pkg/controller/volume/attachdetach/reconciler/reconciler.go:148, v1.36):
+// while that cache still shows the taint, the pod GC force-deletes
+// terminating pods of the node and the attach/detach controller detaches
+// without the unmount check (kubernetes#142331, #141887, #141888). A
+// healthy watch delivers the change in well under a second; a broken one
+// is retried with a backoff of up to 30 s (client-go
+// tools/cache/reflector.go:63), and the pod GC looks every 20 s
+// (gc_controller.go:48). A minute covers the longest retry and a pod-GC
+// period after it; while the node is cordoned no new pod is scheduled
+// there to be hurt by a late cache.
+const DefaultUnfenceSettle = time.Minute
+
+// releasePoll is how often a held un-fence looks again at what of its node
+// is still being released (pods and VolumeAttachments of the tenant wake
+// no pass).
+const releasePoll = 10 * time.Second
 
 // DefaultFenceAfter is how long a tenant Node must have been NotReady,
 // with its infra VM down, before it is fenced.
@@ -174,30 +214,13 @@ func decideTenantNode(in Input, t *snapshot.Tenant, n *snapshot.TenantNode) (dri
 }
 
 // vmiUp decides a Node whose infra VMI exists and is not final: never
-// fenced (a hung guest is not proof); un-fenced when tether fenced it and
-// it is back.
+// fenced (a hung guest is not proof); un-fenced, step by step, when tether
+// fenced it and it is back.
 func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.InfraVM, vmi *snapshot.VMI, f drift.Finding) (drift.Finding, bool) {
-	notReady := n.Ready != corev1.ConditionTrue
-	if n.OutOfService && n.FencedBy != "" {
-		// The un-fence is a finding of its own (its own record in the
-		// controller): the fence's record keeps counting in the
-		// blast-radius window after it is resolved.
-		f.ID = unfenceID(f)
-		f.Message = fmt.Sprintf("tenant %q node %s carries the out-of-service taint tether added, and its infra VM %s runs again", t.Name, n.Name, vm)
-		f.Evidence = append(f.Evidence, fmt.Sprintf("tenant node %s has annotation %s=%q: tether added its out-of-service taint", n.Name, snapshot.FencedAnnotation, n.FencedBy))
-		f.Severity = drift.SeverityWarning
-		f.Action = drift.Action{Type: RemoveOutOfServiceTaint, Safe: true,
-			Remedy: fmt.Sprintf("in tenant %q: `kubectl taint node %s %s-` and `kubectl annotate node %s %s-`", t.Name, n.Name, snapshot.OutOfServiceTaint, n.Name, snapshot.FencedAnnotation)}
-		switch {
-		case vmi.Status.Phase != kubevirtv1.Running:
-			f.Severity = drift.SeverityInfo
-			f.Block(VMINotRunning, fmt.Sprintf("VMI %s is %s, not Running yet", vm, orNone(string(vmi.Status.Phase))))
-		case notReady:
-			f.Severity = drift.SeverityInfo
-			f.Block(TenantNodeNotReadyYet, fmt.Sprintf("tenant node %s is not Ready yet: the taint stays until its kubelet posts Ready", n.Name))
-		}
-		return f, true
+	if (n.OutOfService && n.FencedBy != "") || (!n.OutOfService && n.CordonedBy != "") {
+		return unfence(in, t, n, vm, vmi, f), true
 	}
+	notReady := n.Ready != corev1.ConditionTrue
 	if !notReady || n.OutOfService || in.Now.Sub(n.ReadySince) < in.Policy.FenceAfter {
 		return drift.Finding{}, false
 	}
@@ -206,6 +229,104 @@ func vmiUp(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.Inf
 		Remedy: fmt.Sprintf("look at the guest: `virtctl console %s -n %s`; if it is hung, stop it (`virtctl stop %s -n %s`) and tether fences the node once the VMI is final", vm.Name, vm.Namespace, vm.Name, vm.Namespace)}
 	f.Block(InfraVMIRunning, "")
 	return f, true
+}
+
+// unfence decides the next step of lifting tether's fence from a Node
+// whose infra VMI exists again. The steps follow non-graceful node
+// shutdown (KEP-2268: the taint goes only once the node's pods are gone and
+// its volumes detached) and close the race of a cached taint outliving the
+// real one (kubernetes#142331): while the taint is on, RemoveOutOfServiceTaint
+// (cordon, then remove the taint); once it is off, UncordonTenantNode after
+// Policy.UnfenceSettle. Each step waits for the VMI to run, the Node to be
+// Ready and nothing of it to be still being released. The un-fence is a
+// finding of its own (its own record in the controller): the fence's
+// record keeps counting in the blast-radius window after it is resolved.
+func unfence(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.InfraVM, vmi *snapshot.VMI, f drift.Finding) drift.Finding {
+	f.ID = unfenceID(f)
+	f.Severity = drift.SeverityWarning
+	settle := in.Policy.UnfenceSettle
+	if n.OutOfService {
+		f.Message = fmt.Sprintf("tenant %q node %s carries the out-of-service taint tether added, and its infra VM %s runs again: lift the fence (cordon, remove the taint, uncordon %s later)", t.Name, n.Name, vm, settle)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("tenant node %s has annotation %s=%q: tether added its out-of-service taint", n.Name, snapshot.FencedAnnotation, n.FencedBy))
+		f.Action = drift.Action{Type: RemoveOutOfServiceTaint, Safe: true, Remedy: unfenceRemedy(t, n, settle)}
+	} else {
+		f.Message = fmt.Sprintf("tenant %q node %s: tether removed its out-of-service taint and keeps the node cordoned until the controllers' caches have seen the taint go; then it uncordons it", t.Name, n.Name)
+		f.Action = drift.Action{Type: UncordonTenantNode, Safe: true,
+			Remedy: fmt.Sprintf("in tenant %q, once the taint has been gone for %s: `kubectl uncordon %s` and `kubectl annotate node %s %s- %s-`", t.Name, settle, n.Name, n.Name, snapshot.CordonedAnnotation, snapshot.UnfencedAnnotation)}
+	}
+	f.Evidence = append(f.Evidence, cordonFact(n))
+	if !n.OutOfService && !n.Unschedulable {
+		// Someone uncordoned the node already: only tether's records of
+		// its cordon are left to remove.
+		f.Message = fmt.Sprintf("tenant %q node %s was uncordoned while tether's record of its cordon stayed: tether removes the record", t.Name, n.Name)
+		return f
+	}
+	hold := func(r drift.BlockReason, fact string) drift.Finding {
+		f.Severity = drift.SeverityInfo
+		f.Block(r, fact)
+		return f
+	}
+	switch {
+	case vmi.Status.Phase != kubevirtv1.Running:
+		return hold(VMINotRunning, fmt.Sprintf("VMI %s is %s, not Running yet", vm, orNone(string(vmi.Status.Phase))))
+	case n.Ready != corev1.ConditionTrue:
+		return hold(TenantNodeNotReadyYet, fmt.Sprintf("tenant node %s is not Ready yet: the fence stays until its kubelet posts Ready", n.Name))
+	case n.Release == nil:
+		why := n.ReleaseError
+		if why == "" {
+			why = "they were not read"
+		}
+		return hold(TenantNodeReleaseUnknown, fmt.Sprintf("what of tenant node %s is still being released (its pods terminating, its VolumeAttachments being deleted) is unknown: %s; the fence stays", n.Name, why))
+	case !n.Release.Empty():
+		return hold(TenantNodeReleasing, releaseFact(n))
+	case n.OutOfService:
+		return f
+	case n.UnfencedAt.IsZero():
+		return hold(UnfenceSettling, fmt.Sprintf("tenant node %s carries no %s time: when its taint went cannot be told, so tether does not uncordon it; uncordon it by hand once the controllers have seen the taint go", n.Name, snapshot.UnfencedAnnotation))
+	case in.Now.Sub(n.UnfencedAt) < settle:
+		return hold(UnfenceSettling, fmt.Sprintf("tether removed the taint %s ago (at %s), less than the %s the attach/detach and pod garbage-collection controllers' caches are given to see it go: the node stays cordoned",
+			in.Now.Sub(n.UnfencedAt).Round(time.Second), n.UnfencedAt.UTC().Format(time.RFC3339), settle))
+	}
+	return f
+}
+
+// cordonFact states the node's cordon and whose it is.
+func cordonFact(n *snapshot.TenantNode) string {
+	switch {
+	case n.Unschedulable && n.CordonedBy != "":
+		return fmt.Sprintf("tenant node %s is cordoned by tether (annotation %s=%q)", n.Name, snapshot.CordonedAnnotation, n.CordonedBy)
+	case n.Unschedulable:
+		return fmt.Sprintf("tenant node %s is cordoned, not by tether: that cordon stays", n.Name)
+	case n.CordonedBy != "":
+		return fmt.Sprintf("tenant node %s is schedulable, and carries tether's record of a cordon (%s=%q)", n.Name, snapshot.CordonedAnnotation, n.CordonedBy)
+	}
+	return fmt.Sprintf("tenant node %s is schedulable: tether cordons it before the taint goes", n.Name)
+}
+
+// releaseFact says what of the node is still being released.
+func releaseFact(n *snapshot.TenantNode) string {
+	var parts []string
+	if a := n.Release.Attachments; len(a) > 0 {
+		parts = append(parts, fmt.Sprintf("%d VolumeAttachment(s) being deleted (a detach in flight): %s", len(a), firstFew(a)))
+	}
+	if p := n.Release.Pods; len(p) > 0 {
+		parts = append(parts, fmt.Sprintf("%d pod(s) bound to it terminating: %s", len(p), firstFew(p)))
+	}
+	return fmt.Sprintf("tenant node %s is still being released: %s; the fence stays until they are gone (KEP-2268), or a stale cached taint could force-detach or force-delete what the node uses again", n.Name, strings.Join(parts, "; "))
+}
+
+// firstFew lists up to five names, and how many more there are.
+func firstFew(names []string) string {
+	if len(names) <= 5 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:5], ", "), len(names)-5)
+}
+
+// unfenceRemedy is how an operator lifts tether's fence by hand.
+func unfenceRemedy(t *snapshot.Tenant, n *snapshot.TenantNode, settle time.Duration) string {
+	return fmt.Sprintf("in tenant %q, once no pod of node %s is terminating and none of its VolumeAttachments is being deleted: `kubectl cordon %s`, `kubectl taint node %s %s-`, `kubectl annotate node %s %s-`; `kubectl uncordon %s` %s later",
+		t.Name, n.Name, n.Name, n.Name, snapshot.OutOfServiceTaint, n.Name, snapshot.FencedAnnotation, n.Name, settle)
 }
 
 // unfenceID is the id of an un-fence finding: derived like every other

@@ -341,16 +341,8 @@ func unsafeFence(s *snapshot.Snapshot, p Policy, now time.Time, fd drift.Finding
 	}
 	vm, vmi := findVM(s, fd.Namespace, name), findVMI(s, fd.Namespace, name)
 	final := vmi == nil || vmi.Status.Phase == kubevirtv1.Succeeded || vmi.Status.Phase == kubevirtv1.Failed
-	if fd.Action.Type == RemoveOutOfServiceTaint {
-		switch {
-		case node.FencedBy == "" || !node.OutOfService:
-			return "tether did not add the taint"
-		case vmi == nil || vmi.Status.Phase != kubevirtv1.Running:
-			return "the VMI does not run"
-		case node.Ready != corev1.ConditionTrue:
-			return "the node is not Ready"
-		}
-		return ""
+	if fd.Action.Type == RemoveOutOfServiceTaint || fd.Action.Type == UncordonTenantNode {
+		return unsafeUnfence(node, vmi, p, now, fd.Action.Type)
 	}
 	switch {
 	case !final:
@@ -445,4 +437,44 @@ func TestRandomSnapshotsKeepInvariants(t *testing.T) {
 		}
 	}
 	t.Logf("safe actions seen: %v", seen)
+}
+
+// unsafeUnfence says why lifting tether's fence from node (the taint's
+// removal, or the uncordon after it) is not allowed, or "". KEP-2268
+// (non-graceful node shutdown): the out-of-service taint is removed only
+// after the node's pods are gone and its volumes detached, and only once
+// the node is back (its VM runs, its kubelet posts Ready); the taint is
+// tether's to remove only where tether's record says it added it.
+// kubernetes#142331: the pod GC and attach/detach controllers read the taint
+// from their caches, so the node stays unschedulable until they must have
+// seen it go (Policy.UnfenceSettle after tether recorded its removal); a
+// cordon is tether's to lift only where its record says tether made it,
+// and never under the taint. A record of a cordon someone already lifted
+// may always go.
+func unsafeUnfence(node *snapshot.TenantNode, vmi *snapshot.VMI, p Policy, now time.Time, action drift.ActionType) string {
+	if action == UncordonTenantNode {
+		switch {
+		case node.OutOfService:
+			return "the node carries the out-of-service taint"
+		case node.CordonedBy == "":
+			return "tether did not cordon the node"
+		case !node.Unschedulable:
+			return "" // only tether's record is left
+		case node.UnfencedAt.IsZero() || now.Sub(node.UnfencedAt) < p.withDefaults().UnfenceSettle:
+			return "the taint went too recently (or at an unknown time)"
+		}
+	} else if node.FencedBy == "" || !node.OutOfService {
+		return "tether did not add the taint"
+	}
+	switch {
+	case vmi == nil || vmi.Status.Phase != kubevirtv1.Running:
+		return "the VMI does not run"
+	case node.Ready != corev1.ConditionTrue:
+		return "the node is not Ready"
+	case node.Release == nil:
+		return "what of the node is being released is unknown"
+	case len(node.Release.Attachments) > 0 || len(node.Release.Pods) > 0:
+		return "something of the node is still being released"
+	}
+	return ""
 }

@@ -68,6 +68,8 @@ type Policy struct {
 	StuckPublishGrace time.Duration
 	// FenceAfter: see DefaultFenceAfter (zero means it).
 	FenceAfter time.Duration
+	// UnfenceSettle: see DefaultUnfenceSettle (zero means it).
+	UnfenceSettle time.Duration
 	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
 	Storage StoragePolicy
 }
@@ -95,6 +97,9 @@ func (p Policy) withDefaults() Policy {
 	if p.FenceAfter == 0 {
 		p.FenceAfter = DefaultFenceAfter
 	}
+	if p.UnfenceSettle == 0 {
+		p.UnfenceSettle = DefaultUnfenceSettle
+	}
 	p.Storage = p.Storage.withDefaults()
 	return p
 }
@@ -109,6 +114,10 @@ func (p Policy) RecheckAfter(r drift.BlockReason) time.Duration {
 		return p.TenantAttachGrace
 	case NotReadyTooRecent:
 		return p.FenceAfter
+	case UnfenceSettling:
+		return p.UnfenceSettle
+	case TenantNodeReleasing, TenantNodeReleaseUnknown:
+		return releasePoll
 	}
 	return 0
 }
@@ -138,6 +147,9 @@ func (p Policy) Validate() error {
 	}
 	if p.FenceAfter < 0 {
 		errs = append(errs, fmt.Errorf("fence-after must not be negative, got %s", p.FenceAfter))
+	}
+	if p.UnfenceSettle < 0 {
+		errs = append(errs, fmt.Errorf("unfence-settle must not be negative, got %s", p.UnfenceSettle))
 	}
 	if p.StuckPublishGrace < 0 {
 		errs = append(errs, fmt.Errorf("stuck publish grace must not be negative, got %s", p.StuckPublishGrace))

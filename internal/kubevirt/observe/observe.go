@@ -229,7 +229,24 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		out.Nodes = append(out.Nodes, snapshot.NewTenantNode(n, byNode[n.Name], out.CSIDriver()))
+		tn := snapshot.NewTenantNode(n, byNode[n.Name], out.CSIDriver())
+		if tn.Unfencing() {
+			tn.Release, tn.ReleaseError = NodeRelease(ctx, c, tn.Name, vas.Items, o.PageSize)
+		}
+		out.Nodes = append(out.Nodes, tn)
 	}
 	return out
+}
+
+// NodeRelease reads what of tenant node node is still being released: of
+// vas (the tenant's VolumeAttachments, as read) those of the node being
+// deleted, and the pods bound to the node that are terminating, listed from
+// c by field selector (one list, for a node in tether's un-fence only). A
+// failed list gives no release and says why: unknown is never "nothing".
+func NodeRelease(ctx context.Context, c client.Reader, node string, vas []storagev1.VolumeAttachment, pageSize int64) (*snapshot.NodeRelease, string) {
+	var pods corev1.PodList
+	if _, err := listAll(ctx, c, &pods, "", pageSize, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return nil, fmt.Sprintf("listing the pods bound to tenant node %s: %v", node, err)
+	}
+	return snapshot.NewNodeRelease(node, vas, pods.Items), ""
 }

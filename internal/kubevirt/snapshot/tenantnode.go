@@ -59,11 +59,81 @@ type TenantNode struct {
 	// FencedBy is the value of FencedAnnotation: set when tether put the
 	// out-of-service taint there (it names the infra VM and when).
 	FencedBy string
+	// Unschedulable is spec.unschedulable: the node is cordoned, by
+	// whomever.
+	Unschedulable bool
+	// CordonedBy is the value of CordonedAnnotation: set when tether
+	// cordoned the node to lift its fence (and so may uncordon it).
+	CordonedBy string
+	// UnfencedAt is the time UnfencedAnnotation records: when tether
+	// removed its out-of-service taint. Zero when the annotation is absent
+	// or does not hold an RFC 3339 time.
+	UnfencedAt time.Time
+	// Release is what of the node is still being released, read only for
+	// a node in tether's un-fence (Unfencing); nil when it was not read,
+	// and then ReleaseError says why when a read failed.
+	Release      *NodeRelease
+	ReleaseError string
+}
+
+// NodeRelease is what of a tenant node its cluster is still releasing:
+// non-graceful node shutdown (KEP-2268) lifts the out-of-service taint only
+// after the node's pods are gone and its volumes detached.
+type NodeRelease struct {
+	// Attachments are the node's VolumeAttachments being deleted: a
+	// detach in flight (the attacher's finalizer holds the object).
+	Attachments []string
+	// Pods are the pods bound to the node that are terminating
+	// ("namespace/name").
+	Pods []string
+}
+
+// Empty reports whether nothing of the node is being released.
+func (r *NodeRelease) Empty() bool {
+	return r != nil && len(r.Attachments) == 0 && len(r.Pods) == 0
+}
+
+// NewNodeRelease is what of node is being released, from its cluster's
+// VolumeAttachments (any node) and the pods bound to it.
+func NewNodeRelease(node string, vas []storagev1.VolumeAttachment, pods []corev1.Pod) *NodeRelease {
+	r := &NodeRelease{}
+	for i := range vas {
+		if vas[i].Spec.NodeName == node && vas[i].DeletionTimestamp != nil {
+			r.Attachments = append(r.Attachments, vas[i].Name)
+		}
+	}
+	for i := range pods {
+		if pods[i].Spec.NodeName == node && pods[i].DeletionTimestamp != nil {
+			r.Pods = append(r.Pods, pods[i].Namespace+"/"+pods[i].Name)
+		}
+	}
+	slices.Sort(r.Attachments)
+	slices.Sort(r.Pods)
+	return r
+}
+
+// Unfencing reports whether the node is in tether's un-fence: it carries
+// tether's out-of-service taint, or tether's cordon. What of it is still
+// being released is read only for such nodes.
+func (n *TenantNode) Unfencing() bool {
+	return (n.OutOfService && n.FencedBy != "") || n.CordonedBy != ""
 }
 
 // FencedAnnotation records on a tenant Node that tether added its
 // out-of-service taint, so that tether removes only a taint it put there.
 const FencedAnnotation = "tether.dev/fenced"
+
+// The un-fence's records on a tenant Node. tether lifts its fence in three
+// steps, each a write of its own that the next pass can resume from: it
+// cordons the node (CordonedAnnotation, unless someone else had cordoned
+// it), removes the taint and FencedAnnotation (recording the time in
+// UnfencedAnnotation), and, once the controllers that read the taint from
+// their caches must have seen it go, uncordons the node and removes both
+// records. A cordon without CordonedAnnotation is someone else's and stays.
+const (
+	CordonedAnnotation = "tether.dev/cordoned"
+	UnfencedAnnotation = "tether.dev/unfenced"
+)
 
 // InfraVM names a VM of the infra cluster.
 type InfraVM struct{ Namespace, Name string }
@@ -216,6 +286,11 @@ func NewTenantNode(node *corev1.Node, csiNode *storagev1.CSINode, driver string)
 	}
 	n.OutOfService = HasOutOfServiceTaint(node)
 	n.FencedBy = node.Annotations[FencedAnnotation]
+	n.Unschedulable = node.Spec.Unschedulable
+	n.CordonedBy = node.Annotations[CordonedAnnotation]
+	if at, err := time.Parse(time.RFC3339, node.Annotations[UnfencedAnnotation]); err == nil {
+		n.UnfencedAt = at
+	}
 	return n
 }
 

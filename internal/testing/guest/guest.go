@@ -92,19 +92,32 @@ func Start(t testing.TB, infraNS, vm string) *Cluster {
 	must(c.Create(ctx, pv))
 	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pvc.Spec.AccessModes, Capacity: corev1.ResourceList{corev1.ResourceStorage: q}}
 	must(c.Status().Update(ctx, pvc))
+	g.RunPod(t)
+	return g
+}
+
+// RunPod creates the workload's pod on Node, running (as the kubelet would
+// report it), waits until its volume is attached there, and reports the
+// volume in use, as the kubelet does once it mounted it.
+func (g *Cluster) RunPod(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: Pod},
 		Spec: corev1.PodSpec{NodeName: Node, Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:test"}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: Claim}}}}}}
-	must(c.Create(ctx, pod))
+	if err := g.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "registry.invalid/app:test",
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
-	must(c.Status().Update(ctx, pod))
+	if err := g.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, 90*time.Second, "the guest's attachment attached", func() (bool, error) {
 		va := g.Attachment(ctx)
-		return va != nil && va.Status.Attached, nil
+		return va != nil && va.Status.Attached && va.DeletionTimestamp == nil, nil
 	})
 	g.SetNode(t, corev1.ConditionTrue, time.Now(), true)
-	return g
 }
 
 // SetNode sets Node's Ready condition, changed at since, as its kubelet
