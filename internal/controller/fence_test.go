@@ -72,6 +72,7 @@ func TestController_fencesATenantNodeWhoseVMIsDownAndUnfencesIt(t *testing.T) {
 	cfg := w.cfg(time.Hour)
 	cfg.Checks = map[string]config.CheckConfig{check.TenantNodeDown: {Enabled: true, GracePeriod: metav1.Duration{Duration: time.Second}}}
 	cfg.Fencing.FenceAfter.Duration = 2 * time.Second
+	cfg.Fencing.UnfenceSettle.Duration = 3 * time.Second
 	cfg.Tenants = []config.TenantConfig{{Name: "guest", Kubeconfig: kubeconfig, Namespace: w.ns}}
 	w.start(cfg)
 
@@ -112,6 +113,21 @@ func TestController_fencesATenantNodeWhoseVMIsDownAndUnfencesIt(t *testing.T) {
 		return !snapshot.HasOutOfServiceTaint(n) && n.Annotations[snapshot.FencedAnnotation] == "", nil
 	})
 	t.Logf("tenant node Ready -> taint removed: %s", time.Since(up).Round(100*time.Millisecond))
+	// Cordoned first, and kept cordoned for unfenceSettle after the taint
+	// went; then uncordoned, and tether's records gone.
+	n := testenv.Node(t, tc, node.Name)
+	if !n.Spec.Unschedulable || n.Annotations[snapshot.CordonedAnnotation] == "" {
+		t.Fatalf("the taint went without tether's cordon: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	untainted := time.Now()
+	testenv.Eventually(t, 30*time.Second, "tenant node uncordoned", func() (bool, error) {
+		n := testenv.Node(t, tc, node.Name)
+		return !n.Spec.Unschedulable && n.Annotations[snapshot.CordonedAnnotation] == "" && n.Annotations[snapshot.UnfencedAnnotation] == "", nil
+	})
+	if d := time.Since(untainted); d < 2*time.Second {
+		t.Fatalf("uncordoned %s after the taint went, within unfenceSettle 3s", d)
+	}
+	t.Logf("taint removed -> uncordoned: %s (unfenceSettle 3s)", time.Since(untainted).Round(100*time.Millisecond))
 	if n := testenv.Node(t, tc, operators.Name); !snapshot.HasOutOfServiceTaint(n) {
 		t.Error("removed the out-of-service taint an operator set")
 	}
@@ -308,18 +324,43 @@ func TestController_fenceEndToEnd_realControllersReleaseAndTheOrphanGoes(t *test
 	vmiGone := time.Now()
 	g.SetNode(t, corev1.ConditionUnknown, vmiGone, true)
 	g.DeletePod(t)
+	// The detach the fence starts does not complete until the storage
+	// side of the node answers again.
+	g.Attacher.Hang(guest.Node)
 	testenv.Eventually(t, 60*time.Second, "the node fenced", func() (bool, error) {
 		return snapshot.HasOutOfServiceTaint(testenv.Node(t, g.Client, guest.Node)), nil
 	})
 	tainted := time.Now()
-	testenv.Eventually(t, 90*time.Second, "the guest's attachment detached and gone", func() (bool, error) { return g.Attachment(ctx) == nil, nil })
-	vaGone := time.Now()
+	testenv.Eventually(t, 90*time.Second, "the guest's attachment being detached", func() (bool, error) {
+		va := g.Attachment(ctx)
+		return va != nil && va.DeletionTimestamp != nil, nil
+	})
 	testenv.Eventually(t, 60*time.Second, "the pod deleted", func() (bool, error) { return g.PodGone(ctx), nil })
-	t.Logf("VMI gone -> taint %s (fenceAfter 5s); taint -> VolumeAttachment gone %s", tainted.Sub(vmiGone).Round(100*time.Millisecond), vaGone.Sub(tainted).Round(100*time.Millisecond))
 
+	// Back, with the detach still in flight: the fence stays, and its
+	// record says what it waits for.
 	halt(t, w, "infra", kubevirtv1.RunStrategyAlways)
 	w.waitVMI("infra", "running again", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
 	g.SetNode(t, corev1.ConditionTrue, time.Now(), false)
+	testenv.Eventually(t, 30*time.Second, "the un-fence held on the detach in flight", func() (bool, error) {
+		var list v1alpha1.FindingList
+		if err := w.c.List(ctx, &list, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelCheck: check.TenantNodeDown}); err != nil {
+			return false, err
+		}
+		for _, rec := range list.Items {
+			if rec.Status.Action.Type == string(check.RemoveOutOfServiceTaint) && rec.Status.Reason == string(check.TenantNodeReleasing) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if n := testenv.Node(t, g.Client, guest.Node); !snapshot.HasOutOfServiceTaint(n) || n.Spec.Unschedulable {
+		t.Fatalf("the fence was touched with the detach in flight: taints %v, unschedulable %v", n.Spec.Taints, n.Spec.Unschedulable)
+	}
+	g.Attacher.Release(guest.Node)
+	testenv.Eventually(t, 60*time.Second, "the guest's attachment detached and gone", func() (bool, error) { return g.Attachment(ctx) == nil, nil })
+	vaGone := time.Now()
+	t.Logf("VMI gone -> taint %s (fenceAfter 5s); taint -> detach done %s (held by the attacher meanwhile)", tainted.Sub(vmiGone).Round(100*time.Millisecond), vaGone.Sub(tainted).Round(100*time.Millisecond))
 	testenv.Eventually(t, 60*time.Second, "the fence lifted", func() (bool, error) {
 		n := testenv.Node(t, g.Client, guest.Node)
 		return !snapshot.HasOutOfServiceTaint(n) && n.Annotations[snapshot.FencedAnnotation] == "", nil

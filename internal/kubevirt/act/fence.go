@@ -76,7 +76,10 @@ func (e *Executor) fenceStep(f drift.Finding, chain bool) action {
 			// cordoned and tainted, and the next pass resumes.
 			next := e.guarded(ctx, f, e.fenceStep(f, false))
 			if next.Outcome != drift.Applied {
-				// The cordon was written: the action changed something.
+				// The cordon was written (the action changed something),
+				// and the un-fence is not done: pending, so that the next
+				// pass resumes it.
+				r.Outcome = drift.Pending
 				r.Message += "; the taint's removal did not follow (" + next.Message + "): the node stays cordoned and tainted, and the next pass resumes"
 				return r
 			}

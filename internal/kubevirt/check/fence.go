@@ -250,6 +250,9 @@ func unfence(in Input, t *snapshot.Tenant, n *snapshot.TenantNode, vm snapshot.I
 		f.Evidence = append(f.Evidence, fmt.Sprintf("tenant node %s has annotation %s=%q: tether added its out-of-service taint", n.Name, snapshot.FencedAnnotation, n.FencedBy))
 		f.Action = drift.Action{Type: RemoveOutOfServiceTaint, Safe: true, Remedy: unfenceRemedy(t, n, settle)}
 	} else {
+		// The uncordon is a finding of its own too: the un-fence's record,
+		// acted on, cools down in the blast-radius window.
+		f.ID = uncordonID(f)
 		f.Message = fmt.Sprintf("tenant %q node %s: tether removed its out-of-service taint and keeps the node cordoned until the controllers' caches have seen the taint go; then it uncordons it", t.Name, n.Name)
 		f.Action = drift.Action{Type: UncordonTenantNode, Safe: true,
 			Remedy: fmt.Sprintf("in tenant %q, once the taint has been gone for %s: `kubectl uncordon %s` and `kubectl annotate node %s %s- %s-`", t.Name, settle, n.Name, n.Name, snapshot.CordonedAnnotation, snapshot.UnfencedAnnotation)}
@@ -333,6 +336,12 @@ func unfenceRemedy(t *snapshot.Tenant, n *snapshot.TenantNode, settle time.Durat
 // (drift.Finding.DerivedID), with "unfence" in place of the volume.
 func unfenceID(f drift.Finding) string {
 	return drift.FindingID(f.Check, f.Namespace, f.Object, "unfence@"+f.Cluster)
+}
+
+// uncordonID is the id of the finding that ends an un-fence: derived like
+// unfenceID, with "uncordon" in place of the volume.
+func uncordonID(f drift.Finding) string {
+	return drift.FindingID(f.Check, f.Namespace, f.Object, "uncordon@"+f.Cluster)
 }
 
 // vmiFinal: the VMI ended (KubeVirt never restarts a final VMI; a new one

@@ -86,7 +86,7 @@ func assertWellFormed(t *testing.T, f drift.Finding) {
 	switch {
 	case len(f.ID) != 12:
 		t.Errorf("id %q is not 12 hex digits", f.ID)
-	case f.ID != f.DerivedID() && (f.Action.Type != RemoveOutOfServiceTaint && f.Action.Type != UncordonTenantNode || f.ID != unfenceID(f)):
+	case f.ID != f.DerivedID() && !(f.Action.Type == RemoveOutOfServiceTaint && f.ID == unfenceID(f)) && !(f.Action.Type == UncordonTenantNode && f.ID == uncordonID(f)):
 		t.Errorf("id %q is not derived from the finding", f.ID)
 	case strings.Contains(f.Message, "\n") || f.Message == "":
 		t.Errorf("message must be one non-empty line: %q", f.Message)
