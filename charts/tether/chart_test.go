@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -406,6 +407,9 @@ func TestRender(t *testing.T) {
 			if len(cfg.Tenants) != 2 || cfg.Tenants[0].Kubeconfig != "/etc/tether/tenants/guest1/kubeconfig" || cfg.Tenants[1].Driver != "csi.example.com" ||
 				!cfg.Tenants[1].MatchNodesByName || !cfg.TenantAuthoritative {
 				t.Errorf("tenants %+v", cfg.Tenants)
+			}
+			if cfg.Fencing.FenceAfter.Duration != 2*time.Minute || cfg.Fencing.UnfenceSettle.Duration != 90*time.Second {
+				t.Errorf("fencing %+v, want fenceAfter 2m and unfenceSettle 90s", cfg.Fencing)
 			}
 			pod := deployment(t, objs).Spec.Template.Spec
 			for _, v := range pod.Volumes {

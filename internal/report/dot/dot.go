@@ -475,6 +475,15 @@ func (g *graph) tenantNode(tenant, name string) {
 	case tn.OutOfService:
 		g.note(id, "out-of-service taint")
 	}
+	switch {
+	case tn.Unschedulable && tn.CordonedBy != "":
+		g.note(id, "cordoned (tether's, lifting its fence)")
+	case tn.Unschedulable:
+		g.note(id, "cordoned")
+	}
+	if r := tn.Release; r != nil && !r.Empty() {
+		g.note(id, fmt.Sprintf("still releasing: %d attachment(s) being deleted, %d pod(s) terminating", len(r.Attachments), len(r.Pods)))
+	}
 	m := snapshot.ResolveTenantNode(tn, t.Namespace, t.MatchNodesByName)
 	if m.Unknown != "" {
 		g.note(id, "infra VM unknown: "+clip(m.Unknown, 60))
