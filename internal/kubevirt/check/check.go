@@ -360,6 +360,12 @@ func All() []Check {
 			Subjects: []string{"VirtualMachineInstance"}},
 			Run: FindAttachAlreadyPresent, Loop: LoopHotplug,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs},
+		// Report only, per VMI: what a gate change (or a KubeVirt/HCO
+		// upgrade) takes from running guests.
+		{Row: drift.Row{Name: UnpersistedHotplug, Doc: "a hot-plug of a running VM-owned VMI that its VM spec lacks, which KubeVirt's declarative hot-plug sync unplugs", Page: page(UnpersistedHotplug),
+			Subjects: []string{"VirtualMachineInstance"}},
+			Run: FindUnpersistedHotplugs, Loop: LoopHotplug,
+			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindKubeVirt},
 		// Acts in a tenant: the out-of-service taint on a Node whose infra
 		// VM is down, and its removal once the VM runs and the Node is
 		// Ready again (only a taint tether put there).

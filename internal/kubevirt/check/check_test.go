@@ -28,7 +28,7 @@ func TestLookup(t *testing.T) {
 		t.Errorf("unknown check error must name it and the valid checks, got %v", err)
 	}
 	if got := Names(); !reflect.DeepEqual(got, []string{OrphanHotplugVolume, OrphanAttachmentPod, DanglingVolumeReference,
-		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent, TenantNodeDown,
+		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent, UnpersistedHotplug, TenantNodeDown,
 		StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
 		t.Errorf("Names() = %v", got)
 	}
