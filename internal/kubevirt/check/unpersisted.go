@@ -114,7 +114,7 @@ func unpersistedFinding(in Input, gates snapshot.HotplugGates, u Unpersisted) dr
 		what = fmt.Sprintf("VM %s/%s spec lists volume %q with another source than the VMI's", vm.Namespace, vm.Name, v.Name)
 	}
 	f.Evidence = []string{
-		fmt.Sprintf("VMI %s/%s (Running) has hot-plug %q of %s", vmi.Namespace, vmi.Name, v.Name, claimFact(v)),
+		fmt.Sprintf("VMI %s/%s (Running) has hot-plug %q of %s", vmi.Namespace, vmi.Name, v.Name, ClaimFact(v)),
 		what,
 		WhoHotplugged(in, u),
 		"gates: " + gates.Basis,
@@ -145,8 +145,8 @@ func unpersistedFinding(in Input, gates snapshot.HotplugGates, u Unpersisted) dr
 	return f
 }
 
-// claimFact names a volume's claim or DataVolume.
-func claimFact(v *kubevirtv1.Volume) string {
+// ClaimFact names a volume's claim or DataVolume.
+func ClaimFact(v *kubevirtv1.Volume) string {
 	if v.DataVolume != nil {
 		return fmt.Sprintf("DataVolume %s", v.DataVolume.Name)
 	}

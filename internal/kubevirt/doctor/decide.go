@@ -27,6 +27,7 @@ const (
 const (
 	CheckGates          = "kubevirt.gates"
 	CheckUpgrade        = "kubevirt.upgrade"
+	CheckUnpersisted    = "hotplug.unpersisted"
 	CheckRoute          = "kubevirt.route"
 	CheckTenantAccess   = "tenant.access"
 	CheckTenantNodes    = "tenant.nodes"
@@ -45,7 +46,7 @@ const fixGateFlag = "kubectl edit kubevirt -n kubevirt (spec.configuration.devel
 func Decide(f Facts) []drift.Line {
 	h := f.Gates.Hotplug()
 	var out []drift.Line
-	out = append(out, gatesLine(f, h), upgradeLine(f, h))
+	out = append(out, gatesLine(f, h), upgradeLine(f, h), unpersistedLine(f, h))
 	for _, p := range f.Probes {
 		out = append(out, routeLine(p, h, f.ScopeError))
 	}
@@ -349,3 +350,46 @@ const ownedClosed = "the VMI-level route refuses VM-owned VMIs without HotplugVo
 
 // fixOwnedClosed is the choice an operator has.
 const fixOwnedClosed = "to keep the fallbacks, list HotplugVolumes in the KubeVirt CR (deprecated since v1.9.0; under HCO through its kubevirt.kubevirt.io/jsonpatch annotation); otherwise make sure every tenant's driver hot-plugs through the VM (tenant.driver-route lines) and stop VMIs whose VM is gone to release their hot-plugs"
+
+// srcUnpersisted: where the declarative sync's rule comes from.
+const srcUnpersisted = "kubevirt/kubevirt pkg/storage/hotplug/hotplug.go (v1.9.0: the declarative sync drops hotpluggable VMI volumes the VM spec lacks); kubevirt/kubevirt#13847; kubevirt/hyperconverged-cluster-operator#4381"
+
+// maxUnpersisted caps how many hot-plugs the line names one by one.
+const maxUnpersisted = 10
+
+// unpersistedLine names every hot-plug of a running VM-owned VMI that its
+// VM spec lacks: the declarative hot-plug sync removes them from the
+// guests. FAIL when it is in effect now or the next known upgrade brings
+// it; WARN while the gates keep them (HotplugVolumes is deprecated, so a
+// later release takes them); OK when there are none.
+func unpersistedLine(f Facts, now snapshot.HotplugGates) drift.Line {
+	const subj = "hot-plugs the VM specs lack"
+	if f.ScopeError != "" {
+		return line(CheckUnpersisted, subj, drift.StatusWarn, "the VMs and VMIs could not be listed ("+f.ScopeError+"): which hot-plugs a gate change unplugs cannot be said",
+			"grant list on virtualmachines and virtualmachineinstances (config/rbac)", srcUnpersisted)
+	}
+	if len(f.Unpersisted) == 0 {
+		return line(CheckUnpersisted, subj, drift.StatusOK, "no running VM-owned VMI has a hot-plug its VM spec lacks: a gate change unplugs nothing", "", srcUnpersisted)
+	}
+	names := make([]string, 0, min(len(f.Unpersisted), maxUnpersisted))
+	for i, u := range f.Unpersisted {
+		if i == maxUnpersisted {
+			names = append(names, fmt.Sprintf("and %d more (tether audit --checks UnpersistedHotplug)", len(f.Unpersisted)-maxUnpersisted))
+			break
+		}
+		names = append(names, fmt.Sprintf("VMI %s volume %s (%s; %s)", u.VMI, u.Volume, u.Claim, u.Who))
+	}
+	list := strings.Join(names, "; ")
+	const fix = "keep each one the guest needs by putting it in its VM spec as the VMI has it (tether audit --checks UnpersistedHotplug prints the patch), or move the tenant's CSI driver to the VM route (kubevirt/csi-driver with #130); until then keep HotplugVolumes listed: "
+	next, steps := foreseen(f)
+	switch {
+	case now.DeclarativeSync():
+		return line(CheckUnpersisted, subj, drift.StatusFail, fmt.Sprintf("the declarative hot-plug sync is in effect (%s): virt-controller is taking %d hot-plug(s) from running guests, unless their VMs' updateVolumesStrategy is Migration: %s", now.Basis, len(f.Unpersisted), list),
+			fix+fixGateFlag, srcUnpersisted)
+	case len(steps) > 0 && next.Hotplug().DeclarativeSync():
+		return line(CheckUnpersisted, subj, drift.StatusFail, fmt.Sprintf("after %s the declarative hot-plug sync is in effect and unplugs %d hot-plug(s) from running guests: %s", strings.Join(steps, " and "), len(f.Unpersisted), list),
+			"before upgrading, "+fix+fixGateFlag, srcUnpersisted)
+	}
+	return line(CheckUnpersisted, subj, drift.StatusWarn, fmt.Sprintf("kept only while HotplugVolumes is on (it is deprecated in KubeVirt v1.9): once it goes, the declarative hot-plug sync unplugs %d hot-plug(s) from running guests: %s", len(f.Unpersisted), list),
+		fix+fixGateFlag, srcUnpersisted)
+}

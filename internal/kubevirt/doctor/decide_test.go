@@ -258,3 +258,53 @@ func TestControllerLine(t *testing.T) {
 		})
 	}
 }
+
+// The hot-plugs a gate change unplugs: named one by one; WARN while
+// HotplugVolumes keeps them, FAIL when the declarative sync is in effect
+// or the next known upgrade (HCO's, or KubeVirt v1.9 from an older release
+// under HCO) brings it; OK when there are none.
+func TestUnpersistedLine(t *testing.T) {
+	noHCO := HCO{Known: true}
+	withHCO := HCO{Known: true, Present: true, Name: "kubevirt-hyperconverged/kubevirt-hyperconverged"}
+	two := []Unpersisted{
+		{VMI: "ns/vm-a", Volume: "pvc-1", Claim: "claim pvc-1", Who: "made by tenant \"t1\"'s CSI driver"},
+		{VMI: "ns/vm-b", Volume: "dv-2", Claim: "DataVolume dv-2", Who: "most likely a hand-made `virtctl addvolume` without --persist"},
+	}
+	for _, tc := range []struct {
+		name   string
+		gates  snapshot.FeatureGates
+		hco    HCO
+		hps    []Unpersisted
+		scope  string
+		status drift.Status
+		says   []string
+	}{
+		{"none -> OK", kv("v1.9.0", []string{hp}), noHCO, nil, "", drift.StatusOK, []string{"unplugs nothing"}},
+		{"v1.9 HotplugVolumes listed, no HCO -> WARN naming each", kv("v1.9.0", []string{hp}), noHCO, two, "", drift.StatusWarn,
+			[]string{"VMI ns/vm-a volume pvc-1 (claim pvc-1; made by tenant", "VMI ns/vm-b volume dv-2 (DataVolume dv-2", "deprecated"}},
+		{"v1.9 HotplugVolumes listed under HCO -> FAIL: HCO's next release drops it", kv("v1.9.0", []string{hp}), withHCO, two, "", drift.StatusFail, []string{"after HCO", "unplugs 2 hot-plug(s)"}},
+		{"v1.7 HotplugVolumes only under HCO -> FAIL: the upgrade brings the sync", kv("v1.7.0", []string{hp}), withHCO, two, "", drift.StatusFail, []string{"after KubeVirt v1.9"}},
+		{"v1.7 HotplugVolumes only, no HCO -> WARN (the upgrade keeps HotplugVolumes listed)", kv("v1.7.0", []string{hp}), noHCO, two, "", drift.StatusWarn, nil},
+		{"v1.9 defaults: the sync in effect -> FAIL, being taken now", kv("v1.9.0", nil), noHCO, two, "", drift.StatusFail, []string{"is in effect", "is taking 2"}},
+		{"VMs unreadable -> WARN, cannot be said", kv("v1.9.0", []string{hp}), noHCO, nil, "forbidden", drift.StatusWarn, []string{"cannot be said"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := find(t, Decide(Facts{Gates: tc.gates, HCO: tc.hco, Unpersisted: tc.hps, ScopeError: tc.scope, Kube: Kube{NodesRead: true}}), CheckUnpersisted)
+			if l.Status != tc.status {
+				t.Errorf("got %s, want %s: %s", l.Status, tc.status, l.Why)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(l.Why, s) {
+					t.Errorf("why %q does not say %q", l.Why, s)
+				}
+			}
+		})
+	}
+	many := make([]Unpersisted, 12)
+	for i := range many {
+		many[i] = Unpersisted{VMI: "ns/vm", Volume: "v", Claim: "claim c", Who: "w"}
+	}
+	if l := find(t, Decide(Facts{Gates: kv("v1.9.0", []string{hp}), HCO: noHCO, Unpersisted: many}), CheckUnpersisted); !strings.Contains(l.Why, "and 2 more") {
+		t.Errorf("twelve hot-plugs: %s", l.Why)
+	}
+}

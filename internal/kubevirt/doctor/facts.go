@@ -35,6 +35,18 @@ type Facts struct {
 	// Controller is the controller's RBAC for its configuration; nil when
 	// it was not asked about.
 	Controller *ControllerAccess
+	// Unpersisted are the hot-plugs of running VM-owned VMIs in scope that
+	// KubeVirt's declarative hot-plug sync removes (check.FindUnpersisted):
+	// what a gate change takes from running guests.
+	Unpersisted []Unpersisted
+}
+
+// Unpersisted is one hot-plug a VM spec lacks, as the doctor says it.
+type Unpersisted struct {
+	// VMI is "namespace/name"; Volume the volume's name; Claim its claim
+	// or DataVolume ("claim X", "DataVolume X"); Who who made it, as far as
+	// the evidence tells (check.WhoHotplugged).
+	VMI, Volume, Claim, Who string
 }
 
 // HCO is what was read of the HyperConverged operator's CR.

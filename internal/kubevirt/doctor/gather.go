@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
@@ -77,6 +79,7 @@ func Gather(ctx context.Context, src Sources) (Facts, error) {
 		}
 		f.Tenants = append(f.Tenants, dt)
 	}
+	f.Unpersisted = unpersisted(vms.Items, vmis.Items, f)
 	f.Kube = kube(ctx, c)
 	if src.Controller != nil {
 		f.Controller = src.Controller(ctx)
@@ -262,4 +265,27 @@ func kube(ctx context.Context, c client.Reader) Kube {
 		}
 	}
 	return k
+}
+
+// unpersisted lists, from what the doctor read, the hot-plugs that
+// KubeVirt's declarative hot-plug sync removes from running VMIs, with the
+// same decision as the UnpersistedHotplug check and the tenants' word on
+// who made them.
+func unpersisted(vms []kubevirtv1.VirtualMachine, vmis []kubevirtv1.VirtualMachineInstance, f Facts) []Unpersisted {
+	s := snapshot.Snapshot{FeatureGates: f.Gates}
+	for i := range vms {
+		s.VMs = append(s.VMs, snapshot.VMOf(&vms[i]))
+	}
+	for i := range vmis {
+		s.VMIs = append(s.VMIs, snapshot.VMIOf(&vmis[i]))
+	}
+	for _, t := range f.Tenants {
+		s.Tenants = append(s.Tenants, t.Read)
+	}
+	in := check.NewInput(snapshot.New(s), check.DefaultPolicy(), time.Now())
+	var out []Unpersisted
+	for _, u := range check.FindUnpersisted(in) {
+		out = append(out, Unpersisted{VMI: u.VMI.Namespace + "/" + u.VMI.Name, Volume: u.Volume.Name, Claim: check.ClaimFact(u.Volume), Who: check.WhoHotplugged(in, u)})
+	}
+	return out
 }
