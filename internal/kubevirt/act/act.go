@@ -95,6 +95,7 @@ var actions = map[drift.ActionType]func(e *Executor, f drift.Finding, ev Evidenc
 	check.TaintOutOfService:       (*Executor).fence,
 	check.RemoveOutOfServiceTaint: (*Executor).fence,
 	check.UncordonTenantNode:      (*Executor).fence,
+	check.PersistHotplug:          func(e *Executor, f drift.Finding, _ Evidence) action { return e.persistHotplug(f) },
 }
 
 // Handles says whether Apply carries out actions of type t (the check rows'

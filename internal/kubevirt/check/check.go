@@ -306,6 +306,8 @@ const (
 	ReasonOrphanDetachFailed           = "TetherOrphanDetachFailed"
 	ReasonDanglingRemoved              = "TetherDanglingReferenceRemoved"
 	ReasonStuckPublishRemoved          = "TetherStuckPublishRemoved"
+	ReasonHotplugPersisted             = "TetherHotplugPersisted"
+	ReasonHotplugPersistFailed         = "TetherHotplugPersistFailed"
 	ReasonTenantNodeFence              = "TetherTenantNodeFence"
 	ReasonTenantNodeFenceFailed        = "TetherTenantNodeFenceFailed"
 	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
@@ -363,8 +365,8 @@ func All() []Check {
 		// Report only, per VMI: what a gate change (or a KubeVirt/HCO
 		// upgrade) takes from running guests.
 		{Row: drift.Row{Name: UnpersistedHotplug, Doc: "a hot-plug of a running VM-owned VMI that its VM spec lacks, which KubeVirt's declarative hot-plug sync unplugs", Page: page(UnpersistedHotplug),
-			Subjects: []string{"VirtualMachineInstance"}},
-			Run: FindUnpersistedHotplugs, Loop: LoopHotplug,
+			Subjects: []string{"VirtualMachineInstance"}, Actions: []drift.ActionType{PersistHotplug}},
+			Run: FindUnpersistedHotplugs, Loop: LoopHotplug, Events: Events{Applied: ReasonHotplugPersisted, Failed: ReasonHotplugPersistFailed},
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindKubeVirt},
 		// Acts in a tenant: the out-of-service taint on a Node whose infra
 		// VM is down, and its removal once the VM runs and the Node is

@@ -55,6 +55,9 @@ type Policy struct {
 	// DeleteAttachmentPods: the operator asked for orphaned attachment pods
 	// to be deleted.
 	DeleteAttachmentPods bool
+	// PersistHotplugs: the operator asked for UnpersistedHotplug's
+	// hot-plugs to be put into their VMs' specs (PersistHotplug).
+	PersistHotplugs bool
 	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
 	// means DefaultMinAttachmentPodAge.
 	MinAttachmentPodAge time.Duration

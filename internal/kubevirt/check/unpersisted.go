@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -16,7 +17,14 @@ import (
 // from the running guest once it is in effect.
 const UnpersistedHotplug = "UnpersistedHotplug"
 
-// The holds of UnpersistedHotplug (it only reports).
+// PersistHotplug puts a hot-plug into its VM's spec exactly as the VMI
+// has it (volume and disk), as `virtctl addvolume --persist` records it, so
+// that the declarative sync keeps it. Only on explicit request
+// (Policy.PersistHotplugs: `tether fix --persist-hotplugs`); the controller
+// has no setting for it.
+const PersistHotplug drift.ActionType = "PersistHotplug"
+
+// The holds of UnpersistedHotplug (what keeps the hot-plug today).
 const (
 	// KeptByHotplugVolumesGate: the hot-plug stays only while the
 	// HotplugVolumes gate is on (or DeclarativeHotplugVolumes off).
@@ -122,27 +130,55 @@ func unpersistedFinding(in Input, gates snapshot.HotplugGates, u Unpersisted) dr
 	if vs := hotplugStatus(vmi, v.Name); vs != nil {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("VMI status: volume %q phase %s", v.Name, orNone(string(vs.Phase))))
 	}
-	f.Action = drift.Action{Type: drift.None, Remedy: PersistRemedy(u)}
+	f.Action = drift.Action{Type: PersistHotplug, Safe: true, Remedy: PersistRemedy(u)}
 	unplug := "unplugs it from the running guest"
 	if u.Differs {
 		unplug = "unplugs it from the running guest and plugs the VM spec's volume instead"
 	}
+	// What keeps it today: the reason the finding is held by unless the
+	// operator asked to persist it (then only a fact).
+	var keep drift.BlockReason
+	var keepFact string
 	switch {
 	case !gates.Known:
 		f.Severity = drift.SeverityInfo
 		f.Message = fmt.Sprintf("hot-plug %q of VMI %s/%s is not in its VM's spec; whether KubeVirt's declarative hot-plug sync removes it cannot be told", v.Name, vmi.Namespace, vmi.Name)
 		f.Block(HotplugGateUnknown, "KubeVirt's hot-plug gates are unknown ("+gates.Basis+")")
+		return f
 	case gates.DeclarativeSync() && vm.Spec.UpdateVolumesStrategy != nil && *vm.Spec.UpdateVolumesStrategy == kubevirtv1.UpdateVolumesStrategyMigration:
 		f.Message = fmt.Sprintf("hot-plug %q of VMI %s/%s is not in its VM's spec: the declarative hot-plug sync, in effect, %s as soon as VM %s's updateVolumesStrategy is no longer Migration", v.Name, vmi.Namespace, vmi.Name, unplug, vm.Name)
-		f.Block(KeptByUpdateVolumesStrategy, fmt.Sprintf("VM %s/%s has updateVolumesStrategy Migration: virt-controller skips its declarative hot-plug sync", vm.Namespace, vm.Name))
+		keep, keepFact = KeptByUpdateVolumesStrategy, fmt.Sprintf("VM %s/%s has updateVolumesStrategy Migration: virt-controller skips its declarative hot-plug sync", vm.Namespace, vm.Name)
 	case gates.DeclarativeSync():
 		f.Message = fmt.Sprintf("hot-plug %q of VMI %s/%s is not in its VM's spec: the declarative hot-plug sync, in effect, %s", v.Name, vmi.Namespace, vmi.Name, unplug)
-		f.Block(DeclarativeSync, "DeclarativeHotplugVolumes is on and HotplugVolumes off: virt-controller syncs the VMI's hot-plugs from the VM spec")
+		keep, keepFact = DeclarativeSync, "DeclarativeHotplugVolumes is on and HotplugVolumes off: virt-controller syncs the VMI's hot-plugs from the VM spec"
 	default:
 		f.Message = fmt.Sprintf("hot-plug %q of VMI %s/%s is not in its VM's spec: it stays only while HotplugVolumes is on; once DeclarativeHotplugVolumes is in effect without it (HotplugVolumes is deprecated in KubeVirt v1.9), virt-controller %s", v.Name, vmi.Namespace, vmi.Name, unplug)
-		f.Block(KeptByHotplugVolumesGate, "")
+		keep, keepFact = KeptByHotplugVolumesGate, "HotplugVolumes is on: virt-controller does not sync the VMI's hot-plugs from the VM spec"
+	}
+	switch {
+	case IsMigrating(vmi):
+		f.Block(VMIMigrating, fmt.Sprintf("VMI %s/%s is migrating: its spec is persisted once the migration ended", vmi.Namespace, vmi.Name))
+	case !in.Policy.PersistHotplugs:
+		f.Block(keep, keepFact)
+		f.Evidence = append(f.Evidence, "persisting it was not requested (tether fix --check UnpersistedHotplug --persist-hotplugs)")
+	default:
+		f.Evidence = append(f.Evidence, keepFact)
 	}
 	return f
+}
+
+// CheckUnpersistedHotplug re-runs the UnpersistedHotplug decision for one
+// VMI volume, typically on a snapshot of freshly read objects; false when
+// there is no finding.
+func CheckUnpersistedHotplug(s *snapshot.Snapshot, p Policy, now time.Time, ns, vmiName, volume string) (drift.Finding, bool) {
+	in := NewInput(s, p, now)
+	gates := in.hotplugGates()
+	for _, u := range FindUnpersisted(in) {
+		if u.VMI.Namespace == ns && u.VMI.Name == vmiName && u.Volume.Name == volume {
+			return unpersistedFinding(in, gates, u), true
+		}
+	}
+	return drift.Finding{}, false
 }
 
 // ClaimFact names a volume's claim or DataVolume.

@@ -37,28 +37,30 @@ func TestUnpersistedHotplug(t *testing.T) {
 		vmi    func(*kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachineInstance
 		gates  snapshot.FeatureGates
 		extra  []any
-		want   *outcome
+		// persist: the operator asked for the hot-plugs to be persisted.
+		persist bool
+		want    *outcome
 	}{
 		{name: "VMI-only hot-plug, HotplugVolumes on -> warning, kept by the gate, made by hand",
 			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: hotplugOn,
-			want: &outcome{severity: drift.SeverityWarning, action: drift.None, blocked: KeptByHotplugVolumesGate,
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: KeptByHotplugVolumesGate,
 				evidence: []string{`has hot-plug "pvc-1" of claim pvc-1`, `spec does not list volume "pvc-1"`, "made by hand through the VMI route", "HotplugVolumes on"}}},
 		{name: "VMI-only hot-plug of a DataVolume -> warning",
 			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("dv-1", f.FromDataVolume("dv-1"))), gates: hotplugOn,
-			want: &outcome{severity: drift.SeverityWarning, action: drift.None, blocked: KeptByHotplugVolumesGate, evidence: []string{"DataVolume dv-1"}}},
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: KeptByHotplugVolumesGate, evidence: []string{"DataVolume dv-1"}}},
 		{name: "VMI-only hot-plug under the declarative sync -> warning DeclarativeSync (being taken now)",
 			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: declarative,
-			want: &outcome{severity: drift.SeverityWarning, action: drift.None, blocked: DeclarativeSync}},
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: DeclarativeSync}},
 		{name: "the declarative sync skips a VM with updateVolumesStrategy Migration -> warning KeptByUpdateVolumesStrategy",
 			vm: []f.Option{f.Running()}, vmEdit: func(vm *kubevirtv1.VirtualMachine) { vm.Spec.UpdateVolumesStrategy = &migration },
 			vmi: vmi(f.WithHotplug("pvc-1")), gates: declarative,
-			want: &outcome{severity: drift.SeverityWarning, action: drift.None, blocked: KeptByUpdateVolumesStrategy, evidence: []string{}}},
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: KeptByUpdateVolumesStrategy, evidence: []string{}}},
 		{name: "the VM spec lists it as the VMI has it -> no finding",
 			vm: []f.Option{f.Running(), f.WithVolume("pvc-1", f.PVC("pvc-1"), f.Hotpluggable())}, vmi: vmi(f.WithHotplug("pvc-1")), gates: hotplugOn,
 			want: noFinding()},
 		{name: "the VM spec lists the name with another claim -> warning (unplugged and replaced)",
 			vm: []f.Option{f.Running(), f.WithVolume("pvc-1", f.PVC("pvc-other"), f.Hotpluggable())}, vmi: vmi(f.WithHotplug("pvc-1")), gates: declarative,
-			want: &outcome{severity: drift.SeverityWarning, action: drift.None, blocked: DeclarativeSync, evidence: []string{"with another source than the VMI's"}}},
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: DeclarativeSync, evidence: []string{"with another source than the VMI's"}}},
 		{name: "a pending addvolume request of the VM adds it to the spec -> no finding",
 			vm: []f.Option{f.Running(), f.PendingAdd("pvc-1", f.PVC("pvc-1"))}, vmi: vmi(f.WithHotplug("pvc-1")), gates: hotplugOn,
 			want: noFinding()},
@@ -75,11 +77,26 @@ func TestUnpersistedHotplug(t *testing.T) {
 			want: noFinding()},
 		{name: "gates unknown -> info HotplugGateUnknown",
 			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: f.GatesUnknown(),
-			want: &outcome{severity: drift.SeverityInfo, action: drift.None, blocked: HotplugGateUnknown}},
+			want: &outcome{severity: drift.SeverityInfo, action: PersistHotplug, blocked: HotplugGateUnknown}},
 		{name: "a tenant's CSI driver attaches it to this VM's node -> says the driver made it",
 			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: hotplugOn,
 			extra: []any{f.Tenant("t1", f.ForNamespace(f.Namespace), f.Nodes("vm-a"), f.Attaches("vm-a", "pvc-1"))},
-			want:  &outcome{severity: drift.SeverityWarning, action: drift.None, blocked: KeptByHotplugVolumesGate, evidence: []string{`made by tenant "t1"'s CSI driver`}}},
+			want:  &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: KeptByHotplugVolumesGate, evidence: []string{`made by tenant "t1"'s CSI driver`}}},
+		{name: "persisting requested -> safe PersistHotplug (what kept it stays a fact)",
+			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: hotplugOn, persist: true,
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, safe: true, evidence: []string{"HotplugVolumes is on"}}},
+		{name: "persisting requested under the declarative sync -> safe (the sync then keeps it)",
+			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: declarative, persist: true,
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, safe: true}},
+		{name: "persisting requested, VMI migrating -> held VMIMigrating",
+			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1"), f.Migrating()), gates: hotplugOn, persist: true,
+			want: &outcome{severity: drift.SeverityWarning, action: PersistHotplug, blocked: VMIMigrating}},
+		{name: "persisting requested, gates unknown -> held HotplugGateUnknown",
+			vm: []f.Option{f.Running()}, vmi: vmi(f.WithHotplug("pvc-1")), gates: f.GatesUnknown(), persist: true,
+			want: &outcome{severity: drift.SeverityInfo, action: PersistHotplug, blocked: HotplugGateUnknown}},
+		{name: "persisting requested, in the VM spec already -> no finding",
+			vm: []f.Option{f.Running(), f.WithVolume("pvc-1", f.PVC("pvc-1"), f.Hotpluggable())}, vmi: vmi(f.WithHotplug("pvc-1")), gates: hotplugOn, persist: true,
+			want: noFinding()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,6 +113,7 @@ func TestUnpersistedHotplug(t *testing.T) {
 			items = append(items, c.extra...)
 			p := DefaultPolicy()
 			p.Checks = []string{UnpersistedHotplug}
+			p.PersistHotplugs = c.persist
 			fs := Run(f.Snapshot(items...), p, now)
 			for _, fd := range fs {
 				assertWellFormed(t, fd)
