@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,10 +153,16 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	if err := mgr.Add(woken); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("hotplug").
 		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed)).
-		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed))
+	if dataVolumesInstalled(mgr.GetRESTMapper()) {
+		// A DataVolume of a VM's dataVolumeTemplates that is not ready
+		// stops that VM's sync (what the hot-plug checks read of it).
+		b = b.Watches(&cdiv1.DataVolume{}, handler.EnqueueRequestsFromMapFunc(r.templateUsers), builder.WithPredicates(changed))
+	}
+	return b.
 		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMIs), builder.WithPredicates(changed)).
 		// Only a record deleted or changed in spec by someone else wakes the
 		// subject; the controller's own status writes do not.
@@ -181,6 +188,24 @@ func (r *HotplugReconciler) allVMIs(ctx context.Context, _ client.Object) []reco
 	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// templateUsers maps a DataVolume to the VMIs of the VMs whose
+// dataVolumeTemplates name it (a VMI is named after its VM).
+func (r *HotplugReconciler) templateUsers(ctx context.Context, o client.Object) []reconcile.Request {
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.Cache.List(ctx, &vms, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range vms.Items {
+		for _, t := range vms.Items[i].Spec.DataVolumeTemplates {
+			if t.Name == o.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
+			}
+		}
 	}
 	return out
 }

@@ -51,8 +51,11 @@ type Tenants struct {
 }
 
 // VMI gathers the subject of one VMI: the tenants' evidence, the KubeVirt
-// feature gates, the VMI ns/name and its owning VM. A VMI that is gone
-// yields an empty snapshot.
+// feature gates, the VMI ns/name, its owning VM and the DataVolumes of that
+// VM's dataVolumeTemplates (one not ready stops virt-controller's VM sync
+// before its hot-plug step: the hot-plug checks read them). A VMI that is
+// gone yields an empty snapshot; a DataVolume API that is not served means
+// no DataVolumes.
 func VMI(ctx context.Context, r client.Reader, ns, name string, t Tenants) (*snapshot.Snapshot, error) {
 	s := snapshot.Snapshot{Tenants: t.Read}
 	s.FeatureGates = Gates(ctx, r)
@@ -70,6 +73,9 @@ func VMI(ctx context.Context, r client.Reader, ns, name string, t Tenants) (*sna
 		switch {
 		case err == nil:
 			s.VMs = []snapshot.VM{snapshot.VMOf(&vm)}
+			if err := templateDataVolumes(ctx, r, &s, &vm); err != nil {
+				return nil, err
+			}
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading VM %s/%s: %w", ns, owner.Name, err)
 		}
@@ -419,6 +425,25 @@ func (o StorageRead) list(ctx context.Context, r client.Reader, st storageStep, 
 	}
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", st.kind, err)
+	}
+	return nil
+}
+
+// templateDataVolumes reads the DataVolume of each of vm's
+// dataVolumeTemplates into s, by name; a missing one, or a DataVolume API
+// that is not served, adds none.
+func templateDataVolumes(ctx context.Context, r client.Reader, s *snapshot.Snapshot, vm *kubevirtv1.VirtualMachine) error {
+	for _, t := range vm.Spec.DataVolumeTemplates {
+		var dv cdiv1.DataVolume
+		if err := getOptional(ctx, r, client.ObjectKey{Namespace: vm.Namespace, Name: t.Name}, &dv); err != nil {
+			if isNoKind(err) {
+				return nil
+			}
+			return fmt.Errorf("reading DataVolume %s/%s of VM %s's dataVolumeTemplates: %w", vm.Namespace, t.Name, vm.Name, err)
+		}
+		if dv.Name != "" {
+			s.DataVolumes = append(s.DataVolumes, dv)
+		}
 	}
 	return nil
 }
