@@ -155,15 +155,15 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("hotplug").
-		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed)).
-		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed))
-	if dataVolumesInstalled(mgr.GetRESTMapper()) {
-		// A DataVolume of a VM's dataVolumeTemplates that is not ready
-		// stops that VM's sync (what the hot-plug checks read of it).
-		b = b.Watches(&cdiv1.DataVolume{}, handler.EnqueueRequestsFromMapFunc(r.templateUsers), builder.WithPredicates(changed))
+		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed))
+	watched := observe.VMIKinds &^ snapshot.KindVMIs // the For above
+	if !dataVolumesInstalled(mgr.GetRESTMapper()) {
+		watched &^= snapshot.KindDataVolumes // no CDI: none to read or watch
+	}
+	for _, w := range r.watches(watched) {
+		b = b.Watches(w.obj, handler.EnqueueRequestsFromMapFunc(w.toVMIs), builder.WithPredicates(changed))
 	}
 	return b.
-		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMIs), builder.WithPredicates(changed)).
 		// Only a record deleted or changed in spec by someone else wakes the
 		// subject; the controller's own status writes do not.
 		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(subjectOf), builder.WithPredicates(recordTampered())).
@@ -205,6 +205,36 @@ func (r *HotplugReconciler) templateUsers(ctx context.Context, o client.Object) 
 			if t.Name == o.GetName() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
 			}
+		}
+	}
+	return out
+}
+
+// hotplugWatch is a kind the hot-plug loop watches, and the VMIs a change
+// of it concerns.
+type hotplugWatch struct {
+	obj    client.Object
+	toVMIs handler.MapFunc
+}
+
+// watches are the watches of the kinds the loop's gatherer reads
+// (observe.VMIKinds), each mapped to the VMIs whose decision reads it.
+func (r *HotplugReconciler) watches(kinds snapshot.Kinds) []hotplugWatch {
+	var out []hotplugWatch
+	for _, w := range []struct {
+		kind snapshot.Kinds
+		hotplugWatch
+	}{
+		{snapshot.KindVMIs, hotplugWatch{&kubevirtv1.VirtualMachineInstance{}, sameName}},
+		// A VMI is named after its VM.
+		{snapshot.KindVMs, hotplugWatch{&kubevirtv1.VirtualMachine{}, sameName}},
+		// A DataVolume of a VM's dataVolumeTemplates that is not ready
+		// stops that VM's sync (what the hot-plug checks read of it).
+		{snapshot.KindDataVolumes, hotplugWatch{&cdiv1.DataVolume{}, r.templateUsers}},
+		{snapshot.KindKubeVirt, hotplugWatch{&kubevirtv1.KubeVirt{}, r.allVMIs}},
+	} {
+		if kinds.Has(w.kind) {
+			out = append(out, w.hotplugWatch)
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -161,12 +162,17 @@ func setupNamespace(mgr manager.Manager, rs *records.Keeper, policy check.Policy
 		return err
 	}
 	r := &NamespaceReconciler{Cache: mgr.GetClient(), Records: rs, Policy: policy, Checks: names, Kinds: kinds, Log: o.Log.WithName("namespace")}
+	watched := kinds
+	if !dataVolumesInstalled(mgr.GetRESTMapper()) {
+		// No CDI: the read finds no DataVolumes, and there is nothing to watch.
+		watched &^= snapshot.KindDataVolumes
+	}
 	ns := inNamespace{}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("namespace").
 		// A record deleted or edited by someone else is put back.
 		Watches(&v1alpha1.Finding{}, ns, builder.WithPredicates(recordTampered(), recordOf(names)))
-	for _, w := range namespaceWatches(kinds) {
+	for _, w := range namespaceWatches(watched) {
 		// One WithPredicates per watch: a second one would replace the first.
 		b = b.Watches(w.obj, ns, builder.WithPredicates(w.preds...))
 	}
@@ -201,6 +207,8 @@ func namespaceWatches(kinds snapshot.Kinds) []namespaceWatch {
 		{snapshot.KindVMs, &kubevirtv1.VirtualMachine{}, nil},
 		{snapshot.KindPVCs, &corev1.PersistentVolumeClaim{}, nil},
 		{snapshot.KindAttachmentPods, &corev1.Pod{}, []predicate.Predicate{attachmentPod()}},
+		{snapshot.KindPods, &corev1.Pod{}, nil},
+		{snapshot.KindDataVolumes, &cdiv1.DataVolume{}, nil},
 	} {
 		if kinds.Has(w.kind) {
 			preds := append([]predicate.Predicate{predicate.ResourceVersionChangedPredicate{}, leanViewChanged()}, w.more...)

@@ -263,3 +263,17 @@ func TestNamespaceWatches(t *testing.T) {
 		t.Errorf("InterruptedVolumeMigration alone watches %d kinds, want VMIs, VMs and claims", len(namespaceWatches(kinds)))
 	}
 }
+
+// Every kind the namespace loop's gatherer can read (observe.NamespaceKinds)
+// has its watch, so that a row of the loop that reads it is woken by its
+// changes as the gatherer reads them; the KubeVirt CR is watched on its own.
+func TestNamespaceWatches_everyKindTheGathererReads(t *testing.T) {
+	for k := snapshot.Kinds(1); k != 0 && k <= observe.NamespaceKinds; k <<= 1 {
+		if observe.NamespaceKinds&k == 0 || k == snapshot.KindKubeVirt {
+			continue
+		}
+		if ws := namespaceWatches(k); len(ws) != 1 {
+			t.Errorf("the namespace loop can read %s but watches it %d times", k, len(ws))
+		}
+	}
+}

@@ -50,6 +50,10 @@ type Tenants struct {
 	Of func(*snapshot.VMI) []snapshot.Tenant
 }
 
+// VMIKinds are the kinds VMI reads: what the hot-plug loop's checks may
+// read, and what it watches.
+const VMIKinds = snapshot.KindVMIs | snapshot.KindVMs | snapshot.KindDataVolumes | snapshot.KindKubeVirt
+
 // VMI gathers the subject of one VMI: the tenants' evidence, the KubeVirt
 // feature gates, the VMI ns/name, its owning VM and the DataVolumes of that
 // VM's dataVolumeTemplates (one not ready stops virt-controller's VM sync
