@@ -368,6 +368,11 @@ func All() []Check {
 			Subjects: []string{"VirtualMachineInstance"}, Actions: []drift.ActionType{PersistHotplug}},
 			Run: FindUnpersistedHotplugs, Loop: LoopHotplug, Events: Events{Applied: ReasonHotplugPersisted, Failed: ReasonHotplugPersistFailed},
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindKubeVirt},
+		// Report only, per VMI: a hot-plug its guest cannot find by serial.
+		{Row: drift.Row{Name: TruncatedDiskSerial, Doc: "a hot-plug on the virtio bus whose serial is longer than the 20 bytes its guest sees, so a lookup by serial fails", Page: page(TruncatedDiskSerial),
+			Subjects: []string{"VirtualMachineInstance"}},
+			Run: FindTruncatedDiskSerials, Loop: LoopHotplug,
+			Reads: snapshot.KindVMIs},
 		// Acts in a tenant: the out-of-service taint on a Node whose infra
 		// VM is down, and its removal once the VM runs and the Node is
 		// Ready again (only a taint tether put there).

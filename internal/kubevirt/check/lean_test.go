@@ -479,7 +479,15 @@ func clutterDomain(spec *kubevirtv1.VirtualMachineInstanceSpec, r *rand.Rand) {
 		spec.Volumes = append(spec.Volumes, otherVolume(r))
 	}
 	for _, v := range spec.Volumes {
-		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: v.Name, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
+		d := kubevirtv1.Disk{Name: v.Name, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}
+		// A serial the virtio bus cuts (TruncatedDiskSerial), or one it keeps.
+		switch r.IntN(6) {
+		case 0:
+			d.Serial = "pvc-7286dfe6-7c44-4057-a8f4-362cc1e7468c"
+		case 1:
+			d.Serial = "short-serial"
+		}
+		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, d)
 	}
 	spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}}}
 	spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}

@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/json"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,6 +56,14 @@ func readsWorld(r *rand.Rand) (*snapshot.Snapshot, Policy) {
 	s.AttachmentPods = append(s.AttachmentPods, rw.AttachmentPods...)
 	if !hot.FeatureGates.Known {
 		s.FeatureGates = rw.FeatureGates
+	}
+	if r.Intn(3) == 0 { // a hot-plug on the virtio bus with a serial its guest sees cut
+		for i := range s.VMIs {
+			if vs := s.VMIs[i].Status.VolumeStatus; len(vs) > 0 && vs[0].HotplugVolume != nil {
+				s.VMIs[i].Spec.Domain.Devices.Disks = append(slices.Clip(s.VMIs[i].Spec.Domain.Devices.Disks), virtioDisk(vs[0].Name, longSerial))
+				break
+			}
+		}
 	}
 	s.Pods = append(append(s.Pods, st.Pods...), s.AttachmentPods...)
 	s.PVCs = append(s.PVCs, st.PVCs...)

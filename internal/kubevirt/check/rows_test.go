@@ -76,7 +76,7 @@ func TestRowsAreCompleteAndTrue(t *testing.T) {
 // The controller's checks are the rows that name a loop.
 func TestInLoop(t *testing.T) {
 	if got := InLoop(); !slices.Equal(got, []string{OrphanHotplugVolume, StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent,
-		UnpersistedHotplug, TenantNodeDown, StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
+		UnpersistedHotplug, TruncatedDiskSerial, TenantNodeDown, StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
 		t.Fatalf("controller checks %v", got)
 	}
 	if got := InLoop(LoopFence); !slices.Equal(got, []string{TenantNodeDown}) {

@@ -193,18 +193,26 @@ func (d *shareableDisks) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		if err != nil {
 			return err
 		}
-		if raw.Kind() == '{' && !bytes.Contains(raw, []byte("shareable")) && bytes.IndexByte(raw, '\\') < 0 {
+		if raw.Kind() == '{' && !bytes.Contains(raw, []byte("shareable")) && !bytes.Contains(raw, []byte("serial")) && bytes.IndexByte(raw, '\\') < 0 {
 			continue
 		}
 		var disk struct {
 			Name      string `json:"name"`
 			Shareable *bool  `json:"shareable,omitempty"`
+			Serial    string `json:"serial,omitempty"`
+			Disk      *struct {
+				Bus kubevirtv1.DiskBus `json:"bus,omitempty"`
+			} `json:"disk,omitempty"`
 		}
 		if err := jsonv2.Unmarshal(raw, &disk, leanDecoding); err != nil {
 			return err
 		}
-		if disk.Shareable != nil {
-			*d = append(*d, kubevirtv1.Disk{Name: disk.Name, Shareable: disk.Shareable})
+		full := kubevirtv1.Disk{Name: disk.Name, Shareable: disk.Shareable, Serial: disk.Serial}
+		if disk.Disk != nil {
+			full.Disk = &kubevirtv1.DiskTarget{Bus: disk.Disk.Bus}
+		}
+		if full.Shareable != nil || snapshot.LongVirtioSerial(&full) {
+			*d = append(*d, snapshot.KeptDisk(&full))
 		}
 	}
 	_, err := dec.ReadToken() // ]

@@ -189,10 +189,12 @@ type activePod struct {
 	node string
 }
 
-// compactDisk is a disk as leanDisks keeps it.
+// compactDisk is a disk as leanDisks keeps it: serial is set only for a
+// virtio disk whose serial its guest sees cut short (LongVirtioSerial).
 type compactDisk struct {
 	name      string
 	shareable *bool
+	serial    string
 }
 
 // compactVolumeStatus is a VolumeStatus as leanVMI keeps it; hasClaim
@@ -485,6 +487,9 @@ func compactDisks(disks []kubevirtv1.Disk) []compactDisk {
 	out := make([]compactDisk, len(disks))
 	for i := range disks {
 		out[i] = compactDisk{name: disks[i].Name, shareable: disks[i].Shareable}
+		if LongVirtioSerial(&disks[i]) {
+			out[i].serial = disks[i].Serial
+		}
 	}
 	return out
 }
@@ -496,6 +501,10 @@ func expandDisks(disks []compactDisk) kubevirtv1.DomainSpec {
 	out := make([]kubevirtv1.Disk, len(disks))
 	for i := range disks {
 		out[i] = kubevirtv1.Disk{Name: disks[i].name, Shareable: disks[i].shareable}
+		if disks[i].serial != "" {
+			out[i].Serial = disks[i].serial
+			out[i].DiskDevice = kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+		}
 	}
 	return kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: out}}
 }

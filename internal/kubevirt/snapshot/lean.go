@@ -251,11 +251,34 @@ func leanVMI(vmi *kubevirtv1.VirtualMachineInstance) {
 func leanDisks(disks []kubevirtv1.Disk) kubevirtv1.DomainSpec {
 	var out []kubevirtv1.Disk
 	for i := range disks {
-		if d := &disks[i]; d.Shareable != nil {
-			out = append(out, kubevirtv1.Disk{Name: d.Name, Shareable: d.Shareable})
+		if d := &disks[i]; d.Shareable != nil || LongVirtioSerial(d) {
+			out = append(out, KeptDisk(d))
 		}
 	}
 	return kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: out}}
+}
+
+// VirtioSerialBytes is how much of a disk's serial a guest sees on the
+// virtio bus: the virtio-blk device ID is 20 bytes (VIRTIO_BLK_ID_BYTES),
+// and QEMU cuts a longer serial there.
+const VirtioSerialBytes = 20
+
+// LongVirtioSerial reports whether a disk is on the virtio bus with a
+// serial its guest sees cut short.
+func LongVirtioSerial(d *kubevirtv1.Disk) bool {
+	return d.Disk != nil && d.Disk.Bus == kubevirtv1.DiskBusVirtio && len(d.Serial) > VirtioSerialBytes
+}
+
+// KeptDisk is what the lean objects keep of a disk: its name, its
+// shareable flag, and for a virtio disk whose serial is cut short, the bus
+// and the serial.
+func KeptDisk(d *kubevirtv1.Disk) kubevirtv1.Disk {
+	out := kubevirtv1.Disk{Name: d.Name, Shareable: d.Shareable}
+	if LongVirtioSerial(d) {
+		out.Serial = d.Serial
+		out.DiskDevice = kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+	}
+	return out
 }
 
 func leanPod(pod *corev1.Pod) {
