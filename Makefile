@@ -16,7 +16,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 VERSION_PKG       := github.com/tether-dev/tether/internal/version
 LDFLAGS           := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Epoch=$(SOURCE_DATE_EPOCH)
 
-.PHONY: all build binaries image dist controlplane node kubevirt openstack demo-openstack test test-openstack-2025.1 unit lint vet fmt demo env-up env-down bench bench-cluster bench-large bench-openstack clean
+.PHONY: all build binaries image dist controlplane node kubevirt kubevirt-node openstack demo-openstack test test-openstack-2025.1 unit lint vet fmt demo env-up env-down bench bench-cluster bench-large bench-openstack clean
 
 all: build
 
@@ -49,6 +49,10 @@ node:
 kubevirt:
 	@hack/kubevirt.sh >/dev/null
 	@hack/kubevirt.sh tools/kubevirt-v1.7 >/dev/null
+
+## kubevirt-node: build real KubeVirt's node side, v1.9 (virt-handler, virt-launcher and its helpers, container-disk), from Go modules, and as root its launcher and handler images from Debian 12's libvirt and QEMU (cached outside the checkout; not yet part of test or binaries)
+kubevirt-node:
+	@hack/kubevirt-node.sh >/dev/null
 
 ## openstack: install Nova, Cinder and Placement from Debian's packages (root, the first time): Zed on the host, and 2025.1 in a Debian 13 root built with debootstrap; extract their api-paste.ini files and create empty databases, cached outside the checkout, for the OpenStack test world (hack/openstack.sh). A host that cannot build the root (not root) gets one line, and the 2025.1 tests skip
 openstack:

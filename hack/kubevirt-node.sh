@@ -39,6 +39,7 @@ bins=(
 	virt-handler:1
 	virt-launcher:1:libvirt_dlopen
 	virt-launcher-monitor:0
+	virt-launcher/libvirt-hook-client:0
 	virt-chroot:0
 	virt-probe:0
 	virt-tail:0
@@ -51,16 +52,23 @@ bins=(
 key_input=$( {
 	go env GOVERSION GOOS GOARCH
 	gcc -dumpfullversion 2>/dev/null || true
-	cat "$mod/go.mod" "$mod/go.sum" "$0"
-	find "$mod" "$root/tools/kubevirt/virttemplate" -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs cat
+	cat "$mod/go.mod" "$mod/go.sum" "$0" "$root/hack/kubevirt-node/images.sh"
+	find "$mod" "$root/tools/kubevirt/virttemplate" "$root/hack/rootfs-image" -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs cat
 } )
 key=$(printf '%s' "$key_input" | sha256sum | cut -c1-16)
 kv=$(awk '$1=="kubevirt.io/kubevirt"{print $2; exit} $1=="require" && $2=="kubevirt.io/kubevirt"{print $3; exit}' "$mod/go.mod")
 cache_root=${TETHER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tether}
 dir="$cache_root/kubevirt-node/$kv-$key"
 
+# The images need root (debootstrap, chroot, setcap): a host that is not
+# root gets the binaries only, and an entry without images is rebuilt when
+# root asks for it.
+images=
+[ "$(id -u)" = 0 ] && images=1
+
 verify() {
 	[ -f "$dir/SHA256SUMS" ] || return 1
+	[ -z "$images" ] || grep -q ' images/' "$dir/SHA256SUMS" || return 1
 	(cd "$dir" && sha256sum --quiet --check SHA256SUMS) >/dev/null 2>&1
 }
 
@@ -103,10 +111,11 @@ start=$(date +%s)
 cd "$mod"
 go mod download
 for spec in "${bins[@]}"; do
-	IFS=: read -r b cgo tags <<<"$spec"
+	IFS=: read -r pkg cgo tags <<<"$spec"
+	b=${pkg##*/}
 	t0=$(date +%s)
 	log "  building $b ..."
-	CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags='-s -w' -o "$tmp/bin/$b" "kubevirt.io/kubevirt/cmd/$b"
+	CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags='-s -w' -o "$tmp/bin/$b" "kubevirt.io/kubevirt/cmd/$pkg"
 	log "  built $b in $(( $(date +%s) - t0 ))s"
 done
 # container-disk is C; its source is read from the module cache, never kept
@@ -117,7 +126,24 @@ log "  building container-disk ..."
 gcc -static -O2 -o "$tmp/bin/container-disk" "$kvdir/cmd/container-disk-v2alpha/main.c"
 strip "$tmp/bin/container-disk"
 
-(cd "$tmp" && sha256sum bin/* > SHA256SUMS)
+if [ -n "$images" ]; then
+	pkgs=(debootstrap libcap2-bin tar)
+	missing=()
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing ${missing[*]} from Debian"
+		apt-get update >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
+	fi
+	mkdir -p "$tmp/images"
+	"$root/hack/kubevirt-node/images.sh" "$tmp/bin" "$kvdir" "$tmp/images" "$kv"
+else
+	log "not root: building no launcher and handler images (they need debootstrap, chroot and setcap as root); the binaries are in $dir/bin"
+fi
+
+(cd "$tmp" && sha256sum bin/* $( [ -z "$images" ] || echo images/*.tar ) > SHA256SUMS)
 printf 'kubevirt %s\nkey %s\nbuilt %s\n' "$kv" "$key" "$(date -u +%FT%TZ)" > "$tmp/VERSION"
 mv "$tmp" "$dir"
 trap - EXIT

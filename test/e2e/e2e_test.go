@@ -248,6 +248,7 @@ func TestFix_unmappedTenantNode_noAction(t *testing.T) {
 			UnmappedNodes []string `json:"unmappedNodes"`
 		} `json:"tenants"`
 		Findings []struct {
+			Check  string `json:"check"`
 			Volume string `json:"volume"`
 			Action struct {
 				Safe      bool   `json:"safe"`
@@ -263,7 +264,7 @@ func TestFix_unmappedTenantNode_noAction(t *testing.T) {
 	}
 	found := false
 	for _, f := range rep.Findings {
-		if f.Volume == "pvc-orphan" {
+		if f.Volume == "pvc-orphan" && f.Check == "OrphanHotplugVolume" {
 			found = true
 			if f.Action.Safe || f.Action.BlockedBy != "TenantNodeUnmapped" {
 				t.Fatalf("pvc-orphan: %+v, want blocked TenantNodeUnmapped", f.Action)

@@ -12,6 +12,7 @@ tool (
 	kubevirt.io/kubevirt/cmd/virt-handler
 	kubevirt.io/kubevirt/cmd/virt-launcher
 	kubevirt.io/kubevirt/cmd/virt-launcher-monitor
+	kubevirt.io/kubevirt/cmd/virt-launcher/libvirt-hook-client
 	kubevirt.io/kubevirt/cmd/virt-probe
 	kubevirt.io/kubevirt/cmd/virt-tail
 )

@@ -89,6 +89,8 @@ func FindUnpersisted(in Input) []Unpersisted {
 // with what keeps it today and who made it. It never acts.
 //
 // Decisions, per hot-plug:
+//   - the tenants prove nobody wants it (NobodyWants): no finding, it is an
+//     orphan, and losing it loses nothing;
 //   - the gates unknown: info, HotplugGateUnknown;
 //   - the declarative sync in effect (DeclarativeHotplugVolumes on,
 //     HotplugVolumes off): warning; held KeptByUpdateVolumesStrategy while
@@ -102,9 +104,27 @@ func FindUnpersistedHotplugs(in Input) []drift.Finding {
 	gates := in.hotplugGates()
 	var out []drift.Finding
 	for _, u := range FindUnpersisted(in) {
-		out = append(out, unpersistedFinding(in, gates, u))
+		if !NobodyWants(in, u) {
+			out = append(out, unpersistedFinding(in, gates, u))
+		}
 	}
 	return out
+}
+
+// NobodyWants reports whether the tenants' evidence proves that no tenant
+// wants the hot-plug (every tenant that speaks for its volume was read
+// whole and attaches it nowhere on this VM's node): then it is an orphan
+// (OrphanHotplugVolume), and the sync taking it loses nothing. A volume no
+// tenant speaks for, or evidence that is incomplete, is never "not wanted".
+func NobodyWants(in Input, u Unpersisted) bool {
+	infra := snapshot.InfraVM{Namespace: u.VMI.Namespace, Name: u.VMI.Name}
+	tenants := in.Index.TenantsFor(u.VMI.Namespace)
+	facts := &vmiFacts{own: Ownership{VM: u.VM}, tenants: tenants}
+	switch tenantEvidence(facts, infra, u.Volume.Name, snapshot.ClaimName(u.Volume)).state {
+	case tenantNotWanted, tenantDetaching:
+		return true
+	}
+	return false
 }
 
 func unpersistedFinding(in Input, gates snapshot.HotplugGates, u Unpersisted) drift.Finding {
@@ -208,7 +228,7 @@ func WhoHotplugged(in Input, u Unpersisted) string {
 	case tenantNone:
 		return "no tenant speaks for this volume: a hot-plug made by hand through the VMI route (`virtctl addvolume` without --persist)"
 	case tenantNotWanted, tenantDetaching:
-		return "no tenant attaches it to this VM's node: most likely a hand-made `virtctl addvolume` without --persist"
+		return "no tenant attaches it to this VM's node: an orphan (OrphanHotplugVolume), or a hand-made `virtctl addvolume` without --persist"
 	default:
 		return "who made it cannot be told: the tenant evidence is incomplete (" + string(tv.block) + ")"
 	}

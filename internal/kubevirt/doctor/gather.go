@@ -285,6 +285,9 @@ func unpersisted(vms []kubevirtv1.VirtualMachine, vmis []kubevirtv1.VirtualMachi
 	in := check.NewInput(snapshot.New(s), check.DefaultPolicy(), time.Now())
 	var out []Unpersisted
 	for _, u := range check.FindUnpersisted(in) {
+		if check.NobodyWants(in, u) {
+			continue // an orphan: the sync taking it loses nothing
+		}
 		out = append(out, Unpersisted{VMI: u.VMI.Namespace + "/" + u.VMI.Name, Volume: u.Volume.Name, Claim: check.ClaimFact(u.Volume), Who: check.WhoHotplugged(in, u)})
 	}
 	return out
