@@ -2,26 +2,33 @@
 # Builds KubeVirt's node side from the kubevirt.io/kubevirt Go module pinned
 # in tools/kubevirt-node (the same version and pins as tools/kubevirt, so the
 # Go build cache of `make kubevirt` is reused): virt-handler, virt-launcher,
-# virt-launcher-monitor, virt-chroot, virt-probe, virt-tail, virt-freezer,
-# and container-disk (C, compiled static from the module's
-# cmd/container-disk-v2alpha/main.c). Caches them outside the checkout, keyed
-# by the KubeVirt version and a checksum of everything that changes the
-# binaries. Prints the cache directory (bin/ under it) on stdout; progress
-# goes to stderr.
+# virt-launcher-monitor, libvirt-hook-client, virt-chroot, virt-probe,
+# virt-tail, virt-freezer, and container-disk (C, compiled static from the
+# module's cmd/container-disk-v2alpha/main.c). As root, it then builds the
+# launcher and handler images from Debian 12's packages
+# (hack/kubevirt-node/images.sh), as tarballs that `ctr -n k8s.io images
+# import` reads. Caches everything outside the checkout, keyed by the
+# KubeVirt version and a checksum of everything that changes the outputs.
+# Prints the cache directory (bin/, images/, SHA256SUMS, VERSION) on stdout;
+# progress goes to stderr.
 #
 #   hack/kubevirt-node.sh           build if needed, print the cache directory
 #   hack/kubevirt-node.sh --verify  only check the cache
 #
 # The host needs gcc, libc6-dev (a static libc for container-disk) and
-# linux-libc-dev (<linux/kvm.h> for virt-handler); as root the script
-# installs the missing ones from Debian, otherwise it names them and stops.
+# linux-libc-dev (<linux/kvm.h> for virt-handler), and for the images
+# debootstrap, setcap (libcap2-bin) and the Debian mirror; as root the script
+# installs the missing packages, otherwise it names them and stops. A host
+# that is not root gets the binaries only, and is told so.
 # virt-launcher is built with -tags libvirt_dlopen: it loads libvirt at run
 # time, so the build needs no libvirt headers.
 #
 # Cold build, measured on 2 shared cores with the Go build cache warm from
-# `make kubevirt`: 250 s, of which virt-handler 214 s (cgo changes the build
-# of every package under it, so little of `make kubevirt`'s cache applies to
-# it), virt-launcher 23 s, the others a few seconds each.
+# `make kubevirt`: the binaries 250 s, of which virt-handler 214 s (cgo
+# changes the build of every package under it, so little of `make
+# kubevirt`'s cache applies to it), virt-launcher 23 s, the others a few
+# seconds each; the two images about 2 minutes more (debootstrap and apt
+# from the mirror, about 1 minute each).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
