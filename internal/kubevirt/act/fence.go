@@ -67,7 +67,7 @@ func (e *Executor) fenceStep(f drift.Finding, chain bool) action {
 			return refused(dryRun, fmt.Sprintf("%s (update of tenant %q node %s)", step, f.Cluster, node.Name), tc.Update(ctx, target, withDryRun[client.UpdateOption](dryRun)...))
 		}
 		done := func(ctx context.Context) drift.Result {
-			r := drift.Result{Outcome: drift.Applied, Message: stepDone(f, step, node.Name, e.Policy)}
+			r := drift.Result{Outcome: drift.Applied, Message: stepDone(f, step, node.Name, e.Policy, changed.Annotations[snapshot.CordonedAnnotation] != "")}
 			if step != stepCordon || !chain {
 				return r
 			}
@@ -99,14 +99,17 @@ const (
 	stepUncordon = "uncordon"
 )
 
-// stepDone says what a step did.
-func stepDone(f drift.Finding, step, node string, p check.Policy) string {
-	switch step {
-	case stepCordon:
+// stepDone says what a step did; ours says whether the node's cordon is
+// tether's.
+func stepDone(f drift.Finding, step, node string, p check.Policy, ours bool) string {
+	switch {
+	case step == stepCordon:
 		return fmt.Sprintf("cordoned tenant %q node %s before lifting its fence", f.Cluster, node)
-	case stepUntaint:
+	case step == stepUntaint && !ours:
+		return fmt.Sprintf("removed the out-of-service taint tether had put on tenant %q node %s; the cordon someone else set stays", f.Cluster, node)
+	case step == stepUntaint:
 		return fmt.Sprintf("removed the out-of-service taint tether had put on tenant %q node %s; it stays cordoned for %s, then tether uncordons it", f.Cluster, node, unfenceSettle(p))
-	case stepUncordon:
+	case step == stepUncordon:
 		return fmt.Sprintf("uncordoned tenant %q node %s, which tether had cordoned to lift its fence", f.Cluster, node)
 	}
 	return fmt.Sprintf("tainted tenant %q node %s %s=%s:%s", f.Cluster, node, OutOfServiceTaint.Key, OutOfServiceTaint.Value, OutOfServiceTaint.Effect)
