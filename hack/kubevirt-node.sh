@@ -23,12 +23,13 @@
 # virt-launcher is built with -tags libvirt_dlopen: it loads libvirt at run
 # time, so the build needs no libvirt headers.
 #
-# Cold build, measured on 2 shared cores with the Go build cache warm from
-# `make kubevirt`: the binaries 250 s, of which virt-handler 214 s (cgo
-# changes the build of every package under it, so little of `make
-# kubevirt`'s cache applies to it), virt-launcher 23 s, the others a few
-# seconds each; the two images about 2 minutes more (debootstrap and apt
-# from the mirror, about 1 minute each).
+# Cold build on 2 shared cores, with an empty Go build cache too: 422 s in
+# all; the binaries 315 s (virt-handler 177 s, virt-freezer 87 s,
+# virt-launcher 19 s, the others a few seconds each), the two images 107 s
+# (debootstrap and apt from the mirror, about 1 minute each). With the Go
+# build cache warm from `make kubevirt` the binaries took 250 s on a busier
+# machine: cgo changes the build of every package under virt-handler and
+# virt-launcher, so little of that cache applies to them.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
