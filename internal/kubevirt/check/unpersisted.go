@@ -32,6 +32,11 @@ const (
 	// KeptByUpdateVolumesStrategy: the declarative sync is on, but skips
 	// the VM while its updateVolumesStrategy is Migration.
 	KeptByUpdateVolumesStrategy drift.BlockReason = "KeptByUpdateVolumesStrategy"
+	// TenantDriverHotplug: a tenant's CSI driver made the hot-plug through
+	// the VMI route and will remove it the same way; in the VM spec it
+	// would outlive the driver's detach. Never persisted: the driver must
+	// move to the VM route.
+	TenantDriverHotplug drift.BlockReason = "TenantDriverHotplug"
 )
 
 // Unpersisted is one hot-plug the declarative sync would take from a
@@ -175,7 +180,10 @@ func unpersistedFinding(in Input, gates snapshot.HotplugGates, u Unpersisted) dr
 		f.Message = fmt.Sprintf("hot-plug %q of VMI %s/%s is not in its VM's spec: it stays only while HotplugVolumes is on; once DeclarativeHotplugVolumes is in effect without it (HotplugVolumes is deprecated in KubeVirt v1.9), virt-controller %s", v.Name, vmi.Namespace, vmi.Name, unplug)
 		keep, keepFact = KeptByHotplugVolumesGate, "HotplugVolumes is on: virt-controller does not sync the VMI's hot-plugs from the VM spec"
 	}
-	switch {
+	switch tenant := tenantMade(in, u); {
+	case tenant != "":
+		f.Block(TenantDriverHotplug, fmt.Sprintf("tenant %q's CSI driver detaches it through the VMI route when its pod goes: in the VM spec it would outlive that detach (and the next sync would plug it again), so tether never persists it", tenant))
+		f.Action.Remedy = fmt.Sprintf("move tenant %q's CSI driver to the VM route (kubevirt/csi-driver with #130) before the declarative sync is in effect, and keep HotplugVolumes listed until then: %s", tenant, fixGateHint)
 	case IsMigrating(vmi):
 		f.Block(VMIMigrating, fmt.Sprintf("VMI %s/%s is migrating: its spec is persisted once the migration ended", vmi.Namespace, vmi.Name))
 	case !in.Policy.PersistHotplugs:
@@ -219,9 +227,11 @@ func WhoHotplugged(in Input, u Unpersisted) string {
 	claim := snapshot.ClaimName(u.Volume)
 	tenants := in.Index.TenantsFor(u.VMI.Namespace)
 	facts := &vmiFacts{own: Ownership{VM: u.VM}, tenants: tenants}
-	for i, t := range tenants {
-		if state, _, _ := oneTenant(t, facts.tenantNodes(i, infra), infra, u.Volume.Name, claim, false); state == tenantWants {
-			return fmt.Sprintf("made by tenant %q's CSI driver (%s) through the VMI route: it attaches the volume to this VM's node", t.Name, t.Driver)
+	if name := tenantMade(in, u); name != "" {
+		for _, t := range tenants {
+			if t.Name == name {
+				return fmt.Sprintf("made by tenant %q's CSI driver (%s) through the VMI route: it attaches the volume to this VM's node", t.Name, t.Driver)
+			}
 		}
 	}
 	switch tv := tenantEvidence(facts, infra, u.Volume.Name, claim); tv.state {
@@ -254,3 +264,20 @@ func PersistRemedy(u Unpersisted) string {
 		"a tenant's CSI driver's hot-plug is kept by moving the driver to the VM route (kubevirt/csi-driver with #130) and keeping HotplugVolumes listed until then; or let it go, and the guest loses the disk",
 		vm.Name, vm.Namespace, op, path, vol, u.Volume.Name, u.VMI.Name, u.VMI.Namespace, u.Volume.Name)
 }
+
+// tenantMade is the tenant whose CSI driver attaches the hot-plug's volume
+// to this VM's node (so made it, through the VMI route), or "".
+func tenantMade(in Input, u Unpersisted) string {
+	infra := snapshot.InfraVM{Namespace: u.VMI.Namespace, Name: u.VMI.Name}
+	tenants := in.Index.TenantsFor(u.VMI.Namespace)
+	facts := &vmiFacts{own: Ownership{VM: u.VM}, tenants: tenants}
+	for i, t := range tenants {
+		if state, _, _ := oneTenant(t, facts.tenantNodes(i, infra), infra, u.Volume.Name, snapshot.ClaimName(u.Volume), false); state == tenantWants {
+			return t.Name
+		}
+	}
+	return ""
+}
+
+// fixGateHint is how HotplugVolumes stays listed.
+const fixGateHint = "`kubectl edit kubevirt -n kubevirt` (spec.configuration.developerConfiguration.featureGates); under HCO, its kubevirt.kubevirt.io/jsonpatch annotation"
