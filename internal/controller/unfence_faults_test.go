@@ -81,25 +81,7 @@ func TestFaults_unfenceKilledAtEachStep_nextProcessFinishesIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorld(t)
 			tenant := w.env.Tenants["guest"]
-			tc, err := clients.New(tenant.Config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			node := fixture.TenantNodeObject("unfence-"+w.ns, w.ns, "vm-u")
-			node.UID = ""
-			node.Spec.Taints = []corev1.Taint{{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
-			node.Annotations[snapshot.FencedAnnotation] = "infra VM " + w.ns + "/vm-u down"
-			if err := tc.Create(w.ctx, node); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = tc.Delete(context.Background(), node) })
-			testenv.SetNodeReady(t, tc, node.Name, corev1.ConditionTrue, time.Now())
-			vm := fixture.VM("vm-u", fixture.Running(), fixture.InNamespace(w.ns))
-			vm.UID = ""
-			if err := w.c.Create(w.ctx, vm); err != nil {
-				t.Fatal(err)
-			}
-			w.waitVMI("vm-u", "running", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
+			tc, node := fencedAndBack(t, w, "unfence-"+w.ns, "vm-u")
 
 			cfg := w.cfg(time.Hour)
 			cfg.Checks = map[string]config.CheckConfig{check.TenantNodeDown: {Enabled: true, GracePeriod: metav1.Duration{}}}
@@ -153,25 +135,7 @@ func TestFaults_unfenceKilledAtEachStep_nextProcessFinishesIt(t *testing.T) {
 func TestUnfence_taintRemovalLosesARace_pendingThenResumed(t *testing.T) {
 	w := newWorld(t)
 	tenant := w.env.Tenants["guest"]
-	tc, err := clients.New(tenant.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := fixture.TenantNodeObject("race-"+w.ns, w.ns, "vm-r")
-	node.UID = ""
-	node.Spec.Taints = []corev1.Taint{{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
-	node.Annotations[snapshot.FencedAnnotation] = "infra VM " + w.ns + "/vm-r down"
-	if err := tc.Create(w.ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tc.Delete(context.Background(), node) })
-	testenv.SetNodeReady(t, tc, node.Name, corev1.ConditionTrue, time.Now())
-	vm := fixture.VM("vm-r", fixture.Running(), fixture.InNamespace(w.ns))
-	vm.UID = ""
-	if err := w.c.Create(w.ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-	w.waitVMI("vm-r", "running", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
+	tc, node := fencedAndBack(t, w, "race-"+w.ns, "vm-r")
 
 	p := check.DefaultPolicy()
 	p.Scope.Namespaces = []string{w.ns}
@@ -216,4 +180,31 @@ func TestUnfence_taintRemovalLosesARace_pendingThenResumed(t *testing.T) {
 	if res.Outcome != drift.Applied || snapshot.HasOutOfServiceTaint(n) || !n.Spec.Unschedulable || n.Annotations[snapshot.UnfencedAnnotation] == "" {
 		t.Fatalf("the next attempt: want Applied, untainted, still cordoned; got %s: %s; taints %v, unschedulable %v, annotations %v", res.Outcome, res.Message, n.Spec.Taints, n.Spec.Unschedulable, n.Annotations)
 	}
+}
+
+// fencedAndBack makes, in the shared tenant, a Ready node that carries
+// tether's out-of-service taint and record, whose infra VM vm runs (again)
+// in w's namespace; it returns a client of the tenant and the node.
+func fencedAndBack(t *testing.T, w *world, name, vm string) (client.Client, *corev1.Node) {
+	t.Helper()
+	tc, err := clients.New(w.env.Tenants["guest"].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := fixture.TenantNodeObject(name, w.ns, vm)
+	node.UID = ""
+	node.Spec.Taints = []corev1.Taint{{Key: snapshot.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
+	node.Annotations[snapshot.FencedAnnotation] = "infra VM " + w.ns + "/" + vm + " down"
+	if err := tc.Create(w.ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Delete(context.Background(), node) })
+	testenv.SetNodeReady(t, tc, node.Name, corev1.ConditionTrue, time.Now())
+	obj := fixture.VM(vm, fixture.Running(), fixture.InNamespace(w.ns))
+	obj.UID = ""
+	if err := w.c.Create(w.ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	w.waitVMI(vm, "running", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
+	return tc, node
 }

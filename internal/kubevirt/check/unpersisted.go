@@ -122,14 +122,24 @@ func FindUnpersistedHotplugs(in Input) []drift.Finding {
 // (OrphanHotplugVolume), and the sync taking it loses nothing. A volume no
 // tenant speaks for, or evidence that is incomplete, is never "not wanted".
 func NobodyWants(in Input, u Unpersisted) bool {
+	_, tv := hotplugTenants(in, u)
+	return tv.state == tenantNotWanted || tv.state == tenantDetaching
+}
+
+// hotplugTenants is what the tenants say of the hot-plug's volume on this
+// VM's node (tenantEvidence), and which tenant attaches it there, if one
+// does (its driver made the hot-plug).
+func hotplugTenants(in Input, u Unpersisted) (*snapshot.TenantIndex, tenantView) {
 	infra := snapshot.InfraVM{Namespace: u.VMI.Namespace, Name: u.VMI.Name}
+	claim := snapshot.ClaimName(u.Volume)
 	tenants := in.Index.TenantsFor(u.VMI.Namespace)
 	facts := &vmiFacts{own: Ownership{VM: u.VM}, tenants: tenants}
-	switch tenantEvidence(facts, infra, u.Volume.Name, snapshot.ClaimName(u.Volume)).state {
-	case tenantNotWanted, tenantDetaching:
-		return true
+	for i, t := range tenants {
+		if state, _, _ := oneTenant(t, facts.tenantNodes(i, infra), infra, u.Volume.Name, claim, false); state == tenantWants {
+			return t, tenantView{state: tenantWants}
+		}
 	}
-	return false
+	return nil, tenantEvidence(facts, infra, u.Volume.Name, claim)
 }
 
 func unpersistedFinding(in Input, gates snapshot.HotplugGates, u Unpersisted) drift.Finding {
@@ -223,18 +233,11 @@ func ClaimFact(v *kubevirtv1.Volume) string {
 // VMI-level `virtctl addvolume` without --persist (no tenant attaches it,
 // or it is not a tenant's volume).
 func WhoHotplugged(in Input, u Unpersisted) string {
-	infra := snapshot.InfraVM{Namespace: u.VMI.Namespace, Name: u.VMI.Name}
-	claim := snapshot.ClaimName(u.Volume)
-	tenants := in.Index.TenantsFor(u.VMI.Namespace)
-	facts := &vmiFacts{own: Ownership{VM: u.VM}, tenants: tenants}
-	if name := tenantMade(in, u); name != "" {
-		for _, t := range tenants {
-			if t.Name == name {
-				return fmt.Sprintf("made by tenant %q's CSI driver (%s) through the VMI route: it attaches the volume to this VM's node", t.Name, t.Driver)
-			}
-		}
+	maker, tv := hotplugTenants(in, u)
+	if maker != nil {
+		return fmt.Sprintf("made by tenant %q's CSI driver (%s) through the VMI route: it attaches the volume to this VM's node", maker.Name, maker.Driver)
 	}
-	switch tv := tenantEvidence(facts, infra, u.Volume.Name, claim); tv.state {
+	switch tv.state {
 	case tenantNone:
 		return "no tenant speaks for this volume: a hot-plug made by hand through the VMI route (`virtctl addvolume` without --persist)"
 	case tenantNotWanted, tenantDetaching:
@@ -268,13 +271,8 @@ func PersistRemedy(u Unpersisted) string {
 // tenantMade is the tenant whose CSI driver attaches the hot-plug's volume
 // to this VM's node (so made it, through the VMI route), or "".
 func tenantMade(in Input, u Unpersisted) string {
-	infra := snapshot.InfraVM{Namespace: u.VMI.Namespace, Name: u.VMI.Name}
-	tenants := in.Index.TenantsFor(u.VMI.Namespace)
-	facts := &vmiFacts{own: Ownership{VM: u.VM}, tenants: tenants}
-	for i, t := range tenants {
-		if state, _, _ := oneTenant(t, facts.tenantNodes(i, infra), infra, u.Volume.Name, snapshot.ClaimName(u.Volume), false); state == tenantWants {
-			return t.Name
-		}
+	if maker, _ := hotplugTenants(in, u); maker != nil {
+		return maker.Name
 	}
 	return ""
 }
