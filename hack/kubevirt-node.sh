@@ -9,7 +9,10 @@
 # (hack/kubevirt-node/images.sh), as tarballs that `ctr -n k8s.io images
 # import` reads. Caches everything outside the checkout, keyed by the
 # KubeVirt version and a checksum of everything that changes the outputs.
-# Prints the cache directory (bin/, images/, SHA256SUMS, VERSION) on stdout;
+# It also renders virt-handler's DaemonSet with KubeVirt's install-strategy
+# code (tools/kubevirt-node/cmd/kubevirt-handler-manifest) into
+# manifests/virt-handler.yaml.
+# Prints the cache directory (bin/, images/, manifests/, SHA256SUMS, VERSION) on stdout;
 # progress goes to stderr.
 #
 #   hack/kubevirt-node.sh           build if needed, print the cache directory
@@ -76,6 +79,7 @@ images=
 
 verify() {
 	[ -f "$dir/SHA256SUMS" ] || return 1
+	grep -q ' manifests/virt-handler.yaml$' "$dir/SHA256SUMS" || return 1
 	[ -z "$images" ] || grep -q ' images/' "$dir/SHA256SUMS" || return 1
 	(cd "$dir" && sha256sum --quiet --check SHA256SUMS) >/dev/null 2>&1
 }
@@ -133,6 +137,14 @@ kvdir=$(go list -m -f '{{.Dir}}' kubevirt.io/kubevirt)
 log "  building container-disk ..."
 gcc -static -O2 -o "$tmp/bin/container-disk" "$kvdir/cmd/container-disk-v2alpha/main.c"
 strip "$tmp/bin/container-disk"
+# virt-handler's DaemonSet as virt-operator renders it (install-strategy
+# code of the same module); the test world adapts it to its real node.
+mkdir -p "$tmp/manifests"
+log "  rendering virt-handler's DaemonSet ..."
+CGO_ENABLED=0 go build -trimpath -o "$tmp/kubevirt-handler-manifest" ./cmd/kubevirt-handler-manifest
+"$tmp/kubevirt-handler-manifest" --namespace kubevirt >"$tmp/manifests/virt-handler.yaml" 2>"$tmp/manifest.log" ||
+	{ cat "$tmp/manifest.log" >&2; log "rendering virt-handler's DaemonSet failed (above)"; exit 1; }
+rm -f "$tmp/kubevirt-handler-manifest" "$tmp/manifest.log"
 
 if [ -n "$images" ]; then
 	pkgs=(debootstrap libcap2-bin tar)
@@ -151,7 +163,7 @@ else
 	log "not root: building no launcher and handler images (they need debootstrap, chroot and setcap as root); the binaries are in $dir/bin"
 fi
 
-(cd "$tmp" && sha256sum bin/* $( [ -z "$images" ] || echo images/*.tar ) > SHA256SUMS)
+(cd "$tmp" && sha256sum bin/* manifests/* $( [ -z "$images" ] || echo images/*.tar ) > SHA256SUMS)
 printf 'kubevirt %s\nkey %s\nbuilt %s\n' "$kv" "$key" "$(date -u +%FT%TZ)" > "$tmp/VERSION"
 mv "$tmp" "$dir"
 trap - EXIT

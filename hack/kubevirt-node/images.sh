@@ -95,7 +95,9 @@ install -m 0755 "$kvdir/cmd/virt-launcher/node-labeller/node-labeller.sh" "$L/us
 setcap cap_net_bind_service=+ep "$L/usr/bin/virt-launcher-monitor"
 install -m 0644 "$kvdir/cmd/virt-launcher/qemu.conf" "$kvdir/cmd/virt-launcher/virtqemud.conf" "$L/etc/libvirt/"
 install -m 0644 "$kvdir/cmd/virt-launcher/nsswitch.conf" "$L/etc/nsswitch.conf"
-install -d "$L/etc/libvirt/hooks"
+# The launcher runs as qemu (107) and replaces the hook at start, so the
+# directory is the qemu user's (as the hook is, in KubeVirt's image).
+install -d -o 107 -g 107 "$L/etc/libvirt/hooks"
 install -m 0755 -o 107 -g 107 "$kvdir/cmd/virt-launcher/qemu" "$L/etc/libvirt/hooks/qemu"
 # virt-launcher starts virtlogd with -f /etc/libvirt/virtlogd.conf, which
 # Debian's package does not ship.
@@ -114,6 +116,9 @@ exec /usr/sbin/libvirtd "$@"
 EOF
 chmod 0755 "$L/usr/sbin/virtqemud"
 users "$L" /home/qemu
+# libvirtd daemonized (the node labeller's `virtqemud -d`) logs to
+# /var/log/libvirt/libvirtd.log, whose directory strap emptied.
+install -d "$L/var/log/libvirt"
 pack "$L" virt-launcher /usr/bin/virt-launcher 107
 log "  built the launcher image in $(( $(date +%s) - t0 ))s"
 

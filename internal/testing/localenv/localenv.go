@@ -57,6 +57,10 @@ type Options struct {
 	// Start fails with realnode.Supported's reason where the host cannot
 	// run one.
 	RealNode bool
+	// RealHandler runs real virt-handler on the real node (implies
+	// KubeVirtReal and RealNode; see realkubevirt.StartRealHandler): VMIs
+	// placed there boot real guests under QEMU's software emulation.
+	RealHandler bool
 }
 
 // The KubeVirt a world runs.
@@ -84,6 +88,8 @@ type Env struct {
 	Attacher *fakeattacher.Attacher
 	// Node is the real node, when Options.RealNode is set.
 	Node *realnode.Node
+	// Handler is real virt-handler on Node, when Options.RealHandler is set.
+	Handler *realkubevirt.RealHandler
 
 	cancel  context.CancelFunc
 	tmpDirs []string
@@ -105,6 +111,9 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		d := filepath.Join(o.Dir, name)
 		_ = os.MkdirAll(d, 0o700)
 		return d
+	}
+	if o.RealHandler {
+		o.KubeVirt, o.RealNode = KubeVirtReal, true
 	}
 	real := o.KubeVirt == KubeVirtReal
 	if o.KubeVirt != "" && !real && o.KubeVirt != KubeVirtEmulator {
@@ -128,6 +137,9 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		// kube-root-ca.crt ConfigMap, and Deployments need their controllers.
 		infra.ControllerManager, infra.ServiceAccountAdmission = true, true
 		infra.Controllers = append(realnode.Controllers(), infra.Controllers...)
+		if o.RealHandler {
+			infra.Controllers = append(infra.Controllers, "daemonset-controller")
+		}
 	}
 	env.Infra, err = controlplane.Start(ctx, infra)
 	if err != nil {
@@ -172,9 +184,15 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 	}
 	if o.RealNode {
 		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		env.Node, err = realnode.Start(ctx, env.Infra, realnode.Options{Scheduler: true, Logf: logf})
+		env.Node, err = realnode.Start(ctx, env.Infra, realnode.Options{Scheduler: true, Logf: logf, OwnNamespaces: o.RealHandler})
 		if err != nil {
 			return env, fmt.Errorf("real node: %w", err)
+		}
+	}
+	if o.RealHandler {
+		env.Handler, err = env.Real.StartRealHandler(ctx, env.Node, "")
+		if err != nil {
+			return env, err
 		}
 	}
 	if o.Attacher {

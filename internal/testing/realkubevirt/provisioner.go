@@ -2,6 +2,8 @@ package realkubevirt
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +31,13 @@ func (k *KubeVirt) provisionPass(ctx context.Context) {
 		if c.Spec.VolumeName != "" || c.DeletionTimestamp != nil || c.Annotations[NoProvisionAnnotation] == "true" {
 			continue
 		}
-		if _, err := k.client.CoreV1().PersistentVolumes().Create(ctx, pvFor(c), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		pv := pvFor(c)
+		if dir := k.diskImages.Load(); dir != nil {
+			if err := diskImage(pv, *dir, c); err != nil {
+				continue
+			}
+		}
+		if _, err := k.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			continue
 		}
 	}
@@ -63,4 +71,26 @@ func pvFor(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
 			},
 		},
 	}
+}
+
+// diskImage puts the volume in dir/<claim UID> with a sparse disk.img of
+// the claim's size, which KubeVirt attaches from a filesystem volume (for
+// hot-plugs nothing else creates it; virt-handler chowns it to the qemu
+// user).
+func diskImage(pv *corev1.PersistentVolume, dir string, c *corev1.PersistentVolumeClaim) error {
+	path := filepath.Join(dir, string(c.UID))
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	f, err := os.OpenFile(filepath.Join(path, "disk.img"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size.Value()); err != nil {
+		return err
+	}
+	pv.Spec.HostPath.Path = path
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -82,6 +83,9 @@ type KubeVirt struct {
 	cancel  context.CancelFunc
 	done    []chan struct{}
 	closers []io.Closer
+	// diskImages, once a real handler runs, is where provisioned volumes
+	// live, each with the disk.img KubeVirt attaches (see provisionPass).
+	diskImages atomic.Pointer[string]
 }
 
 // Start installs and starts KubeVirt. On error everything started is

@@ -46,7 +46,7 @@ func (n *Node) startKubelet(ctx context.Context, binDir string) error {
 	if err := n.makeCgroupRoot(); err != nil {
 		return err
 	}
-	p, err := controlplane.StartProcess("kubelet", filepath.Join(binDir, "kubelet"), []string{
+	p, err := n.start("kubelet", filepath.Join(binDir, "kubelet"), []string{
 		"--config=" + n.path("kubelet/config.yaml"),
 		"--kubeconfig=" + n.path("kubelet/kubeconfig"),
 		"--root-dir=" + n.path("kubelet/root"),

@@ -58,6 +58,14 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logf receives progress and clean-up warnings; default: none.
 	Logf func(format string, args ...any)
+	// OwnNamespaces runs containerd, the kubelet and so every pod in a
+	// mount and PID namespace of the node's own, whose PID 1 is the node's
+	// init (the pause program, which reaps orphans). Pods with hostPID then
+	// see that init as PID 1 and enter the node's mount namespace through
+	// /proc/1/ns/mnt, as virt-handler does on any host; the host's own PID
+	// 1 may be out of reach (a sandbox's init that root may not trace).
+	// Mounts made on the node stay in its namespace and vanish with it.
+	OwnNamespaces bool
 }
 
 // Node is a running real node.
@@ -84,6 +92,9 @@ type Node struct {
 	kubelet      *controlplane.Process
 	scheduler    *controlplane.Process
 	bindingName  string
+	init         *controlplane.Process
+	initPID      int // the node's init, as the host sees it
+	pauseTar     string
 }
 
 // Start brings a node up against cp and returns once its Node is Ready.
@@ -132,6 +143,11 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, o Options) (n *No
 	}
 	if err := n.network(ctx); err != nil {
 		return n, err
+	}
+	if o.OwnNamespaces {
+		if err := n.startInit(ctx); err != nil {
+			return n, err
+		}
 	}
 	if err := n.startContainerd(ctx, binDir); err != nil {
 		return n, err
@@ -281,11 +297,14 @@ func (n *Node) startContainerd(ctx context.Context, binDir string) error {
 	if err := writeFile(n.path("containerd.toml"), []byte(n.containerdConfig())); err != nil {
 		return err
 	}
-	pause, err := buildPauseImage(ctx, n.Dir)
-	if err != nil {
-		return err
+	pause := n.pauseTar
+	if pause == "" {
+		var err error
+		if pause, err = buildPauseImage(ctx, n.Dir); err != nil {
+			return err
+		}
 	}
-	p, err := controlplane.StartProcess("containerd", "containerd", []string{"--config", n.path("containerd.toml"), "--log-level", "warn"}, n.path("logs/containerd.log"))
+	p, err := n.start("containerd", "containerd", []string{"--config", n.path("containerd.toml"), "--log-level", "warn"}, n.path("logs/containerd.log"))
 	if err != nil {
 		return err
 	}
@@ -326,6 +345,10 @@ func (n *Node) Stop() {
 		n.containerd.Stop(15 * time.Second)
 		n.containerd = nil
 	}
+	// The init's end ends every process left in the node's namespaces and
+	// with them its mounts.
+	n.init.Stop(5 * time.Second)
+	n.init, n.initPID = nil, 0
 	for _, pid := range shimPIDs(n.socket()) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -389,3 +412,19 @@ func randomHex(nbytes int) string {
 // same path in every hierarchy). Both are gone after Stop.
 func (n *Node) Bridge() string     { return n.bridge }
 func (n *Node) CgroupRoot() string { return n.cgroupRoot }
+
+// Tag gives an imported image another name in the node's containerd (as
+// `ctr images tag`), so that pods naming either find it.
+func (n *Node) Tag(ctx context.Context, source, target string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.socket(), "-n", "k8s.io", "images", "tag", "--force", source, target).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("tagging %s as %s in the node's containerd: %v: %s", source, target, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// KubeletRoot is the kubelet's --root-dir (its pods are under pods/).
+func (n *Node) KubeletRoot() string { return n.path("kubelet/root") }
+
+// LogDir holds the logs of containerd, the kubelet and kube-scheduler.
+func (n *Node) LogDir() string { return n.path("logs") }
