@@ -79,4 +79,3 @@ func (n *Node) InNamespaces(ctx context.Context, name string, args ...string) ([
 	}
 	return out, nil
 }
-
