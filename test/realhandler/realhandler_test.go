@@ -15,18 +15,34 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-dev/tether/internal/testing/cmdtest"
+	"github.com/tether-dev/tether/internal/testing/kvtest"
 	"github.com/tether-dev/tether/internal/testing/localenv"
 	"github.com/tether-dev/tether/internal/testing/realnode"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
-var unsupported error
+var (
+	unsupported error
+	binDir      string
+)
 
 func TestMain(m *testing.M) {
 	if unsupported = realnode.Supported(); unsupported != nil {
 		os.Exit(m.Run())
 	}
-	testenv.Main(m, testenv.Options{RealHandler: true, KubeVirt: localenv.KubeVirtReal, Nodes: []string{"node-1"}})
+	dir, err := cmdtest.Build()
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	defer os.RemoveAll(dir)
+	testenv.Main(m, testenv.Options{RealHandler: true, KubeVirt: localenv.KubeVirtReal, Nodes: []string{"node-1"}, Tenants: []string{"guest"}})
+}
+
+func tether(t *testing.T, env *testenv.Env, args ...string) cmdtest.Result {
+	t.Helper()
+	return kvtest.Tether(t, binDir, env, args...)
 }
 
 // get returns the world, skipping with one line where no real node can run.

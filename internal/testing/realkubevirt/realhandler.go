@@ -43,6 +43,9 @@ const (
 // runs one real handler node.
 var hostDirs = []string{"/run/kubevirt", "/run/kubevirt-private", "/run/kubevirt-libvirt-runtimes", "/var/lib/kubevirt-node-labeller"}
 
+// RealHandlerLabel marks the pods of the real virt-handler DaemonSet.
+const RealHandlerLabel = "realkubevirt.tether.dev/real-handler"
+
 // devicePlugins is the kubelet's device-plugin directory, whatever its root.
 const devicePlugins = "/var/lib/kubelet/device-plugins"
 
@@ -59,6 +62,9 @@ type RealHandler struct {
 	Node *realnode.Node
 	// Home is the build directory (bin/, images/, manifests/).
 	Home string
+	// GuestKernel is the kernel-boot image of the tiny guest
+	// (/boot/vmlinuz, /boot/initrd.img), when the build has one.
+	GuestKernel string
 
 	kv   *KubeVirt
 	made []string
@@ -210,6 +216,9 @@ func (h *RealHandler) importImages(ctx context.Context) error {
 		if err := h.Node.Import(ctx, tar); err != nil {
 			return err
 		}
+		if name == "guest-kernel" {
+			h.GuestKernel = GuestKernelImage + ":" + h.kv.Version
+		}
 	}
 	return h.Node.Tag(ctx, launcherImage+":"+h.kv.Version, h.kv.LauncherImage())
 }
@@ -261,6 +270,15 @@ func (h *RealHandler) createDaemonSet(ctx context.Context) error {
 func adaptHandler(ds *appsv1.DaemonSet, node *realnode.Node, version string) error {
 	spec := &ds.Spec.Template.Spec
 	spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node.Name}
+	// The emulated handler's pods on the kwok nodes carry the same
+	// kubevirt.io label: a selector of its own keeps the DaemonSet
+	// controller from adopting them and deleting them (they are on nodes
+	// the DaemonSet does not select), which would void their tokens.
+	if ds.Spec.Selector == nil || ds.Spec.Selector.MatchLabels == nil {
+		return errors.New("the rendered DaemonSet has no selector labels")
+	}
+	ds.Spec.Selector.MatchLabels[RealHandlerLabel] = "true"
+	ds.Spec.Template.Labels[RealHandlerLabel] = "true"
 	root := node.KubeletRoot()
 	pods := filepath.Join(root, "pods")
 	for i := range spec.Volumes {
@@ -338,7 +356,7 @@ func (h *RealHandler) waitSchedulable(ctx context.Context) error {
 
 // describe says where virt-handler's pod is, for an error.
 func (h *RealHandler) describe(ctx context.Context) string {
-	pods, err := h.kv.client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-handler"})
+	pods, err := h.kv.client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: RealHandlerLabel + "=true"})
 	if err != nil || len(pods.Items) == 0 {
 		return fmt.Sprintf("no virt-handler pod (%v); the DaemonSet controller must run", err)
 	}
@@ -382,7 +400,7 @@ func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 // failing says why virt-handler's pod cannot start, when it cannot: a
 // container the runtime refuses, or one that keeps crashing.
 func (h *RealHandler) failing(ctx context.Context) string {
-	pods, err := h.kv.client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-handler"})
+	pods, err := h.kv.client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: RealHandlerLabel + "=true"})
 	if err != nil {
 		return ""
 	}

@@ -1,0 +1,167 @@
+package realhandler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
+)
+
+// transitions records, from a watch of one VMI, each change of one
+// volume's status: its phase and reason, "-" once the entry is gone.
+type transitions struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *transitions) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 || r.seen[len(r.seen)-1] != s {
+		r.seen = append(r.seen, s)
+	}
+}
+
+func (r *transitions) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
+}
+
+// record watches VMI name and records volume vol's transitions until the
+// test ends.
+func (w *world) record(name, vol string) *transitions {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.t.Cleanup(cancel)
+	r := &transitions{}
+	watch, err := w.env.Dynamic.Resource(vmiGVR).Namespace(w.ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	go func() {
+		defer watch.Stop()
+		for ev := range watch.ResultChan() {
+			u, ok := ev.Object.(interface{ UnstructuredContent() map[string]any })
+			if !ok {
+				continue
+			}
+			var vmi kubevirtv1.VirtualMachineInstance
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &vmi) != nil {
+				continue
+			}
+			state := "-"
+			for _, s := range vmi.Status.VolumeStatus {
+				if s.Name == vol {
+					state = string(s.Phase) + "/" + s.Reason
+				}
+			}
+			if state != "-" || len(r.list()) > 0 {
+				r.add(state)
+			}
+		}
+	}()
+	return r
+}
+
+// bareVMI starts a standalone VMI without a guest OS on node (the real
+// node or a kwok node of the emulated handler) and waits until it runs.
+func (w *world) bareVMI(name, node string) {
+	no := false
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns}, Spec: kubevirtv1.VirtualMachineInstanceSpec{
+		NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+		Domain: kubevirtv1.DomainSpec{
+			Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+			Devices:   kubevirtv1.Devices{AutoattachPodInterface: &no},
+		},
+	}}
+	if err := w.c.Create(context.Background(), vmi); err != nil {
+		w.t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		switch w.vmi(name).Status.Phase {
+		case kubevirtv1.Running:
+			return
+		case kubevirtv1.Failed:
+			w.t.Fatalf("VMI %s failed\n%s", name, podLogs(w.env, w.ns, "virt-launcher-"+name))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	w.t.Fatalf("VMI %s did not run on %s: %+v\n%s", name, node, w.vmi(name).Status, w.pods())
+}
+
+// pods describes the namespace's pods, for a failure message.
+func (w *world) pods() string {
+	var pods corev1.PodList
+	if err := w.c.List(context.Background(), &pods, client.InNamespace(w.ns)); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s node=%q phase=%s selector=%v conditions=%+v\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Spec.NodeSelector, p.Status.Conditions)
+	}
+	return b.String()
+}
+
+// handlerPhases are the volume phases virt-handler writes
+// (updateHotplugVolumeStatus and updateVolumeStatusesFromDomain in
+// pkg/virt-handler/vm.go); virt-controller writes the others (Pending,
+// Bound, AttachedToNode, Detaching), and the entry's removal, from the
+// attachment pod's lifecycle, which kwok and a kubelet time differently.
+var handlerPhases = map[kubevirtv1.VolumePhase]bool{
+	kubevirtv1.HotplugVolumeMounted: true, kubevirtv1.VolumeReady: true, kubevirtv1.HotplugVolumeUnMounted: true,
+}
+
+// handlerWrites keeps the transitions into a phase virt-handler writes.
+func handlerWrites(seen []string) []string {
+	var out []string
+	for _, s := range seen {
+		phase, _, _ := strings.Cut(s, "/")
+		if handlerPhases[kubevirtv1.VolumePhase(phase)] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// The emulated virt-handler (package virthandler, the fast world of every
+// other suite) against real virt-handler v1.9, on the same sequences in one
+// world: the volume-status transitions the handler writes for a hot-plug
+// added and removed must be the same. Those virt-controller writes differ
+// with the attachment pod's lifecycle (listed in docs/development.md).
+func TestConformance_emulatedHandler_addAndRemove(t *testing.T) {
+	w := newWorld(t)
+	w.claims("c-real", "c-emu")
+	runs := map[string]*transitions{}
+	for _, side := range []struct{ vmi, node, claim string }{
+		{"real", w.env.Node.Name, "c-real"},
+		{"emu", w.env.Real.Nodes()[0], "c-emu"},
+	} {
+		w.bareVMI(side.vmi, side.node)
+		r := w.record(side.vmi, side.claim)
+		w.addVolume(virtapi.VMI, side.vmi, side.claim)
+		w.waitPhase(side.vmi, side.claim, kubevirtv1.VolumeReady)
+		w.removeVolume(virtapi.VMI, side.vmi, side.claim)
+		w.waitPhase(side.vmi, side.claim, "")
+		time.Sleep(time.Second)
+		runs[side.vmi] = r
+	}
+	real, emu := runs["real"].list(), runs["emu"].list()
+	t.Logf("real virt-handler: %s", strings.Join(real, " → "))
+	t.Logf("emulated:          %s", strings.Join(emu, " → "))
+	if r, e := handlerWrites(real), handlerWrites(emu); !slices.Equal(r, e) {
+		t.Errorf("the emulated handler writes other volume phases than the real one:\nreal %v\nemu  %v", r, e)
+	}
+}
