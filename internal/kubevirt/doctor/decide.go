@@ -452,4 +452,3 @@ func drainLine(d Drain) drift.Line {
 	}
 	return line(CheckDrain, subj, drift.StatusWarn, why, fix, srcDrain)
 }
-
