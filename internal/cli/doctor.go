@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,7 +53,9 @@ CSIDriver, driver version and the route its driver hot-plugs through; the
 attach/detach controller's force-detach timer and the out-of-service taint;
 and whether the controller's account holds what its configuration needs (the
 Deployment in --controller-namespace and its ConfigMap, or --controller-config
-and --controller-account). It changes nothing.
+and --controller-account). With --node NODE, before kubectl drain NODE: the
+running VMIs on NODE whose hot-plug attachment pods the drain may evict before
+the VMIs have left, unless KubeVirt's guard refuses it. It changes nothing.
 
 ` + doctorExitHelp,
 		Args: cobra.NoArgs,
@@ -63,6 +66,7 @@ and --controller-account). It changes nothing.
 	fs.StringArrayVar(&o.scope.tenants, "tenant", nil, "tenant cluster to check: NAME=KUBECONFIG[:NAMESPACE] (repeatable), as for audit")
 	fs.StringVar(&o.scope.tenantDriver, "tenant-driver", "", "the tenants' KubeVirt CSI driver name (default csi.kubevirt.io)")
 	fs.BoolVar(&o.scope.matchNodesByName, "match-tenant-nodes-by-name", false, "as for audit: a tenant node that names no infra VM is the VM of its own name")
+	fs.StringVar(&o.node, "node", "", "the node about to be drained: name the running VMIs whose hot-plug attachment pods a drain of it evicts before they have left (line drain.hotplug; run it before kubectl drain)")
 	fs.StringVar(&o.controllerConfig, "controller-config", "", "check the controller's RBAC for this configuration file (as given to tether controller --config)")
 	fs.StringVar(&o.controllerAccount, "controller-account", v1alpha1.DefaultNamespace+":tether-controller", "the controller's service account, NAMESPACE:NAME, for --controller-config")
 	fs.StringVar(&o.scope.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "without --controller-config: where to find the controller's Deployment (labelled app.kubernetes.io/name=tether, component=controller), whose account and ConfigMap are checked")
@@ -72,6 +76,7 @@ and --controller-account). It changes nothing.
 // doctorOptions are `tether doctor`'s.
 type doctorOptions struct {
 	scope             scopeFlags
+	node              string
 	controllerConfig  string
 	controllerAccount string
 
@@ -87,6 +92,11 @@ func (o *doctorOptions) Validate() error {
 	}
 	if err := o.scope.checkNamespaces(); err != nil {
 		return err
+	}
+	if o.node != "" {
+		if errs := validation.IsDNS1123Subdomain(o.node); len(errs) > 0 {
+			return fmt.Errorf("--node %q is not a node name: %s", o.node, strings.Join(errs, "; "))
+		}
 	}
 	if o.controllerConfig != "" {
 		ns, name, ok := strings.Cut(o.controllerAccount, ":")
@@ -104,7 +114,7 @@ func (o *doctorOptions) Complete(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	o.src = kvdoctor.Sources{Config: cfg, Namespace: ns}
+	o.src = kvdoctor.Sources{Config: cfg, Namespace: ns, Node: o.node}
 	for _, spec := range o.scope.tenants {
 		t, err := o.scope.tenant(spec, ns)
 		if err != nil {

@@ -20,6 +20,7 @@ func TestDoctorFlagsAreCheckedFirst(t *testing.T) {
 		{[]string{"doctor", "-o", "dot"}, "--output"},
 		{[]string{"doctor", "-n", "a", "-A"}, "exclude each other"},
 		{[]string{"doctor", "--controller-config", "x.yaml", "--controller-account", "nocolon"}, "NAMESPACE:NAME"},
+		{[]string{"doctor", "--node", "Node_1"}, "--node \"Node_1\" is not a node name"},
 		{[]string{"openstack", "doctor"}, "--os-cloud"},
 		{[]string{"openstack", "doctor", "--os-cloud", "c", "-o", "dot"}, "table, json or yaml"},
 		{[]string{"openstack", "doctor", "--os-cloud", "c", "--servers", "0"}, "--servers"},

@@ -46,11 +46,18 @@ type VMAdmission struct {
 	WebhookOptions
 }
 
-// SetupWebhook registers the VM admission handler with mgr's webhook server.
+// SetupWebhook registers the VM admission handler and the attachment pod
+// eviction guard (eviction.go) with mgr's webhook server.
 func SetupWebhook(mgr manager.Manager, o WebhookOptions) {
 	h := &VMAdmission{Live: mgr.GetAPIReader(), DataVolumes: installed(mgr.GetRESTMapper(), KindDataVolume), WebhookOptions: o}
 	h.Log = o.Log.WithName("protect-admission")
 	mgr.GetWebhookServer().Register(WebhookPath, &webhook.Admission{Handler: h})
+	// The guard of attachment pods is served beside it; only the opt-in
+	// registration (chart protection.webhook.attachmentPodEvictions)
+	// sends it reviews.
+	e := &EvictionAdmission{Live: mgr.GetAPIReader(), WebhookOptions: o}
+	e.Log = o.Log.WithName("protect-eviction")
+	mgr.GetWebhookServer().Register(EvictionPath, &webhook.Admission{Handler: e})
 }
 
 // Handle answers one admission review.

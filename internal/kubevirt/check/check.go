@@ -373,6 +373,13 @@ func All() []Check {
 			Subjects: []string{"VirtualMachineInstance"}},
 			Run: FindTruncatedDiskSerials, Loop: LoopHotplug,
 			Reads: snapshot.KindVMIs},
+		// Report only, per VMI: what a drain of its node takes from the
+		// guest. Not in the controller: it reads virt-api's webhook
+		// registration, which the controller does not watch.
+		{Row: drift.Row{Name: DrainEvictsHotplug, Doc: "a running VMI whose hot-plug attachment pods a drain of its node may evict before it has left, with no guard refusing it", Page: page(DrainEvictsHotplug),
+			Subjects: []string{"VirtualMachineInstance"}},
+			Run:   FindDrainEvictsHotplug,
+			Reads: snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindKubeVirt | snapshot.KindEvictionGuard},
 		// Acts in a tenant: the out-of-service taint on a Node whose infra
 		// VM is down, and its removal once the VM runs and the Node is
 		// Ready again (only a taint tether put there).

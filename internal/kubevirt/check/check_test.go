@@ -28,7 +28,7 @@ func TestLookup(t *testing.T) {
 		t.Errorf("unknown check error must name it and the valid checks, got %v", err)
 	}
 	if got := Names(); !reflect.DeepEqual(got, []string{OrphanHotplugVolume, OrphanAttachmentPod, DanglingVolumeReference,
-		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent, UnpersistedHotplug, TruncatedDiskSerial, TenantNodeDown,
+		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent, UnpersistedHotplug, TruncatedDiskSerial, DrainEvictsHotplug, TenantNodeDown,
 		StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
 		t.Errorf("Names() = %v", got)
 	}
@@ -243,7 +243,8 @@ func TestChecksAcceptAHandBuiltInput(t *testing.T) {
 	down := snapshot.TenantNode{Name: "worker-9", ProviderID: snapshot.ProviderIDPrefix + "vm-down", ClusterNamespace: f.Namespace,
 		Ready: corev1.ConditionUnknown, ReadySince: now.Add(-time.Hour)}
 	items := append(append(append(orphanWorld(), storageChecksWorld()...), tenantAttachWorld()...), reportItems()...)
-	s := f.Snapshot(append(items, f.Tenant("t-down", f.WithNode(down)), serialVMI("vm-serial", longSerial))...)
+	drained, hp := drainVMI("vm-drained")
+	s := f.Snapshot(append(items, f.Tenant("t-down", f.WithNode(down)), serialVMI("vm-serial", longSerial), drained, hp, guardNoWebhook)...)
 	for _, c := range All() {
 		got := c.Run(Input{Snapshot: s, Policy: DefaultPolicy(), Now: now})
 		want := c.Run(NewInput(s, DefaultPolicy(), now))

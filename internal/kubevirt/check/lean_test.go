@@ -149,6 +149,13 @@ func leanWorld(data []byte) (*snapshot.Snapshot, Policy, time.Time) {
 		p.Storage.FenceGoneNodesAfter = time.Duration(1+g.n(30)) * time.Minute
 	}
 	leanStorage(g, &s)
+	if g.bool() { // nothing guards attachment pods against a drain (DrainEvictsHotplug)
+		s.EvictionGuard = snapshot.EvictionGuard{Read: true, Found: true}
+		vmi := fixture.VMI("vm-drained", fixture.InNamespace("drain"), fixture.WithHotplug("pvc-1"))
+		pod := fixture.AttachmentPod("hp-volume-vm-drained", fixture.InNamespace("drain"), fixture.LaunchedBy(vmi))
+		s.VMIs = append(s.VMIs, snapshot.VMIOf(vmi))
+		s.AttachmentPods, s.Pods = append(s.AttachmentPods, *pod), append(s.Pods, *pod)
+	}
 	// The worlds of the checks of 2025-2026, from the same bytes: tenant
 	// VolumeAttachments with their status (PhantomAttach,
 	// AttachAlreadyPresent), and VMs with shared claims, interrupted volume
@@ -553,7 +560,14 @@ func clutterVMI(vmi *kubevirtv1.VirtualMachineInstance, r *rand.Rand) {
 	if st.NodeName == "" && r.IntN(2) == 0 {
 		st.NodeName = "node-1"
 	}
-	st.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue}, {Type: "LiveMigratable", Status: corev1.ConditionFalse, Message: "PVC is not shared"}}
+	migratable := []kubevirtv1.VirtualMachineInstanceCondition{{Type: "LiveMigratable", Status: corev1.ConditionFalse, Reason: "DisksNotLiveMigratable", Message: "PVC is not shared"}, {Type: "LiveMigratable", Status: corev1.ConditionTrue}, {}}[r.IntN(3):][:1]
+	st.Conditions = append([]kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue}}, migratable...)
+	if len(migratable) == 1 && migratable[0].Type == "" {
+		st.Conditions = st.Conditions[:1]
+	}
+	if es := []kubevirtv1.EvictionStrategy{kubevirtv1.EvictionStrategyLiveMigrate, kubevirtv1.EvictionStrategyNone, ""}[r.IntN(3)]; es != "" {
+		vmi.Spec.EvictionStrategy = &es
+	}
 	st.PhaseTransitionTimestamps = []kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: metav1.NewTime(fixture.Epoch())}}
 	st.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "10.0.2.2", MAC: "52:54:00:12:34:56", IPs: []string{"10.0.2.2"}}}
 	st.GuestOSInfo = kubevirtv1.VirtualMachineInstanceGuestOSInfo{Name: "Fedora Linux", KernelRelease: "6.11.4", ID: "fedora"}

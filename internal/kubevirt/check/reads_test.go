@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -63,6 +64,14 @@ func readsWorld(r *rand.Rand) (*snapshot.Snapshot, Policy) {
 				s.VMIs[i].Spec.Domain.Devices.Disks = append(slices.Clip(s.VMIs[i].Spec.Domain.Devices.Disks), virtioDisk(vs[0].Name, longSerial))
 				break
 			}
+		}
+	}
+	if r.Intn(3) == 0 { // nothing guards attachment pods against a drain
+		s.EvictionGuard = guardNoWebhook
+		if r.Intn(2) == 0 {
+			vmi := f.VMI("vm-drained", f.InNamespace("drain"), f.WithHotplug("pvc-1"), f.Migratable(corev1.ConditionTrue))
+			s.VMIs = append(s.VMIs, snapshot.VMIOf(vmi))
+			s.AttachmentPods = append(s.AttachmentPods, *f.AttachmentPod("hp-volume-vm-drained", f.InNamespace("drain"), f.LaunchedBy(vmi)))
 		}
 	}
 	s.Pods = append(append(s.Pods, st.Pods...), s.AttachmentPods...)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -28,6 +29,7 @@ const (
 	CheckGates          = "kubevirt.gates"
 	CheckUpgrade        = "kubevirt.upgrade"
 	CheckUnpersisted    = "hotplug.unpersisted"
+	CheckDrain          = "drain.hotplug"
 	CheckRoute          = "kubevirt.route"
 	CheckTenantAccess   = "tenant.access"
 	CheckTenantNodes    = "tenant.nodes"
@@ -47,6 +49,9 @@ func Decide(f Facts) []drift.Line {
 	h := f.Gates.Hotplug()
 	var out []drift.Line
 	out = append(out, gatesLine(f, h), upgradeLine(f, h), unpersistedLine(f, h))
+	if f.Drain != nil {
+		out = append(out, drainLine(*f.Drain))
+	}
 	for _, p := range f.Probes {
 		out = append(out, routeLine(p, h, f.ScopeError))
 	}
@@ -392,4 +397,58 @@ func unpersistedLine(f Facts, now snapshot.HotplugGates) drift.Line {
 	}
 	return line(CheckUnpersisted, subj, drift.StatusWarn, fmt.Sprintf("kept only while HotplugVolumes is on (it is deprecated in KubeVirt v1.9): once it goes, the declarative hot-plug sync unplugs %d hot-plug(s) from running guests: %s", len(f.Unpersisted), list),
 		fix+fixGateFlag, srcUnpersisted)
+}
+
+const srcDrain = "kubevirt/kubevirt#13523 (a drain evicts the attachment pod before the migration); kubevirt/kubevirt#15093 (v1.6.1, v1.7.0: virt-api refuses it, pkg/virt-api/webhooks/validating-webhook/admitters/pod-eviction-admitter.go)"
+
+// drainLine names the running VMIs on the node that a drain of it takes
+// hot-plugs from, before the operator runs `kubectl drain`: OK when there
+// are none, or KubeVirt's guard refuses their attachment pods' eviction
+// (the drain then waits until each VMI has migrated); FAIL when nothing
+// refuses it; WARN when the guard fails open, cannot be told, or what the
+// node holds cannot be read.
+func drainLine(d Drain) drift.Line {
+	subj := "drain of node " + d.Node
+	switch {
+	case d.Err != "":
+		return line(CheckDrain, subj, drift.StatusWarn, "the VMIs and attachment pods could not be read ("+d.Err+"): which disks a drain takes cannot be said",
+			"grant list on virtualmachineinstances and pods (config/rbac)", srcDrain)
+	case d.NodeErr != "":
+		return line(CheckDrain, subj, drift.StatusWarn, "the Node could not be read ("+d.NodeErr+"): whether it exists cannot be said", "grant get on nodes", srcDrain)
+	case !d.NodeFound:
+		return line(CheckDrain, subj, drift.StatusWarn, "there is no Node "+d.Node, "name a node of `kubectl get nodes`", srcDrain)
+	}
+	guard := check.EvictionGuardOf(d.Gates, d.Guard)
+	if len(d.VMIs) == 0 {
+		return line(CheckDrain, subj, drift.StatusOK, "no running VMI on "+d.Node+" has a hot-plug in its guest through an attachment pod there: a drain takes no hot-plug from a guest", "", srcDrain)
+	}
+	names := make([]string, 0, min(len(d.VMIs), maxUnpersisted))
+	migrate := make([]string, 0, min(len(d.VMIs), maxUnpersisted))
+	for i, v := range d.VMIs {
+		if i == maxUnpersisted {
+			names = append(names, fmt.Sprintf("and %d more (tether audit --checks DrainEvictsHotplug)", len(d.VMIs)-maxUnpersisted))
+			break
+		}
+		strategy, migratable := v.Strategy, v.Migratable
+		if strategy == "" {
+			strategy = "none"
+		}
+		if migratable == "" {
+			migratable = "unknown"
+		}
+		names = append(names, fmt.Sprintf("VMI %s hot-plug(s) %s through %s (eviction strategy %s, migratable %s)", v.VMI, v.Volumes, v.Pods, strategy, migratable))
+		ns, name, _ := strings.Cut(v.VMI, "/")
+		migrate = append(migrate, fmt.Sprintf("virtctl migrate %s -n %s", name, ns))
+	}
+	list := strings.Join(names, "; ")
+	if guard.State == check.GuardInEffect {
+		return line(CheckDrain, subj, drift.StatusOK, fmt.Sprintf("%d running VMI(s) have hot-plugs through attachment pods on %s, and KubeVirt refuses their eviction (%s): the drain waits until each VMI has left the node: %s", len(d.VMIs), d.Node, guard.Basis, list), "", srcDrain)
+	}
+	fix := fmt.Sprintf("before `kubectl drain %s`, move each VMI first (%s) and wait until its status.nodeName is another node; a VMI that cannot migrate must be stopped, or its hot-plugs unplugged; or drain in two steps: `kubectl drain %s --ignore-daemonsets --delete-emptydir-data --pod-selector='kubevirt.io!=hotplug-disk'`, then `kubectl drain %s` once the VMIs have left; for good: KubeVirt v1.7.0 or later (v1.6.1 on v1.6), or tether's opt-in guard (chart protection.webhook.attachmentPodEvictions)",
+		d.Node, strings.Join(migrate, "; "), d.Node, d.Node)
+	why := fmt.Sprintf("a drain of %s may evict the attachment pods of %d running VMI(s) before they have left, and their guests lose the disks (%s): %s", d.Node, len(d.VMIs), guard.Basis, list)
+	if guard.State == check.GuardMissing {
+		return line(CheckDrain, subj, drift.StatusFail, why, fix, srcDrain)
+	}
+	return line(CheckDrain, subj, drift.StatusWarn, why, fix, srcDrain)
 }

@@ -308,3 +308,56 @@ func TestUnpersistedLine(t *testing.T) {
 		t.Errorf("twelve hot-plugs: %s", l.Why)
 	}
 }
+
+// The drain of one node: OK with nothing to take or KubeVirt's guard in
+// effect, FAIL naming each VMI and the commands to run first when nothing
+// refuses the eviction (KubeVirt before v1.6.1/v1.7.0, or the guard's
+// webhook missing), WARN when the guard fails open or nothing can be read;
+// no line without --node.
+func TestDrainLine(t *testing.T) {
+	one := []DrainVMI{{VMI: "ns/vm-a", Pods: "hp-volume-abc", Volumes: "pvc-1, pvc-2", Strategy: "LiveMigrate", Migratable: "True"}}
+	registered := snapshot.EvictionGuard{Read: true, Found: true, Webhook: snapshot.HotplugEvictionWebhook, FailurePolicy: "Fail"}
+	absent := snapshot.EvictionGuard{Read: true, Found: true}
+	for _, tc := range []struct {
+		name   string
+		d      Drain
+		status drift.Status
+		says   []string
+		fix    []string
+	}{
+		{"nothing on the node -> OK", Drain{Node: "n1", NodeFound: true, Gates: kv("v1.5.0", nil), Guard: absent}, drift.StatusOK, []string{"takes no hot-plug"}, nil},
+		{"v1.9 with the guard registered -> OK, the drain waits", Drain{Node: "n1", NodeFound: true, Gates: kv("v1.9.0", nil), Guard: registered, VMIs: one}, drift.StatusOK,
+			[]string{"KubeVirt refuses their eviction", "hotplug-pod-eviction-interceptor.kubevirt.io", "VMI ns/vm-a"}, nil},
+		{"v1.5 -> FAIL naming the VMI and what to run", Drain{Node: "n1", NodeFound: true, Gates: kv("v1.5.0", nil), Guard: absent, VMIs: one}, drift.StatusFail,
+			[]string{"VMI ns/vm-a hot-plug(s) pvc-1, pvc-2 through hp-volume-abc (eviction strategy LiveMigrate, migratable True)", "predates"},
+			[]string{"virtctl migrate vm-a -n ns", "kubectl drain n1", "--pod-selector='kubevirt.io!=hotplug-disk'"}},
+		{"v1.9 without the guard's webhook -> FAIL", Drain{Node: "n1", NodeFound: true, Gates: kv("v1.9.0", nil), Guard: absent, VMIs: one}, drift.StatusFail, []string{"has no webhook"}, nil},
+		{"guard with failure policy Ignore -> WARN", Drain{Node: "n1", NodeFound: true, Gates: kv("v1.9.0", nil), VMIs: one,
+			Guard: snapshot.EvictionGuard{Read: true, Found: true, Webhook: snapshot.HotplugEvictionWebhook, FailurePolicy: "Ignore"}}, drift.StatusWarn, []string{"failure policy Ignore"}, nil},
+		{"no such node -> WARN", Drain{Node: "n9", Gates: kv("v1.9.0", nil), Guard: registered}, drift.StatusWarn, []string{"there is no Node n9"}, nil},
+		{"pods unreadable -> WARN, cannot be said", Drain{Node: "n1", NodeFound: true, Err: "forbidden"}, drift.StatusWarn, []string{"cannot be said"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.d
+			l := find(t, Decide(Facts{Gates: kv("v1.9.0", nil), HCO: HCO{Known: true}, Kube: Kube{NodesRead: true}, Drain: &d}), CheckDrain)
+			if l.Status != tc.status {
+				t.Errorf("got %s, want %s: %s", l.Status, tc.status, l.Why)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(l.Why, s) {
+					t.Errorf("why %q does not say %q", l.Why, s)
+				}
+			}
+			for _, s := range tc.fix {
+				if !strings.Contains(l.Fix, s) {
+					t.Errorf("fix %q does not say %q", l.Fix, s)
+				}
+			}
+		})
+	}
+	for _, l := range Decide(Facts{Gates: kv("v1.9.0", nil), HCO: HCO{Known: true}}) {
+		if l.Check == CheckDrain {
+			t.Errorf("a drain line without --node: %+v", l)
+		}
+	}
+}

@@ -39,6 +39,36 @@ type Facts struct {
 	// KubeVirt's declarative hot-plug sync removes (check.FindUnpersisted):
 	// what a gate change takes from running guests.
 	Unpersisted []Unpersisted
+	// Drain is what a drain of one node takes from running guests
+	// (`tether doctor --node`); nil when no node was named.
+	Drain *Drain
+}
+
+// Drain is what was read for the drain of one node.
+type Drain struct {
+	Node string
+	// NodeFound is false when no Node of that name exists (NodeErr says
+	// why it could not be read, if it could not).
+	NodeFound bool
+	NodeErr   string
+	// Err says why the VMIs or the attachment pods could not be listed.
+	Err string
+	// Gates are the KubeVirt CR's (version, default eviction strategy);
+	// Guard is what was read of virt-api-validator.
+	Gates snapshot.FeatureGates
+	Guard snapshot.EvictionGuard
+	// VMIs are the running VMIs on Node with hot-plugs in the guest
+	// through attachment pods on Node (check.FindDrainRisks).
+	VMIs []DrainVMI
+}
+
+// DrainVMI is one VMI a drain of the node may take disks from.
+type DrainVMI struct {
+	// VMI is "namespace/name"; Pods and Volumes its attachment pods on
+	// the node and the hot-plugs they serve; Strategy the eviction
+	// strategy in effect ("" for none); Migratable the LiveMigratable
+	// condition's status ("" when it has none).
+	VMI, Pods, Volumes, Strategy, Migratable string
 }
 
 // Unpersisted is one hot-plug a VM spec lacks, as the doctor says it.

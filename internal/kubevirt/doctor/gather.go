@@ -30,6 +30,9 @@ type Sources struct {
 	// Namespace scopes the VMIs and VMs probed and read for route
 	// evidence; "" is every namespace.
 	Namespace string
+	// Node, when set, is the node about to be drained: the doctor names
+	// the VMIs a drain of it takes hot-plugs from.
+	Node string
 	// Tenants are the tenant clusters to check.
 	Tenants []observe.TenantSource
 	// Controller, when set, asks whether the controller's account holds
@@ -80,11 +83,49 @@ func Gather(ctx context.Context, src Sources) (Facts, error) {
 		f.Tenants = append(f.Tenants, dt)
 	}
 	f.Unpersisted = unpersisted(vms.Items, vmis.Items, f)
+	if src.Node != "" {
+		f.Drain = drain(ctx, c, src, vmis.Items, f)
+	}
 	f.Kube = kube(ctx, c)
 	if src.Controller != nil {
 		f.Controller = src.Controller(ctx)
 	}
 	return f, nil
+}
+
+// drain reads what a drain of src.Node takes from guests: the Node, the
+// attachment pods in scope, virt-api-validator, and, of the VMIs already
+// listed, those check.FindDrainRisks names on that node.
+func drain(ctx context.Context, c client.Reader, src Sources, vmis []kubevirtv1.VirtualMachineInstance, f Facts) *Drain {
+	d := &Drain{Node: src.Node, Gates: f.Gates, Guard: observe.EvictionGuard(ctx, c)}
+	var node corev1.Node
+	switch err := c.Get(ctx, client.ObjectKey{Name: src.Node}, &node); {
+	case err == nil:
+		d.NodeFound = true
+	case !apierrors.IsNotFound(err):
+		d.NodeErr = err.Error()
+	}
+	if f.ScopeError != "" {
+		d.Err = f.ScopeError
+		return d
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(src.Namespace), client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
+		d.Err = "the attachment pods could not be listed: " + err.Error()
+		return d
+	}
+	s := snapshot.Snapshot{FeatureGates: f.Gates, EvictionGuard: d.Guard, AttachmentPods: pods.Items}
+	for i := range vmis {
+		s.VMIs = append(s.VMIs, snapshot.VMIOf(&vmis[i]))
+	}
+	for _, r := range check.FindDrainRisks(check.NewInput(snapshot.New(s), check.DefaultPolicy(), time.Now())) {
+		if r.Node != src.Node {
+			continue
+		}
+		d.VMIs = append(d.VMIs, DrainVMI{VMI: r.VMI.Namespace + "/" + r.VMI.Name, Pods: strings.Join(r.PodNames(), ", "),
+			Volumes: strings.Join(r.Volumes(), ", "), Strategy: r.Strategy, Migratable: string(r.Migratable)})
+	}
+	return d
 }
 
 // gates reads the KubeVirt CR as observe.Gates does, keeping the error.

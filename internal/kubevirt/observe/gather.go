@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,49 @@ func Gates(ctx context.Context, r client.Reader) snapshot.FeatureGates {
 	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
 		g.Enabled = dc.FeatureGates
 		g.Disabled = dc.DisabledFeatureGates
+	}
+	if es := kv.Spec.Configuration.EvictionStrategy; es != nil {
+		g.EvictionStrategy = string(*es)
+	}
+	return g
+}
+
+// EvictionGuard reads virt-api's ValidatingWebhookConfiguration for the
+// webhook that sends attachment pods' evictions to virt-api. One GET; a
+// configuration that does not exist is read (Found false), any other
+// failure leaves the guard's registration unknown.
+func EvictionGuard(ctx context.Context, r client.Reader) snapshot.EvictionGuard {
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	switch err := r.Get(ctx, client.ObjectKey{Name: snapshot.VirtAPIValidatorName}, &vwc); {
+	case apierrors.IsNotFound(err):
+		return snapshot.EvictionGuard{Read: true}
+	case err != nil:
+		return snapshot.EvictionGuard{Err: err.Error()}
+	}
+	g := snapshot.EvictionGuard{Read: true, Found: true}
+	for i := range vwc.Webhooks {
+		h := &vwc.Webhooks[i]
+		hook := snapshot.GuardHook{Name: h.Name, Conditions: len(h.MatchConditions)}
+		if s := h.ClientConfig.Service; s != nil && s.Path != nil {
+			hook.Path = *s.Path
+		}
+		for _, r := range h.Rules {
+			for _, op := range r.Operations {
+				for _, res := range r.Resources {
+					hook.Rules = append(hook.Rules, string(op)+" "+res)
+				}
+			}
+		}
+		if !snapshot.GuardWebhookOf(hook) {
+			continue
+		}
+		g.Webhook, g.FailurePolicy = h.Name, string(admissionregistrationv1.Fail)
+		if h.FailurePolicy != nil {
+			g.FailurePolicy = string(*h.FailurePolicy)
+		}
+		if g.FailurePolicy == string(admissionregistrationv1.Fail) {
+			break // the strongest registration decides
+		}
 	}
 	return g
 }

@@ -163,6 +163,12 @@ func (o StorageRead) readOnce(ctx context.Context, r client.Reader, s *snapshot.
 			return nil
 		})
 	}
+	if k.Has(snapshot.KindEvictionGuard) {
+		ch.add(func(ctx context.Context, first func()) error {
+			s.EvictionGuard = EvictionGuard(ctx, r)
+			return nil
+		})
+	}
 	if err := ch.wait(); err != nil {
 		return err
 	}

@@ -153,6 +153,7 @@ type vmiWire struct {
 		ActivePods   map[types.UID]string                             `json:"activePods,omitempty"`
 		VolumeStatus []volumeStatusWire                               `json:"volumeStatus,omitempty"`
 		Migration    *kubevirtv1.VirtualMachineInstanceMigrationState `json:"migrationState,omitempty"`
+		Conditions   []kubevirtv1.VirtualMachineInstanceCondition     `json:"conditions,omitempty"`
 	} `json:"status"`
 }
 
@@ -160,7 +161,10 @@ type vmiWire struct {
 // volumes, and the disks marked shareable (leanDisks).
 type specWire struct {
 	Volumes []kubevirtv1.Volume `json:"volumes,omitempty"`
-	Domain  struct {
+	// EvictionStrategy is a VMI's (a VM template's is dropped, as Lean
+	// drops it).
+	EvictionStrategy *kubevirtv1.EvictionStrategy `json:"evictionStrategy,omitempty"`
+	Domain           struct {
 		Devices struct {
 			Disks shareableDisks `json:"disks,omitempty"`
 		} `json:"devices"`
@@ -240,7 +244,8 @@ func (w *vmiWire) typed() kubevirtv1.VirtualMachineInstance {
 	vmi := kubevirtv1.VirtualMachineInstance{TypeMeta: w.TypeMeta, ObjectMeta: w.Meta.object(),
 		Spec: w.Spec.object(),
 		Status: kubevirtv1.VirtualMachineInstanceStatus{NodeName: st.NodeName, Phase: st.Phase, ActivePods: st.ActivePods,
-			MigrationState: st.Migration}}
+			MigrationState: st.Migration, Conditions: snapshot.LiveMigratableOnly(st.Conditions)}}
+	vmi.Spec.EvictionStrategy = w.Spec.EvictionStrategy
 	if st.VolumeStatus != nil {
 		vmi.Status.VolumeStatus = make([]kubevirtv1.VolumeStatus, len(st.VolumeStatus))
 		for i := range st.VolumeStatus {

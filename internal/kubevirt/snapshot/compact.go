@@ -33,6 +33,10 @@ type CompactVMI struct {
 	activePods   []activePod
 	volumeStatus []compactVolumeStatus
 	migration    *kubevirtv1.VirtualMachineInstanceMigrationState
+	// eviction is spec.evictionStrategy; conditions the LiveMigratable
+	// condition only (LiveMigratableOnly).
+	eviction   *kubevirtv1.EvictionStrategy
+	conditions []kubevirtv1.VirtualMachineInstanceCondition
 }
 
 // CompactVM is CompactVMI's counterpart for a VirtualMachine: a lean VM
@@ -292,6 +296,8 @@ func compactVMI(vmi *kubevirtv1.VirtualMachineInstance) *CompactVMI {
 		disks:      compactDisks(vmi.Spec.Domain.Devices.Disks),
 		activePods: compactActivePods(st.ActivePods),
 		migration:  st.MigrationState,
+		eviction:   vmi.Spec.EvictionStrategy,
+		conditions: st.Conditions,
 	}
 	if st.VolumeStatus != nil {
 		c.volumeStatus = make([]compactVolumeStatus, len(st.VolumeStatus))
@@ -325,12 +331,13 @@ func (c *CompactVMI) Expand() *kubevirtv1.VirtualMachineInstance {
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   typeMetaOf(c.typed, vmiKind),
 		ObjectMeta: c.meta(),
-		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: expandVolumes(c.volumes), Domain: expandDisks(c.disks)},
+		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: expandVolumes(c.volumes), Domain: expandDisks(c.disks), EvictionStrategy: c.eviction},
 		Status: kubevirtv1.VirtualMachineInstanceStatus{
 			Phase:          c.phase,
 			NodeName:       c.nodeName,
 			ActivePods:     expandActivePods(c.activePods),
 			MigrationState: c.migration,
+			Conditions:     c.conditions,
 		},
 	}
 	if c.volumeStatus != nil {

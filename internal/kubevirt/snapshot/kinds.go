@@ -24,14 +24,17 @@ const (
 	KindCSIDrivers
 	// KindKubeVirt: the KubeVirt CR's feature gates and version.
 	KindKubeVirt
+	// KindEvictionGuard: virt-api's ValidatingWebhookConfiguration, for
+	// its guard of attachment pods against eviction.
+	KindEvictionGuard
 
-	AllKinds = KindVMs | KindVMIs | KindAttachmentPods | KindPods | KindPVCs | KindDataVolumes | KindStorage | KindCSIDrivers | KindKubeVirt
+	AllKinds = KindVMs | KindVMIs | KindAttachmentPods | KindPods | KindPVCs | KindDataVolumes | KindStorage | KindCSIDrivers | KindKubeVirt | KindEvictionGuard
 )
 
 // Has reports whether k holds every kind of x.
 func (k Kinds) Has(x Kinds) bool { return k&x == x }
 
-var kindNames = []string{"VMs", "VMIs", "AttachmentPods", "Pods", "PVCs", "DataVolumes", "Storage", "CSIDrivers", "KubeVirt"}
+var kindNames = []string{"VMs", "VMIs", "AttachmentPods", "Pods", "PVCs", "DataVolumes", "Storage", "CSIDrivers", "KubeVirt", "EvictionGuard"}
 
 // String lists the kinds, e.g. "VMs,VMIs".
 func (k Kinds) String() string {
@@ -75,6 +78,9 @@ func (s *Snapshot) Only(k Kinds) Snapshot {
 	}
 	if k.Has(KindKubeVirt) {
 		out.FeatureGates = s.FeatureGates
+	}
+	if k.Has(KindEvictionGuard) {
+		out.EvictionGuard = s.EvictionGuard
 	}
 	return out
 }

@@ -23,11 +23,12 @@ import (
 //     Failure and ManualRecoveryRequired conditions, volumeUpdateState,
 //     stateChangeRequests, volumeRequests, instancetypeRef and
 //     preferenceRef;
-//   - VirtualMachineInstance: spec.volumes (leanVolumes) and the disks
-//     marked shareable (leanDisks); status.phase,
-//     nodeName, activePods, volumeStatus (name, phase, hotplugVolume and the
-//     claim name of persistentVolumeClaimInfo) and migrationState (its
-//     nodes, pods, uids, times and outcome);
+//   - VirtualMachineInstance: spec.volumes (leanVolumes), the disks
+//     marked shareable (leanDisks) and evictionStrategy; status.phase,
+//     nodeName, activePods, the LiveMigratable condition, volumeStatus
+//     (name, phase, hotplugVolume and the claim name of
+//     persistentVolumeClaimInfo) and migrationState (its nodes, pods, uids,
+//     times and outcome);
 //   - Pod: spec.nodeName, the volumes (a claim or ephemeral source whole,
 //     others by name only); status.phase and, of each container status, the
 //     name and state (without messages);
@@ -221,6 +222,7 @@ func leanVMI(vmi *kubevirtv1.VirtualMachineInstance) {
 			status.VolumeStatus[i] = out
 		}
 	}
+	status.Conditions = LiveMigratableOnly(st.Conditions)
 	if ms := st.MigrationState; ms != nil {
 		status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{
 			StartTimestamp:         ms.StartTimestamp,
@@ -241,9 +243,21 @@ func leanVMI(vmi *kubevirtv1.VirtualMachineInstance) {
 	*vmi = kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   vmi.TypeMeta,
 		ObjectMeta: leanMeta(&vmi.ObjectMeta),
-		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: volumes, Domain: leanDisks(vmi.Spec.Domain.Devices.Disks)},
+		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Volumes: volumes, Domain: leanDisks(vmi.Spec.Domain.Devices.Disks), EvictionStrategy: vmi.Spec.EvictionStrategy},
 		Status:     status,
 	}
+}
+
+// LiveMigratableOnly returns, of a VMI's conditions, the LiveMigratable
+// one (type, status, reason and message): whether a drain can move the
+// VMI reads no other. Nil when there is none.
+func LiveMigratableOnly(conds []kubevirtv1.VirtualMachineInstanceCondition) []kubevirtv1.VirtualMachineInstanceCondition {
+	for i := range conds {
+		if c := &conds[i]; c.Type == kubevirtv1.VirtualMachineInstanceIsMigratable {
+			return []kubevirtv1.VirtualMachineInstanceCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+		}
+	}
+	return nil
 }
 
 // leanDisks keeps, of a domain, the disks marked shareable (name and flag):

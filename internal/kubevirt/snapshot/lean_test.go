@@ -100,21 +100,26 @@ func fullVM() *kubevirtv1.VirtualMachine {
 	}
 }
 
+// leanEviction is fullVMI's eviction strategy.
+var leanEviction = kubevirtv1.EvictionStrategyLiveMigrate
+
 func fullVMI() *kubevirtv1.VirtualMachineInstance {
 	return &kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance"},
 		ObjectMeta: fullMeta(nil),
 		Spec: kubevirtv1.VirtualMachineInstanceSpec{
-			Volumes:      fullVolumes(),
-			Domain:       kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: []kubevirtv1.Disk{{Name: "root"}}}},
-			Networks:     []kubevirtv1.Network{{Name: "default"}},
-			NodeSelector: map[string]string{"a": "b"},
-			Tolerations:  []corev1.Toleration{{Key: "k"}},
+			Volumes:          fullVolumes(),
+			Domain:           kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: []kubevirtv1.Disk{{Name: "root"}}}},
+			EvictionStrategy: &leanEviction,
+			Networks:         []kubevirtv1.Network{{Name: "default"}},
+			NodeSelector:     map[string]string{"a": "b"},
+			Tolerations:      []corev1.Toleration{{Key: "k"}},
 		},
 		Status: kubevirtv1.VirtualMachineInstanceStatus{
 			NodeName: "node-1", Phase: kubevirtv1.Running, Reason: "r",
-			ActivePods:  map[types.UID]string{"launcher-uid": "node-1"},
-			Conditions:  []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue}},
+			ActivePods: map[types.UID]string{"launcher-uid": "node-1"},
+			Conditions: []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue},
+				{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionFalse, Reason: "DisksNotLiveMigratable", Message: "PVC is not shared", LastTransitionTime: leanNow}},
 			Interfaces:  []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "10.0.0.1"}},
 			GuestOSInfo: kubevirtv1.VirtualMachineInstanceGuestOSInfo{Name: "Fedora"},
 			VolumeStatus: []kubevirtv1.VolumeStatus{{
@@ -185,8 +190,9 @@ func TestLeanKeepsWhatIsRead(t *testing.T) {
 		{"VirtualMachineInstance", fullVMI(), func() any {
 			vmi := fullVMI()
 			want := &kubevirtv1.VirtualMachineInstance{TypeMeta: vmi.TypeMeta, ObjectMeta: wantMeta(nil)}
-			want.Spec.Volumes = wantVolumes()
+			want.Spec.Volumes, want.Spec.EvictionStrategy = wantVolumes(), &leanEviction
 			want.Status = kubevirtv1.VirtualMachineInstanceStatus{NodeName: "node-1", Phase: kubevirtv1.Running, ActivePods: vmi.Status.ActivePods,
+				Conditions: []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionFalse, Reason: "DisksNotLiveMigratable", Message: "PVC is not shared"}},
 				VolumeStatus: []kubevirtv1.VolumeStatus{{Name: "hp", Phase: kubevirtv1.VolumeReady,
 					PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: "hp-claim"},
 					HotplugVolume:             &kubevirtv1.HotplugVolumeStatus{AttachPodName: "hp-volume-x", AttachPodUID: "hp-uid"}}},

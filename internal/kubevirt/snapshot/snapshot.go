@@ -45,6 +45,9 @@ type Snapshot struct {
 	DataVolumes    []cdiv1.DataVolume
 	// FeatureGates are the gates of the KubeVirt CR.
 	FeatureGates FeatureGates
+	// EvictionGuard is what was read of virt-api's guard of attachment
+	// pods against eviction (KindEvictionGuard).
+	EvictionGuard EvictionGuard
 	// Warnings say what the observer could not read (e.g. a forbidden
 	// cluster-scoped LIST), so the report can say what it did not check.
 	Warnings []string
@@ -83,6 +86,9 @@ type FeatureGates struct {
 	// Phase is status.phase; KubeVirt applies the object's configuration
 	// only once it is set (see Hotplug).
 	Phase string
+	// EvictionStrategy is spec.configuration.evictionStrategy, the
+	// cluster's default for VMIs that set none; "" when unset.
+	EvictionStrategy string
 }
 
 // GateState is what is known about one feature gate.

@@ -25,6 +25,9 @@ type VMI struct {
 // VMISpec is what the checks read of a VMI's spec (or a VM template's).
 type VMISpec struct {
 	Volumes []kubevirtv1.Volume
+	// EvictionStrategy is the VMI's own (nil: the cluster's default
+	// applies); a VM template's is not kept.
+	EvictionStrategy *kubevirtv1.EvictionStrategy
 	// Domain holds, of the domain's disks, those marked shareable.
 	Domain Domain
 }
@@ -47,6 +50,9 @@ type VMIStatus struct {
 	ActivePods     map[types.UID]string
 	VolumeStatus   []VolumeStatus
 	MigrationState *kubevirtv1.VirtualMachineInstanceMigrationState
+	// Conditions hold only the LiveMigratable condition, if the VMI has
+	// one (LiveMigratableOnly).
+	Conditions []kubevirtv1.VirtualMachineInstanceCondition
 }
 
 // VolumeStatus is what the checks read of one of a VMI's volume statuses:
@@ -158,9 +164,12 @@ type VMStatus struct {
 func VMIOf(vmi *kubevirtv1.VirtualMachineInstance) VMI {
 	c := *vmi
 	leanVMI(&c)
-	return VMI{ObjectMeta: c.ObjectMeta, Spec: vmiSpecOf(&c.Spec), Status: VMIStatus{
+	spec := vmiSpecOf(&c.Spec)
+	spec.EvictionStrategy = c.Spec.EvictionStrategy
+	return VMI{ObjectMeta: c.ObjectMeta, Spec: spec, Status: VMIStatus{
 		Phase: c.Status.Phase, NodeName: c.Status.NodeName, ActivePods: c.Status.ActivePods,
-		VolumeStatus: VolumeStatusesOf(c.Status.VolumeStatus), MigrationState: c.Status.MigrationState}}
+		VolumeStatus: VolumeStatusesOf(c.Status.VolumeStatus), MigrationState: c.Status.MigrationState,
+		Conditions: c.Status.Conditions}}
 }
 
 func vmiSpecOf(s *kubevirtv1.VirtualMachineInstanceSpec) VMISpec {
@@ -221,7 +230,9 @@ func (v *VMI) Typed() kubevirtv1.VirtualMachineInstance {
 	out := kubevirtv1.VirtualMachineInstance{ObjectMeta: v.ObjectMeta,
 		Spec: vmiSpecTyped(&v.Spec),
 		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: v.Status.Phase, NodeName: v.Status.NodeName,
-			ActivePods: v.Status.ActivePods, VolumeStatus: volumeStatusesTyped(v.Status.VolumeStatus), MigrationState: v.Status.MigrationState}}
+			ActivePods: v.Status.ActivePods, VolumeStatus: volumeStatusesTyped(v.Status.VolumeStatus), MigrationState: v.Status.MigrationState,
+			Conditions: v.Status.Conditions}}
+	out.Spec.EvictionStrategy = v.Spec.EvictionStrategy
 	return out
 }
 
