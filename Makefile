@@ -50,7 +50,7 @@ kubevirt:
 	@hack/kubevirt.sh >/dev/null
 	@hack/kubevirt.sh tools/kubevirt-v1.7 >/dev/null
 
-## kubevirt-node: build real KubeVirt's node side, v1.9 (virt-handler, virt-launcher and its helpers, container-disk), from Go modules, and as root its launcher and handler images from Debian 12's libvirt and QEMU (cached outside the checkout; not yet part of test or binaries)
+## kubevirt-node: build real KubeVirt's node side, v1.9 (virt-handler, virt-launcher and its helpers, container-disk), from Go modules, and as root its launcher and handler images from Debian 12's libvirt and QEMU (cached outside the checkout; binaries and test build it)
 kubevirt-node:
 	@hack/kubevirt-node.sh >/dev/null
 
@@ -59,14 +59,15 @@ openstack:
 	@hack/openstack.sh install >/dev/null
 	@hack/openstack.sh install --release 2025.1 >/dev/null || [ $$? = 3 ]
 
-## binaries: the control plane, the node, KubeVirt and tether, one after the other: the first three build from the same Kubernetes modules, so each reuses what the one before it compiled (built side by side, each compiles them again)
+## binaries: the control plane, the node, KubeVirt (virt-api, virt-controller; then its node side and, as root, its images) and tether, one after the other: the first three build from the same Kubernetes modules, so each reuses what the one before it compiled (built side by side, each compiles them again)
 binaries:
 	@$(MAKE) --no-print-directory controlplane
 	@$(MAKE) --no-print-directory node
 	@$(MAKE) --no-print-directory kubevirt
+	@$(MAKE) --no-print-directory kubevirt-node
 	@$(MAKE) --no-print-directory build
 
-## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt, on a real node (kubelet, containerd) and on real OpenStack (Nova, Cinder; Zed and 2025.1). The first time, it builds the control plane, the node and KubeVirt one after the other (binaries) while the OpenStack packages and root download and install
+## test: lint, unit tests and integration tests on the real local control plane, with the KubeVirt emulator, with real KubeVirt, on a real node (kubelet, containerd), with real virt-handler and virt-launcher booting guests there and on real OpenStack (Nova, Cinder; Zed and 2025.1). The first time, it builds the control plane, the node and KubeVirt one after the other (binaries) while the OpenStack packages and root download and install
 test: lint
 	@$(MAKE) --no-print-directory -j2 -Oline openstack binaries
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" TETHER_NODE_BIN="$$(hack/node.sh)" TETHER_KUBEVIRT_DIR="$$(hack/kubevirt.sh)" $(GO) test -count=1 -timeout 40m $(PKGS)

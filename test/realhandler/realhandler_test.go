@@ -18,6 +18,7 @@ import (
 	"github.com/tether-dev/tether/internal/testing/cmdtest"
 	"github.com/tether-dev/tether/internal/testing/kvtest"
 	"github.com/tether-dev/tether/internal/testing/localenv"
+	"github.com/tether-dev/tether/internal/testing/realkubevirt"
 	"github.com/tether-dev/tether/internal/testing/realnode"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -28,7 +29,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if unsupported = realnode.Supported(); unsupported != nil {
+	if unsupported = realnode.Supported(); unsupported == nil {
+		_, unsupported = realkubevirt.NodeBuild()
+	}
+	if unsupported != nil {
 		os.Exit(m.Run())
 	}
 	dir, err := cmdtest.Build()

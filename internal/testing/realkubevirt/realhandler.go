@@ -117,6 +117,10 @@ type closerFunc func()
 
 func (f closerFunc) Close() error { f(); return nil }
 
+// NodeBuild is the build directory StartRealHandler would use, or why there
+// is none (the suites on a real handler skip with it).
+func NodeBuild() (string, error) { return findNodeHome("") }
+
 func findNodeHome(explicit string) (string, error) {
 	dir := explicit
 	if dir == "" {

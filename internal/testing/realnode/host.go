@@ -287,13 +287,17 @@ func (n *Node) removeMadeDirs() {
 	_ = os.RemoveAll(runningDir)
 }
 
+// kubeletCheckpoint is the device manager's record of its plugins, which
+// the kubelet writes once a device plugin (virt-handler's) registers.
+const kubeletCheckpoint = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+
 func onlyDirsAndSockets(dir string) bool {
 	ok := true
-	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
-		if !d.IsDir() && d.Type()&os.ModeSocket == 0 {
+		if !d.IsDir() && d.Type()&os.ModeSocket == 0 && path != kubeletCheckpoint {
 			ok = false
 		}
 		return nil
