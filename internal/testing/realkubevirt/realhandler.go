@@ -417,3 +417,54 @@ func (h *RealHandler) failing(ctx context.Context) string {
 	}
 	return ""
 }
+
+// downLabel, in the DaemonSet's node selector, matches no node: the
+// DaemonSet controller then deletes virt-handler's pod, as a crashed or
+// evicted virt-handler leaves its node (launchers keep running).
+const downLabel = "realkubevirt.tether.dev/handler-down"
+
+// SetDown stops (true) or restarts (false) virt-handler on the node and
+// returns once its pod is gone, or back and Ready.
+func (h *RealHandler) SetDown(ctx context.Context, down bool) error {
+	ds, err := h.kv.client.AppsV1().DaemonSets(Namespace).Get(ctx, "virt-handler", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	delete(ds.Spec.Template.Spec.NodeSelector, downLabel)
+	if down {
+		ds.Spec.Template.Spec.NodeSelector[downLabel] = "true"
+	}
+	if _, err := h.kv.client.AppsV1().DaemonSets(Namespace).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		pods, err := h.kv.client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: RealHandlerLabel + "=true"})
+		if err == nil && handlerState(pods.Items, down) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("virt-handler did not go %s: %s", map[bool]string{true: "down", false: "up"}[down], h.describe(context.Background()))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// handlerState says whether pods show virt-handler down (none left) or up
+// (one, Ready).
+func handlerState(pods []corev1.Pod, down bool) bool {
+	if down {
+		return len(pods) == 0
+	}
+	if len(pods) != 1 || pods[0].DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range pods[0].Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
