@@ -136,13 +136,10 @@ func handlerWrites(seen []string) []string {
 	return out
 }
 
-// The emulated virt-handler (package virthandler, the fast world of every
-// other suite) against real virt-handler v1.9, on the same sequences in one
-// world: the volume-status transitions the handler writes for a hot-plug
-// added and removed must be the same. Those virt-controller writes differ
-// with the attachment pod's lifecycle (listed in docs/development.md).
-func TestConformance_emulatedHandler_addAndRemove(t *testing.T) {
-	w := newWorld(t)
+// sides runs one sequence on a VMI of the real handler and one of the
+// emulated handler (on a kwok node), each with a claim of its own, and
+// returns the transitions each recorded.
+func (w *world) sides(sequence func(vmi, claim string)) (real, emu []string) {
 	w.claims("c-real", "c-emu")
 	runs := map[string]*transitions{}
 	for _, side := range []struct{ vmi, node, claim string }{
@@ -150,18 +147,56 @@ func TestConformance_emulatedHandler_addAndRemove(t *testing.T) {
 		{"emu", w.env.Real.Nodes()[0], "c-emu"},
 	} {
 		w.bareVMI(side.vmi, side.node)
-		r := w.record(side.vmi, side.claim)
-		w.addVolume(virtapi.VMI, side.vmi, side.claim)
-		w.waitPhase(side.vmi, side.claim, kubevirtv1.VolumeReady)
-		w.removeVolume(virtapi.VMI, side.vmi, side.claim)
-		w.waitPhase(side.vmi, side.claim, "")
+		runs[side.vmi] = w.record(side.vmi, side.claim)
+		sequence(side.vmi, side.claim)
 		time.Sleep(time.Second)
-		runs[side.vmi] = r
 	}
-	real, emu := runs["real"].list(), runs["emu"].list()
-	t.Logf("real virt-handler: %s", strings.Join(real, " → "))
-	t.Logf("emulated:          %s", strings.Join(emu, " → "))
+	real, emu = runs["real"].list(), runs["emu"].list()
+	w.t.Logf("real virt-handler: %s", strings.Join(real, " → "))
+	w.t.Logf("emulated:          %s", strings.Join(emu, " → "))
+	return real, emu
+}
+
+// sameHandlerWrites fails the test when the two sides' handler-written
+// transitions differ.
+func sameHandlerWrites(t *testing.T, real, emu []string) {
+	t.Helper()
 	if r, e := handlerWrites(real), handlerWrites(emu); !slices.Equal(r, e) {
 		t.Errorf("the emulated handler writes other volume phases than the real one:\nreal %v\nemu  %v", r, e)
 	}
+}
+
+// The emulated virt-handler (package virthandler, the fast world of every
+// other suite) against real virt-handler v1.9, on the same sequences in one
+// world: the volume-status transitions the handler writes for a hot-plug
+// added and removed must be the same. Those virt-controller writes differ
+// with the attachment pod's lifecycle (listed in docs/development.md).
+func TestConformance_emulatedHandler_addAndRemove(t *testing.T) {
+	w := newWorld(t)
+	real, emu := w.sides(func(vmi, claim string) {
+		w.addVolume(virtapi.VMI, vmi, claim)
+		w.waitPhase(vmi, claim, kubevirtv1.VolumeReady)
+		w.removeVolume(virtapi.VMI, vmi, claim)
+		w.waitPhase(vmi, claim, "")
+	})
+	sameHandlerWrites(t, real, emu)
+}
+
+// An operator deletes the attachment pod of a Ready hot-plug of a running
+// VMI. Whatever real KubeVirt does, the emulated handler must write the
+// same phases.
+func TestConformance_emulatedHandler_attachmentPodDeleted(t *testing.T) {
+	w := newWorld(t)
+	real, emu := w.sides(func(vmi, claim string) {
+		w.addVolume(virtapi.VMI, vmi, claim)
+		w.waitPhase(vmi, claim, kubevirtv1.VolumeReady)
+		for _, p := range w.attachmentPods(claim) {
+			if err := w.c.Delete(context.Background(), &p); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Second)
+		w.t.Logf("%s: %d attachment pods of %s 20 s after the deletion, volume phase %q", vmi, len(w.attachmentPods(claim)), claim, w.phase(vmi, claim))
+	})
+	sameHandlerWrites(t, real, emu)
 }
