@@ -63,7 +63,7 @@ bins=(
 key_input=$( {
 	go env GOVERSION GOOS GOARCH
 	gcc -dumpfullversion 2>/dev/null || true
-	cat "$mod/go.mod" "$mod/go.sum" "$0" "$root/hack/kubevirt-node/images.sh"
+	cat "$mod/go.mod" "$mod/go.sum" "$0" "$root/hack/kubevirt-node/images.sh" "$root/hack/kubevirt-node/guest.sh"
 	find "$mod" "$root/tools/kubevirt/virttemplate" "$root/hack/rootfs-image" -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs cat
 } )
 key=$(printf '%s' "$key_input" | sha256sum | cut -c1-16)

@@ -10,8 +10,10 @@
 #
 #   images.sh BIN KUBEVIRT_MODULE_DIR OUT VERSION
 #
-# writes OUT/virt-launcher.tar and OUT/virt-handler.tar, named
-# tether.local/kubevirt/virt-launcher:VERSION and .../virt-handler:VERSION.
+# writes OUT/virt-launcher.tar, OUT/virt-handler.tar and OUT/guest-kernel.tar
+# (the test guest, hack/kubevirt-node/guest.sh), named
+# tether.local/kubevirt/virt-launcher:VERSION, .../virt-handler:VERSION and
+# .../guest-kernel:VERSION.
 set -euo pipefail
 
 [ $# -eq 4 ] || { echo "usage: images.sh BIN KUBEVIRT_MODULE_DIR OUT VERSION" >&2; exit 2; }
@@ -130,3 +132,10 @@ install -m 0755 "$bin/virt-handler" "$bin/virt-chroot" "$H/usr/bin/"
 users "$H" ""
 pack "$H" virt-handler /usr/bin/virt-handler ""
 log "  built the handler image in $(( $(date +%s) - t0 ))s"
+
+t0=$(date +%s)
+log "  building the guest's kernel-boot image ..."
+G=$work/guest
+"$root/hack/kubevirt-node/guest.sh" "$G"
+pack "$G" guest-kernel /usr/bin/container-disk 107
+log "  built the guest's kernel-boot image in $(( $(date +%s) - t0 ))s"

@@ -110,7 +110,20 @@ func (w *world) pods() string {
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "pod %s node=%q phase=%s selector=%v conditions=%+v\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Spec.NodeSelector, p.Status.Conditions)
+		fmt.Fprintf(&b, "pod %s node=%q phase=%s\n", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			fmt.Fprintf(&b, "  container %s ready=%v restarts=%d", c.Name, c.Ready, c.RestartCount)
+			if s := c.State.Waiting; s != nil {
+				fmt.Fprintf(&b, " waiting %s: %s", s.Reason, s.Message)
+			}
+			if s := c.State.Terminated; s != nil {
+				fmt.Fprintf(&b, " terminated %d %s: %s", s.ExitCode, s.Reason, s.Message)
+			}
+			if s := c.LastTerminationState.Terminated; s != nil {
+				fmt.Fprintf(&b, " last exit %d %s: %s", s.ExitCode, s.Reason, s.Message)
+			}
+			b.WriteString("\n")
+		}
 	}
 	return b.String()
 }

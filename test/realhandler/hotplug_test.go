@@ -23,4 +23,5 @@ func TestHotplug_VMIRoute_reachesTheGuestAndLeavesIt(t *testing.T) {
 	w.waitConsole("g1", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=hp1 `)
 	w.removeVolume(virtapi.VMI, "g1", "hp1")
 	w.waitConsole("g1", 2*time.Minute, `TETHER-DISK-REMOVED name=sd\w+ serial=hp1`)
+	t.Logf("the guest's console:\n%s", w.console("g1"))
 }

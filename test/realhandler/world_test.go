@@ -99,7 +99,7 @@ func (w *world) guest(name string) {
 	if err := w.c.Create(context.Background(), vmi); err != nil {
 		w.t.Fatal(err)
 	}
-	w.waitConsole(name, 3*time.Minute, "TETHER-GUEST-UP")
+	w.waitConsole(name, 90*time.Second, "TETHER-GUEST-UP")
 }
 
 // console is what the guest has written on its serial console, from the
@@ -134,7 +134,7 @@ func (w *world) waitConsole(vmi string, timeout time.Duration, pattern string) {
 		}
 		time.Sleep(time.Second)
 	}
-	w.t.Fatalf("the guest of %s did not say %q in %s; its console:\n%s\nlauncher:\n%s", vmi, pattern, timeout, w.console(vmi), podLogs(w.env, w.ns, "virt-launcher-"+vmi))
+	w.t.Fatalf("the guest of %s did not say %q in %s; its console:\n%s\nlauncher:\n%s\nVMI: %+v\n%s", vmi, pattern, timeout, w.console(vmi), podLogs(w.env, w.ns, "virt-launcher-"+vmi), w.vmi(vmi).Status, w.pods())
 }
 
 func (w *world) vmi(name string) *kubevirtv1.VirtualMachineInstance {
@@ -167,7 +167,11 @@ func (w *world) addVolume(kind virtapi.Kind, name, claim string) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if err := virtapi.AddVolume(context.Background(), sub, kind, w.ns, name, fixture.AddVolumeOptions(claim)); err != nil {
+	// The disk's serial is the claim's name (virtctl addvolume --serial),
+	// which the guest reads back.
+	opts := fixture.AddVolumeOptions(claim)
+	opts.Disk.Serial = claim
+	if err := virtapi.AddVolume(context.Background(), sub, kind, w.ns, name, opts); err != nil {
 		w.t.Fatalf("addvolume %s via the %s route: %v", claim, kind, err)
 	}
 }

@@ -2,11 +2,13 @@ package realkubevirt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,12 +236,27 @@ func (k *KubeVirt) LauncherImage() string { return "quay.io/kubevirt/virt-launch
 // useEmulation sets developerConfiguration.useEmulation in the KubeVirt CR:
 // launcher pods then never ask for /dev/kvm and libvirt runs guests under
 // TCG (renderresources.go; the host's /dev/kvm hangs guests).
+//
+// It also turns KubeVirt's ImageVolume gate off: with it, virt-controller
+// mounts container disks and kernel-boot images as Kubernetes image
+// volumes, which Debian 12's containerd 1.6 cannot make; without it they
+// come from container-disk containers, as before the gate.
 func (k *KubeVirt) useEmulation(ctx context.Context) error {
-	patch := []byte(`{"spec":{"configuration":{"developerConfiguration":{"useEmulation":true}}}}`)
 	cr := &unstructured.Unstructured{}
 	cr.SetGroupVersionKind(kubeVirtGVK)
-	cr.SetNamespace(Namespace)
-	cr.SetName("kubevirt")
+	if err := k.ctrl.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "kubevirt"}, cr); err != nil {
+		return err
+	}
+	off, _, _ := unstructured.NestedStringSlice(cr.Object, "spec", "configuration", "developerConfiguration", "disabledFeatureGates")
+	if !slices.Contains(off, "ImageVolume") {
+		off = append(off, "ImageVolume")
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"developerConfiguration": map[string]any{
+		"useEmulation": true, "disabledFeatureGates": off,
+	}}}})
+	if err != nil {
+		return err
+	}
 	return k.ctrl.Patch(ctx, cr, client.RawPatch(types.MergePatchType, patch))
 }
 
