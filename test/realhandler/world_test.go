@@ -106,11 +106,15 @@ func (w *world) guest(name string) {
 // launcher's guest-console-log container (the node keeps its log).
 func (w *world) console(vmi string) string {
 	files, _ := filepath.Glob(filepath.Join(w.env.Node.LogDir(), "pods", w.ns+"_virt-launcher-"+vmi+"-*", "guest-console-log", "*.log"))
+	return criText(files)
+}
+
+// criText is the text of CRI log files: each line is "time stream tag text".
+func criText(files []string) string {
 	var b strings.Builder
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
 		for _, line := range strings.Split(string(data), "\n") {
-			// CRI log lines: time stream tag text.
 			if parts := strings.SplitN(line, " ", 4); len(parts) == 4 {
 				b.WriteString(parts[3] + "\n")
 			}

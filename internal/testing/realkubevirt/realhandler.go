@@ -485,3 +485,7 @@ func handlerState(pods []corev1.Pod, down bool) bool {
 	}
 	return false
 }
+
+// Describe says how virt-handler's pod is, with its last errors and
+// warnings, for a test's failure message.
+func (h *RealHandler) Describe(ctx context.Context) string { return h.describe(ctx) }
