@@ -80,7 +80,8 @@ type Guard struct {
 //     is trusted over the version string (a distribution's backport);
 //   - virt-api-validator read without it: missing, whatever the release
 //     (nothing sends the eviction to virt-api);
-//   - not read: the release decides: v1.7.0 and later or v1.6.1 and later
+//   - not read, or absent altogether (every virt-api has it and
+//     virt-operator restores it): the release decides: v1.7.0 and later or v1.6.1 and later
 //     in effect (virt-operator registers it and puts it back), older
 //     missing, unknown version unknown.
 func EvictionGuardOf(g snapshot.FeatureGates, e snapshot.EvictionGuard) Guard {
@@ -103,18 +104,22 @@ func EvictionGuardOf(g snapshot.FeatureGates, e snapshot.EvictionGuard) Guard {
 		return Guard{State: GuardInEffect, Basis: fmt.Sprintf("%s; %s registers webhook %s (failure policy %s): virt-api refuses the eviction of an attachment pod whose launcher runs", release, snapshot.VirtAPIValidatorName, e.Webhook, e.FailurePolicy)}
 	case e.Read && e.Webhook != "":
 		return Guard{State: GuardFailsOpen, Reason: EvictionGuardFailsOpen, Basis: fmt.Sprintf("%s; %s registers webhook %s with failure policy Ignore: while virt-api does not answer, the API server lets the eviction through", release, snapshot.VirtAPIValidatorName, e.Webhook)}
-	case e.Read:
-		where := fmt.Sprintf("there is no ValidatingWebhookConfiguration %s", snapshot.VirtAPIValidatorName)
-		if e.Found {
-			where = fmt.Sprintf("%s has no webhook that sends attachment pods' evictions to virt-api (%s)", snapshot.VirtAPIValidatorName, snapshot.HotplugEvictionWebhook)
-		}
+	case e.Read && e.Found:
+		where := fmt.Sprintf("%s has no webhook that sends attachment pods' evictions to virt-api (%s)", snapshot.VirtAPIValidatorName, snapshot.HotplugEvictionWebhook)
 		reason := EvictionGuardNotRegistered
 		if known && !has {
 			reason = KubeVirtLacksEvictionGuard
 		}
 		return Guard{State: GuardMissing, Reason: reason, Basis: release + "; " + where + ": nothing refuses the eviction"}
 	}
+	// Read and absent is no better evidence than unread: every virt-api
+	// has this configuration (all of KubeVirt's validating webhooks), and
+	// virt-operator puts it back; a cluster without it runs no standard
+	// virt-api, and its release is the only evidence left.
 	unread := fmt.Sprintf("%s could not be read", snapshot.VirtAPIValidatorName)
+	if e.Read {
+		unread = fmt.Sprintf("there is no ValidatingWebhookConfiguration %s", snapshot.VirtAPIValidatorName)
+	}
 	if e.Err != "" {
 		unread += " (" + e.Err + ")"
 	}

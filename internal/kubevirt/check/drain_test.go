@@ -73,8 +73,11 @@ func TestDrainEvictsHotplug(t *testing.T) {
 		{"v1.7.0, unread -> no finding (virt-operator registers it)", world{kubeVirtAt("v1.7.0", ""), guardUnread, plain()}, noFinding()},
 		{"v1.9.0, virt-api-validator without the guard's webhook -> warning EvictionGuardNotRegistered", world{kubeVirtAt("v1.9.0", ""), guardNoWebhook, plain()},
 			blocked(drift.SeverityWarning, drift.None, EvictionGuardNotRegistered, "has no webhook that sends attachment pods' evictions to virt-api")},
-		{"v1.9.0, no virt-api-validator -> warning EvictionGuardNotRegistered", world{kubeVirtAt("v1.9.0", ""), guardAbsent, plain()},
-			blocked(drift.SeverityWarning, drift.None, EvictionGuardNotRegistered, "there is no ValidatingWebhookConfiguration virt-api-validator")},
+		// Every virt-api has virt-api-validator and virt-operator restores it:
+		// its absence says no more than an unread one (the emulator's world).
+		{"v1.9.0, no virt-api-validator at all -> no finding (the release decides)", world{kubeVirtAt("v1.9.0", ""), guardAbsent, plain()}, noFinding()},
+		{"v1.5.0, no virt-api-validator at all -> warning KubeVirtLacksEvictionGuard", world{kubeVirtAt("v1.5.0", ""), guardAbsent, plain()},
+			blocked(drift.SeverityWarning, drift.None, KubeVirtLacksEvictionGuard, "there is no ValidatingWebhookConfiguration virt-api-validator")},
 		{"v1.9.0, guard registered with Ignore -> info EvictionGuardFailsOpen", world{kubeVirtAt("v1.9.0", ""), guardIgnore, plain()},
 			blocked(drift.SeverityInfo, drift.None, EvictionGuardFailsOpen, "failure policy Ignore")},
 		{"v1.5.0 but the guard's webhook registered (a backport) -> no finding", world{kubeVirtAt("v1.5.0", ""), guardRegistered, plain()}, noFinding()},
@@ -195,14 +198,14 @@ func FuzzEvictionGuardOf(fz *testing.F) {
 		}
 		v, err := snapshot.ParseKubeVirtVersion(version)
 		has := known && err == nil && (v.Major > 1 || (v.Major == 1 && (v.Minor >= 7 || (v.Minor == 6 && v.Patch >= 1))))
-		if has && (!read || (registered && policy != "Ignore")) && got.State != GuardInEffect {
+		if has && (!read || !found || (registered && policy != "Ignore")) && got.State != GuardInEffect {
 			t.Fatalf("release %s with the guard (read %v, registered %v, policy %q) decided %+v", version, read, registered, policy, got)
 		}
 		if read && registered && policy != "Ignore" && got.State != GuardInEffect {
 			t.Fatalf("registered guard not in effect: %+v", got)
 		}
-		if read && !registered && got.State != GuardMissing {
-			t.Fatalf("nothing registered, yet %+v", got)
+		if read && found && !registered && got.State != GuardMissing {
+			t.Fatalf("virt-api-validator without the guard's webhook, yet %+v", got)
 		}
 	})
 }
