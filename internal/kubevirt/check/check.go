@@ -404,6 +404,13 @@ func All() []Check {
 			Subjects: []string{"VirtualMachine"}},
 			Run: FindInterruptedVolumeMigrations, Loop: LoopNamespace,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
+		// Report only, per VMI: the finished source launcher pod of its
+		// completed migration that pins claims it no longer uses. Not in
+		// the controller: no loop holds both a VMI and every pod.
+		{Row: drift.Row{Name: MigrationSourcePodLeftover, Doc: "a finished source launcher pod of a completed migration that still holds claims its VMI no longer uses", Page: page(MigrationSourcePodLeftover),
+			Subjects: []string{"Pod"}},
+			Run:   FindMigrationSourcePodLeftovers,
+			Reads: snapshot.KindVMIs | snapshot.KindPods | snapshot.KindPVCs},
 	}
 }
 
