@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -49,7 +50,9 @@ const (
 //     not name.
 //
 // The finding's subject is the pod, with the claims it pins as evidence and
-// the command that releases them. Never acted on.
+// the command that releases them. The action, DeleteMigrationSourcePod, is
+// safe only on request (Policy.DeleteMigrationSourcePods); otherwise it is
+// blocked by NotRequested.
 func FindMigrationSourcePodLeftovers(in Input) []drift.Finding {
 	in = in.ready()
 	var out []drift.Finding
@@ -145,6 +148,25 @@ func claimsVMIDoesNotUse(vmi *snapshot.VMI, pod *corev1.Pod) []string {
 	return out
 }
 
+func unlessAsked(asked bool) drift.BlockReason {
+	if asked {
+		return ""
+	}
+	return drift.NotRequested
+}
+
+// CheckMigrationSourcePod re-runs MigrationSourcePodLeftover for the pod
+// ns/name on s (the live re-read of the pod and its VMI): the finding, and
+// whether the pod is still one.
+func CheckMigrationSourcePod(s *snapshot.Snapshot, p Policy, now time.Time, ns, name string) (drift.Finding, bool) {
+	for _, f := range FindMigrationSourcePodLeftovers(NewInput(s, p, now)) {
+		if f.Namespace == ns && f.Object.Name == name {
+			return f, true
+		}
+	}
+	return drift.Finding{}, false
+}
+
 func sourcePodFinding(in Input, vmi *snapshot.VMI, ms *kubevirtv1.VirtualMachineInstanceMigrationState, pod *corev1.Pod, pinned []string) drift.Finding {
 	ns := vmi.Namespace
 	state := "phase " + orNone(string(pod.Status.Phase))
@@ -171,8 +193,8 @@ func sourcePodFinding(in Input, vmi *snapshot.VMI, ms *kubevirtv1.VirtualMachine
 		Message: fmt.Sprintf("finished source launcher pod %s/%s of VMI %s's completed migration still holds claim(s) %s that the VMI no longer uses",
 			ns, pod.Name, vmi.Name, strings.Join(pinned, ", ")),
 		Evidence: ev,
-		Action: drift.Action{Type: drift.None, Remedy: fmt.Sprintf("the guest runs on %s from other claims and this pod has finished: `kubectl delete pod %s -n %s` releases %s (check first that the VMI still runs: `kubectl get vmi %s -n %s -o wide`)",
-			vmi.Status.NodeName, pod.Name, ns, strings.Join(pinned, ", "), vmi.Name, ns)},
+		Action: drift.Action{Type: DeleteMigrationSourcePod, Safe: in.Policy.DeleteMigrationSourcePods, BlockedBy: unlessAsked(in.Policy.DeleteMigrationSourcePods), Remedy: fmt.Sprintf("the guest runs on %s from other claims and this pod has finished: `kubectl delete pod %s -n %s` releases %s (check first that the VMI still runs: `kubectl get vmi %s -n %s -o wide`); or `tether fix -n %s --check %s --delete-migration-source-pods --apply`, which re-reads pod and VMI first",
+			vmi.Status.NodeName, pod.Name, ns, strings.Join(pinned, ", "), vmi.Name, ns, ns, MigrationSourcePodLeftover)},
 	}
 	f.ID = drift.FindingID(f.Check, f.Namespace, f.Object, f.Volume)
 	return f

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/tether-dev/tether/internal/drift"
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -111,8 +112,13 @@ func TestMigrationSourcePodLeftover(t *testing.T) {
 					t.Errorf("evidence lacks %q:\n%s", want, ev)
 				}
 			}
-			if fd.Action.Safe || !strings.Contains(fd.Action.Remedy, "kubectl delete pod "+pod.Name) {
-				t.Errorf("action = %+v, want report only with the delete command", fd.Action)
+			if fd.Action.Type != DeleteMigrationSourcePod || fd.Action.Safe || fd.Action.BlockedBy != drift.NotRequested || !strings.Contains(fd.Action.Remedy, "kubectl delete pod "+pod.Name) {
+				t.Errorf("action = %+v, want DeleteMigrationSourcePod blocked by NotRequested, with the delete command", fd.Action)
+			}
+			p := DefaultPolicy()
+			p.DeleteMigrationSourcePods = true
+			if asked := FindMigrationSourcePodLeftovers(NewInput(s, p, now)); len(asked) != 1 || !asked[0].Action.Safe || asked[0].Action.BlockedBy != "" {
+				t.Errorf("on request: %+v, want one safe DeleteMigrationSourcePod", asked)
 			}
 		})
 	}
