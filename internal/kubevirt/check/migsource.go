@@ -42,8 +42,11 @@ const (
 //   - that migration is completed and did not fail (status.migrationState:
 //     completed true, failed false, no abort requested);
 //   - the pod is the one the migration names as its source (its name, its
-//     created-by label equal to the VMI's UID, scheduled on the source node),
-//     is not one of the VMI's active pods, and is not a target pod;
+//     created-by label equal to the VMI's UID, scheduled on the source node,
+//     not the node the VMI runs on), and is not its target pod. Whether it is
+//     in status.activePods tells nothing: virt-controller (v1.9.0) lists
+//     there every pod the VMI controls, finished or not
+//     (pkg/virt-controller/watch/vmi/lifecycle.go:1030-1049);
 //   - the pod is terminal: phase Succeeded or Failed, or its compute
 //     container has terminated;
 //   - it names at least one claim the VMI's volumes (spec and status) do
@@ -94,17 +97,13 @@ func migrationSucceededOnTarget(vmi *snapshot.VMI) bool {
 }
 
 // isSourceLauncher: the pod is the migration's source launcher pod of the
-// VMI, and not one of its active pods.
+// VMI, on a node the VMI no longer runs on.
 func isSourceLauncher(vmi *snapshot.VMI, pod *corev1.Pod) bool {
 	ms := vmi.Status.MigrationState
 	if pod.Namespace != vmi.Namespace || pod.Name != ms.SourcePod || pod.Name == ms.TargetPod {
 		return false
 	}
-	if pod.Labels[launcherCreatedBy] != string(vmi.UID) || pod.Spec.NodeName != ms.SourceNode {
-		return false
-	}
-	_, active := vmi.Status.ActivePods[pod.UID]
-	return !active
+	return pod.Labels[launcherCreatedBy] == string(vmi.UID) && pod.Spec.NodeName == ms.SourceNode && pod.Spec.NodeName != vmi.Status.NodeName
 }
 
 // launcherFinished: the pod's phase is terminal, or its compute container
@@ -180,7 +179,7 @@ func sourcePodFinding(in Input, vmi *snapshot.VMI, ms *kubevirtv1.VirtualMachine
 	ev := []string{
 		fmt.Sprintf("VMI %s/%s is Running on node %s, the target of migration %s, which completed %s without failing (source node %s, source pod %s, target pod %s)",
 			ns, vmi.Name, vmi.Status.NodeName, orNone(string(ms.MigrationUID)), ended, ms.SourceNode, ms.SourcePod, orNone(ms.TargetPod)),
-		fmt.Sprintf("pod %s/%s (uid %s) is that migration's source launcher pod: %s, not among the VMI's active pods", ns, pod.Name, pod.UID, state),
+		fmt.Sprintf("pod %s/%s (uid %s) is that migration's source launcher pod: %s, on node %s where the VMI no longer runs", ns, pod.Name, pod.UID, state, pod.Spec.NodeName),
 	}
 	for _, c := range pinned {
 		ev = append(ev, fmt.Sprintf("it names claim %s (%s), which no volume of the VMI names: PVC protection counts the pod as a user of it", c, claimState(in, ns, c)))

@@ -69,7 +69,10 @@ func TestMigrationSourcePodLeftover(t *testing.T) {
 			at := metav1.NewTime(f.Epoch())
 			v.DeletionTimestamp = &at
 		}, false},
-		{"pod is an active pod of the VMI -> no finding", func(v *kubevirtv1.VirtualMachineInstance, p *corev1.Pod) { v.Status.ActivePods[p.UID] = "node-1" }, false},
+		{"pod listed in activePods, as KubeVirt lists every pod the VMI controls -> finding", func(v *kubevirtv1.VirtualMachineInstance, p *corev1.Pod) { v.Status.ActivePods[p.UID] = "node-1" }, true},
+		{"pod on the node the VMI runs on -> no finding", func(v *kubevirtv1.VirtualMachineInstance, p *corev1.Pod) {
+			v.Status.MigrationState.SourceNode, v.Status.MigrationState.TargetNode, p.Spec.NodeName = "node-2", "node-2", "node-2"
+		}, false},
 		{"pod is the migration's target pod -> no finding", func(v *kubevirtv1.VirtualMachineInstance, p *corev1.Pod) { v.Status.MigrationState.TargetPod = p.Name }, false},
 		{"pod not the migration's source pod -> no finding", func(v *kubevirtv1.VirtualMachineInstance, _ *corev1.Pod) {
 			v.Status.MigrationState.SourcePod = "virt-launcher-older"
