@@ -131,6 +131,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 	o.scope.register(cmd.Flags())
 	o.fix.register(cmd, "tether fix", "NAMESPACE", "actions")
 	cmd.Flags().BoolVar(&o.deletePods, "delete-attachment-pods", false, "also delete orphaned attachment pods (OrphanAttachmentPod)")
+	cmd.Flags().BoolVar(&o.deleteMigrationSourcePods, "delete-migration-source-pods", false, "also delete MigrationSourcePodLeftover's finished source launcher pods of completed migrations whose VMIs run on the target")
 	cmd.Flags().BoolVar(&o.persistHotplugs, "persist-hotplugs", false, "put UnpersistedHotplug's hot-plugs into their VMs' specs as the VMIs have them, so that KubeVirt's declarative hot-plug sync keeps them")
 	cmd.Flags().BoolVar(&o.ignoreBreaker, "ignore-breaker", false, "act although the controller's blast-radius breaker (in --controller-namespace) is tripped")
 	return bind(cmd, o)
@@ -144,6 +145,8 @@ type fixOptions struct {
 	deletePods bool
 	// persistHotplugs: act on UnpersistedHotplug (PersistHotplug).
 	persistHotplugs bool
+	// deleteMigrationSourcePods: act on MigrationSourcePodLeftover.
+	deleteMigrationSourcePods bool
 	// ignoreBreaker: act although the controller's breaker is tripped.
 	ignoreBreaker bool
 
@@ -173,6 +176,7 @@ func (o *fixOptions) Complete(cmd *cobra.Command) error {
 	}
 	r.policy.DeleteAttachmentPods = o.deletePods
 	r.policy.PersistHotplugs = o.persistHotplugs
+	r.policy.DeleteMigrationSourcePods = o.deleteMigrationSourcePods
 	o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 	o.fixer = r.fixer(o.stderr)
 	o.breaker = &controllerBreaker{config: r.config, namespace: o.scope.controllerNamespace, ignore: o.ignoreBreaker, stderr: o.stderr}

@@ -96,6 +96,9 @@ var actions = map[drift.ActionType]func(e *Executor, f drift.Finding, ev Evidenc
 	check.RemoveOutOfServiceTaint: (*Executor).fence,
 	check.UncordonTenantNode:      (*Executor).fence,
 	check.PersistHotplug:          func(e *Executor, f drift.Finding, _ Evidence) action { return e.persistHotplug(f) },
+	check.DeleteMigrationSourcePod: func(e *Executor, f drift.Finding, _ Evidence) action {
+		return e.deleteMigrationSourcePod(f)
+	},
 }
 
 // Handles says whether Apply carries out actions of type t (the check rows'

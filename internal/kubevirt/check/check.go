@@ -312,6 +312,8 @@ const (
 	ReasonTenantNodeFenceFailed        = "TetherTenantNodeFenceFailed"
 	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
 	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
+	ReasonMigrationSourcePodDeleted    = "TetherMigrationSourcePodDeleted"
+	ReasonMigrationSourcePodFailed     = "TetherMigrationSourcePodDeleteFailed"
 )
 
 // All returns every check, in a fixed order.
@@ -404,6 +406,14 @@ func All() []Check {
 			Subjects: []string{"VirtualMachine"}},
 			Run: FindInterruptedVolumeMigrations, Loop: LoopNamespace,
 			Reads: snapshot.KindVMs | snapshot.KindVMIs | snapshot.KindPVCs},
+		// Per VMI: the finished source launcher pod of its completed
+		// migration that pins claims it no longer uses; deleted only on
+		// request (fix --delete-migration-source-pods). Not in the
+		// controller: no loop holds both a VMI and every pod.
+		{Row: drift.Row{Name: MigrationSourcePodLeftover, Doc: "a finished source launcher pod of a completed migration that still holds claims its VMI no longer uses", Page: page(MigrationSourcePodLeftover),
+			Subjects: []string{"Pod"}, Actions: []drift.ActionType{DeleteMigrationSourcePod}},
+			Run: FindMigrationSourcePodLeftovers, Events: Events{Applied: ReasonMigrationSourcePodDeleted, Failed: ReasonMigrationSourcePodFailed},
+			Reads: snapshot.KindVMIs | snapshot.KindPods | snapshot.KindPVCs},
 	}
 }
 

@@ -29,7 +29,7 @@ func TestLookup(t *testing.T) {
 	}
 	if got := Names(); !reflect.DeepEqual(got, []string{OrphanHotplugVolume, OrphanAttachmentPod, DanglingVolumeReference,
 		StaleVolumeAttachment, MultiAttachConflict, BlockedDeletion, PhantomAttach, StuckPublish, AttachAlreadyPresent, UnpersistedHotplug, TruncatedDiskSerial, DrainEvictsHotplug, TenantNodeDown,
-		StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration}) {
+		StuckHotplugPhase, SharedClaimConflict, InterruptedVolumeMigration, MigrationSourcePodLeftover}) {
 		t.Errorf("Names() = %v", got)
 	}
 }
@@ -244,7 +244,8 @@ func TestChecksAcceptAHandBuiltInput(t *testing.T) {
 		Ready: corev1.ConditionUnknown, ReadySince: now.Add(-time.Hour)}
 	items := append(append(append(orphanWorld(), storageChecksWorld()...), tenantAttachWorld()...), reportItems()...)
 	drained, hp := drainVMI("vm-drained")
-	s := f.Snapshot(append(items, f.Tenant("t-down", f.WithNode(down)), serialVMI("vm-serial", longSerial), drained, hp, guardNoWebhook)...)
+	migrated, source := volumeMigrated("vm-migrated", f.InNamespace("volmig"))
+	s := f.Snapshot(append(items, f.Tenant("t-down", f.WithNode(down)), serialVMI("vm-serial", longSerial), drained, hp, guardNoWebhook, migrated, source)...)
 	for _, c := range All() {
 		got := c.Run(Input{Snapshot: s, Policy: DefaultPolicy(), Now: now})
 		want := c.Run(NewInput(s, DefaultPolicy(), now))

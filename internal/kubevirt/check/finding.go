@@ -16,6 +16,9 @@ const (
 	VMIRemoveVolume drift.ActionType = "VMIRemoveVolume"
 	// DeleteAttachmentPod deletes a hot-plug attachment pod.
 	DeleteAttachmentPod drift.ActionType = "DeleteAttachmentPod"
+	// DeleteMigrationSourcePod deletes the finished source launcher pod of
+	// a completed migration.
+	DeleteMigrationSourcePod drift.ActionType = "DeleteMigrationSourcePod"
 	// DeletePodsOnFencedNode force-deletes the pods bound to a fenced node
 	// that keep a stale VolumeAttachment desired, so that the attach/detach
 	// controller detaches it on its normal path.

@@ -156,6 +156,10 @@ func leanWorld(data []byte) (*snapshot.Snapshot, Policy, time.Time) {
 		s.VMIs = append(s.VMIs, snapshot.VMIOf(vmi))
 		s.AttachmentPods, s.Pods = append(s.AttachmentPods, *pod), append(s.Pods, *pod)
 	}
+	if g.bool() { // a volume migration's finished source pod (MigrationSourcePodLeftover)
+		vmi, pod := volumeMigrated("vm-migrated", fixture.InNamespace("volmig"))
+		s.VMIs, s.Pods = append(s.VMIs, snapshot.VMIOf(vmi)), append(s.Pods, *pod)
+	}
 	// The worlds of the checks of 2025-2026, from the same bytes: tenant
 	// VolumeAttachments with their status (PhantomAttach,
 	// AttachAlreadyPresent), and VMs with shared claims, interrupted volume

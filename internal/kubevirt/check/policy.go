@@ -58,6 +58,11 @@ type Policy struct {
 	// PersistHotplugs: the operator asked for UnpersistedHotplug's
 	// hot-plugs to be put into their VMs' specs (PersistHotplug).
 	PersistHotplugs bool
+	// DeleteMigrationSourcePods: the operator asked for
+	// MigrationSourcePodLeftover's pods to be deleted (`tether fix
+	// --delete-migration-source-pods`). The controller does not run the
+	// check.
+	DeleteMigrationSourcePods bool
 	// MinAttachmentPodAge: younger attachment pods are never deleted. Zero
 	// means DefaultMinAttachmentPodAge.
 	MinAttachmentPodAge time.Duration

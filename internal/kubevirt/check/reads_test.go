@@ -74,6 +74,10 @@ func readsWorld(r *rand.Rand) (*snapshot.Snapshot, Policy) {
 			s.AttachmentPods = append(s.AttachmentPods, *f.AttachmentPod("hp-volume-vm-drained", f.InNamespace("drain"), f.LaunchedBy(vmi)))
 		}
 	}
+	if r.Intn(3) == 0 { // a volume migration's finished source pod
+		vmi, pod := volumeMigrated("vm-migrated", f.InNamespace("volmig"))
+		s.VMIs, s.Pods = append(s.VMIs, snapshot.VMIOf(vmi)), append(s.Pods, *pod)
+	}
 	s.Pods = append(append(s.Pods, st.Pods...), s.AttachmentPods...)
 	s.PVCs = append(s.PVCs, st.PVCs...)
 	s.Nodes, s.VolumeAttachments, s.PVs, s.CSIDrivers, s.NodesGoneSince = st.Nodes, st.VolumeAttachments, st.PVs, st.CSIDrivers, st.NodesGoneSince

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,5 +100,35 @@ func WithInfraOfNode(ctx context.Context, c client.Reader, t snapshot.Tenant, no
 			s.VMIs = []snapshot.VMI{snapshot.VMIOf(&vmi)}
 		}
 	}
+	return snapshot.New(s), nil
+}
+
+// ForMigrationSourcePod reads, for re-checking MigrationSourcePodLeftover
+// on one pod, the pod and the VMI that controls it, each by a direct GET.
+// A pod that is gone gives an empty snapshot; a pod without a controlling
+// VMI, or whose VMI is gone, a snapshot without VMI (the re-check then
+// finds nothing).
+func ForMigrationSourcePod(ctx context.Context, c client.Client, ns, name string) (*snapshot.Snapshot, error) {
+	s := snapshot.Snapshot{}
+	var pod corev1.Pod
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return snapshot.New(s), nil
+		}
+		return nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
+	}
+	s.Pods = []corev1.Pod{pod}
+	owner := metav1.GetControllerOf(&pod)
+	if owner == nil || owner.Kind != "VirtualMachineInstance" {
+		return snapshot.New(s), nil
+	}
+	var vmi kubevirtv1.VirtualMachineInstance
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: owner.Name}, &vmi); err != nil {
+		if apierrors.IsNotFound(err) {
+			return snapshot.New(s), nil
+		}
+		return nil, fmt.Errorf("reading VMI %s/%s: %w", ns, owner.Name, err)
+	}
+	s.VMIs = snapshot.VMIsOf(vmi)
 	return snapshot.New(s), nil
 }
