@@ -308,7 +308,7 @@ func appendVolumeNames(names []string, vmi *snapshot.VMI) ([]string, bool) {
 			names = append(names, vs.Name)
 		}
 		// Found at or after spec: the name of an earlier status entry only.
-		odd = odd || vs.HotplugVolume != nil && (at < 0 || at >= spec || isDetaching(vs.Phase))
+		odd = odd || vs.HotplugVolume != nil && (at < 0 || at >= spec || mayStick(vs.Phase))
 	}
 	return names, odd
 }

@@ -60,6 +60,13 @@ func isDetaching(p kubevirtv1.VolumePhase) bool {
 	return p == kubevirtv1.HotplugVolumeDetaching || p == kubevirtv1.HotplugVolumeUnMounted
 }
 
+// mayStick reports whether a hot-plug in phase p may be stuck however its
+// spec stands: a detach in progress, or a plug virt-handler has still to
+// mount (FindStuckHotplugPhases).
+func mayStick(p kubevirtv1.VolumePhase) bool {
+	return isDetaching(p) || p == kubevirtv1.HotplugVolumeAttachedToNode
+}
+
 // named reports whether an object has the name and namespace every object
 // read from a server has; the checks skip objects without them.
 func named(obj metav1.Object) bool {

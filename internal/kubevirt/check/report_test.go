@@ -99,6 +99,7 @@ func TestStuckHotplugPhaseDecisions(t *testing.T) {
 	replug := f.VMI("vm-a", f.Running(), f.OnNode("node-1"), f.WithHotplug("v1", f.VolumePhase(kubevirtv1.HotplugVolumeDetaching), f.AttachPod("hp-volume-new")))
 	unplugged := f.VMI("vm-a", f.Running(), f.OnNode("node-1"), f.WithHotplug("v1", f.StatusOnly(), f.AttachPod("hp-volume-old")))
 	kept := f.VMI("vm-a", f.Running(), f.OnNode("node-1"), f.WithHotplug("v1", f.AttachPod("hp-volume-old")))
+	attaching := f.VMI("vm-a", f.Running(), f.OnNode("node-1"), f.WithHotplug("v1", f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode), f.AttachPod("hp-volume-new")))
 	old := f.CreatedAt(f.Epoch().Add(20 * time.Minute))   // 40m before now
 	young := f.CreatedAt(f.Epoch().Add(55 * time.Minute)) // 5m before now
 	for _, c := range []stuckCase{
@@ -142,6 +143,23 @@ func TestStuckHotplugPhaseDecisions(t *testing.T) {
 		{name: "wanted volume Ready, pod running -> nothing",
 			why:   "Ready is the phase of an attached volume (types.go:507-508)",
 			items: []any{kept, hpPod("hp-volume-old", old)}},
+		{name: "wanted volume AttachedToNode, its pod running for 40m -> warning, virt-handler on node-1 must mount, no upstream change",
+			why:   "virt-controller writes AttachedToNode once the attachment pod runs (volume-hotplug.go); virt-handler's next sync mounts it and writes MountedToPod (pkg/virt-handler/vm.go updateHotplugVolumeStatus)",
+			items: []any{attaching, hpPod("hp-volume-new", f.RunningSince(f.Epoch().Add(20*time.Minute))), kvAt("v1.9.0")}, sev: drift.SeverityWarning,
+			evidence: []string{"stays AttachedToNode", "expected to act next: virt-handler on node node-1", "no upstream KubeVirt change is known", "has been running since", "for 40m0s", "virt-handler on node node-1 (`kubectl get pods"}},
+		{name: "wanted volume AttachedToNode, its pod running for 5m -> nothing (within the grace)",
+			why:   "a mount follows the pod's start within one virt-handler sync",
+			items: []any{attaching, hpPod("hp-volume-new", f.RunningSince(f.Epoch().Add(55*time.Minute))), kvAt("v1.9.0")}},
+		{name: "wanted volume AttachedToNode, its pod's containers not reported running -> nothing",
+			why:   "until the pod runs virt-handler has nothing to mount; no time to judge by",
+			items: []any{attaching, hpPod("hp-volume-new", old), kvAt("v1.9.0")}},
+		{name: "wanted volume AttachedToNode, its pod not listed -> nothing",
+			why:   "without the pod nothing dates the phase nor says the pod runs",
+			items: []any{attaching, kvAt("v1.9.0")}},
+		{name: "wanted volume AttachedToNode, a newer pod of that name -> nothing",
+			why: "the status names the pod by UID too; another pod of the name says nothing of this one",
+			items: []any{f.VMI("vm-a", f.Running(), f.OnNode("node-1"), f.WithHotplug("v1", f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode), f.AttachPod("hp-volume-new", "uid-of-an-older-pod"))),
+				hpPod("hp-volume-new", f.RunningSince(f.Epoch())), kvAt("v1.9.0")}},
 		{name: "migrating VMI -> nothing (mid-lifecycle)",
 			why:   "during a migration the target attachment pods and statuses change on their own",
 			items: []any{f.VMI("vm-a", f.Running(), f.Migrating(), f.WithHotplug("v1", f.StatusOnly())), kvAt("v1.9.0")}},

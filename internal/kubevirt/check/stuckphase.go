@@ -50,6 +50,12 @@ type stuckHotplug struct {
 //     (FixRemountAfterUnplug); virt-handler on the VMI's node must unmount;
 //     since the deletionTimestamp of the attachment pod, if it is being
 //     deleted, else unknown;
+//   - in the VMI spec and AttachedToNode while its attachment pod runs: the
+//     mount never comes; virt-handler on the VMI's node must mount (it is
+//     down, or failing to mount: no upstream change is known); since the
+//     pod's container started (virt-controller moves the volume to
+//     AttachedToNode once the pod runs, virt-handler mounts it within
+//     seconds); no finding while the pod does not run or is not listed;
 //   - a known duration shorter than StuckPhaseGrace: no finding; a known
 //     one at least as long: warning; an unknown one: info, saying so.
 func FindStuckHotplugPhases(in Input) []drift.Finding {
@@ -90,6 +96,7 @@ func FindStuckHotplugPhases(in Input) []drift.Finding {
 func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec bool) (stuckHotplug, bool) {
 	detaching := inSpec && vs.Phase == kubevirtv1.HotplugVolumeDetaching
 	unplugged := !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted)
+	unmounted := inSpec && vs.Phase == kubevirtv1.HotplugVolumeAttachedToNode
 	if !detaching && !unplugged && (!inSpec || isDetaching(vs.Phase)) {
 		return stuckHotplug{}, false
 	}
@@ -97,9 +104,9 @@ func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec b
 	// Only a pod being deleted matters unless the volume is detaching, and
 	// those are few: most volumes need no lookup at all, and while no
 	// attachment pod is being deleted the status's pod is not even read.
-	if terminating := in.dyingAttachmentPods(); (detaching || len(terminating) > 0) && vs.HotplugVolume.AttachPodName != "" {
+	if terminating := in.dyingAttachmentPods(); (detaching || unmounted || len(terminating) > 0) && vs.HotplugVolume.AttachPodName != "" {
 		name := vs.HotplugVolume.AttachPodName
-		if detaching {
+		if detaching || unmounted {
 			pod = in.Index.AttachmentPod(vmi.Namespace, name)
 		} else {
 			pod = terminating[snapshot.Key{Namespace: vmi.Namespace, Name: name}]
@@ -135,6 +142,14 @@ func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec b
 		return stuckHotplug{fix: fixFor(FixDyingAttachPod), next: "virt-controller", since: pod.DeletionTimestamp.Time,
 			what:      fmt.Sprintf("is in the VMI spec (wanted) and its status (phase %s) still names attachment pod %s, which is being deleted", orNone(string(vs.Phase)), pod.Name),
 			sinceFact: terminatingFact(pod)}, true
+	case unmounted && pod != nil:
+		started := containerStarted(pod)
+		if started.IsZero() {
+			return stuckHotplug{}, false // not running: virt-controller's to move on, or mid-lifecycle
+		}
+		return stuckHotplug{fix: Fix{Component: "virt-handler"}, next: "virt-handler on node " + orNone(vmi.Status.NodeName), since: started,
+			what:      fmt.Sprintf("is in the VMI spec (wanted) and its attachment pod %s runs on node %s, but its status stays AttachedToNode: the volume was never mounted into the guest's pod", pod.Name, orNone(pod.Spec.NodeName)),
+			sinceFact: fmt.Sprintf("attachment pod %s has been running since %s: virt-controller writes AttachedToNode once the pod runs, and virt-handler mounts the volume within seconds of it", pod.Name, started.UTC().Format(time.RFC3339))}, true
 	case !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted):
 		s := stuckHotplug{fix: fixFor(FixRemountAfterUnplug), next: "virt-handler on node " + orNone(vmi.Status.NodeName),
 			what: fmt.Sprintf("is gone from the VMI spec (unplugged) but its status stays %s: the volume is still mounted into the guest's pod", vs.Phase)}
@@ -147,6 +162,25 @@ func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec b
 		return s, true
 	}
 	return stuckHotplug{}, false
+}
+
+// containerStarted is when the last of pod's containers started running,
+// zero unless all of them run.
+func containerStarted(pod *corev1.Pod) time.Time {
+	var at time.Time
+	for _, c := range pod.Status.ContainerStatuses {
+		r := c.State.Running
+		if r == nil || r.StartedAt.IsZero() {
+			return time.Time{}
+		}
+		if r.StartedAt.After(at) {
+			at = r.StartedAt.Time
+		}
+	}
+	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+		return time.Time{}
+	}
+	return at
 }
 
 // terminatingFact says since when the attachment pod is being deleted and,
@@ -172,8 +206,8 @@ func inVMISpec(vmi *snapshot.VMI, name string, hint int) bool {
 }
 
 // hotplugOdd reports whether some hot-plug status entry of the snapshot's
-// VMI i has no spec volume of its name, or a phase of the detaching
-// family (isDetaching). Only such an entry can be stuck unless its
+// VMI i has no spec volume of its name, or a phase that may stick
+// (mayStick). Only such an entry can be stuck unless its
 // attachment pod is being deleted (stuckState). Known once per pass: the
 // walk of DanglingVolumeReference notes it (noteHotplugOdd).
 func (in Input) hotplugOdd(i int) bool {
@@ -185,7 +219,7 @@ func (in Input) hotplugOdd(i int) bool {
 		vmi, odd := &in.Snapshot.VMIs[i], false
 		for j := range vmi.Status.VolumeStatus {
 			vs := &vmi.Status.VolumeStatus[j]
-			odd = odd || vs.HotplugVolume != nil && (isDetaching(vs.Phase) || !inVMISpec(vmi, vs.Name, j))
+			odd = odd || vs.HotplugVolume != nil && (mayStick(vs.Phase) || !inVMISpec(vmi, vs.Name, j))
 		}
 		in.noteHotplugOdd(i, odd)
 	}
@@ -231,8 +265,11 @@ func stuckFinding(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, s stuc
 	ev := []string{
 		fmt.Sprintf("VMI %s/%s (Running on node %s): hot-plug volume %s %s", vmi.Namespace, vmi.Name, orNone(vmi.Status.NodeName), vs.Name, s.what),
 		s.sinceFact,
-		fmt.Sprintf("expected to act next: %s; failure mode %s: %s", s.next, s.fix.Mode, s.fix.What),
-		s.fix.verdict(in.Snapshot.FeatureGates),
+	}
+	if s.fix.Mode == "" {
+		ev = append(ev, fmt.Sprintf("expected to act next: %s; no upstream KubeVirt change is known to cause this: the component is down, or failing (its logs say which)", s.next))
+	} else {
+		ev = append(ev, fmt.Sprintf("expected to act next: %s; failure mode %s: %s", s.next, s.fix.Mode, s.fix.What), s.fix.verdict(in.Snapshot.FeatureGates))
 	}
 	f := drift.Finding{
 		Check:     StuckHotplugPhase,
@@ -256,7 +293,7 @@ func stuckRemedy(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, s stuck
 	watch := fmt.Sprintf("`kubectl get vmi %s -n %s -o jsonpath='{.status.volumeStatus}'`", name, ns)
 	look := "the virt-controller logs (`kubectl logs -n <kubevirt namespace> -l kubevirt.io=virt-controller`)"
 	if s.fix.Component == "virt-handler" {
-		look = fmt.Sprintf("virt-handler on node %s (`kubectl get pods -A -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName=%s`, and its logs): if it is down, the unplug waits for it",
+		look = fmt.Sprintf("virt-handler on node %s (`kubectl get pods -A -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName=%s`, and its logs): if it is down, the volume waits for it",
 			orNone(vmi.Status.NodeName), orNone(vmi.Status.NodeName))
 	}
 	upgrade := ""
