@@ -53,9 +53,11 @@ type stuckHotplug struct {
 //   - in the VMI spec and AttachedToNode while its attachment pod runs: the
 //     mount never comes; virt-handler on the VMI's node must mount (it is
 //     down, or failing to mount: no upstream change is known); since the
-//     pod's container started (virt-controller moves the volume to
-//     AttachedToNode once the pod runs, virt-handler mounts it within
-//     seconds); no finding while the pod does not run or is not listed;
+//     pod's containers started (virt-controller writes AttachedToNode once
+//     it has made the pod, storage.go:166-171 in v1.9.0; virt-handler
+//     mounts the volume once the pod runs, within seconds); no finding
+//     while the pod does not run (an unbound claim keeps it Pending) or is
+//     not listed;
 //   - a known duration shorter than StuckPhaseGrace: no finding; a known
 //     one at least as long: warning; an unknown one: info, saying so.
 func FindStuckHotplugPhases(in Input) []drift.Finding {
@@ -149,7 +151,7 @@ func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec b
 		}
 		return stuckHotplug{fix: Fix{Component: "virt-handler"}, next: "virt-handler on node " + orNone(vmi.Status.NodeName), since: started,
 			what:      fmt.Sprintf("is in the VMI spec (wanted) and its attachment pod %s runs on node %s, but its status stays AttachedToNode: the volume was never mounted into the guest's pod", pod.Name, orNone(pod.Spec.NodeName)),
-			sinceFact: fmt.Sprintf("attachment pod %s has been running since %s: virt-controller writes AttachedToNode once the pod runs, and virt-handler mounts the volume within seconds of it", pod.Name, started.UTC().Format(time.RFC3339))}, true
+			sinceFact: fmt.Sprintf("attachment pod %s has been running since %s: virt-handler mounts a hot-plug within seconds of its attachment pod running, and then writes MountedToPod", pod.Name, started.UTC().Format(time.RFC3339))}, true
 	case !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted):
 		s := stuckHotplug{fix: fixFor(FixRemountAfterUnplug), next: "virt-handler on node " + orNone(vmi.Status.NodeName),
 			what: fmt.Sprintf("is gone from the VMI spec (unplugged) but its status stays %s: the volume is still mounted into the guest's pod", vs.Phase)}
