@@ -2,12 +2,20 @@ package realhandler
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +36,26 @@ func (w *world) handlerDown() {
 			w.t.Errorf("restarting virt-handler: %v", err)
 		}
 	})
+}
+
+// fixAppliesNothing runs tether fix --apply with args and fails the test
+// when it applied anything (why says what it must not act on).
+func (w *world) fixAppliesNothing(args []string, why string) {
+	w.t.Helper()
+	r := tether(w.t, w.env, append([]string{"fix", "--apply"}, args...)...)
+	if r.Code > 1 || strings.Contains(r.Stdout, "Applied") {
+		w.t.Fatalf("fix --apply acted %s: exit %d\n%s%s", why, r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// noSafeAction fails the test when a finding offers a safe action.
+func noSafeAction(t *testing.T, fs []kvtest.Finding, why string) {
+	t.Helper()
+	for _, f := range fs {
+		if f.Action.Safe {
+			t.Fatalf("a finding offers a safe action %s: %+v", why, f)
+		}
+	}
 }
 
 // attachmentPods are the namespace's attachment pods that mount vol.
@@ -83,10 +111,7 @@ func TestReal_unplugWhileTheRealHandlerIsDown(t *testing.T) {
 			t.Fatalf("a finding offers to delete the live VMI's attachment pod: %+v", g)
 		}
 	}
-	r := tether(t, w.env, append([]string{"fix", "--apply", "--stuck-phase-grace", "1s"}, scope...)...)
-	if r.Code > 1 || strings.Contains(r.Stdout, "Applied") {
-		t.Fatalf("fix --apply acted while virt-handler was down: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
-	}
+	w.fixAppliesNothing(append([]string{"--stuck-phase-grace", "1s"}, scope...), "while virt-handler was down")
 
 	if err := w.env.Handler.SetDown(context.Background(), false); err != nil {
 		t.Fatal(err)
@@ -94,4 +119,193 @@ func TestReal_unplugWhileTheRealHandlerIsDown(t *testing.T) {
 	testenv.Eventually(t, 2*time.Minute, "the unplug completes with virt-handler back", func() (bool, error) {
 		return w.phase("g", "data") == "", nil
 	})
+}
+
+// A hot-plug added while real virt-handler is gone from the VMI's node:
+// virt-controller makes the attachment pod and the kubelet runs it, but
+// nobody mounts the volume, which stays AttachedToNode. tether reports
+// StuckHotplugPhase naming that node's virt-handler (it reported nothing
+// before it knew this state), offers no action, and fix --apply changes
+// nothing. Once virt-handler is back it mounts the volume, libvirt
+// attaches it, the guest says so, and the finding is gone.
+func TestReal_attachWhileTheRealHandlerIsDown(t *testing.T) {
+	w := newWorld(t)
+	w.claims("data")
+	w.guest("g")
+	w.handlerDown()
+	w.addVolume(virtapi.VMI, "g", "data")
+	testenv.Eventually(t, 2*time.Minute, "the attachment pod of data running", func() (bool, error) {
+		pods := w.attachmentPods("data")
+		return len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning, nil
+	})
+	time.Sleep(3 * time.Second)
+	if p := w.phase("g", "data"); p != kubevirtv1.HotplugVolumeAttachedToNode {
+		t.Fatalf("with virt-handler down a new hot-plug stays AttachedToNode on real KubeVirt; phase %q", p)
+	}
+
+	scope := []string{"-n", w.ns, "--stuck-phase-grace", "1s"}
+	fs := kvtest.Audit(t, binDir, w.env, scope)
+	f := kvtest.Only(t, fs, check.StuckHotplugPhase, "data")
+	if f.Action.Type != "None" || f.Action.Safe || f.Action.BlockedBy != string(check.WaitsForKubeVirt) || f.Severity != "warning" {
+		t.Fatalf("want a report-only warning held by %s, got %+v", check.WaitsForKubeVirt, f)
+	}
+	for _, want := range []string{"stays AttachedToNode", "expected to act next: virt-handler on node " + w.env.Node.Name} {
+		if !slices.ContainsFunc(f.Evidence, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Fatalf("the evidence should say %q: %q", want, f.Evidence)
+		}
+	}
+	noSafeAction(t, fs, "while the hot-plug attaches")
+	w.fixAppliesNothing(scope, "while virt-handler was down")
+
+	if err := w.env.Handler.SetDown(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
+	w.waitConsole("g", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=data `)
+	for _, g := range kvtest.Audit(t, binDir, w.env, scope) {
+		if g.Check == check.StuckHotplugPhase {
+			t.Fatalf("the finding stays after the mount: %+v", g)
+		}
+	}
+}
+
+// launcherPIDs are the host PIDs of the virt-launcher-monitor processes of
+// the VMI of that UID (the node's PID namespace is a child of the host's).
+func launcherPIDs(uid types.UID) []int {
+	var pids []int
+	files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		args := strings.Split(string(b), "\x00")
+		if err != nil || !strings.HasSuffix(args[0], "virt-launcher-monitor") || !strings.Contains(string(b), string(uid)) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// The launcher of a running guest with a Ready hot-plug is killed (the
+// compute container's first process, SIGKILL). KubeVirt marks the VMI
+// Failed and deletes its attachment pod; the Failed VMI's status still
+// lists the hot-plug Ready, naming the deleted pod. A final VMI holds no
+// disk: tether reports nothing and acts on nothing, and the claim is free
+// for the next guest, whose guest sees the disk.
+func TestReal_launcherKilled_aFinalVMIHoldsNothing(t *testing.T) {
+	w := newWorld(t)
+	w.claims("data")
+	w.guest("g")
+	w.addVolume(virtapi.VMI, "g", "data")
+	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
+	pids := launcherPIDs(w.vmi("g").UID)
+	if len(pids) != 1 {
+		t.Fatalf("want the one virt-launcher-monitor of g, found %v", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, "VMI g Failed and its attachment pod gone", func() (bool, error) {
+		return w.vmi("g").Status.Phase == kubevirtv1.Failed && len(w.attachmentPods("data")) == 0, nil
+	})
+	if p := w.phase("g", "data"); p != kubevirtv1.VolumeReady {
+		t.Logf("the Failed VMI's status lists data in phase %q", p)
+	}
+	scope := []string{"-n", w.ns, "--stuck-phase-grace", "1s"}
+	if fs := kvtest.Audit(t, binDir, w.env, scope); len(fs) != 0 {
+		t.Fatalf("a Failed VMI's last status is no drift; got %+v", fs)
+	}
+	w.fixAppliesNothing(scope, "on a world with nothing to fix")
+	w.guest("g2")
+	w.addVolume(virtapi.VMI, "g2", "data")
+	w.waitPhase("g2", "data", kubevirtv1.VolumeReady)
+	w.waitConsole("g2", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=data `)
+}
+
+// The claim of a Ready hot-plug is deleted under the running guest. The
+// kubelet's pvc-protection finalizer keeps it while pods use it: it stays
+// Terminating, the guest keeps the disk. tether reports the reference
+// (DanglingVolumeReference, held by DeletionPostponed: a claim that still
+// exists is never dangling) with a remedy that keeps the data or lets the
+// deletion finish, and never removes the disk itself. When the operator
+// runs the remedy's removevolume, the guest sees the disk go and the claim
+// is gone.
+func TestReal_claimDeletedUnderARunningGuest(t *testing.T) {
+	w := newWorld(t)
+	w.claims("data")
+	w.guest("g")
+	w.addVolume(virtapi.VMI, "g", "data")
+	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
+	w.waitConsole("g", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=data `)
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: w.ns}}
+	if err := w.c.Delete(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(claim), claim); err != nil || claim.DeletionTimestamp == nil {
+		t.Fatalf("the claim in use should stay Terminating: %v %+v", err, claim.ObjectMeta)
+	}
+
+	scope := []string{"-n", w.ns, "--blocked-deletion-grace", "1s"}
+	fs := kvtest.Audit(t, binDir, w.env, scope)
+	f := kvtest.Only(t, fs, check.DanglingVolumeReference, "data")
+	if f.Action.Safe || f.Action.BlockedBy != "DeletionPostponed" || !strings.Contains(f.Action.Remedy, "removevolume") || !strings.Contains(f.Action.Remedy, "Retain") {
+		t.Fatalf("want a held DanglingVolumeReference whose remedy keeps the data or removes the reference, got %+v", f)
+	}
+	noSafeAction(t, fs, "on the disk of a running guest")
+	w.fixAppliesNothing(scope, "on a claim being deleted under a guest")
+	time.Sleep(3 * time.Second)
+	if removed(w.console("g"), "data") || w.phase("g", "data") != kubevirtv1.VolumeReady {
+		t.Fatalf("the guest lost its disk:\n%s", w.console("g"))
+	}
+
+	w.removeVolume(virtapi.VMI, "g", "data")
+	w.waitConsole("g", 2*time.Minute, `TETHER-DISK-REMOVED name=sd\w+ serial=data`)
+	testenv.Eventually(t, 2*time.Minute, "the claim gone once nothing uses it", func() (bool, error) {
+		err := w.c.Get(context.Background(), client.ObjectKeyFromObject(claim), &corev1.PersistentVolumeClaim{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// A VMI-only hot-plug whose claim cannot bind yet (it names a volume that
+// does not exist): virt-controller writes AttachedToNode at once, but the
+// attachment pod stays Pending, unscheduled. The tenant wants nothing of
+// it, so tether calls it an orphan, but one still attaching: not safe
+// (VolumeNotReady); nothing is stuck (the pod does not run) and fix
+// --apply leaves it.
+func TestReal_pendingHotplug_neverRemoved(t *testing.T) {
+	w := newWorld(t)
+	w.guest("g")
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: w.ns}, Spec: corev1.PersistentVolumeClaimSpec{
+		VolumeName:  "not-there-yet-" + w.ns,
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
+	}}
+	if err := w.c.Create(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	w.addVolume(virtapi.VMI, "g", "late")
+	testenv.Eventually(t, time.Minute, "the attachment pod of late made", func() (bool, error) {
+		return len(w.attachmentPods("late")) == 1, nil
+	})
+	time.Sleep(5 * time.Second)
+	if pods := w.attachmentPods("late"); pods[0].Status.Phase != corev1.PodPending {
+		t.Fatalf("the attachment pod of an unbound claim should stay Pending, is %s", pods[0].Status.Phase)
+	}
+	scope := append(kvtest.Tenant(t, w.env, w.ns, "g", "late"), "--stuck-phase-grace", "1s")
+	fs := kvtest.Audit(t, binDir, w.env, scope)
+	f := kvtest.Only(t, fs, check.OrphanHotplugVolume, "late")
+	if f.Action.Safe || f.Action.BlockedBy != "VolumeNotReady" {
+		t.Fatalf("an orphan still attaching must not be safe to remove: %+v", f)
+	}
+	for _, g := range fs {
+		if g.Check == check.StuckHotplugPhase {
+			t.Fatalf("a hot-plug whose pod does not run is not stuck on virt-handler: %+v", g)
+		}
+	}
+	w.fixAppliesNothing(scope, "on a hot-plug still attaching")
+	if p := w.phase("g", "late"); p == "" {
+		t.Fatal("the pending hot-plug is gone from the VMI")
+	}
 }

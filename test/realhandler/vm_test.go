@@ -2,7 +2,6 @@ package realhandler
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,10 +60,7 @@ func TestReal_VMRoute_hotplugInUse_neverRemoved(t *testing.T) {
 			t.Fatalf("a hot-plug in the VM spec that the guest uses got a safe action: %+v", f)
 		}
 	}
-	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
-	if r.Code > 1 || strings.Contains(r.Stdout, "Applied") {
-		t.Fatalf("fix --apply acted on a world with nothing to fix: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
-	}
+	w.fixAppliesNothing(scope, "on a world with nothing to fix")
 	time.Sleep(3 * time.Second)
 	if removed(w.console("vm1"), "data") || w.phase("vm1", "data") != kubevirtv1.VolumeReady {
 		t.Fatalf("the guest lost the disk it uses:\n%s", w.console("vm1"))
@@ -81,9 +77,5 @@ func TestReal_VMRoute_hotplugInUse_neverRemoved(t *testing.T) {
 		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "vm1"}, &v)
 		return client.IgnoreNotFound(err) == nil && err != nil, nil
 	})
-	for _, f := range kvtest.Audit(t, binDir, w.env, []string{"-n", w.ns}) {
-		if f.Action.Safe {
-			t.Fatalf("a VM stopped with its hot-plug got a safe action: %+v", f)
-		}
-	}
+	noSafeAction(t, kvtest.Audit(t, binDir, w.env, []string{"-n", w.ns}), "for a VM stopped with its hot-plug")
 }
