@@ -103,9 +103,10 @@ env-down:
 
 KUBEVIRT ?= emulator
 
-## demo: the main job on the local environment (KUBEVIRT=real: on real KubeVirt instead of the emulator)
+## demo: the main job on the local environment (KUBEVIRT=real: on real KubeVirt instead of the emulator; KUBEVIRT=handler: also real virt-handler on a real node, whose guest sees its orphan go; root)
 demo: controlplane build
-	@if [ "$(KUBEVIRT)" = real ]; then hack/kubevirt.sh >/dev/null; fi
+	@if [ "$(KUBEVIRT)" = real ] || [ "$(KUBEVIRT)" = handler ]; then hack/kubevirt.sh >/dev/null; fi
+	@if [ "$(KUBEVIRT)" = handler ]; then hack/node.sh --host && hack/node.sh >/dev/null && hack/kubevirt-node.sh >/dev/null; fi
 	TETHER_CONTROLPLANE_BIN="$$(hack/controlplane.sh)" KUBEVIRT="$(KUBEVIRT)" hack/demo.sh
 
 ## demo-openstack: tether openstack audit and fix on real Nova and Cinder (the OpenStack test world), with the four kinds of drift seeded

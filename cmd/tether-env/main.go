@@ -38,7 +38,7 @@ func main() {
 	fs.Var(&tenants, "tenant", "also start a tenant cluster with this name (repeatable)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the environment")
 	migration := fs.Duration("migration-duration", 0, "how long an emulated migration runs (default: the emulator's)")
-	kv := fs.String("kubevirt", localenv.KubeVirtFromEnv(), "KubeVirt of the world: emulator, or real (virt-api and virt-controller built by hack/kubevirt.sh; default $TETHER_KUBEVIRT)")
+	kv := fs.String("kubevirt", localenv.KubeVirtFromEnv(), "KubeVirt of the world: emulator, real (virt-api and virt-controller built by hack/kubevirt.sh), or handler (real, and real virt-handler on a real node booting guests; root, hack/node.sh and hack/kubevirt-node.sh); default $TETHER_KUBEVIRT")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -119,7 +119,7 @@ func up(dir string, tenants []string, migration, timeout time.Duration, kv strin
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	fmt.Fprintln(os.Stderr, "starting the local environment (control plane + KubeVirt emulator)...")
+	fmt.Fprintf(os.Stderr, "starting the local environment (control plane, KubeVirt: %s)...\n", kv)
 	t0 := time.Now()
 	deadline := time.After(timeout)
 	for {
@@ -164,6 +164,13 @@ func serve(dir string, tenants []string, migration time.Duration, kv string) err
 	}
 	for name, t := range env.Tenants {
 		if err := copyFile(t.Kubeconfig, filepath.Join(dir, "tenant-"+name+".kubeconfig")); err != nil {
+			return err
+		}
+	}
+	if env.Node != nil {
+		// The real node's container logs (pods/<ns>_<pod>_<uid>/<container>/),
+		// where a guest's serial console is read (guest-console-log).
+		if err := os.Symlink(env.Node.LogDir(), filepath.Join(dir, "node-logs")); err != nil {
 			return err
 		}
 	}

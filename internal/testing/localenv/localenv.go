@@ -41,9 +41,10 @@ type Options struct {
 	// true); with ControllerManager, the real attach/detach controller then
 	// attaches volumes of pods bound to Nodes it manages.
 	Attacher bool
-	// KubeVirt chooses the world's KubeVirt: KubeVirtEmulator (the default)
-	// or KubeVirtReal (virt-api and virt-controller built from KubeVirt's
-	// module, see package realkubevirt).
+	// KubeVirt chooses the world's KubeVirt: KubeVirtEmulator (the default),
+	// KubeVirtReal (virt-api and virt-controller built from KubeVirt's
+	// module, see package realkubevirt), or KubeVirtHandler (KubeVirtReal
+	// with RealHandler).
 	KubeVirt string
 	// FeatureGates are listed in real KubeVirt's CR (KubeVirtReal only).
 	FeatureGates []string
@@ -67,6 +68,9 @@ type Options struct {
 const (
 	KubeVirtEmulator = "emulator"
 	KubeVirtReal     = "real"
+	// KubeVirtHandler is KubeVirtReal with real virt-handler on a real node
+	// (Options.RealHandler).
+	KubeVirtHandler = "handler"
 )
 
 // KubeVirtFromEnv is $TETHER_KUBEVIRT ("real" or "emulator"), default emulator.
@@ -112,12 +116,12 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 		_ = os.MkdirAll(d, 0o700)
 		return d
 	}
-	if o.RealHandler {
-		o.KubeVirt, o.RealNode = KubeVirtReal, true
+	if o.RealHandler || o.KubeVirt == KubeVirtHandler {
+		o.KubeVirt, o.RealNode, o.RealHandler = KubeVirtReal, true, true
 	}
 	real := o.KubeVirt == KubeVirtReal
 	if o.KubeVirt != "" && !real && o.KubeVirt != KubeVirtEmulator {
-		return env, fmt.Errorf("unknown KubeVirt %q: use %q or %q", o.KubeVirt, KubeVirtEmulator, KubeVirtReal)
+		return env, fmt.Errorf("unknown KubeVirt %q: use %q, %q or %q", o.KubeVirt, KubeVirtEmulator, KubeVirtReal, KubeVirtHandler)
 	}
 	infra := controlplane.Options{
 		Dir: sub("infra"), ControllerManager: o.ControllerManager, StartTimeout: o.StartTimeout,
