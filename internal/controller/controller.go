@@ -143,22 +143,8 @@ func New(o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Finalizers left outside what protection now covers (protect.Sweeper).
-	if err := protect.AddSweeper(mgr, protect.SweepOptions{Coverage: protect.Coverage{Enabled: o.Config.Protection.Enabled, Namespaces: o.Config.Scope.Namespaces}, Identity: o.Identity, Log: o.Log}); err != nil {
+	if err := setupProtection(mgr, o); err != nil {
 		return nil, err
-	}
-	if o.Config.Protection.Enabled {
-		sel, err := o.Config.VMSelector()
-		if err != nil {
-			return nil, err
-		}
-		po := protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log, ReleaseDelay: o.Config.Protection.ReleaseDelay.Duration, Now: o.Now}
-		if err := protect.Setup(mgr, po); err != nil {
-			return nil, err
-		}
-		if webhookEnabled(o) {
-			protect.SetupWebhook(mgr, protect.WebhookOptions{Namespaces: o.Config.Scope.Namespaces, Log: o.Log})
-		}
 	}
 	if o.LeaderElect {
 		lease := o.LeaderElectionNamespace + "/" + o.LeaderElectionID
@@ -211,6 +197,30 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// setupProtection registers the sweep of finalizers left outside what
+// protection now covers (protect.Sweeper) and, when protection is on, its
+// reconciler and, where enabled, its webhook.
+func setupProtection(mgr manager.Manager, o Options) error {
+	if err := protect.AddSweeper(mgr, protect.SweepOptions{Coverage: protect.Coverage{Enabled: o.Config.Protection.Enabled, Namespaces: o.Config.Scope.Namespaces}, Identity: o.Identity, Log: o.Log}); err != nil {
+		return err
+	}
+	if !o.Config.Protection.Enabled {
+		return nil
+	}
+	sel, err := o.Config.VMSelector()
+	if err != nil {
+		return err
+	}
+	po := protect.Options{Selector: sel, Identity: o.Identity, Log: o.Log, ReleaseDelay: o.Config.Protection.ReleaseDelay.Duration, Now: o.Now}
+	if err := protect.Setup(mgr, po); err != nil {
+		return err
+	}
+	if webhookEnabled(o) {
+		protect.SetupWebhook(mgr, protect.WebhookOptions{Namespaces: o.Config.Scope.Namespaces, Log: o.Log})
+	}
+	return nil
 }
 
 // publishLimits records, on the leader, the blast-radius limit beside the

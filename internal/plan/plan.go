@@ -170,25 +170,7 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 	if o.Planned != nil {
 		o.Planned(rep.Items)
 	}
-	if len(guard) > 0 && o.Notes != nil {
-		switch {
-		case !o.Apply:
-			fmt.Fprintf(o.Notes, "note: the anomaly guard would refuse --apply: %s\n", strings.Join(guard, "; "))
-		case o.Guard.Override:
-			fmt.Fprintf(o.Notes, "warning: anomaly guard overridden (%s): %s\n", o.Guard.flag(), strings.Join(guard, "; "))
-		}
-	}
-	if o.Breaker != nil && o.Notes != nil {
-		planned := 0
-		for _, it := range rep.Items {
-			if it.Planned {
-				planned++
-			}
-		}
-		if line := o.Breaker.Tell(ctx, planned); line != "" {
-			fmt.Fprintln(o.Notes, line)
-		}
-	}
+	o.tell(ctx, guard, rep.Items)
 	if !o.Apply {
 		return rep, nil
 	}
@@ -203,6 +185,41 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 			return Report{}, err
 		}
 	}
+	apply(ctx, fx, o, &rep)
+	return rep, nil
+}
+
+// tell writes the notes of a plan before it is applied: what the anomaly
+// guard says of it, and what the blast-radius breaker will allow.
+func (o Options) tell(ctx context.Context, guard []string, items []Item) {
+	if o.Notes == nil {
+		return
+	}
+	if len(guard) > 0 {
+		switch {
+		case !o.Apply:
+			fmt.Fprintf(o.Notes, "note: the anomaly guard would refuse --apply: %s\n", strings.Join(guard, "; "))
+		case o.Guard.Override:
+			fmt.Fprintf(o.Notes, "warning: anomaly guard overridden (%s): %s\n", o.Guard.flag(), strings.Join(guard, "; "))
+		}
+	}
+	if o.Breaker != nil {
+		planned := 0
+		for _, it := range items {
+			if it.Planned {
+				planned++
+			}
+		}
+		if line := o.Breaker.Tell(ctx, planned); line != "" {
+			fmt.Fprintln(o.Notes, line)
+		}
+	}
+}
+
+// apply carries out the planned items of rep in order, each through
+// fx.Fix, as long as the breaker's limiter lets it; the rest are skipped
+// with the limiter's reason.
+func apply(ctx context.Context, fx Fixer, o Options, rep *Report) {
 	rep.Applied = true
 	limiter, _ := o.Breaker.(Limiter)
 	var stopped error
@@ -229,7 +246,6 @@ func Run(ctx context.Context, fx Fixer, o Options) (Report, error) {
 			o.Breaker.Count(ctx, it.Finding, r)
 		}
 	}
-	return rep, nil
 }
 
 // sighted surveys fx and runs the first-sighting stage: when a safe

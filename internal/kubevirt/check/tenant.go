@@ -94,32 +94,9 @@ func oneTenant(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snaps
 		}
 		return tenantUnknown, TenantIncomplete, ev
 	}
-	hs, n := [2]string{volume, claim}, 2
-	if claim == "" || claim == volume {
-		n = 1
-	}
-	var deleting []string
-	detaching := false
-	for _, node := range nodes {
-		for _, h := range hs[:n] {
-			if t.KubeletUses(node.Name, h) {
-				return tenantWants, "", nil
-			}
-			as := t.Attachments(h)
-			for j := range as {
-				a := &as[j] // not copied: an attachment is a large struct
-				if a.Node != node.Name {
-					continue
-				}
-				if !a.Deleting {
-					return tenantWants, "", nil
-				}
-				detaching = true
-				if explain {
-					deleting = append(deleting, fmt.Sprintf("tenant %q VolumeAttachment %s (node %q, volume handle %q) is being deleted: detach in progress", t.Name, a.Name, a.Node, a.Handle))
-				}
-			}
-		}
+	wanted, detaching, deleting := tenantUse(t, nodes, volume, claim, explain)
+	if wanted {
+		return tenantWants, "", nil
 	}
 	if explain {
 		for _, node := range nodes {
@@ -129,27 +106,11 @@ func oneTenant(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snaps
 	if detaching {
 		return tenantDetaching, DetachInProgress, append(ev, deleting...)
 	}
-	for _, node := range nodes {
-		if un := t.Unresolved(node.Name); len(un) > 0 {
-			if explain {
-				a := un[0]
-				ev = append(ev, fmt.Sprintf("tenant %q VolumeAttachment %s on node %q uses PV %q whose volume handle is unknown", t.Name, a.Name, a.Node, a.PV))
-			}
-			return tenantUnknown, TenantIncomplete, ev
-		}
-	}
-	if amb := t.Ambiguous(vm); len(amb) > 0 {
+	if reason, why := tenantUnsure(t, nodes, vm, explain); reason != "" {
 		if explain {
-			ev = append(ev, fmt.Sprintf("tenant %q: %s", t.Name, amb[0]))
+			ev = append(ev, why)
 		}
-		return tenantUnknown, TenantNodeUnmapped, ev
-	}
-	if unknown := t.UnknownNodes(); len(unknown) > 0 {
-		// Such a node may be this VM: its attachments cannot be ruled out.
-		if explain {
-			ev = append(ev, fmt.Sprintf("tenant %q: %s", t.Name, unknown[0]))
-		}
-		return tenantUnknown, TenantNodeUnmapped, ev
+		return tenantUnknown, reason, ev
 	}
 	if len(nodes) == 0 {
 		// Not one of this tenant's nodes: its attachments say nothing
@@ -165,6 +126,68 @@ func oneTenant(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snaps
 			t.Name, t.Driver, handles(volume, claim), nodes[0].Name))
 	}
 	return tenantNotWanted, "", ev
+}
+
+// tenantUse says whether tenant t's kubelet or a VolumeAttachment on one of
+// nodes uses the volume (by its name or its claim's), or else whether only
+// attachments being deleted do (with, when explain, the evidence of each).
+func tenantUse(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, volume, claim string, explain bool) (wanted, detaching bool, deleting []string) {
+	hs, n := [2]string{volume, claim}, 2
+	if claim == "" || claim == volume {
+		n = 1
+	}
+	for _, node := range nodes {
+		for _, h := range hs[:n] {
+			if t.KubeletUses(node.Name, h) {
+				return true, false, nil
+			}
+			as := t.Attachments(h)
+			for j := range as {
+				a := &as[j] // not copied: an attachment is a large struct
+				if a.Node != node.Name {
+					continue
+				}
+				if !a.Deleting {
+					return true, false, nil
+				}
+				detaching = true
+				if explain {
+					deleting = append(deleting, fmt.Sprintf("tenant %q VolumeAttachment %s (node %q, volume handle %q) is being deleted: detach in progress", t.Name, a.Name, a.Node, a.Handle))
+				}
+			}
+		}
+	}
+	return false, detaching, deleting
+}
+
+// tenantUnsure returns why tenant t's attachments cannot rule out a use by
+// VM vm, with its evidence: an attachment on one of nodes whose PV's volume
+// handle is unknown (TenantIncomplete), a node that may or may not be vm,
+// or a node mapped to no VM (TenantNodeUnmapped); "" when they can. The
+// evidence is written only when explain is set.
+func tenantUnsure(t *snapshot.TenantIndex, nodes []snapshot.TenantNodeRef, vm snapshot.InfraVM, explain bool) (reason drift.BlockReason, why string) {
+	say := func(format string, args ...any) {
+		if explain {
+			why = fmt.Sprintf(format, args...)
+		}
+	}
+	for _, node := range nodes {
+		if un := t.Unresolved(node.Name); len(un) > 0 {
+			a := un[0]
+			say("tenant %q VolumeAttachment %s on node %q uses PV %q whose volume handle is unknown", t.Name, a.Name, a.Node, a.PV)
+			return TenantIncomplete, why
+		}
+	}
+	if amb := t.Ambiguous(vm); len(amb) > 0 {
+		say("tenant %q: %s", t.Name, amb[0])
+		return TenantNodeUnmapped, why
+	}
+	if unknown := t.UnknownNodes(); len(unknown) > 0 {
+		// Such a node may be this VM: its attachments cannot be ruled out.
+		say("tenant %q: %s", t.Name, unknown[0])
+		return TenantNodeUnmapped, why
+	}
+	return "", ""
 }
 
 func handles(volume, claim string) string {
