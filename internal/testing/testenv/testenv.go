@@ -1,11 +1,14 @@
 // Package testenv gives integration tests a running local world (see
-// package localenv): one per test package, started from TestMain, with a
-// fresh namespace per test and kubectl as a real client.
+// package localenv): one per test package, chosen in TestMain and started
+// by the first test that asks for it, with a fresh namespace per test and
+// kubectl as a real client.
 //
 //	func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
 //	func TestX(t *testing.T) { env := testenv.Get(t); ns := env.Namespace(t); ... }
 //
-// Under `go test -short` no environment is started and Get skips the test.
+// A run of the package's unit tests alone (go test -run TestPure) starts
+// no environment. Under `go test -short` none is started and Get skips the
+// test.
 package testenv
 
 import (
@@ -15,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,48 +44,54 @@ type Env struct {
 }
 
 var (
+	options  Options
+	mainRan  bool
+	starting sync.Once
 	shared   *Env
 	startErr error
 )
 
-// Main starts the environment, runs the package's tests and stops it. It
-// exits the process with the tests' result.
+// Main runs the package's tests with an environment of o, started on the
+// first Get, and stops it. It exits the process with the tests' result.
 func Main(m *testing.M, o Options) {
 	flag.Parse()
-	code := run(m, o)
+	options, mainRan = o, true
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+	}
 	os.Exit(code)
 }
 
-func run(m *testing.M, o Options) int {
-	if !testing.Short() {
-		t0 := time.Now()
-		env, err := localenv.Start(context.Background(), o)
-		if err != nil {
-			startErr = err
-			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-		} else {
-			defer env.Stop()
-			shared = &Env{Env: env, Config: env.Config()}
-			shared.Client = kubernetes.NewForConfigOrDie(shared.Config)
-			shared.Dynamic = dynamic.NewForConfigOrDie(shared.Config)
-			fmt.Fprintf(os.Stderr, "testenv: environment ready in %s\n", time.Since(t0).Round(time.Millisecond))
-		}
+// start starts the package's environment, once.
+func start() {
+	t0 := time.Now()
+	env, err := localenv.Start(context.Background(), options)
+	if err != nil {
+		startErr = err
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return
 	}
-	return m.Run()
+	shared = &Env{Env: env, Config: env.Config()}
+	shared.Client = kubernetes.NewForConfigOrDie(shared.Config)
+	shared.Dynamic = dynamic.NewForConfigOrDie(shared.Config)
+	fmt.Fprintf(os.Stderr, "testenv: environment ready in %s\n", time.Since(t0).Round(time.Millisecond))
 }
 
-// Get returns the package's environment; it skips under -short and fails
-// the test when the environment could not start.
+// Get returns the package's environment, starting it on first use; it
+// skips under -short and fails the test when the environment could not
+// start.
 func Get(t testing.TB) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: skipped with -short")
 	}
+	if !mainRan {
+		t.Fatal("test environment not set up: call testenv.Main from TestMain")
+	}
+	starting.Do(start)
 	if shared == nil {
-		if startErr != nil {
-			t.Fatalf("test environment did not start: %v", startErr)
-		}
-		t.Fatal("test environment not started: call testenv.Main from TestMain")
+		t.Fatalf("test environment did not start: %v", startErr)
 	}
 	return shared
 }
