@@ -1,6 +1,9 @@
 package controller
 
-import "github.com/tether-dev/tether/internal/controller/records"
+import (
+	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/eventreason"
+)
 
 // Event reasons the record keeper records besides the action outcomes of
 // package act (contract: operators alert on them).
@@ -24,18 +27,18 @@ const (
 // that waits for a volume attached to another node (contract: operators
 // alert on it). Like the attach/detach controller's own Multi-Attach Events,
 // it names pods only in the waiting pod's namespace and counts the others.
-const EventMultiAttach = "TetherMultiAttachConflict"
+const EventMultiAttach = eventreason.MultiAttach
 
 // Event reasons of the "on restart" mode (contract: operators alert on
 // them), recorded on the VM besides the action outcomes of package act.
 const (
 	// EventDanglingRemovedOnStart: a dangling hot-plugged reference was
 	// removed from a VM that is about to start.
-	EventDanglingRemovedOnStart = "TetherDanglingRemovedOnStart"
+	EventDanglingRemovedOnStart = eventreason.DanglingOnStart
 	// EventDanglingBlocksStart: a dangling reference of a starting VM that
 	// tether does not remove (a boot or other non-hot-pluggable disk, or a
 	// hold of the check); the message names the claim and the procedure.
-	EventDanglingBlocksStart = "TetherDanglingBlocksStart"
+	EventDanglingBlocksStart = eventreason.DanglingBlocksStart
 	// EventDanglingWouldRemove: dry run; the reference would be removed.
-	EventDanglingWouldRemove = "TetherDanglingWouldRemoveOnStart"
+	EventDanglingWouldRemove = eventreason.DanglingWouldRemove
 )

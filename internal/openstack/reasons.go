@@ -1,6 +1,9 @@
 package openstack
 
-import "github.com/tether-dev/tether/internal/drift"
+import (
+	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/eventreason"
+)
 
 // The reasons of the log lines `tether openstack` writes for its findings
 // and actions (contract: log pipelines alert on them). They are the
@@ -8,18 +11,18 @@ import "github.com/tether-dev/tether/internal/drift"
 // Events, so each is one structured log line instead.
 const (
 	// ReasonFindingObserved: a run observed the finding.
-	ReasonFindingObserved = "TetherFindingObserved"
+	ReasonFindingObserved = eventreason.FindingObserved
 	// ReasonActionApplied, ReasonActionPending, ReasonActionRefused and
 	// ReasonActionFailed: how a repair ended.
-	ReasonActionApplied = "TetherActionApplied"
-	ReasonActionPending = "TetherActionPending"
-	ReasonActionRefused = "TetherActionRefused"
-	ReasonActionFailed  = "TetherActionFailed"
+	ReasonActionApplied = eventreason.ActionApplied
+	ReasonActionPending = eventreason.ActionPending
+	ReasonActionRefused = eventreason.ActionRefused
+	ReasonActionFailed  = eventreason.ActionFailed
 	// ReasonBlastRadiusExceeded: the runs' blast-radius breaker tripped; no
 	// run repairs anything until an operator resets it.
-	ReasonBlastRadiusExceeded = "TetherBlastRadiusExceeded"
+	ReasonBlastRadiusExceeded = eventreason.BlastRadius
 	// ReasonAnomalyGuard: the anomaly guard refused a run's whole batch.
-	ReasonAnomalyGuard = "TetherAnomalyGuard"
+	ReasonAnomalyGuard = eventreason.AnomalyGuard
 )
 
 // OutcomeReason is the reason of a repair's outcome.

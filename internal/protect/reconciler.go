@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kevent"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
@@ -34,7 +35,7 @@ import (
 const (
 	// EventDeletionPostponed is recorded on a protected object whose
 	// deletion waits because VMs still use it.
-	EventDeletionPostponed = "TetherDeletionPostponed"
+	EventDeletionPostponed = eventreason.DeletionPostponed
 )
 
 // Options configure the protection reconcilers.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kevent"
 	"github.com/tether-dev/tether/internal/metrics"
 )
@@ -22,7 +23,7 @@ import (
 // EventStrandedFinalizer is recorded on an object that keeps Finalizer
 // outside what the controller protects, with the command that releases it
 // (contract: operators alert on it).
-const EventStrandedFinalizer = "TetherStrandedFinalizer"
+const EventStrandedFinalizer = eventreason.StrandedFinalizer
 
 // Why a stranded finalizer stays (the reason label of
 // tether_protection_stranded_finalizers).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kevent"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
@@ -24,9 +25,9 @@ const (
 	ReasonOrphanDetached     = check.ReasonOrphanDetached
 	ReasonDanglingRemoved    = check.ReasonDanglingRemoved
 	ReasonOrphanDetachFailed = check.ReasonOrphanDetachFailed
-	ReasonActionRefused      = "TetherActionRefused"
-	ReasonActionPending      = "TetherActionPending"
-	ReasonActionDeferred     = "TetherActionDeferred"
+	ReasonActionRefused      = eventreason.ActionRefused
+	ReasonActionPending      = eventreason.ActionPending
+	ReasonActionDeferred     = eventreason.ActionDeferred
 	// StaleVolumeAttachment's outcomes.
 	ReasonStaleAttachmentReleased      = check.ReasonStaleAttachmentReleased
 	ReasonStaleAttachmentReleaseFailed = check.ReasonStaleAttachmentReleaseFailed

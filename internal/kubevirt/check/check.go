@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -302,18 +303,18 @@ func (c Check) Find(in Input) []drift.Finding { return c.Run(in) }
 
 // Event reasons of the checks' actions (contract: operators alert on them).
 const (
-	ReasonOrphanDetached               = "TetherOrphanDetached"
-	ReasonOrphanDetachFailed           = "TetherOrphanDetachFailed"
-	ReasonDanglingRemoved              = "TetherDanglingReferenceRemoved"
-	ReasonStuckPublishRemoved          = "TetherStuckPublishRemoved"
-	ReasonHotplugPersisted             = "TetherHotplugPersisted"
-	ReasonHotplugPersistFailed         = "TetherHotplugPersistFailed"
-	ReasonTenantNodeFence              = "TetherTenantNodeFence"
-	ReasonTenantNodeFenceFailed        = "TetherTenantNodeFenceFailed"
-	ReasonStaleAttachmentReleased      = "TetherStaleAttachmentReleased"
-	ReasonStaleAttachmentReleaseFailed = "TetherStaleAttachmentReleaseFailed"
-	ReasonMigrationSourcePodDeleted    = "TetherMigrationSourcePodDeleted"
-	ReasonMigrationSourcePodFailed     = "TetherMigrationSourcePodDeleteFailed"
+	ReasonOrphanDetached               = eventreason.OrphanDetached
+	ReasonOrphanDetachFailed           = eventreason.OrphanDetachFailed
+	ReasonDanglingRemoved              = eventreason.DanglingRemoved
+	ReasonStuckPublishRemoved          = eventreason.StuckPublishRemoved
+	ReasonHotplugPersisted             = eventreason.HotplugPersisted
+	ReasonHotplugPersistFailed         = eventreason.HotplugPersistFailed
+	ReasonTenantNodeFence              = eventreason.TenantNodeFence
+	ReasonTenantNodeFenceFailed        = eventreason.TenantNodeFenceFailed
+	ReasonStaleAttachmentReleased      = eventreason.StaleAttachmentReleased
+	ReasonStaleAttachmentReleaseFailed = eventreason.StaleAttachmentReleaseFailed
+	ReasonMigrationSourcePodDeleted    = eventreason.MigrationSourcePodDeleted
+	ReasonMigrationSourcePodFailed     = eventreason.MigrationSourcePodDeleteFailed
 )
 
 // All returns every check, in a fixed order.
