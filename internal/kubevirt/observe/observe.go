@@ -42,6 +42,9 @@ type TenantSource struct {
 	// MatchNodesByName: see snapshot.Tenant.
 	MatchNodesByName bool
 	Config           *rest.Config
+	// Reader, when set, is read in place of a client of Config: a
+	// tenant's support bundle (see internal/bundle).
+	Reader client.Reader
 }
 
 // Options scope a read.
@@ -79,8 +82,10 @@ type Options struct {
 	GoneNodeRecordsIn string
 }
 
-// Observe reads the infra cluster (and the tenants) into a snapshot.
-func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapshot, error) {
+// Observe reads the infra cluster (and the tenants) into a snapshot: from
+// the API server through c, or from anything else that reads as it does
+// (a support bundle).
+func Observe(ctx context.Context, c client.Reader, o Options) (*snapshot.Snapshot, error) {
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
@@ -202,9 +207,7 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cfg := rest.CopyConfig(t.Config)
-	cfg.Timeout = timeout
-	c, err := clients.New(cfg)
+	c, err := tenantReader(t, timeout)
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -242,6 +245,17 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 		out.Nodes = append(out.Nodes, tn)
 	}
 	return out
+}
+
+// tenantReader is what a tenant is read through: its Reader, or a client
+// of its Config whose requests end after timeout.
+func tenantReader(t TenantSource, timeout time.Duration) (client.Reader, error) {
+	if t.Reader != nil {
+		return t.Reader, nil
+	}
+	cfg := rest.CopyConfig(t.Config)
+	cfg.Timeout = timeout
+	return clients.New(cfg)
 }
 
 // NodeRelease reads what of tenant node node is still being released: of

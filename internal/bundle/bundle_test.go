@@ -1,0 +1,211 @@
+package bundle
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/testing/bundles"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+)
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const podList = `apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: a
+    namespace: ns1
+    labels:
+      kubevirt.io: hotplug-disk
+  spec:
+    nodeName: n1
+    containers:
+    - name: c
+      image: i
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: b
+    namespace: ns2
+  spec:
+    nodeName: n2
+    containers: []
+- apiVersion: kubevirt.io/v9
+  kind: VirtualMachine
+  metadata:
+    name: future
+    namespace: ns1
+kind: List
+metadata:
+  resourceVersion: ""
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: s
+  namespace: ns1
+data:
+  password: REDACTED
+`
+
+// A plain dump: Lists read item by item, several documents, the selectors
+// observe uses, a kind of an unknown version skipped with its reason.
+func TestDumpReadsAsAnAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "pods.yaml", podList)
+	write(t, dir, "nodes.json", `{"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"n1"}}]}`)
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := b.List(ctx, &pods, client.InNamespace("ns1"), client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "a" {
+		t.Fatalf("pods of ns1 by label: %v %v", pods.Items, err)
+	}
+	if err := b.List(ctx, &pods, client.MatchingFields{"spec.nodeName": "n2"}); err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "b" {
+		t.Fatalf("pods on n2: %v %v", pods.Items, err)
+	}
+	var n corev1.Node
+	if err := b.Get(ctx, client.ObjectKey{Name: "n1"}, &n); err != nil || n.Name != "n1" {
+		t.Fatalf("node n1 (from a List without item kinds): %v", err)
+	}
+	if err := b.Get(ctx, client.ObjectKey{Name: "gone"}, &n); !apierrors.IsNotFound(err) {
+		t.Fatalf("a node not in the bundle: %v, want NotFound", err)
+	}
+	if b.Other["Secret"] != 1 || b.Part(snapshot.KindPods) == nil || !b.Part(snapshot.KindPods).All {
+		t.Fatalf("other %v, pods coverage %+v", b.Other, b.Part(snapshot.KindPods))
+	}
+	if b.Part(snapshot.KindVMs) != nil {
+		t.Fatal("VMs are missing: no coverage")
+	}
+	if !skipped(b, "version v9, which tether does not read") {
+		t.Fatalf("the VM of an unknown version is not reported: %+v", b.Skipped)
+	}
+	if !strings.Contains(b.CollectedFrom, "newest file time") {
+		t.Fatalf("collected from %q", b.CollectedFrom)
+	}
+}
+
+func skipped(b *Bundle, reason string) bool {
+	for _, s := range b.Skipped {
+		if strings.Contains(s.Reason, reason) {
+			return true
+		}
+	}
+	return false
+}
+
+// A must-gather of namespaces: the pods of the namespaces inspected only.
+func TestMustGatherCoversTheNamespacesInspected(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	pod := fixture.AttachmentPod("hp-volume-x", fixture.InNamespace("tenant-a"))
+	if err := bundles.Write(dir, bundles.MustGather, at, []client.Object{pod, fixture.NodeObject("n1")}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.Part(snapshot.KindPods)
+	if c == nil || c.All || !c.In("tenant-a") || c.In("other") {
+		t.Fatalf("pods coverage %+v", c)
+	}
+	if !b.Collected.Equal(at) || !strings.Contains(b.CollectedFrom, "timestamp") {
+		t.Fatalf("collected %v from %q", b.Collected, b.CollectedFrom)
+	}
+}
+
+// Bad bundles: a clear error, never an empty report.
+func TestBadBundles(t *testing.T) {
+	dir := t.TempDir()
+	good := t.TempDir()
+	if err := bundles.Write(good, bundles.Dump, time.Now(), []client.Object{fixture.NodeObject("n1")}); err != nil {
+		t.Fatal(err)
+	}
+	tgz := filepath.Join(dir, "b.tar.gz")
+	if err := bundles.Archive(good, tgz); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(tgz)
+	cut := write(t, dir, "cut.tar.gz", string(data[:len(data)/2]))
+	zipped := filepath.Join(dir, "b.zip")
+	if err := bundles.Archive(good, zipped); err != nil {
+		t.Fatal(err)
+	}
+	zdata, _ := os.ReadFile(zipped)
+	cutZip := write(t, dir, "cut.zip", string(zdata[:len(zdata)-30]))
+	logs := t.TempDir()
+	write(t, logs, "ns/pod/logs.txt", "a log\n")
+	write(t, logs, "README", "nothing here\n")
+	other := t.TempDir()
+	write(t, other, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")
+	for _, c := range []struct{ path, want string }{
+		{cut, "truncated"},
+		{cutZip, "zip archive that cannot be read"},
+		{filepath.Join(dir, "nope"), "no such file"},
+		{logs, "no object of a kind tether reads"},
+		{other, "found only ConfigMap 1"},
+	} {
+		_, err := Open(c.path, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.path, err, c.want)
+		}
+	}
+	if _, err := Open(tgz, Options{}); err != nil {
+		t.Fatalf("the whole archive: %v", err)
+	}
+}
+
+// An object beyond the size bound is skipped and said so.
+func TestTooLargeIsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	big := "apiVersion: v1\nkind: Node\nmetadata:\n  name: big\n  annotations:\n    a: " + strings.Repeat("x", 4096) + "\n---\napiVersion: v1\nkind: Node\nmetadata:\n  name: small\n"
+	write(t, dir, "nodes.yaml", big)
+	b, err := Open(dir, Options{MaxObject: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Read["Node"] != 1 || !skipped(b, "larger than") {
+		t.Fatalf("read %v, skipped %+v", b.Read, b.Skipped)
+	}
+}
+
+// FuzzFile: any bytes as a file of a bundle end in objects, skips or an
+// error, never a panic.
+func FuzzFile(f *testing.F) {
+	f.Add([]byte(podList))
+	f.Add([]byte(`{"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"n1"}}]}` + "\n==== START logs ====\n{\"kind\":\"Pod\",\"apiVersion\":\"v1\"}"))
+	f.Add([]byte("items:\n  - a: b\n  -\nkind: List\n---\n..."))
+	f.Add([]byte("[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"null\"}}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := &Bundle{Read: map[string]int{}, Other: map[string]int{}, cover: map[*kind]*Coverage{}}
+		d := &decoder{b: b, max: 1 << 16, facts: &facts{}}
+		_, _ = d.file("yamls/namespaced/ns/v1/pods.yaml", strings.NewReader(string(data)))
+		d.finish()
+		var pods corev1.PodList
+		_ = b.List(context.Background(), &pods)
+	})
+}

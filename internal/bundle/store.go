@@ -1,0 +1,138 @@
+package bundle
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+)
+
+// store holds the objects read, lean, one per kind, namespace and name.
+type store struct {
+	objs  map[*kind][]client.Object
+	index map[objKey]int
+}
+
+type objKey struct {
+	k        *kind
+	ns, name string
+}
+
+// object decodes one object's JSON (from a List of listKind, in
+// listVersion, when it came from one) and keeps it if its kind is read.
+func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind string) error {
+	var h header
+	if err := json.Unmarshal(raw, &h); err != nil {
+		d.skip(file, fmt.Sprintf("document %d: an object that is not JSON or YAML of an object (%v)", doc, err), false)
+		return nil
+	}
+	if h.Kind == "" && strings.HasSuffix(listKind, "List") && listKind != "List" {
+		h.Kind, h.APIVersion = strings.TrimSuffix(listKind, "List"), listVersion
+	}
+	gv, err := schema.ParseGroupVersion(h.APIVersion)
+	if h.Kind == "" || err != nil {
+		d.skip(file, fmt.Sprintf("document %d: an object without apiVersion and kind", doc), false)
+		return nil
+	}
+	k, ok := kindOf(gv.Group, h.Kind)
+	if !ok {
+		d.b.Other[h.Kind]++
+		return nil
+	}
+	if !k.reads(gv.Version) {
+		d.skip(file, fmt.Sprintf("%s %s/%s is of version %s, which tether does not read (it reads %s): objects of this kind are left out",
+			h.Kind, h.Metadata.Namespace, h.Metadata.Name, gv.Version, k.gvk.GroupVersion()), false)
+		return nil
+	}
+	if d.facts.harvesterFile(file) {
+		if raw, err = unNull(raw); err != nil {
+			d.skip(file, fmt.Sprintf("%s %s: %v", h.Kind, h.Metadata.Name, err), false)
+			return nil
+		}
+	}
+	obj, err := clients.Scheme().New(k.gvk)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, obj); err != nil {
+		d.skip(file, fmt.Sprintf("%s %s/%s does not decode as %s: %v", h.Kind, h.Metadata.Namespace, h.Metadata.Name, k.gvk.GroupVersion(), err), false)
+		return nil
+	}
+	o := snapshot.Lean(obj).(client.Object)
+	o.GetObjectKind().SetGroupVersionKind(k.gvk)
+	if k.cluster {
+		o.SetNamespace("")
+	}
+	d.keep(k, o)
+	d.facts.seen(file, k, o.GetNamespace())
+	return nil
+}
+
+// keep stores o; of two copies of one object (layouts gather some objects
+// twice), the one of the higher resourceVersion stays.
+func (d *decoder) keep(k *kind, o client.Object) {
+	s := &d.b.store
+	if s.objs == nil {
+		s.objs, s.index = map[*kind][]client.Object{}, map[objKey]int{}
+	}
+	key := objKey{k, o.GetNamespace(), o.GetName()}
+	if i, ok := s.index[key]; ok {
+		if newer(o.GetResourceVersion(), s.objs[k][i].GetResourceVersion()) {
+			s.objs[k][i] = o
+		}
+		return
+	}
+	s.index[key] = len(s.objs[k])
+	s.objs[k] = append(s.objs[k], o)
+	d.b.Read[k.gvk.Kind]++
+}
+
+// newer says whether resourceVersion a is later than b, where both are
+// numbers (as etcd's are); otherwise the first read stays.
+func newer(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
+}
+
+// harvesterFile says whether file is a list Harvester's collector wrote.
+func (f *facts) harvesterFile(file string) bool {
+	return strings.Contains("/"+file, "/yamls/namespaced/") || strings.Contains("/"+file, "/yamls/cluster/")
+}
+
+// unNull undoes what Harvester's collector does to every list it writes
+// (support-bundle-kit pkg/manager/collectors/common.go, toObjCommon): it
+// writes null values and empty strings as the string "null". Read back as
+// a string "null" would be a time, a number or a name that cannot be; so
+// every "null" string is null again (no field tether reads holds it).
+func unNull(raw []byte) ([]byte, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(nullAgain(v))
+}
+
+func nullAgain(v any) any {
+	switch x := v.(type) {
+	case string:
+		if x == "null" {
+			return nil
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = nullAgain(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = nullAgain(e)
+		}
+	}
+	return v
+}
