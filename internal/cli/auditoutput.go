@@ -51,6 +51,8 @@ type auditPrint struct {
 	namespace string
 	// now is the timestamp of policy report results.
 	now time.Time
+	// source, when set, is the support bundle read (audit --from).
+	source *bundleSource
 }
 
 // reportList is the `audit -o policyreport` document: a List that

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/testing/bundles"
+	"github.com/tether-dev/tether/internal/testing/fixture"
+)
+
+// bundleWorld is a VM whose VMI has a hot-plug the VM spec lacks, with its
+// attachment pod, claim and node: an OrphanHotplugVolume finding.
+func bundleWorld() []client.Object {
+	vm := fixture.VM("app", fixture.InNamespace("ns1"), fixture.Running())
+	vmi := fixture.VMI("app", fixture.InNamespace("ns1"), fixture.OwnedBy(vm), fixture.WithHotplug("pvc-x"))
+	pod := fixture.AttachmentPod("hp-volume-app", fixture.InNamespace("ns1"), fixture.LaunchedBy(vmi))
+	return []client.Object{vm, vmi, pod, fixture.PVC("pvc-x", fixture.InNamespace("ns1")), fixture.NodeObject(fixture.Node)}
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// audit --from reads every layout without a cluster, decides at the
+// collection time, says what it read and marks the remedies; fix --from is
+// refused with what to run instead.
+func TestAuditFromBundle(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, layout := range []string{bundles.MustGather, bundles.Harvester, bundles.Dump} {
+		dir := t.TempDir()
+		if err := bundles.Write(dir, layout, at, bundleWorld()); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := runCLI("audit", "--from", dir, "-A", "-o", "json", "--kubeconfig", "/nonexistent")
+		if code != ExitFindings {
+			t.Fatalf("%s: exit %d, stderr %s\n%s", layout, code, stderr, out)
+		}
+		var r AuditReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Source == nil || !strings.Contains(r.Source.Note, "live cluster first") || len(r.Findings) == 0 {
+			t.Fatalf("%s: %s", layout, out)
+		}
+		if layout != bundles.Dump && !r.Source.Collected.Equal(at) {
+			t.Errorf("%s: collected %v from %s", layout, r.Source.Collected, r.Source.CollectedFrom)
+		}
+		if !strings.Contains(strings.Join(r.Source.ChecksNotRun, "\n"), "StaleVolumeAttachment: ") {
+			t.Errorf("%s: checks not run %q", layout, r.Source.ChecksNotRun)
+		}
+	}
+	dir := t.TempDir()
+	if err := bundles.Write(dir, bundles.Dump, at, bundleWorld()); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := runCLI("audit", "--from", dir, "--now", "2026-03-02T00:00:00Z")
+	for _, want := range []string{"offline: " + dir, "as collected at 2026-03-02T00:00:00Z (from --now)", "remedy (a live command: check on the live cluster first):", "OrphanHotplugVolume"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	code, _, stderr := runCLI("fix", "--from", dir, "--apply")
+	if code != ExitError || !strings.Contains(stderr, "picture of the past") || !strings.Contains(stderr, "on the live cluster, run `tether fix`") {
+		t.Fatalf("fix --from: exit %d, %s", code, stderr)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"audit --now 2026-03-02T00:00:00Z", "--now is for --from"},
+		{"audit --from " + dir + " --now yesterday", "not an RFC 3339 time"},
+		{"audit --from " + t.TempDir(), "no object of a kind tether reads"},
+		{"audit --from " + dir + " --tenant guest=" + dir, "name the infra namespace"},
+	} {
+		code, _, stderr := runCLI(strings.Fields(c.args)...)
+		if code != ExitError || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, %s; want %q", c.args, code, stderr, c.want)
+		}
+	}
+}
