@@ -21,17 +21,17 @@ func TestReal_orphanRemoved_theGuestSeesItGo(t *testing.T) {
 	w.guest("g")
 	for _, c := range []string{"orphan", "wanted"} {
 		w.addVolume(virtapi.VMI, "g", c)
-		w.waitPhase("g", c, kubevirtv1.VolumeReady)
+		w.WaitPhase("g", c, kubevirtv1.VolumeReady)
 		w.waitConsole("g", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=`+c+` `)
 	}
-	scope := kvtest.Tenant(t, w.env, w.ns, "g", "orphan")
-	kvtest.TenantWants(t, w.env, w.ns, "g", "wanted")
+	scope := kvtest.Tenant(t, w.Env, w.NS, "g", "orphan")
+	kvtest.TenantWants(t, w.Env, w.NS, "g", "wanted")
 
-	f := kvtest.Only(t, kvtest.Audit(t, binDir, w.env, scope), "OrphanHotplugVolume", "orphan")
+	f := kvtest.Only(t, kvtest.Audit(t, binDir, w.Env, scope), "OrphanHotplugVolume", "orphan")
 	if !f.Action.Safe || f.Action.Type != "VMIRemoveVolume" {
 		t.Fatalf("want a safe VMIRemoveVolume for the orphan, got %+v", f)
 	}
-	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
+	r := tether(t, w.Env, append([]string{"fix", "--apply"}, scope...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -39,7 +39,7 @@ func TestReal_orphanRemoved_theGuestSeesItGo(t *testing.T) {
 	if removed(w.console("g"), "wanted") {
 		t.Fatalf("the guest lost the disk its tenant wants:\n%s", w.console("g"))
 	}
-	if p := w.phase("g", "wanted"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("g", "wanted"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("the wanted hot-plug is %q, want Ready", p)
 	}
 }
