@@ -12,16 +12,17 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 func TestReportFlags(t *testing.T) {
 	cases := []struct {
 		name, output, api string
-		want              policyreport.API
+		want              reportapi.API
 		err               string
 	}{
-		{"policyreport, no api -> wgpolicyk8s.io", "policyreport", "", policyreport.WGPolicy, ""},
-		{"policyreport, openreports -> openreports.io", "policyreport", "openreports.io/v1alpha1", policyreport.OpenReports, ""},
+		{"policyreport, no api -> wgpolicyk8s.io", "policyreport", "", reportapi.WGPolicy, ""},
+		{"policyreport, openreports -> openreports.io", "policyreport", "openreports.io/v1alpha1", reportapi.OpenReports, ""},
 		{"policyreport, unknown api -> error naming both", "policyreport", "reports.x-k8s.io/v1beta2", "", "use wgpolicyk8s.io/v1alpha2 (default) or openreports.io/v1alpha1"},
 		{"api with table -> error naming -o", "table", "openreports.io/v1alpha1", "", "--report-api is for -o policyreport"},
 	}
@@ -57,7 +58,7 @@ func TestWritePolicyReports_namespaceScope(t *testing.T) {
 	fs := []drift.Finding{{ID: "a1", Check: check.OrphanAttachmentPod, Namespace: "ns1", Severity: drift.SeverityWarning,
 		Object: drift.ObjectRef{Kind: "Pod", Name: "hp-volume-x", UID: "u"}}}
 	var b bytes.Buffer
-	p := auditPrint{format: "policyreport", api: policyreport.WGPolicy, namespace: "ns1", now: time.Unix(100, 0)}
+	p := auditPrint{format: "policyreport", api: reportapi.WGPolicy, namespace: "ns1", now: time.Unix(100, 0)}
 	if err := printAudit(&b, p, &snapshot.Snapshot{}, fs); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // blockReasons are every block reason package check defines, and none.
@@ -46,7 +47,7 @@ func FuzzBuild(f *testing.F) {
 			}
 			es = append(es, Entry{Finding: fi, Seen: time.Unix(int64(b[4]), 0)})
 		}
-		for _, api := range APIs() {
+		for _, api := range reportapi.All() {
 			rs := Build(es, Options{API: api})
 			total := 0
 			_, clusterKind := api.Kinds()

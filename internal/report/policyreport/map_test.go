@@ -44,14 +44,3 @@ func TestResultAndSeverity(t *testing.T) {
 		})
 	}
 }
-
-func TestParseAPI(t *testing.T) {
-	for in, want := range map[string]API{"": WGPolicy, "wgpolicyk8s.io/v1alpha2": WGPolicy, "openreports.io/v1alpha1": OpenReports} {
-		if got, err := ParseAPI(in); err != nil || got != want {
-			t.Errorf("ParseAPI(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	if _, err := ParseAPI("wgpolicyk8s.io/v1beta1"); err == nil {
-		t.Error("ParseAPI accepted an unsupported version")
-	}
-}
