@@ -65,12 +65,13 @@ type reportList struct {
 // writePolicyReports writes fs as a YAML List of policy reports: one per
 // namespace with findings (and the one namespace in scope, so that a rerun
 // with no findings there empties it) and the cluster report of the scope.
-func writePolicyReports(w io.Writer, p auditPrint, fs []drift.Finding) error {
+// classify is the platform's classification of its block reasons.
+func writePolicyReports(w io.Writer, p auditPrint, fs []drift.Finding, classify policyreport.Classifier) error {
 	es := make([]policyreport.Entry, len(fs))
 	for i, f := range fs {
 		es[i] = policyreport.Entry{Finding: f, Seen: p.now}
 	}
-	o := policyreport.Options{API: p.api, Cluster: true, ClusterName: policyreport.ClusterNameFor(p.namespace)}
+	o := policyreport.Options{API: p.api, Classify: classify, Cluster: true, ClusterName: policyreport.ClusterNameFor(p.namespace)}
 	if p.namespace != "" {
 		o.Namespaces = []string{p.namespace}
 	}

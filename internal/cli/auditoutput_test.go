@@ -56,7 +56,11 @@ func TestCheckOutput_auditFormatsOnlyForAudit(t *testing.T) {
 
 func TestWritePolicyReports_namespaceScope(t *testing.T) {
 	fs := []drift.Finding{{ID: "a1", Check: check.OrphanAttachmentPod, Namespace: "ns1", Severity: drift.SeverityWarning,
-		Object: drift.ObjectRef{Kind: "Pod", Name: "hp-volume-x", UID: "u"}}}
+		Object: drift.ObjectRef{Kind: "Pod", Name: "hp-volume-x", UID: "u"}},
+		// KubeVirt's block reasons are classified: a migrating VMI is
+		// skipped, not failed.
+		{ID: "a2", Check: check.OrphanHotplugVolume, Namespace: "ns1", Severity: drift.SeverityWarning,
+			Object: drift.ObjectRef{Kind: "VirtualMachineInstance", Name: "vm", UID: "v"}, Action: drift.Action{BlockedBy: check.VMIMigrating}}}
 	var b bytes.Buffer
 	p := auditPrint{format: "policyreport", api: reportapi.WGPolicy, namespace: "ns1", now: time.Unix(100, 0)}
 	if err := printAudit(&b, p, &snapshot.Snapshot{}, fs); err != nil {
@@ -73,7 +77,7 @@ func TestWritePolicyReports_namespaceScope(t *testing.T) {
 		t.Fatalf("got %s %s with %d items, want a v1 List of the namespace's report and the scope's cluster report:\n%s", list.APIVersion, list.Kind, len(list.Items), b.String())
 	}
 	ns, cl := list.Items[0], list.Items[1]
-	if ns.Metadata.Namespace != "ns1" || ns.Summary.Fail != 1 || len(ns.Results) != 1 {
+	if ns.Metadata.Namespace != "ns1" || ns.Summary.Fail != 1 || ns.Summary.Skip != 1 || len(ns.Results) != 2 {
 		t.Errorf("namespace report %+v", ns)
 	}
 	if cl.Kind != "ClusterPolicyReport" || cl.Metadata.Name != "tether-ns1" || len(cl.Results) != 0 {

@@ -30,7 +30,7 @@ func list(t *testing.T, api reportapi.API, ns string, fs []drift.Finding) string
 	for i, f := range fs {
 		es[i] = policyreport.Entry{Finding: f, Seen: time.Unix(1_790_000_000, 5)}
 	}
-	items := policyreport.Build(es, policyreport.Options{API: api, Namespaces: []string{ns}, Cluster: true, ClusterName: policyreport.ClusterNameFor(ns)})
+	items := policyreport.Build(es, policyreport.Options{API: api, Classify: check.BlockClassOf, Namespaces: []string{ns}, Cluster: true, ClusterName: policyreport.ClusterNameFor(ns)})
 	data, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func FuzzBuild(f *testing.F) {
 			es = append(es, Entry{Finding: fi, Seen: time.Unix(int64(b[4]), 0)})
 		}
 		for _, api := range reportapi.All() {
-			rs := Build(es, Options{API: api})
+			rs := Build(es, Options{API: api, Classify: check.BlockClassOf})
 			total := 0
 			_, clusterKind := api.Kinds()
 			for _, r := range rs {
@@ -82,9 +82,9 @@ func FuzzBuild(f *testing.F) {
 		for _, e := range es {
 			fi := e.Finding
 			proven := fi.Severity == drift.SeverityWarning || fi.Severity == drift.SeverityCritical
-			judged := !unreadable[fi.Action.BlockedBy] && !midChange[fi.Action.BlockedBy]
-			if (ResultOf(fi) == Fail) != (proven && judged) {
-				t.Fatalf("%+v: result %s", fi, ResultOf(fi))
+			judged := check.BlockClassOf(fi.Action.BlockedBy) == drift.Judged
+			if r := ResultOf(fi, check.BlockClassOf); (r == Fail) != (proven && judged) {
+				t.Fatalf("%+v: result %s", fi, r)
 			}
 		}
 	})

@@ -139,6 +139,10 @@ func APIVersionOf(kind string) string {
 type Options struct {
 	// API is the report API to write (empty: reportapi.Default).
 	API reportapi.API
+	// Classify classifies the platform's block reasons (its
+	// check.BlockClassOf): a finding that could not be judged is an error
+	// or skip result, not a failure.
+	Classify Classifier
 	// Namespaces always get a report, empty when they have no findings, so
 	// that applying the output replaces an earlier report there.
 	Namespaces []string
@@ -171,7 +175,7 @@ func Build(es []Entry, o Options) []Report {
 		byNS[ns] = nil
 	}
 	for _, e := range sortedEntries(es) {
-		r := ResultFor(e)
+		r := ResultFor(e, o.Classify)
 		if ClusterScoped(e.Finding.Object.Kind) || e.Finding.Namespace == "" {
 			cluster = append(cluster, r)
 			continue
@@ -238,10 +242,11 @@ func (s *Summary) add(result string) {
 	}
 }
 
-// ResultFor is the result of one finding.
-func ResultFor(e Entry) Result {
+// ResultFor is the result of one finding, its block reason classified by
+// classify.
+func ResultFor(e Entry, classify Classifier) Result {
 	f := e.Finding
-	result := ResultOf(f)
+	result := ResultOf(f, classify)
 	ref := Resource{APIVersion: APIVersionOf(f.Object.Kind), Kind: f.Object.Kind, Name: f.Object.Name, UID: string(f.Object.UID)}
 	if !ClusterScoped(f.Object.Kind) {
 		ref.Namespace = f.Namespace

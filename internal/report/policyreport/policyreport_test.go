@@ -41,7 +41,7 @@ func world() []Entry {
 func TestBuild_golden(t *testing.T) {
 	for _, api := range reportapi.All() {
 		t.Run(api.Group(), func(t *testing.T) {
-			got, err := yaml.Marshal(Build(world(), Options{API: api, Namespaces: []string{"empty"}, Cluster: true}))
+			got, err := yaml.Marshal(Build(world(), Options{API: api, Classify: check.BlockClassOf, Namespaces: []string{"empty"}, Cluster: true}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -137,7 +137,7 @@ func wantedReports(recs []v1alpha1.Finding, o Options) []policyreport.Report {
 	}
 	all := len(o.Namespaces) == 0
 	var out []policyreport.Report
-	for _, r := range policyreport.Build(es, policyreport.Options{API: o.API, Cluster: all}) {
+	for _, r := range policyreport.Build(es, policyreport.Options{API: o.API, Classify: check.BlockClassOf, Cluster: all}) {
 		if r.Metadata.Namespace == "" && !all {
 			continue
 		}
