@@ -22,7 +22,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/plan"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 	"github.com/tether-dev/tether/internal/version"
 )
 
@@ -243,7 +243,7 @@ type auditOptions struct {
 	report reportFlags
 
 	// Set by Validate and Complete.
-	api            policyreport.API
+	api            reportapi.API
 	resolved       *options
 	stdout, stderr io.Writer
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // positiveDurations are the durations that must be above zero. Every other
@@ -51,7 +51,7 @@ func (c *Config) Validate() error {
 	if c.BlastRadius.MaxActions < 1 {
 		errs = append(errs, fmt.Errorf("blastRadius.maxActions: must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions))
 	}
-	if _, err := policyreport.ParseAPI(c.PolicyReports.API); err != nil {
+	if _, err := reportapi.Parse(string(c.PolicyReports.API)); err != nil {
 		errs = append(errs, fmt.Errorf("policyReports.api: %w", err))
 	}
 	if b, m := c.Backoff.Base.Duration, c.Backoff.Max.Duration; b > 0 && m > 0 && b > m {

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,7 +15,6 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
-	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/report/policyreport/writer"
 )
 
@@ -150,10 +148,6 @@ func dataVolumesInstalled(m meta.RESTMapper) bool {
 // addReportWriter registers the policy reports' writer (policyReports).
 func addReportWriter(mgr manager.Manager, o Options) error {
 	pr := o.Config.PolicyReports
-	api, err := policyreport.ParseAPI(pr.API)
-	if err != nil {
-		return fmt.Errorf("policyReports.api: %w", err)
-	}
 	live, err := clients.New(o.RestConfig)
 	if err != nil {
 		return err
@@ -162,7 +156,7 @@ func addReportWriter(mgr manager.Manager, o Options) error {
 		Cache:    mgr.GetClient(),
 		Live:     live,
 		Mapper:   mgr.GetRESTMapper(),
-		Opts:     writer.Options{API: api, Namespaces: o.Config.Scope.Namespaces, Scope: records.ScopeID(o.Config.Scope)},
+		Opts:     writer.Options{API: pr.API.OrDefault(), Namespaces: o.Config.Scope.Namespaces, Scope: records.ScopeID(o.Config.Scope)},
 		Interval: pr.Interval.Duration,
 		Log:      o.Log.WithName("policyreports"),
 	})
