@@ -6,7 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,8 +141,6 @@ func vmiSubject(vmi *snapshot.VMI) records.Subject {
 
 // setup registers the watches. Handlers only map events to VMI keys.
 func (r *HotplugReconciler) setup(mgr manager.Manager) error {
-	// Resyncs carry no change: skip them.
-	changed := predicate.ResourceVersionChangedPredicate{}
 	woken := tenant.NewWakeQueue()
 	for _, tw := range r.Tenants {
 		if err := tw.WatchInto(mgr.GetClient(), woken); err != nil {
@@ -153,15 +150,13 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	if err := mgr.Add(woken); err != nil {
 		return err
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("hotplug").
-		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed))
-	watched := observe.VMIKinds &^ snapshot.KindVMIs // the For above
+	watched := loopGathers[check.LoopHotplug]
 	if !dataVolumesInstalled(mgr.GetRESTMapper()) {
 		watched &^= snapshot.KindDataVolumes // no CDI: none to read or watch
 	}
-	for _, w := range r.watches(watched) {
-		b = b.Watches(w.obj, handler.EnqueueRequestsFromMapFunc(w.toVMIs), builder.WithPredicates(changed))
+	b, err := addWatches(ctrl.NewControllerManagedBy(mgr).Named("hotplug"), "hot-plug", watched, r.wake)
+	if err != nil {
+		return err
 	}
 	return b.
 		// Only a record deleted or changed in spec by someone else wakes the
@@ -170,6 +165,26 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 		// Tenant VolumeAttachment changes wake the VMI named after their node.
 		WatchesRawSource(source.Channel(woken.Out(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// wake maps a change of a kind the loop reads to the VMIs whose decision
+// reads it. Resyncs carry no change: they wake none.
+func (r *HotplugReconciler) wake(k snapshot.Kinds, _ snapshot.Resource) (handler.EventHandler, []predicate.Predicate) {
+	changed := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+	switch k {
+	case snapshot.KindVMIs:
+		return &handler.EnqueueRequestForObject{}, changed
+	case snapshot.KindVMs:
+		// A VMI is named after its VM.
+		return handler.EnqueueRequestsFromMapFunc(sameName), changed
+	case snapshot.KindDataVolumes:
+		// A DataVolume of a VM's dataVolumeTemplates that is not ready
+		// stops that VM's sync (what the hot-plug checks read of it).
+		return handler.EnqueueRequestsFromMapFunc(r.templateUsers), changed
+	case snapshot.KindKubeVirt:
+		return handler.EnqueueRequestsFromMapFunc(r.allVMIs), changed
+	}
+	return nil, nil
 }
 
 func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
@@ -205,36 +220,6 @@ func (r *HotplugReconciler) templateUsers(ctx context.Context, o client.Object) 
 			if t.Name == o.GetName() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
 			}
-		}
-	}
-	return out
-}
-
-// hotplugWatch is a kind the hot-plug loop watches, and the VMIs a change
-// of it concerns.
-type hotplugWatch struct {
-	obj    client.Object
-	toVMIs handler.MapFunc
-}
-
-// watches are the watches of the kinds the loop's gatherer reads
-// (observe.VMIKinds), each mapped to the VMIs whose decision reads it.
-func (r *HotplugReconciler) watches(kinds snapshot.Kinds) []hotplugWatch {
-	var out []hotplugWatch
-	for _, w := range []struct {
-		kind snapshot.Kinds
-		hotplugWatch
-	}{
-		{snapshot.KindVMIs, hotplugWatch{&kubevirtv1.VirtualMachineInstance{}, sameName}},
-		// A VMI is named after its VM.
-		{snapshot.KindVMs, hotplugWatch{&kubevirtv1.VirtualMachine{}, sameName}},
-		// A DataVolume of a VM's dataVolumeTemplates that is not ready
-		// stops that VM's sync (what the hot-plug checks read of it).
-		{snapshot.KindDataVolumes, hotplugWatch{&cdiv1.DataVolume{}, r.templateUsers}},
-		{snapshot.KindKubeVirt, hotplugWatch{&kubevirtv1.KubeVirt{}, r.allVMIs}},
-	} {
-		if kinds.Has(w.kind) {
-			out = append(out, w.hotplugWatch)
 		}
 	}
 	return out
