@@ -47,34 +47,18 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	now := r.Records.Now()
 
-	snap, err := r.snapshotFor(ctx, req.NamespacedName)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(snap.VMIs) == 0 {
+	vmi, current, err := r.decide(ctx, req.NamespacedName, now)
+	if err != nil || vmi == nil {
 		// A deleted VMI's records go with it (owner reference, garbage
 		// collector); nothing to decide.
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, err
 	}
-	vmi := snap.VMIs[0]
-	// The snapshot holds only the VMI, its VM, the gates and the tenants:
-	// checks of other loops, which need more (claims, attachment pods),
-	// would report falsely here (a Detaching hot-plug stuck "for an
-	// unknown time" whose attachment pod says it is recent).
-	policy := r.Policy
-	policy.Checks = check.InLoop(check.LoopHotplug)
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if f.Object.UID == vmi.UID && r.Records.Config.Enabled(f.Check) {
-			current[f.ID] = f
-		}
-	}
-	recs, err := r.records(ctx, &vmi)
+	recs, err := r.records(ctx, vmi)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var requeue time.Duration
-	subj := vmiSubject(&vmi)
+	subj := vmiSubject(vmi)
 	for id, f := range current {
 		after, err := r.Records.Sync(ctx, records.Path{Apply: r.apply}, subj, f, recs[id], now)
 		if err != nil {
@@ -82,7 +66,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		// A hold only time lifts (a tenant attachment too recent) comes
 		// with no event when it ends: look again once it has.
-		if wait := policy.RecheckAfter(f.Action.BlockedBy); wait > 0 && (after == 0 || wait < after) {
+		if wait := r.Policy.RecheckAfter(f.Action.BlockedBy); wait > 0 && (after == 0 || wait < after) {
 			after = wait
 		}
 		if after > 0 && (requeue == 0 || after < requeue) {
@@ -93,6 +77,30 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the loop's decision about the VMI key at now: the VMI read
+// (nil when it is gone) and the findings about it of the loop's enabled
+// checks, by id.
+func (r *HotplugReconciler) decide(ctx context.Context, key client.ObjectKey, now time.Time) (*snapshot.VMI, map[string]drift.Finding, error) {
+	snap, err := r.snapshotFor(ctx, key)
+	if err != nil || len(snap.VMIs) == 0 {
+		return nil, nil, err
+	}
+	vmi := &snap.VMIs[0]
+	// The snapshot holds only what the loop gathers (observe.VMIKinds) and
+	// the tenants: checks of other loops, which need more (claims,
+	// attachment pods), would report falsely here (a Detaching hot-plug
+	// stuck "for an unknown time" whose attachment pod says it is recent).
+	policy := r.Policy
+	policy.Checks = check.InLoop(check.LoopHotplug)
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if f.Object.UID == vmi.UID && r.Records.Config.Enabled(f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return vmi, current, nil
 }
 
 // snapshotFor builds the decision input for one VMI from the caches with

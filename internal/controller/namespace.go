@@ -70,19 +70,9 @@ func (r *NamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	ns := req.Name
 	now := r.Records.Now()
-	// The checks only read (check.TestRun_changesNoObject): the objects are
-	// shared with the cache, not copied.
-	snap, err := observe.Namespace(ctx, r.Cache, observe.StorageRead{Namespace: ns, Shared: true, Kinds: r.Kinds})
+	snap, current, err := r.decide(ctx, ns, now)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading namespace %s from the caches: %w", ns, err)
-	}
-	policy := r.Policy
-	policy.Checks = r.Checks
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if f.Namespace == ns && r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
-			current[f.ID] = f
-		}
+		return ctrl.Result{}, err
 	}
 	// A disabled check's records are left as they are.
 	recs, err := recordsOf(ctx, r.Cache, r.Checks, client.InNamespace(ns))
@@ -115,6 +105,26 @@ func (r *NamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the loop's pass over namespace ns at now: what it read, and
+// the findings there of its enabled checks, by id.
+func (r *NamespaceReconciler) decide(ctx context.Context, ns string, now time.Time) (*snapshot.Snapshot, map[string]drift.Finding, error) {
+	// The checks only read (check.TestRun_changesNoObject): the objects are
+	// shared with the cache, not copied.
+	snap, err := observe.Namespace(ctx, r.Cache, observe.StorageRead{Namespace: ns, Shared: true, Kinds: r.Kinds})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading namespace %s from the caches: %w", ns, err)
+	}
+	policy := r.Policy
+	policy.Checks = r.Checks
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if f.Namespace == ns && r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return snap, current, nil
 }
 
 // empty reports whether the namespace holds nothing the loop reads: then

@@ -97,14 +97,7 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	policy := r.Policy
-	policy.Checks = r.Checks
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
-			current[f.ID] = f
-		}
-	}
+	current := r.decide(snap, now)
 	requeue, errs := r.syncAll(ctx, snap, current, recs, now)
 	if err := r.Records.ResolveGone(ctx, current, recs, now); err != nil {
 		errs = append(errs, err)
@@ -125,6 +118,20 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 		requeue = nodeGoneRefresh
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the pass's decision on what it read: the findings of the
+// enabled storage checks, by id.
+func (r *StorageReconciler) decide(snap *snapshot.Snapshot, now time.Time) map[string]drift.Finding {
+	policy := r.Policy
+	policy.Checks = r.Checks
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return current
 }
 
 // read builds the pass's snapshot and its records: the caches, and since
