@@ -10,7 +10,6 @@ import (
 	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // needs lists what the configuration's features read and write (the
@@ -51,12 +50,12 @@ func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
 	if len(enabled) == 0 {
 		return nil
 	}
-	g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), clusterWide(reads("kubevirt.io", "kubevirts")),
-		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
-			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"},
-			// The VM-level route: StuckPublish, and OrphanHotplugVolume with
-			// tenantAuthoritative, remove volumes from the VM spec.
-			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
+	// What its gatherer reads, from the caches and live before an action.
+	g := append(kindReads(loopGathers[check.LoopHotplug], true),
+		grant{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"},
+		// The VM-level route: StuckPublish, and OrphanHotplugVolume with
+		// tenantAuthoritative, remove volumes from the VM spec.
+		grant{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"})
 	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: g}
 }
 
@@ -68,7 +67,7 @@ func fenceNeed(cfg *config.Config, _ bool, _ string) *need {
 	if len(enabled) == 0 {
 		return nil
 	}
-	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: reads("kubevirt.io", "virtualmachineinstances", "virtualmachines")}
+	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: kindReads(loopGathers[check.LoopFence], true)}
 }
 
 // tenantNeeds is what the identity of each tenant's kubeconfig needs in
@@ -119,26 +118,7 @@ func namespaceNeed(cfg *config.Config, _ bool, _ string) *need {
 	if err != nil || len(names) == 0 {
 		return nil
 	}
-	var g []grant
-	for _, k := range []struct {
-		kind            snapshot.Kinds
-		group, resource string
-	}{
-		{snapshot.KindVMIs, "kubevirt.io", "virtualmachineinstances"},
-		{snapshot.KindVMs, "kubevirt.io", "virtualmachines"},
-		{snapshot.KindPVCs, "", "persistentvolumeclaims"},
-		{snapshot.KindDataVolumes, "cdi.kubevirt.io", "datavolumes"},
-		{snapshot.KindAttachmentPods, "", "pods"},
-		{snapshot.KindPods, "", "pods"},
-	} {
-		if kinds.Has(k.kind) {
-			g = append(g, grant{verb: "list", group: k.group, resource: k.resource}, grant{verb: "watch", group: k.group, resource: k.resource})
-		}
-	}
-	if kinds.Has(snapshot.KindKubeVirt) {
-		g = append(g, clusterWide([]grant{{verb: "list", group: "kubevirt.io", resource: "kubevirts"}, {verb: "watch", group: "kubevirt.io", resource: "kubevirts"}})...)
-	}
-	return &need{feature: strings.Join(names, ", "), fix: fixBase, grants: g}
+	return &need{feature: strings.Join(names, ", "), fix: fixBase, grants: kindReads(kinds, false)}
 }
 
 // storageNeed is what the storage loop reads, when a check of that loop is
@@ -147,13 +127,12 @@ func storageNeed(cfg *config.Config, _ bool, _ string) *need {
 	if !slices.ContainsFunc(check.InLoop(check.LoopStorage), cfg.Enabled) {
 		return nil
 	}
-	g := slices.Concat(clusterWide(reads("", "nodes", "persistentvolumes")), clusterWide(reads("storage.k8s.io", "volumeattachments")),
+	g := append(kindReads(loopGathers[check.LoopStorage], true),
 		// The live re-check lists the pods on a node in every namespace
 		// and reads the claim of a PV wherever it is.
-		clusterWide([]grant{{verb: "list", group: "storage.k8s.io", resource: "csidrivers"}, {verb: "list", resource: "pods"}, {verb: "get", resource: "persistentvolumeclaims"}}),
-		reads("", "persistentvolumeclaims", "pods"), reads("cdi.kubevirt.io", "datavolumes"),
+		grant{verb: "list", resource: "pods", clusterWide: true}, grant{verb: "get", resource: "persistentvolumeclaims", clusterWide: true},
 		// Events on cluster-scoped subjects.
-		[]grant{{verb: "create", resource: "events", in: metav1.NamespaceDefault}})
+		grant{verb: "create", resource: "events", in: metav1.NamespaceDefault})
 	return &need{feature: "storage checks", fix: fixStorage, grants: g}
 }
 

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -372,9 +370,9 @@ func cacheOptions(o Options) cache.Options {
 		NewInformer: newCompactInformer,
 		ByObject:    map[client.Object]cache.ByObject{},
 	}
-	if !slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
-		// Without the storage checks, the only pods the controller reads
-		// are hot-plug attachment pods.
+	if reads := gathered(o.Config); !reads.Has(snapshot.KindPods) {
+		// When no loop reads every pod, the only pods the controller reads
+		// are hot-plug attachment pods: the pod cache holds those alone.
 		cacheOpts.ByObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})}
 	}
 	// Records keep who wrote their status (v1alpha1.Finding.StatusWriters),
@@ -386,9 +384,16 @@ func cacheOptions(o Options) cache.Options {
 		for _, n := range ns {
 			cacheOpts.DefaultNamespaces[n] = cache.Config{}
 		}
-		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
-		// outside the scope: read it wherever it is.
-		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+		// The kinds read in any namespace (the KubeVirt CR and its feature
+		// gates live in KubeVirt's own, outside the scope) are read wherever
+		// they are.
+		for _, row := range snapshot.AllKinds.Rows() {
+			for _, res := range row.Resources {
+				if row.AnyNamespace && res.Namespaced {
+					cacheOpts.ByObject[objectOf(res)] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+				}
+			}
+		}
 		// Records of cluster-scoped subjects live in the controller's own
 		// namespace.
 		records.Namespaces = map[string]cache.Config{o.Namespace: {}}

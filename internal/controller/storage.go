@@ -97,14 +97,7 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	policy := r.Policy
-	policy.Checks = r.Checks
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
-			current[f.ID] = f
-		}
-	}
+	current := r.decide(snap, now)
 	requeue, errs := r.syncAll(ctx, snap, current, recs, now)
 	if err := r.Records.ResolveGone(ctx, current, recs, now); err != nil {
 		errs = append(errs, err)
@@ -125,6 +118,20 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 		requeue = nodeGoneRefresh
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the pass's decision on what it read: the findings of the
+// enabled storage checks, by id.
+func (r *StorageReconciler) decide(snap *snapshot.Snapshot, now time.Time) map[string]drift.Finding {
+	policy := r.Policy
+	policy.Checks = r.Checks
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return current
 }
 
 // read builds the pass's snapshot and its records: the caches, and since
@@ -311,29 +318,42 @@ func setupStorage(mgr manager.Manager, rs *records.Keeper, base *act.Executor, p
 	}
 	r.Log = o.Log.WithName("storage")
 	r.Executor = base
-	changed := predicate.ResourceVersionChangedPredicate{}
-	all := batched{}
+	watched := loopGathers[check.LoopStorage]
+	if !r.VMs {
+		watched &^= snapshot.KindVMs
+	}
+	if !r.DataVolumes {
+		watched &^= snapshot.KindDataVolumes
+	}
 	start := make(chan event.GenericEvent, 1)
 	start <- event.GenericEvent{Object: &corev1.Node{}}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("storage").
 		// One pass at start, whatever the cluster holds.
-		WatchesRawSource(source.Channel(start, all)).
-		Watches(&corev1.Node{}, nodeSeen{batched: all, gone: &r.gone}, builder.WithPredicates(changed)).
-		Watches(&storagev1.VolumeAttachment{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.PersistentVolumeClaim{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.Pod{}, all, builder.WithPredicates(changed, podFieldsChanged())).
-		Watches(&storagev1.CSIDriver{}, all, builder.WithPredicates(changed)).
+		WatchesRawSource(source.Channel(start, batched{})).
 		// A record deleted or edited by someone else is put back.
-		Watches(&v1alpha1.Finding{}, all, builder.WithPredicates(recordTampered()))
-	if r.VMs {
-		b = b.Watches(&kubevirtv1.VirtualMachine{}, all, builder.WithPredicates(changed))
-	}
-	if r.DataVolumes {
-		b = b.Watches(&cdiv1.DataVolume{}, all, builder.WithPredicates(changed))
+		Watches(&v1alpha1.Finding{}, batched{}, builder.WithPredicates(recordTampered()))
+	if b, err = addWatches(b, "storage", watched, r.wake); err != nil {
+		return err
 	}
 	return b.Complete(r)
+}
+
+// wake maps every change of what the storage checks read to one pass,
+// batched. Resyncs carry no change; of pods, only changes of what the
+// checks read of them count. Every Node seen is told to the gone-node
+// tracker.
+func (r *StorageReconciler) wake(k snapshot.Kinds, res snapshot.Resource) (handler.EventHandler, []predicate.Predicate) {
+	changed := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+	switch {
+	case k == snapshot.KindStorage && res.Kind == "Node":
+		return nodeSeen{gone: &r.gone}, changed
+	case k == snapshot.KindPods:
+		return batched{}, append(changed, podFieldsChanged())
+	case k&loopGathers[check.LoopStorage] != 0:
+		return batched{}, changed
+	}
+	return nil, nil
 }
 
 // served reports whether the API server serves kind in gv. Only "no such
