@@ -100,7 +100,7 @@ type Options struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// AllowSecond lets a process without leader election act although
-	// another process holds the leader Lease (holder.go).
+	// another process holds the leader Lease (lease.go).
 	AllowSecond bool
 	// Faults, when set, are called at the points of an action where a
 	// process may die (fault-injection tests stop the manager there).
