@@ -375,7 +375,7 @@ func isFile(path string) bool {
 // parseTenant is ParseTenant with the file system check as a parameter, so
 // tests can say which paths exist.
 func parseTenant(spec string, exists func(string) bool) (Tenant, error) {
-	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. guest1=/etc/tether/guest1.kubeconfig:tenant-a (a trailing ':' means no namespace)"
+	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. tenant1=/etc/tether/tenant1.kubeconfig:tenant-a (a trailing ':' means no namespace)"
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
 		return Tenant{}, fmt.Errorf("--tenant %q has no '=': %s", spec, form)

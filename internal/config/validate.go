@@ -175,7 +175,7 @@ func validateTenants(ts []TenantConfig, scope []string) []error {
 		field := fmt.Sprintf("tenants[%d]", i)
 		switch {
 		case t.Name == "":
-			errs = append(errs, fmt.Errorf("%s.name: is required: name the tenant, e.g. \"guest1\"", field))
+			errs = append(errs, fmt.Errorf("%s.name: is required: name the tenant, e.g. \"tenant1\"", field))
 		case len(validation.IsDNS1123Label(t.Name)) > 0:
 			errs = append(errs, fmt.Errorf("%s.name: %q is not valid: %s", field, t.Name, validation.IsDNS1123Label(t.Name)[0]))
 		default:
@@ -186,7 +186,7 @@ func validateTenants(ts []TenantConfig, scope []string) []error {
 			}
 		}
 		if t.Kubeconfig == "" {
-			errs = append(errs, fmt.Errorf("%s.kubeconfig: is required: the path of the tenant cluster's kubeconfig, e.g. \"/etc/tether/tenants/%s.kubeconfig\"", field, nameOr(t.Name, "guest1")))
+			errs = append(errs, fmt.Errorf("%s.kubeconfig: is required: the path of the tenant cluster's kubeconfig, e.g. \"/etc/tether/tenants/%s.kubeconfig\"", field, nameOr(t.Name, "tenant1")))
 		}
 		if t.Driver != "" {
 			if msgs := validation.IsDNS1123Subdomain(t.Driver); len(msgs) > 0 || len(t.Driver) > 63 {
