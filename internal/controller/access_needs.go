@@ -18,10 +18,17 @@ import (
 // cluster-scoped subjects). The storage-remediation writes are optional:
 // without them those actions fail and say so, the rest runs.
 func needs(cfg *config.Config, checks bool, ownNS string) []need {
-	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, fenceNeed, namespaceNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
 	var out []need
-	for _, f := range features {
-		if n := f(cfg, checks, ownNS); n != nil {
+	if n := recordsNeed(cfg, checks, ownNS); n != nil {
+		out = append(out, *n)
+	}
+	for _, l := range checkLoops() {
+		if n := l.need(cfg); n != nil {
+			out = append(out, *n)
+		}
+	}
+	for _, f := range []func(*config.Config) *need{remediationNeed, restartNeed, protectionNeed} {
+		if n := f(cfg); n != nil {
 			out = append(out, *n)
 		}
 	}
@@ -44,14 +51,14 @@ func recordsNeed(cfg *config.Config, checks bool, ownNS string) *need {
 
 // hotplugNeed is what the hot-plug loop reads and writes, when a check of
 // that loop (its row's Loop) is enabled.
-func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
+func hotplugNeed(cfg *config.Config) *need {
 	// The need names the loop's enabled checks, the ones that would fail.
 	enabled := slices.DeleteFunc(check.InLoop(check.LoopHotplug), func(n string) bool { return !cfg.Enabled(n) })
 	if len(enabled) == 0 {
 		return nil
 	}
 	// What its gatherer reads, from the caches and live before an action.
-	g := append(kindReads(loopGathers[check.LoopHotplug], true),
+	g := append(kindReads(loopGathers()[check.LoopHotplug], true),
 		grant{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"},
 		// The VM-level route: StuckPublish, and OrphanHotplugVolume with
 		// tenantAuthoritative, remove volumes from the VM spec.
@@ -62,12 +69,12 @@ func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
 // fenceNeed is what the fence loop reads of the infra cluster: the VMs and
 // VMIs its tenant nodes resolve to (their caches and the live re-check).
 // Its writes are in the tenants (tenantNeeds).
-func fenceNeed(cfg *config.Config, _ bool, _ string) *need {
+func fenceNeed(cfg *config.Config) *need {
 	enabled := slices.DeleteFunc(check.InLoop(check.LoopFence), func(n string) bool { return !cfg.Enabled(n) })
 	if len(enabled) == 0 {
 		return nil
 	}
-	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: kindReads(loopGathers[check.LoopFence], true)}
+	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: kindReads(loopGathers()[check.LoopFence], true)}
 }
 
 // tenantNeeds is what the identity of each tenant's kubeconfig needs in
@@ -113,7 +120,7 @@ func roleNeed(role rbacv1.ClusterRole, feature, fix string) need {
 // kinds its enabled checks read (their rows' Reads), in every scoped
 // namespace, and the KubeVirt CR wherever it is. It reads nothing live
 // and writes only records and Events (recordsNeed).
-func namespaceNeed(cfg *config.Config, _ bool, _ string) *need {
+func namespaceNeed(cfg *config.Config) *need {
 	names, kinds, err := namespaceLoop(cfg.Enabled)
 	if err != nil || len(names) == 0 {
 		return nil
@@ -123,11 +130,11 @@ func namespaceNeed(cfg *config.Config, _ bool, _ string) *need {
 
 // storageNeed is what the storage loop reads, when a check of that loop is
 // enabled.
-func storageNeed(cfg *config.Config, _ bool, _ string) *need {
+func storageNeed(cfg *config.Config) *need {
 	if !slices.ContainsFunc(check.InLoop(check.LoopStorage), cfg.Enabled) {
 		return nil
 	}
-	g := append(kindReads(loopGathers[check.LoopStorage], true),
+	g := append(kindReads(loopGathers()[check.LoopStorage], true),
 		// The live re-check lists the pods on a node in every namespace
 		// and reads the claim of a PV wherever it is.
 		grant{verb: "list", resource: "pods", clusterWide: true}, grant{verb: "get", resource: "persistentvolumeclaims", clusterWide: true},
@@ -136,7 +143,7 @@ func storageNeed(cfg *config.Config, _ bool, _ string) *need {
 	return &need{feature: "storage checks", fix: fixStorage, grants: g}
 }
 
-func remediationNeed(cfg *config.Config, _ bool, _ string) *need {
+func remediationNeed(cfg *config.Config) *need {
 	if !cfg.Enabled(check.StaleVolumeAttachment) || cfg.DryRun {
 		return nil
 	}
@@ -148,7 +155,7 @@ func remediationNeed(cfg *config.Config, _ bool, _ string) *need {
 	return &need{feature: "storage remediation", fix: fixRemediation, grants: g, optional: true}
 }
 
-func restartNeed(cfg *config.Config, _ bool, _ string) *need {
+func restartNeed(cfg *config.Config) *need {
 	if !cfg.DanglingOnRestart.Enabled {
 		return nil
 	}
@@ -158,7 +165,7 @@ func restartNeed(cfg *config.Config, _ bool, _ string) *need {
 	return &need{feature: "danglingOnRestart", fix: fixBase, grants: g}
 }
 
-func protectionNeed(cfg *config.Config, _ bool, _ string) *need {
+func protectionNeed(cfg *config.Config) *need {
 	if !cfg.Protection.Enabled {
 		return nil
 	}

@@ -168,7 +168,7 @@ func setupFence(mgr manager.Manager, rs *records.Keeper, ex *act.Executor, polic
 	if err := mgr.Add(woken); err != nil {
 		return err
 	}
-	b, err := addWatches(ctrl.NewControllerManagedBy(mgr).Named("fence"), "fence", loopGathers[check.LoopFence], r.wake)
+	b, err := addWatches(ctrl.NewControllerManagedBy(mgr).Named("fence"), "fence", loopGathers()[check.LoopFence], r.wake)
 	if err != nil {
 		return err
 	}

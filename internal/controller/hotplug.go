@@ -158,7 +158,7 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	if err := mgr.Add(woken); err != nil {
 		return err
 	}
-	watched := loopGathers[check.LoopHotplug]
+	watched := loopGathers()[check.LoopHotplug]
 	if !dataVolumesInstalled(mgr.GetRESTMapper()) {
 		watched &^= snapshot.KindDataVolumes // no CDI: none to read or watch
 	}

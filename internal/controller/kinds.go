@@ -12,28 +12,28 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // loopGathers are the kinds each loop's gatherer reads into the snapshot
-// its checks decide from. The rows of a loop may read no other kind, and
-// the loop watches every one of them, each resource as the kind table
-// names it (TestLoopsGatherAndWatchWhatTheirRowsRead): so a loop decides
-// from what `tether audit` would read, and a change of any of it wakes the
-// loop. The namespace loop gathers and watches only the kinds its enabled
-// checks read (namespaceLoop).
-var loopGathers = map[check.Loop]snapshot.Kinds{
-	check.LoopHotplug:   observe.VMIKinds,
-	check.LoopNamespace: observe.NamespaceKinds,
-	check.LoopStorage:   observe.StorageKinds,
-	check.LoopFence:     observe.InfraOfNodeKinds,
+// its checks decide from (each row of checkLoops). The rows of a loop may
+// read no other kind, and the loop watches every one of them, each resource
+// as the kind table names it (TestLoopsGatherAndWatchWhatTheirRowsRead):
+// so a loop decides from what `tether audit` would read, and a change of
+// any of it wakes the loop. The namespace loop gathers and watches only the
+// kinds its enabled checks read (namespaceLoop).
+func loopGathers() map[check.Loop]snapshot.Kinds {
+	out := map[check.Loop]snapshot.Kinds{}
+	for _, l := range checkLoops() {
+		out[l.name] = l.gathers
+	}
+	return out
 }
 
 // gathered are the kinds the loops cfg enables read.
 func gathered(cfg *config.Config) snapshot.Kinds {
 	var out snapshot.Kinds
-	for loop, kinds := range loopGathers {
+	for loop, kinds := range loopGathers() {
 		switch {
 		case loop == check.LoopNamespace:
 			if names, k, _ := namespaceLoop(cfg.Enabled); len(names) > 0 {

@@ -32,13 +32,13 @@ func TestLoopsGatherAndWatchWhatTheirRowsRead(t *testing.T) {
 		if c.Loop == "" {
 			continue
 		}
-		if gathers, ok := loopGathers[c.Loop]; !ok {
+		if gathers, ok := loopGathers()[c.Loop]; !ok {
 			t.Errorf("%s runs in the %s loop, which declares no gatherer", c.Name, c.Loop)
 		} else if extra := c.Reads &^ gathers; extra != 0 {
 			t.Errorf("%s reads %s, which the %s loop never gathers nor watches (it reads %s)", c.Name, extra, c.Loop, gathers)
 		}
 	}
-	for loop, gathers := range loopGathers {
+	for loop, gathers := range loopGathers() {
 		wake, ok := wakes[loop]
 		if !ok {
 			t.Errorf("the %s loop has no wake function", loop)
@@ -94,8 +94,8 @@ func TestRBAC_grantsTheReadsTheKindTableDerives(t *testing.T) {
 		return false
 	}
 	var want []string
-	for _, f := range []func(*config.Config, bool, string) *need{hotplugNeed, namespaceNeed, storageNeed, fenceNeed} {
-		n := f(&cfg, true, "tether-system")
+	for _, l := range checkLoops() {
+		n := l.need(&cfg)
 		if n == nil {
 			t.Fatal("a loop's need is missing with every check enabled")
 		}
@@ -127,9 +127,9 @@ func TestGathered(t *testing.T) {
 		checks []string
 		want   snapshot.Kinds
 	}{
-		{[]string{check.OrphanHotplugVolume}, loopGathers[check.LoopHotplug]},
+		{[]string{check.OrphanHotplugVolume}, loopGathers()[check.LoopHotplug]},
 		{[]string{check.StuckHotplugPhase}, snapshot.KindVMIs | snapshot.KindAttachmentPods | snapshot.KindKubeVirt},
-		{[]string{check.OrphanHotplugVolume, check.BlockedDeletion}, loopGathers[check.LoopHotplug] | loopGathers[check.LoopStorage]},
+		{[]string{check.OrphanHotplugVolume, check.BlockedDeletion}, loopGathers()[check.LoopHotplug] | loopGathers()[check.LoopStorage]},
 		{nil, 0},
 	} {
 		cfg := config.Default()

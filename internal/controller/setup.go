@@ -65,26 +65,14 @@ func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *record
 	if err != nil {
 		return nil, err
 	}
-	// Each loop runs when a check whose row names it is enabled.
-	if slices.ContainsFunc(check.InLoop(check.LoopHotplug), o.Config.Enabled) {
-		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
-		if err := r.setup(mgr); err != nil {
-			return nil, err
+	d := loopDeps{mgr: mgr, records: rs, exec: ex, policy: policy, tenants: tenants, o: o}
+	for _, l := range checkLoops() {
+		// A loop runs when a check whose row names it is enabled.
+		if slices.ContainsFunc(check.InLoop(l.name), o.Config.Enabled) {
+			if err := l.setup(d); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if slices.ContainsFunc(check.InLoop(check.LoopFence), o.Config.Enabled) {
-		// Config validation has made sure there are tenants.
-		if err := setupFence(mgr, rs, ex, policy, tenants, o); err != nil {
-			return nil, err
-		}
-	}
-	if slices.ContainsFunc(check.InLoop(check.LoopNamespace), o.Config.Enabled) {
-		if err := setupNamespace(mgr, rs, policy, o); err != nil {
-			return nil, err
-		}
-	}
-	if slices.ContainsFunc(check.InLoop(check.LoopStorage), o.Config.Enabled) {
-		return tenants, setupStorage(mgr, rs, ex, policy, o)
 	}
 	return tenants, nil
 }

@@ -318,7 +318,7 @@ func setupStorage(mgr manager.Manager, rs *records.Keeper, base *act.Executor, p
 	}
 	r.Log = o.Log.WithName("storage")
 	r.Executor = base
-	watched := loopGathers[check.LoopStorage]
+	watched := loopGathers()[check.LoopStorage]
 	if !r.VMs {
 		watched &^= snapshot.KindVMs
 	}
@@ -350,7 +350,7 @@ func (r *StorageReconciler) wake(k snapshot.Kinds, res snapshot.Resource) (handl
 		return nodeSeen{gone: &r.gone}, changed
 	case k == snapshot.KindPods:
 		return batched{}, append(changed, podFieldsChanged())
-	case k&loopGathers[check.LoopStorage] != 0:
+	case k&loopGathers()[check.LoopStorage] != 0:
 		return batched{}, changed
 	}
 	return nil, nil
