@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/access"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
@@ -50,12 +51,12 @@ func gathered(cfg *config.Config) snapshot.Kinds {
 // list and watch of each resource a cache holds, and get of those read by
 // name when live is set (the live re-read before an action: the caches
 // need no get). Each is asked cluster-wide where the row reads it so.
-func kindReads(kinds snapshot.Kinds, live bool) []grant {
-	var out []grant
+func kindReads(kinds snapshot.Kinds, live bool) []access.Grant {
+	var out []access.Grant
 	for _, row := range kinds.Rows() {
 		for _, res := range row.Resources {
 			for _, verb := range row.Verbs() {
-				g := grant{verb: verb, group: res.Group, resource: res.Resource, clusterWide: row.ClusterWide(res)}
+				g := access.Grant{Verb: verb, Group: res.Group, Resource: res.Resource, ClusterWide: row.ClusterWide(res)}
 				if (verb != "get" || live) && !slices.Contains(out, g) {
 					out = append(out, g)
 				}

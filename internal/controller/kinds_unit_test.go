@@ -99,8 +99,8 @@ func TestRBAC_grantsTheReadsTheKindTableDerives(t *testing.T) {
 		if n == nil {
 			t.Fatal("a loop's need is missing with every check enabled")
 		}
-		for _, g := range n.grants {
-			if s := g.group + "/" + g.resource + ":" + g.verb; isRead(s) {
+		for _, g := range n.Grants {
+			if s := g.Group + "/" + g.Resource + ":" + g.Verb; isRead(s) {
 				want = append(want, s)
 			}
 		}

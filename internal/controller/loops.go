@@ -4,6 +4,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/access"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
@@ -34,7 +35,7 @@ type checkLoop struct {
 	setup func(loopDeps) error
 	// need is what it reads and writes (the start-up access check); nil
 	// when none of its checks is enabled.
-	need func(*config.Config) *need
+	need func(*config.Config) *access.Need
 }
 
 // checkLoops are the controller's check loops, set up in this order: one

@@ -13,11 +13,13 @@ import (
 func TestRooms_noArrowBackUp(t *testing.T) {
 	const mod = "github.com/tether-dev/tether/internal/"
 	rooms := map[string]string{
+		"access":  "./access",
 		"records": "./records",
 		"tenant":  "./tenant",
 		"writer":  "../report/policyreport/writer",
 	}
 	paths := map[string]string{
+		mod + "controller/access":          "access",
 		mod + "controller/records":         "records",
 		mod + "controller/tenant":          "tenant",
 		mod + "report/policyreport/writer": "writer",
