@@ -11,7 +11,8 @@ import (
 	"github.com/tether-dev/tether/internal/testing/kvtest"
 )
 
-// A real orphan: a VMI-level hot-plug that no VM and no tenant wants.
+// A real orphan: a VMI-level hot-plug that no VM and no tenant wants
+// (without a tenant configured, no safe action: nobody has said so).
 // tether removes it through the VMI route, real virt-handler detaches it,
 // and the guest itself says the disk went; the hot-plug the tenant wants
 // (its VolumeAttachment names the claim) stays in the guest.
@@ -24,6 +25,10 @@ func TestReal_orphanRemoved_theGuestSeesItGo(t *testing.T) {
 		w.WaitPhase("g", c, kubevirtv1.VolumeReady)
 		w.waitConsole("g", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=`+c+` `)
 	}
+	// Without a tenant's word a VMI-only hot-plug is legitimate as far as
+	// anyone knows (the HotplugVolumes gate makes such hot-plugs): never
+	// safe to remove.
+	noSafeAction(t, kvtest.Audit(t, binDir, w.Env, []string{"-n", w.NS}), "for a VMI-only hot-plug no tenant speaks for")
 	scope := kvtest.Tenant(t, w.Env, w.NS, "g", "orphan")
 	kvtest.TenantWants(t, w.Env, w.NS, "g", "wanted")
 
