@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
+	"github.com/tether-dev/tether/internal/testing/kvtest"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -213,6 +214,9 @@ func TestConformance_emulatedHandler_attachmentPodDeleted(t *testing.T) {
 		w.T.Logf("%s: %d attachment pods of %s 20 s after the deletion, volume phase %q", vmi, len(w.AttachmentPods(claim)), claim, w.Phase(vmi, claim))
 	})
 	sameHandlerWrites(t, real, emu)
+	// KubeVirt has made new pods and the volumes are Ready: tether offers
+	// nothing to do on either side.
+	noSafeAction(t, kvtest.Audit(t, binDir, w.Env, []string{"-n", w.NS}), "after KubeVirt replaced a deleted attachment pod")
 }
 
 // A hot-plug added while the VMI's virt-handler is down, then the handler
