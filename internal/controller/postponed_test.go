@@ -10,7 +10,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/controller/restart"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
@@ -24,6 +24,7 @@ import (
 // Event on the VM says why and what the operator can do.
 func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 	w := newWorld(t)
+	w.env.InstallController(t, "rbac/protection")
 	w.declarativeOnly()
 	cfg := w.restartCfg(false)
 	cfg.Protection.Enabled = true
@@ -67,7 +68,7 @@ func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 
 	// Start the VM.
 	w.updateVM("vm-p", func(vm *kubevirtv1.VirtualMachine) { paused(true)(vm); alwaysRun(vm) })
-	ev := w.waitEvent("vm-p", controller.EventDanglingBlocksStart)
+	ev := w.waitEvent("vm-p", restart.EventDanglingBlocksStart)
 	for _, want := range []string{"DeletionPostponed", inuse.Finalizer, "removevolume"} {
 		if !strings.Contains(ev.Message, want) {
 			t.Errorf("the Event does not say %q: %s", want, ev.Message)
@@ -81,7 +82,7 @@ func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 	if pvc := claim(); pvc.DeletionTimestamp == nil || !slices.Contains(pvc.Finalizers, inuse.Finalizer) {
 		t.Fatalf("claim data: want it Terminating and still held by %s, got finalizers %v", inuse.Finalizer, pvc.Finalizers)
 	}
-	for _, r := range []string{controller.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
+	for _, r := range []string{restart.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
 		if evs := w.eventsOn("vm-p", r); len(evs) > 0 {
 			t.Fatalf("unexpected %s events: %v", r, evs)
 		}

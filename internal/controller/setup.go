@@ -11,6 +11,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/controller/restart"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -111,7 +112,7 @@ func setupRestart(mgr manager.Manager, o Options, rs *records.Keeper) error {
 	if err != nil {
 		return err
 	}
-	rr := &RestartReconciler{
+	rr := &restart.Reconciler{
 		Cache:       mgr.GetClient(),
 		Records:     rs,
 		Executor:    ex,
@@ -124,7 +125,7 @@ func setupRestart(mgr manager.Manager, o Options, rs *records.Keeper) error {
 	if !rr.DataVolumes {
 		rr.Log.Info("DataVolumes are not watched: the API is not installed (no CDI)")
 	}
-	return rr.setup(mgr)
+	return rr.Setup(mgr)
 }
 
 // dataVolumesInstalled reports whether the API server serves DataVolumes.

@@ -154,7 +154,7 @@ func TestStuckHotplugPhaseDecisions(t *testing.T) {
 			why:   "until the pod runs virt-handler has nothing to mount; no time to judge by",
 			items: []any{attaching, hpPod("hp-volume-new", old), kvAt("v1.9.0")}},
 		{name: "wanted volume AttachedToNode, its pod running but not named by UID (not ready) -> nothing",
-			why:   "virt-controller writes the pod's UID once its container is ready (storage.go:160-165); virt-handler mounts from that UID (hotplug-disk/mount.go:361-365): until then it has nothing to mount",
+			why: "virt-controller writes the pod's UID once its container is ready (storage.go:160-165); virt-handler mounts from that UID (hotplug-disk/mount.go:361-365): until then it has nothing to mount",
 			items: []any{f.VMI("vm-a", f.Running(), f.OnNode("node-1"), f.WithHotplug("v1", f.VolumePhase(kubevirtv1.HotplugVolumeAttachedToNode), f.AttachPod("hp-volume-new", ""))),
 				hpPod("hp-volume-new", f.RunningSince(f.Epoch())), kvAt("v1.9.0")}},
 		{name: "wanted volume AttachedToNode, its pod not listed -> nothing",
