@@ -37,6 +37,8 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/metricsauth"
+	"github.com/tether-dev/tether/internal/controller/gauges"
+	"github.com/tether-dev/tether/internal/controller/guard"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
@@ -181,15 +183,15 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	if checks {
-		ag := anomalyGuard{cache: mgr.GetClient(), live: rs.Live, namespace: o.Namespace, tenants: tenants,
-			guard: plan.Guard{MaxSafe: o.Config.AnomalyGuard.MaxSafe, Share: o.Config.AnomalyGuard.Share}, log: o.Log.WithName("anomaly-guard"), now: o.Now,
-			every: cmp.Or(o.GuardInterval, guardInterval)}
+		ag := guard.Guard{Cache: mgr.GetClient(), Live: rs.Live, Namespace: o.Namespace, Tenants: tenants,
+			Guard: plan.Guard{MaxSafe: o.Config.AnomalyGuard.MaxSafe, Share: o.Config.AnomalyGuard.Share}, Log: o.Log.WithName("anomaly-guard"), Now: o.Now,
+			Every: cmp.Or(o.GuardInterval, guard.Interval)}
 		if err := mgr.Add(ag); err != nil {
 			return nil, err
 		}
 	}
 	if checks || o.Config.DanglingOnRestart.Enabled {
-		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: healthOf(tenants), now: o.Now}
+		g := gauges.Gauges{Cache: mgr.GetClient(), Interval: gaugeInterval, Namespace: o.Namespace, Budget: rs.Budget, Tenants: gauges.HealthOf(tenants), Now: o.Now}
 		if err := mgr.Add(g); err != nil {
 			return nil, err
 		}

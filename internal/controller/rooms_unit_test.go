@@ -15,6 +15,8 @@ func TestRooms_noArrowBackUp(t *testing.T) {
 	const mod = "github.com/tether-dev/tether/internal/"
 	rooms := map[string]string{
 		"access":  "./access",
+		"gauges":  "./gauges",
+		"guard":   "./guard",
 		"records": "./records",
 		"restart": "./restart",
 		"tenant":  "./tenant",
@@ -22,13 +24,15 @@ func TestRooms_noArrowBackUp(t *testing.T) {
 	}
 	paths := map[string]string{
 		mod + "controller/access":          "access",
+		mod + "controller/gauges":          "gauges",
+		mod + "controller/guard":           "guard",
 		mod + "controller/records":         "records",
 		mod + "controller/restart":         "restart",
 		mod + "controller/tenant":          "tenant",
 		mod + "report/policyreport/writer": "writer",
 		mod + "controller":                 "controller",
 	}
-	uses := map[string]string{"restart": "records"}
+	uses := map[string]string{"restart": "records", "guard": "tenant", "gauges": "tenant"}
 	for name, dir := range rooms {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", dir).CombinedOutput()
 		if err != nil {
