@@ -36,9 +36,11 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/controller/metricsauth"
+	"github.com/tether-dev/tether/internal/controller/compactcache"
 	"github.com/tether-dev/tether/internal/controller/gauges"
 	"github.com/tether-dev/tether/internal/controller/guard"
+	"github.com/tether-dev/tether/internal/controller/lease"
+	"github.com/tether-dev/tether/internal/controller/metricsauth"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/drift"
@@ -147,8 +149,8 @@ func New(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	if o.LeaderElect {
-		lease := o.LeaderElectionNamespace + "/" + o.LeaderElectionID
-		if err := mgr.Add(standbyReport{mgr: mgr, log: o.Log.WithName("election"), lease: lease, every: time.Minute}); err != nil {
+		name := o.LeaderElectionNamespace + "/" + o.LeaderElectionID
+		if err := mgr.Add(lease.StandbyReport{Mgr: mgr, Log: o.Log.WithName("election"), Lease: name, Every: time.Minute}); err != nil {
 			return nil, err
 		}
 	}
@@ -249,7 +251,7 @@ func oneAtATime(o Options) Options {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	holder := otherHolder(ctx, o.RestConfig, ns, o.LeaderElectionID, o.Now(), o.Log)
+	holder := lease.OtherHolder(ctx, o.RestConfig, ns, o.LeaderElectionID, o.Now(), o.Log)
 	if holder == "" {
 		return o
 	}
@@ -369,7 +371,7 @@ func cacheOptions(o Options) cache.Options {
 	cacheOpts := cache.Options{
 		DefaultTransform: leanCache,
 		// VMs and VMIs are stored compact (leanCache) and read expanded.
-		NewInformer: newCompactInformer,
+		NewInformer: compactcache.NewInformer,
 		ByObject:    map[client.Object]cache.ByObject{},
 	}
 	if reads := gathered(o.Config); !reads.Has(snapshot.KindPods) {
@@ -414,7 +416,7 @@ var stripManagedFields = cache.TransformStripManagedFields()
 // check, gatherer or reconciler reads (snapshot.Lean), which is most of a
 // VM or VMI; VMs and VMIs it then stores compact (snapshot.Compact), which
 // the caches' informers expand again for every reader and event handler
-// (newCompactInformer). Cached objects are never written back: every write
+// (compactcache.NewInformer). Cached objects are never written back: every write
 // re-reads live or patches with preconditions (package act,
 // protect.AddPatch).
 func leanCache(obj any) (any, error) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/gonenodes"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
@@ -85,7 +86,7 @@ type StorageReconciler struct {
 	// explains tether.dev/in-use with them).
 	DataVolumes, VMs bool
 
-	gone goneNodes
+	gone gonenodes.Nodes
 }
 
 // Reconcile is one pass over the storage state.
@@ -111,10 +112,10 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	}
 	// A gone node becomes fenced by the operator's rule with no event to
 	// announce it: look again right then.
-	if due := r.gone.nextFencing(r.Policy.Storage.FenceGoneNodesAfter, now); due > 0 && due < requeue {
+	if due := r.gone.NextFencing(r.Policy.Storage.FenceGoneNodesAfter, now); due > 0 && due < requeue {
 		requeue = due
 	}
-	if r.Policy.Storage.FenceGoneNodesAfter > 0 && len(r.gone.since) > 0 && nodeGoneRefresh < requeue {
+	if r.Policy.Storage.FenceGoneNodesAfter > 0 && r.gone.Any() && nodeGoneRefresh < requeue {
 		requeue = nodeGoneRefresh
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -145,13 +146,13 @@ func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.
 	if err != nil {
 		return nil, nil, err
 	}
-	if !r.gone.seeded {
-		for _, why := range r.gone.seed(slices.Collect(maps.Values(recs)), snap.VolumeAttachments, r.RecordNamespace, now) {
+	if !r.gone.Seeded() {
+		for _, why := range r.gone.Seed(slices.Collect(maps.Values(recs)), snap.VolumeAttachments, r.RecordNamespace, now) {
 			r.Log.Info("record not trusted: " + why)
 		}
 	}
-	r.gone.observe(snap, now)
-	snap.NodesGoneSince = r.gone.copy()
+	r.gone.Observe(snap, now)
+	snap.NodesGoneSince = r.gone.Copy()
 	return snapshot.New(*snap), recs, nil
 }
 
@@ -403,16 +404,16 @@ var _ handler.EventHandler = batched{}
 // comes back and goes again between two passes loses its old time.
 type nodeSeen struct {
 	batched
-	gone *goneNodes
+	gone *gonenodes.Nodes
 }
 
 func (n nodeSeen) Create(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	n.gone.touch(e.Object.GetName())
+	n.gone.Touch(e.Object.GetName())
 	n.batched.Create(ctx, e, q)
 }
 
 func (n nodeSeen) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	n.gone.touch(e.ObjectNew.GetName())
+	n.gone.Touch(e.ObjectNew.GetName())
 	n.batched.Update(ctx, e, q)
 }
 
