@@ -25,7 +25,7 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/authz"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
@@ -189,6 +189,6 @@ func protectsIn(t *testing.T, env *testenv.Env, ns string) {
 	testenv.Eventually(t, 30*time.Second, "the finalizer on the PVC in scope", func() (bool, error) {
 		var got corev1.PersistentVolumeClaim
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "disk"}, &got)
-		return err == nil && slices.Contains(got.Finalizers, protect.Finalizer), err
+		return err == nil && slices.Contains(got.Finalizers, inuse.Finalizer), err
 	})
 }

@@ -46,3 +46,55 @@ func TestPlatformsDoNotImportEachOther(t *testing.T) {
 		t.Fatal("internal/drift not found: the test does not see the real tree")
 	}
 }
+
+// decideLayer are the packages below the controller: the core, the
+// snapshots, the checks, the in-use rules, the report builder and the
+// configuration. They decide from data they are given, so they must not
+// depend, however indirectly, on a controller framework or a client
+// (forbiddenBelowTheController): a package among them that needed one
+// would pull the controller's closure into every check, every test of a
+// check, and the audit.
+var decideLayer = []string{
+	"drift",
+	"kubevirt/snapshot", "openstack/snapshot",
+	"kubevirt/check", "openstack/check",
+	"protect/inuse",
+	"report/reportapi", "report/policyreport",
+	"config",
+}
+
+// forbiddenBelowTheController are the module paths of controller
+// frameworks (controller-runtime's manager, webhook server and caches;
+// client-go's informers and work queues; the apiserver's admission
+// plumbing) and of the platforms' clients.
+var forbiddenBelowTheController = []string{
+	"sigs.k8s.io/controller-runtime",
+	"k8s.io/client-go",
+	"k8s.io/apiserver",
+	"github.com/gophercloud/gophercloud",
+}
+
+// TestDecideLayerHasNoControllerFramework walks the import graph of each
+// package of decideLayer and names the first chain of imports that reaches
+// a forbidden module.
+func TestDecideLayerHasNoControllerFramework(t *testing.T) {
+	const mod = "github.com/tether-dev/tether/internal/"
+	var pkgs []string
+	for _, p := range decideLayer {
+		pkgs = append(pkgs, "../../internal/"+p)
+	}
+	imports := importGraph(t, 50, pkgs...)
+	for _, p := range decideLayer {
+		root := mod + p
+		if _, ok := imports[root]; !ok {
+			t.Errorf("%s not found: the test does not see the real tree", root)
+			continue
+		}
+		for _, m := range forbiddenBelowTheController {
+			if chain := importChain(imports, root, m); chain != nil {
+				t.Errorf("%s depends on %s (a controller framework or client): the packages below the controller decide from data; move what they need into a package without it (as internal/protect/inuse):\n  %s",
+					p, m, strings.Join(chain, "\n  imports "))
+			}
+		}
+	}
+}

@@ -33,7 +33,20 @@ var heavy = []struct{ prefix, why string }{
 // The binary links none of the heavy dependencies; a failure shows the
 // chain of imports that brings one in.
 func TestBinaryLinksNoHeavyDependency(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", ".").CombinedOutput()
+	imports := importGraph(t, 100, ".")
+	for _, h := range heavy {
+		if chain := importChain(imports, module+"cmd/tether", h.prefix); chain != nil {
+			t.Errorf("tether links %s (%s):\n  %s", chain[len(chain)-1], h.why, strings.Join(chain, "\n  imports "))
+		}
+	}
+}
+
+// importGraph returns the imports of every package pkgs depend on, with
+// pkgs themselves; fewer than least packages is not the real graph.
+func importGraph(t *testing.T, least int, pkgs ...string) map[string][]string {
+	t.Helper()
+	args := append([]string{"list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, pkgs...)
+	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -42,14 +55,10 @@ func TestBinaryLinksNoHeavyDependency(t *testing.T) {
 		f := strings.Fields(line)
 		imports[f[0]] = f[1:]
 	}
-	if len(imports) < 100 {
+	if len(imports) < least {
 		t.Fatalf("go list returned too few packages to be the real graph: %d", len(imports))
 	}
-	for _, h := range heavy {
-		if chain := importChain(imports, module+"cmd/tether", h.prefix); chain != nil {
-			t.Errorf("tether links %s (%s):\n  %s", chain[len(chain)-1], h.why, strings.Join(chain, "\n  imports "))
-		}
-	}
+	return imports
 }
 
 // importChain returns the shortest chain of imports from root to a package

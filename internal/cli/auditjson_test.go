@@ -10,7 +10,7 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -114,7 +114,7 @@ func TestPrintAudit_writesDeferredWordsInTurn(t *testing.T) {
 		t.Fatalf("deferred findings of %v, want OrphanHotplugVolume and DanglingVolumeReference among them", checks)
 	}
 	for _, format := range []string{"json", "table", "yaml", "policyreport", "dot"} {
-		p := auditPrint{format: format, api: policyreport.WGPolicy, now: now}
+		p := auditPrint{format: format, api: reportapi.WGPolicy, now: now}
 		deferred := check.RunDeferred(s, check.DefaultPolicy(), now)
 		var want, got bytes.Buffer
 		if err := printAudit(&want, p, s, slices.Clone(eager)); err != nil {

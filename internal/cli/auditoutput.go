@@ -10,6 +10,7 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/report/dot"
 	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // auditFormats are the output formats of `tether audit` beyond table, json
@@ -27,15 +28,15 @@ type reportFlags struct {
 
 // register binds the flags to fs.
 func (r *reportFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&r.api, "report-api", "", fmt.Sprintf("with -o policyreport, the API to write: %s (PolicyReport, the default) or %s (Report)", policyreport.WGPolicy, policyreport.OpenReports))
+	fs.StringVar(&r.api, "report-api", "", fmt.Sprintf("with -o policyreport, the API to write: %s (PolicyReport, the default) or %s (Report)", reportapi.WGPolicy, reportapi.OpenReports))
 }
 
 // parse checks --report-api against --output.
-func (r *reportFlags) parse(output string) (policyreport.API, error) {
+func (r *reportFlags) parse(output string) (reportapi.API, error) {
 	if r.api != "" && output != "policyreport" {
 		return "", fmt.Errorf("--report-api is for -o policyreport: drop it, or pass -o policyreport")
 	}
-	api, err := policyreport.ParseAPI(r.api)
+	api, err := reportapi.Parse(r.api)
 	if err != nil {
 		return "", fmt.Errorf("--report-api: %v", err)
 	}
@@ -46,7 +47,7 @@ func (r *reportFlags) parse(output string) (policyreport.API, error) {
 type auditPrint struct {
 	format string
 	// api is the policy report API (-o policyreport).
-	api policyreport.API
+	api reportapi.API
 	// namespace is the one namespace in scope, "" for all.
 	namespace string
 	// now is the timestamp of policy report results.
@@ -66,12 +67,13 @@ type reportList struct {
 // writePolicyReports writes fs as a YAML List of policy reports: one per
 // namespace with findings (and the one namespace in scope, so that a rerun
 // with no findings there empties it) and the cluster report of the scope.
-func writePolicyReports(w io.Writer, p auditPrint, fs []drift.Finding) error {
+// classify is the platform's classification of its block reasons.
+func writePolicyReports(w io.Writer, p auditPrint, fs []drift.Finding, classify policyreport.Classifier) error {
 	es := make([]policyreport.Entry, len(fs))
 	for i, f := range fs {
 		es[i] = policyreport.Entry{Finding: f, Seen: p.now}
 	}
-	o := policyreport.Options{API: p.api, Cluster: true, ClusterName: policyreport.ClusterNameFor(p.namespace)}
+	o := policyreport.Options{API: p.api, Classify: classify, Cluster: true, ClusterName: policyreport.ClusterNameFor(p.namespace)}
 	if p.namespace != "" {
 		o.Namespaces = []string{p.namespace}
 	}

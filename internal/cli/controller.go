@@ -15,7 +15,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // newController is `tether controller`: the command binds the flags to a
@@ -46,7 +46,7 @@ never acts. Runs in cluster (service account) or out of cluster (--kubeconfig).`
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz (0 disables)")
 	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0", "address (host:port, e.g. :9443) of the protection admission webhook, which refuses VM writes that reference a PVC or DataVolume being deleted (0 disables; needs protection.enabled; see docs/protection.md)")
 	fs.BoolVar(&o.policyReports, "policy-reports", false, "also write the open findings as policy reports, kept in step as they change (overrides policyReports.enabled in the config file; needs the report CRDs and config/rbac/policyreports; see docs/reports.md)")
-	fs.StringVar(&o.reportAPI, "report-api", "", fmt.Sprintf("with --policy-reports, the API to write: %s (PolicyReport, the default) or %s (Report) (overrides policyReports.api)", policyreport.WGPolicy, policyreport.OpenReports))
+	fs.StringVar(&o.reportAPI, "report-api", "", fmt.Sprintf("with --policy-reports, the API to write: %s (PolicyReport, the default) or %s (Report) (overrides policyReports.api)", reportapi.WGPolicy, reportapi.OpenReports))
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key, reloaded when they change (default: $TMPDIR/k8s-webhook-server/serving-certs)")
 	return bind(cmd, o)
 }
@@ -126,11 +126,11 @@ func (o *controllerOptions) reports(cmd *cobra.Command, cfg *config.Config) erro
 	if !cfg.PolicyReports.Enabled {
 		return errors.New("--report-api is for policy reports: add --policy-reports (or set policyReports.enabled: true in the config file), or drop it")
 	}
-	api, err := policyreport.ParseAPI(o.reportAPI)
+	api, err := reportapi.Parse(o.reportAPI)
 	if err != nil {
 		return fmt.Errorf("--report-api: %v", err)
 	}
-	cfg.PolicyReports.API = string(api)
+	cfg.PolicyReports.API = api
 	return nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // TestControllerReportFlags: --policy-reports and --report-api override
@@ -22,10 +22,10 @@ func TestControllerReportFlags(t *testing.T) {
 		{name: "off by default", want: config.PolicyReportsConfig{}},
 		{name: "flag turns it on", args: []string{"--policy-reports"}, want: config.PolicyReportsConfig{Enabled: true}},
 		{name: "flag turns the file's off", args: []string{"--policy-reports=false"}, file: config.PolicyReportsConfig{Enabled: true}, want: config.PolicyReportsConfig{}},
-		{name: "file alone", file: config.PolicyReportsConfig{Enabled: true, API: string(policyreport.OpenReports)}, want: config.PolicyReportsConfig{Enabled: true, API: string(policyreport.OpenReports)}},
-		{name: "API flag over the file's", args: []string{"--policy-reports", "--report-api", string(policyreport.OpenReports)},
-			file: config.PolicyReportsConfig{API: string(policyreport.WGPolicy)}, want: config.PolicyReportsConfig{Enabled: true, API: string(policyreport.OpenReports)}},
-		{name: "API without reports", args: []string{"--report-api", string(policyreport.OpenReports)}, wantErr: "add --policy-reports"},
+		{name: "file alone", file: config.PolicyReportsConfig{Enabled: true, API: reportapi.OpenReports}, want: config.PolicyReportsConfig{Enabled: true, API: reportapi.OpenReports}},
+		{name: "API flag over the file's", args: []string{"--policy-reports", "--report-api", string(reportapi.OpenReports)},
+			file: config.PolicyReportsConfig{API: reportapi.WGPolicy}, want: config.PolicyReportsConfig{Enabled: true, API: reportapi.OpenReports}},
+		{name: "API without reports", args: []string{"--report-api", string(reportapi.OpenReports)}, wantErr: "add --policy-reports"},
 		{name: "unknown API", args: []string{"--policy-reports", "--report-api", "wgpolicyk8s.io/v1beta1"}, wantErr: "openreports.io/v1alpha1"},
 	}
 	for _, c := range cases {

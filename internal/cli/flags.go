@@ -102,14 +102,9 @@ type scopeFlags struct {
 	allowVMIOnly        bool
 	tenantAuthoritative bool
 	forceDetach         bool
-	staleGrace          time.Duration
-	blockedGrace        time.Duration
-	tenantAttachGrace   time.Duration
-	stuckPhaseGrace     time.Duration
-	stuckPublishGrace   time.Duration
-	fenceAfter          time.Duration
-	unfenceSettle       time.Duration
-	fenceGoneAfter      time.Duration
+	// durations are the checks' settings that have a flag, by row of
+	// check.Settings.
+	durations           []time.Duration
 	controllerNamespace string
 	minSeverity         string
 	tenantDriver        string
@@ -128,15 +123,14 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowVMIOnly, "allow-vmi-only-detach", false, "treat VMI-only hot-plugs (not in the VM spec) as detachable without tenant evidence")
 	fs.BoolVar(&f.tenantAuthoritative, "tenant-authoritative", false, "let reachable tenant evidence override the VM spec for CSI-driver volumes")
 	fs.BoolVar(&f.forceDetach, "force-detach", false, "last resort on fenced nodes: allow deleting a stale VolumeAttachment or its attacher finalizer (counted as forced)")
-	fs.DurationVar(&f.staleGrace, "stale-attachment-grace", check.DefaultStaleAttachmentGrace, "report a VolumeAttachment that no pod needs only after this long")
-	fs.DurationVar(&f.fenceGoneAfter, "fence-gone-nodes-after", 0, "opt-in: treat a Node that tether controller has recorded as missing for longer than this as fenced (read from its Finding records; 0: only the out-of-service taint proves a node is down)")
+	settings := check.Settings()
+	f.durations = make([]time.Duration, len(settings))
+	for i, st := range settings {
+		if st.Flag != "" {
+			fs.DurationVar(&f.durations[i], st.Flag, st.Default, st.Usage)
+		}
+	}
 	fs.StringVar(&f.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "namespace of tether controller, whose Finding records --fence-gone-nodes-after reads (records elsewhere are no evidence)")
-	fs.DurationVar(&f.blockedGrace, "blocked-deletion-grace", check.DefaultBlockedDeletionGrace, "report an object stuck terminating only after this long")
-	fs.DurationVar(&f.tenantAttachGrace, "tenant-attach-grace", check.DefaultTenantAttachGrace, "PhantomAttach and AttachAlreadyPresent: hold (as info) tenant VolumeAttachments and VMIs younger than this")
-	fs.DurationVar(&f.stuckPhaseGrace, "stuck-phase-grace", check.DefaultStuckPhaseGrace, "StuckHotplugPhase: call a hot-plug phase stuck only after this long")
-	fs.DurationVar(&f.stuckPublishGrace, "stuck-publish-grace", check.DefaultStuckPublishGrace, "StuckPublish: tether fix acts only on a finding seen twice this far apart (it observes again after this long)")
-	fs.DurationVar(&f.fenceAfter, "fence-after", check.DefaultFenceAfter, "TenantNodeDown: fence a tenant Node whose infra VM is down only once it has been NotReady this long")
-	fs.DurationVar(&f.unfenceSettle, "unfence-settle", check.DefaultUnfenceSettle, "TenantNodeDown: keep a tenant Node cordoned this long after tether removed its out-of-service taint, before uncordoning it")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
 	fs.Int64Var(&f.chunkSize, "chunk-size", observe.DefaultPageSize, "read large lists in chunks of this many objects, as kubectl does; 0 reads each kind in one LIST (less work for the API server, more memory on both sides)")
 }
@@ -227,14 +221,7 @@ func (f *scopeFlags) policy(sel labels.Selector, ns string) check.Policy {
 	p.AllowVMIOnlyDetach = f.allowVMIOnly
 	p.TenantAuthoritative = f.tenantAuthoritative
 	p.Storage.ForceDetach = f.forceDetach
-	p.Storage.StaleAttachmentGrace = f.staleGrace
-	p.Storage.BlockedDeletionGrace = f.blockedGrace
-	p.Storage.FenceGoneNodesAfter = f.fenceGoneAfter
-	p.TenantAttachGrace = f.tenantAttachGrace
-	p.StuckPhaseGrace = f.stuckPhaseGrace
-	p.StuckPublishGrace = f.stuckPublishGrace
-	p.FenceAfter = f.fenceAfter
-	p.UnfenceSettle = f.unfenceSettle
+	f.setDurations(&p)
 	return p
 }
 
@@ -249,7 +236,8 @@ func (f *scopeFlags) observeOptions(ns string) (observe.Options, error) {
 	if f.chunkSize == 0 {
 		o.PageSize = observe.Unpaged
 	}
-	if f.fenceGoneAfter > 0 {
+	var p check.Policy
+	if f.setDurations(&p); p.Storage.FenceGoneNodesAfter > 0 {
 		if errs := validation.IsDNS1123Label(f.controllerNamespace); len(errs) > 0 {
 			return o, fmt.Errorf("--controller-namespace %q is not a namespace name: %s", f.controllerNamespace, strings.Join(errs, "; "))
 		}
@@ -375,7 +363,7 @@ func isFile(path string) bool {
 // parseTenant is ParseTenant with the file system check as a parameter, so
 // tests can say which paths exist.
 func parseTenant(spec string, exists func(string) bool) (Tenant, error) {
-	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. guest1=/etc/tether/guest1.kubeconfig:tenant-a (a trailing ':' means no namespace)"
+	const form = "use NAME=KUBECONFIG[:NAMESPACE], e.g. tenant1=/etc/tether/tenant1.kubeconfig:tenant-a (a trailing ':' means no namespace)"
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
 		return Tenant{}, fmt.Errorf("--tenant %q has no '=': %s", spec, form)
@@ -415,4 +403,14 @@ func parseTenant(spec string, exists func(string) bool) (Tenant, error) {
 	}
 	return Tenant{}, fmt.Errorf("--tenant %q: no kubeconfig file: neither %s (read as KUBECONFIG:NAMESPACE with namespace %s) nor %s exists; give the path of an existing file",
 		spec, path, ns, rest)
+}
+
+// setDurations sets p's fields of the checks' settings to their flags'
+// values.
+func (f *scopeFlags) setDurations(p *check.Policy) {
+	for i, st := range check.Settings() {
+		if st.Flag != "" && i < len(f.durations) {
+			*st.Of(p) = f.durations[i]
+		}
+	}
 }

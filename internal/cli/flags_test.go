@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
@@ -170,7 +171,12 @@ func TestChunkSizeAndLimits(t *testing.T) {
 // The graces of the checks of 2025-2026 reach the policy, and a negative
 // one is refused before the cluster is contacted.
 func TestNewGraceFlags(t *testing.T) {
-	f := &scopeFlags{tenantAttachGrace: 3 * time.Second, stuckPhaseGrace: time.Hour, stuckPublishGrace: 7 * time.Minute}
+	f := &scopeFlags{}
+	fs := pflag.NewFlagSet("audit", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--tenant-attach-grace=3s", "--stuck-phase-grace=1h", "--stuck-publish-grace=7m"}); err != nil {
+		t.Fatal(err)
+	}
 	p := f.policy(labels.Everything(), "")
 	if p.TenantAttachGrace != 3*time.Second || p.StuckPhaseGrace != time.Hour || p.StuckPublishGrace != 7*time.Minute {
 		t.Fatalf("policy graces %s, %s, %s; want 3s, 1h, 7m", p.TenantAttachGrace, p.StuckPhaseGrace, p.StuckPublishGrace)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/plan"
 	"github.com/tether-dev/tether/internal/report/dot"
@@ -122,7 +123,7 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Find
 	}
 	switch format := p.format; format {
 	case "policyreport":
-		return writePolicyReports(w, p, fs)
+		return writePolicyReports(w, p, fs, check.BlockClassOf)
 	case "dot":
 		return dot.Write(w, s, fs)
 	case "table":

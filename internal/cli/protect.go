@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 // newProtect is `tether protect`: the command binds the flags to a
@@ -19,9 +20,9 @@ func newProtect() *cobra.Command {
 	o := &protectOptions{}
 	cmd := &cobra.Command{
 		Use:   "protect",
-		Short: "Add the " + protect.Finalizer + " finalizer to what VMs use (dry run unless --apply)",
+		Short: "Add the " + inuse.Finalizer + " finalizer to what VMs use (dry run unless --apply)",
 		Long: `Reads the VMs and their PVCs, DataVolumes and ControllerRevisions once and adds the
-` + protect.Finalizer + ` finalizer where a VM (running or stopped) uses an object that lacks it
+` + inuse.Finalizer + ` finalizer where a VM (running or stopped) uses an object that lacks it
 — for clusters adopting tether. --release instead removes every tether finalizer in scope,
 in use or not: the uninstall path (run it after stopping the controller, or a namespace
 deletion waits), and the command the controller prints for finalizers it no longer
@@ -33,7 +34,7 @@ Exit code: 0 done or planned, 1 some change failed, 2 error.`,
 	fs := cmd.Flags()
 	o.cluster.register(fs, "label selector on VMs whose dependents to protect")
 	fs.BoolVar(&o.apply, "apply", false, "make the changes (default: print them and change nothing)")
-	fs.BoolVar(&o.release, "release", false, "remove every "+protect.Finalizer+" finalizer instead (uninstall)")
+	fs.BoolVar(&o.release, "release", false, "remove every "+inuse.Finalizer+" finalizer instead (uninstall)")
 	return bind(cmd, o)
 }
 
@@ -118,7 +119,7 @@ func printChanges(out io.Writer, changes []protect.Change, applied bool) {
 	fmt.Fprintln(w, "NAMESPACE\tKIND\tNAME\tFINALIZER\tUSED BY\tRESULT")
 	for _, ch := range changes {
 		verb := "would add"
-		if ch.Action == protect.Release {
+		if ch.Action == inuse.Release {
 			verb = "would remove"
 		}
 		result := "planned"

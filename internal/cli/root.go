@@ -23,7 +23,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 	"github.com/tether-dev/tether/internal/plan"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 	"github.com/tether-dev/tether/internal/version"
 )
 
@@ -246,7 +246,7 @@ type auditOptions struct {
 	from   fromFlags
 
 	// Set by Validate and Complete.
-	api            policyreport.API
+	api            reportapi.API
 	resolved       *options
 	stdout, stderr io.Writer
 	// now is --now; source and bundle the bundle of --from.

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // APIVersion and Kind identify the file format.
@@ -134,8 +135,9 @@ type PolicyReportsConfig struct {
 	// Enabled writes them (opt-in; `tether controller --policy-reports`).
 	Enabled bool `json:"enabled"`
 	// API is the report API: wgpolicyk8s.io/v1alpha2 (PolicyReport, the
-	// default when empty) or openreports.io/v1alpha1 (Report).
-	API string `json:"api"`
+	// default when empty) or openreports.io/v1alpha1 (Report). Validate
+	// checks it; what reads a valid Config uses it as it is.
+	API reportapi.API `json:"api"`
 	// Interval is the shortest time between two writes of one report: the
 	// changes of a busy cluster are batched into one write per report per
 	// interval. Default 10s.

@@ -638,3 +638,37 @@ func TestStaleAttachmentDefaultsAddUp(t *testing.T) {
 		t.Errorf("report after %s, act after %s: the docs say 5m and 10m, 15m in all", reportAfter, actAfter)
 	}
 }
+
+// Every setting of the checks that has a section (check.Settings) is a key
+// of this configuration that reaches the policy field of its row; one
+// without a section is not.
+func TestSettingsAreKeysOfTheConfiguration(t *testing.T) {
+	const v = 7*time.Minute + 13*time.Second
+	for _, st := range check.Settings() {
+		c := Default()
+		c.Checks[check.OrphanHotplugVolume] = CheckConfig{Enabled: true}
+		doc := st.Section + ": {" + st.Name + ": " + v.String() + "}"
+		if st.Section == "" {
+			doc = st.Name + ": " + v.String()
+		}
+		err := yaml.UnmarshalStrict([]byte(doc), &c)
+		if st.Section == "" {
+			if err == nil {
+				t.Errorf("setting %s has no section, but the configuration takes %q", st.Name, doc)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("setting %s: the configuration does not take %q: %v", st.Name, doc, err)
+			continue
+		}
+		p, err := c.Policy()
+		if err != nil {
+			t.Errorf("setting %s: %v", st.Name, err)
+			continue
+		}
+		if got := *st.Of(&p); got != v {
+			t.Errorf("setting %s: %s.%s: %s reaches the policy as %s", st.Name, st.Section, st.Name, v, got)
+		}
+	}
+}

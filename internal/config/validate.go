@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // positiveDurations are the durations that must be above zero. Every other
@@ -51,7 +51,7 @@ func (c *Config) Validate() error {
 	if c.BlastRadius.MaxActions < 1 {
 		errs = append(errs, fmt.Errorf("blastRadius.maxActions: must be at least 1, got %d (to never act, set dryRun: true)", c.BlastRadius.MaxActions))
 	}
-	if _, err := policyreport.ParseAPI(c.PolicyReports.API); err != nil {
+	if _, err := reportapi.Parse(string(c.PolicyReports.API)); err != nil {
 		errs = append(errs, fmt.Errorf("policyReports.api: %w", err))
 	}
 	if b, m := c.Backoff.Base.Duration, c.Backoff.Max.Duration; b > 0 && m > 0 && b > m {
@@ -175,7 +175,7 @@ func validateTenants(ts []TenantConfig, scope []string) []error {
 		field := fmt.Sprintf("tenants[%d]", i)
 		switch {
 		case t.Name == "":
-			errs = append(errs, fmt.Errorf("%s.name: is required: name the tenant, e.g. \"guest1\"", field))
+			errs = append(errs, fmt.Errorf("%s.name: is required: name the tenant, e.g. \"tenant1\"", field))
 		case len(validation.IsDNS1123Label(t.Name)) > 0:
 			errs = append(errs, fmt.Errorf("%s.name: %q is not valid: %s", field, t.Name, validation.IsDNS1123Label(t.Name)[0]))
 		default:
@@ -186,7 +186,7 @@ func validateTenants(ts []TenantConfig, scope []string) []error {
 			}
 		}
 		if t.Kubeconfig == "" {
-			errs = append(errs, fmt.Errorf("%s.kubeconfig: is required: the path of the tenant cluster's kubeconfig, e.g. \"/etc/tether/tenants/%s.kubeconfig\"", field, nameOr(t.Name, "guest1")))
+			errs = append(errs, fmt.Errorf("%s.kubeconfig: is required: the path of the tenant cluster's kubeconfig, e.g. \"/etc/tether/tenants/%s.kubeconfig\"", field, nameOr(t.Name, "tenant1")))
 		}
 		if t.Driver != "" {
 			if msgs := validation.IsDNS1123Subdomain(t.Driver); len(msgs) > 0 || len(t.Driver) > 63 {

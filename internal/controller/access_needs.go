@@ -9,66 +9,73 @@ import (
 
 	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/access"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
 // needs lists what the configuration's features read and write (the
 // informers' list and watch, the live re-reads and the writes), one need per
 // enabled feature. ownNS is the controller's namespace (records of
-// cluster-scoped subjects). The storage-remediation writes are optional:
+// cluster-scoped subjects). The storage-remediation writes are Optional:
 // without them those actions fail and say so, the rest runs.
-func needs(cfg *config.Config, checks bool, ownNS string) []need {
-	features := []func(*config.Config, bool, string) *need{recordsNeed, hotplugNeed, fenceNeed, namespaceNeed, storageNeed, remediationNeed, restartNeed, protectionNeed}
-	var out []need
-	for _, f := range features {
-		if n := f(cfg, checks, ownNS); n != nil {
+func needs(cfg *config.Config, checks bool, ownNS string) []access.Need {
+	var out []access.Need
+	if n := recordsNeed(cfg, checks, ownNS); n != nil {
+		out = append(out, *n)
+	}
+	for _, l := range checkLoops() {
+		if n := l.need(cfg); n != nil {
+			out = append(out, *n)
+		}
+	}
+	for _, f := range []func(*config.Config) *access.Need{remediationNeed, restartNeed, protectionNeed} {
+		if n := f(cfg); n != nil {
 			out = append(out, *n)
 		}
 	}
 	return out
 }
 
-func recordsNeed(cfg *config.Config, checks bool, ownNS string) *need {
+func recordsNeed(cfg *config.Config, checks bool, ownNS string) *access.Need {
 	if !checks && !cfg.DanglingOnRestart.Enabled {
 		return nil
 	}
-	g := slices.Concat(reads("tether.dev", "findings"),
-		[]grant{{verb: "create", group: "tether.dev", resource: "findings"}, {verb: "delete", group: "tether.dev", resource: "findings"},
-			{verb: "update", group: "tether.dev", resource: "findings/status"}, {verb: "create", resource: "events"}})
+	g := slices.Concat(access.Reads("tether.dev", "findings"),
+		[]access.Grant{{Verb: "create", Group: "tether.dev", Resource: "findings"}, {Verb: "delete", Group: "tether.dev", Resource: "findings"},
+			{Verb: "update", Group: "tether.dev", Resource: "findings/status"}, {Verb: "create", Resource: "events"}})
 	if len(cfg.Scope.Namespaces) > 0 {
 		// The records' informer watches the controller's namespace too.
-		g = append(g, grant{verb: "list", group: "tether.dev", resource: "findings", in: ownNS}, grant{verb: "watch", group: "tether.dev", resource: "findings", in: ownNS})
+		g = append(g, access.Grant{Verb: "list", Group: "tether.dev", Resource: "findings", In: ownNS}, access.Grant{Verb: "watch", Group: "tether.dev", Resource: "findings", In: ownNS})
 	}
-	return &need{feature: "records (Finding objects, Events)", fix: fixBase, grants: g}
+	return &access.Need{Feature: "records (Finding objects, Events)", Fix: fixBase, Grants: g}
 }
 
 // hotplugNeed is what the hot-plug loop reads and writes, when a check of
 // that loop (its row's Loop) is enabled.
-func hotplugNeed(cfg *config.Config, _ bool, _ string) *need {
+func hotplugNeed(cfg *config.Config) *access.Need {
 	// The need names the loop's enabled checks, the ones that would fail.
 	enabled := slices.DeleteFunc(check.InLoop(check.LoopHotplug), func(n string) bool { return !cfg.Enabled(n) })
 	if len(enabled) == 0 {
 		return nil
 	}
-	g := slices.Concat(reads("kubevirt.io", "virtualmachineinstances", "virtualmachines"), clusterWide(reads("kubevirt.io", "kubevirts")),
-		[]grant{{verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
-			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachineinstances/removevolume"},
-			// The VM-level route: StuckPublish, and OrphanHotplugVolume with
-			// tenantAuthoritative, remove volumes from the VM spec.
-			{verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
-	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: g}
+	// What its gatherer reads, from the caches and live before an action.
+	g := append(kindReads(loopGathers()[check.LoopHotplug], true),
+		access.Grant{Verb: "update", Group: "subresources.kubevirt.io", Resource: "virtualmachineinstances/removevolume"},
+		// The VM-level route: StuckPublish, and OrphanHotplugVolume with
+		// tenantAuthoritative, remove volumes from the VM spec.
+		access.Grant{Verb: "update", Group: "subresources.kubevirt.io", Resource: "virtualmachines/removevolume"})
+	return &access.Need{Feature: strings.Join(enabled, ", "), Fix: fixBase, Grants: g}
 }
 
 // fenceNeed is what the fence loop reads of the infra cluster: the VMs and
 // VMIs its tenant nodes resolve to (their caches and the live re-check).
 // Its writes are in the tenants (tenantNeeds).
-func fenceNeed(cfg *config.Config, _ bool, _ string) *need {
+func fenceNeed(cfg *config.Config) *access.Need {
 	enabled := slices.DeleteFunc(check.InLoop(check.LoopFence), func(n string) bool { return !cfg.Enabled(n) })
 	if len(enabled) == 0 {
 		return nil
 	}
-	return &need{feature: strings.Join(enabled, ", "), fix: fixBase, grants: reads("kubevirt.io", "virtualmachineinstances", "virtualmachines")}
+	return &access.Need{Feature: strings.Join(enabled, ", "), Fix: fixBase, Grants: kindReads(loopGathers()[check.LoopFence], true)}
 }
 
 // tenantNeeds is what the identity of each tenant's kubeconfig needs in
@@ -76,7 +83,7 @@ func fenceNeed(cfg *config.Config, _ bool, _ string) *need {
 // when TenantNodeDown may act (enabled, no dry run), what the opt-in
 // config/rbac/tenant-fencer.yaml grants. The roles' own rules are asked,
 // so the check cannot drift from the roles.
-func tenantNeeds(cfg *config.Config) ([]need, error) {
+func tenantNeeds(cfg *config.Config) ([]access.Need, error) {
 	if len(cfg.Tenants) == 0 {
 		return nil, nil
 	}
@@ -87,7 +94,7 @@ func tenantNeeds(cfg *config.Config) ([]need, error) {
 	}
 	fixes := []string{fixTenantReader, fixTenantFencer}
 	features := []string{"tenant evidence (tether-tenant-reader)", check.TenantNodeDown + " fencing (tether-tenant-fencer)"}
-	out := make([]need, 0, len(roles))
+	out := make([]access.Need, 0, len(roles))
 	for i, role := range roles {
 		out = append(out, roleNeed(role, features[i], fixes[i]))
 	}
@@ -96,13 +103,13 @@ func tenantNeeds(cfg *config.Config) ([]need, error) {
 
 // roleNeed is what a tenant ClusterRole grants, as one need: every verb on
 // every resource of its rules, cluster-wide.
-func roleNeed(role rbacv1.ClusterRole, feature, fix string) need {
-	n := need{feature: feature, fix: fix}
+func roleNeed(role rbacv1.ClusterRole, feature, fix string) access.Need {
+	n := access.Need{Feature: feature, Fix: fix}
 	for _, r := range role.Rules {
 		for _, group := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, verb := range r.Verbs {
-					n.grants = append(n.grants, grant{verb: verb, group: group, resource: res, clusterWide: true})
+					n.Grants = append(n.Grants, access.Grant{Verb: verb, Group: group, Resource: res, ClusterWide: true})
 				}
 			}
 		}
@@ -114,106 +121,69 @@ func roleNeed(role rbacv1.ClusterRole, feature, fix string) need {
 // kinds its enabled checks read (their rows' Reads), in every scoped
 // namespace, and the KubeVirt CR wherever it is. It reads nothing live
 // and writes only records and Events (recordsNeed).
-func namespaceNeed(cfg *config.Config, _ bool, _ string) *need {
+func namespaceNeed(cfg *config.Config) *access.Need {
 	names, kinds, err := namespaceLoop(cfg.Enabled)
 	if err != nil || len(names) == 0 {
 		return nil
 	}
-	var g []grant
-	for _, k := range []struct {
-		kind            snapshot.Kinds
-		group, resource string
-	}{
-		{snapshot.KindVMIs, "kubevirt.io", "virtualmachineinstances"},
-		{snapshot.KindVMs, "kubevirt.io", "virtualmachines"},
-		{snapshot.KindPVCs, "", "persistentvolumeclaims"},
-		{snapshot.KindDataVolumes, "cdi.kubevirt.io", "datavolumes"},
-		{snapshot.KindAttachmentPods, "", "pods"},
-		{snapshot.KindPods, "", "pods"},
-	} {
-		if kinds.Has(k.kind) {
-			g = append(g, grant{verb: "list", group: k.group, resource: k.resource}, grant{verb: "watch", group: k.group, resource: k.resource})
-		}
-	}
-	if kinds.Has(snapshot.KindKubeVirt) {
-		g = append(g, clusterWide([]grant{{verb: "list", group: "kubevirt.io", resource: "kubevirts"}, {verb: "watch", group: "kubevirt.io", resource: "kubevirts"}})...)
-	}
-	return &need{feature: strings.Join(names, ", "), fix: fixBase, grants: g}
+	return &access.Need{Feature: strings.Join(names, ", "), Fix: fixBase, Grants: kindReads(kinds, false)}
 }
 
 // storageNeed is what the storage loop reads, when a check of that loop is
 // enabled.
-func storageNeed(cfg *config.Config, _ bool, _ string) *need {
+func storageNeed(cfg *config.Config) *access.Need {
 	if !slices.ContainsFunc(check.InLoop(check.LoopStorage), cfg.Enabled) {
 		return nil
 	}
-	g := slices.Concat(clusterWide(reads("", "nodes", "persistentvolumes")), clusterWide(reads("storage.k8s.io", "volumeattachments")),
+	g := append(kindReads(loopGathers()[check.LoopStorage], true),
 		// The live re-check lists the pods on a node in every namespace
 		// and reads the claim of a PV wherever it is.
-		clusterWide([]grant{{verb: "list", group: "storage.k8s.io", resource: "csidrivers"}, {verb: "list", resource: "pods"}, {verb: "get", resource: "persistentvolumeclaims"}}),
-		reads("", "persistentvolumeclaims", "pods"), reads("cdi.kubevirt.io", "datavolumes"),
+		access.Grant{Verb: "list", Resource: "pods", ClusterWide: true}, access.Grant{Verb: "get", Resource: "persistentvolumeclaims", ClusterWide: true},
 		// Events on cluster-scoped subjects.
-		[]grant{{verb: "create", resource: "events", in: metav1.NamespaceDefault}})
-	return &need{feature: "storage checks", fix: fixStorage, grants: g}
+		access.Grant{Verb: "create", Resource: "events", In: metav1.NamespaceDefault})
+	return &access.Need{Feature: "storage checks", Fix: fixStorage, Grants: g}
 }
 
-func remediationNeed(cfg *config.Config, _ bool, _ string) *need {
+func remediationNeed(cfg *config.Config) *access.Need {
 	if !cfg.Enabled(check.StaleVolumeAttachment) || cfg.DryRun {
 		return nil
 	}
-	g := clusterWide([]grant{{verb: "delete", resource: "pods"}})
+	g := access.ClusterWide([]access.Grant{{Verb: "delete", Resource: "pods"}})
 	if cfg.Storage.ForceDetach {
-		g = append(g, clusterWide([]grant{{verb: "delete", group: "storage.k8s.io", resource: "volumeattachments"},
-			{verb: "patch", group: "storage.k8s.io", resource: "volumeattachments"}})...)
+		g = append(g, access.ClusterWide([]access.Grant{{Verb: "delete", Group: "storage.k8s.io", Resource: "volumeattachments"},
+			{Verb: "patch", Group: "storage.k8s.io", Resource: "volumeattachments"}})...)
 	}
-	return &need{feature: "storage remediation", fix: fixRemediation, grants: g, optional: true}
+	return &access.Need{Feature: "storage remediation", Fix: fixRemediation, Grants: g, Optional: true}
 }
 
-func restartNeed(cfg *config.Config, _ bool, _ string) *need {
+func restartNeed(cfg *config.Config) *access.Need {
 	if !cfg.DanglingOnRestart.Enabled {
 		return nil
 	}
-	g := slices.Concat(reads("kubevirt.io", "virtualmachines", "virtualmachineinstances"), clusterWide(reads("kubevirt.io", "kubevirts")),
-		reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"),
-		[]grant{{verb: "list", resource: "pods"}, {verb: "update", group: "subresources.kubevirt.io", resource: "virtualmachines/removevolume"}})
-	return &need{feature: "danglingOnRestart", fix: fixBase, grants: g}
+	g := slices.Concat(access.Reads("kubevirt.io", "virtualmachines", "virtualmachineinstances"), access.ClusterWide(access.Reads("kubevirt.io", "kubevirts")),
+		access.Reads("", "persistentvolumeclaims"), access.Reads("cdi.kubevirt.io", "datavolumes"),
+		[]access.Grant{{Verb: "list", Resource: "pods"}, {Verb: "update", Group: "subresources.kubevirt.io", Resource: "virtualmachines/removevolume"}})
+	return &access.Need{Feature: "danglingOnRestart", Fix: fixBase, Grants: g}
 }
 
-func protectionNeed(cfg *config.Config, _ bool, _ string) *need {
+func protectionNeed(cfg *config.Config) *access.Need {
 	if !cfg.Protection.Enabled {
 		return nil
 	}
-	g := slices.Concat(reads("", "persistentvolumeclaims"), reads("cdi.kubevirt.io", "datavolumes"), reads("apps", "controllerrevisions"),
-		reads("kubevirt.io", "virtualmachines"),
-		[]grant{{verb: "patch", resource: "persistentvolumeclaims"}, {verb: "patch", group: "cdi.kubevirt.io", resource: "datavolumes"},
-			{verb: "patch", group: "apps", resource: "controllerrevisions"}, {verb: "create", resource: "events"},
+	g := slices.Concat(access.Reads("", "persistentvolumeclaims"), access.Reads("cdi.kubevirt.io", "datavolumes"), access.Reads("apps", "controllerrevisions"),
+		access.Reads("kubevirt.io", "virtualmachines"),
+		[]access.Grant{{Verb: "patch", Resource: "persistentvolumeclaims"}, {Verb: "patch", Group: "cdi.kubevirt.io", Resource: "datavolumes"},
+			{Verb: "patch", Group: "apps", Resource: "controllerrevisions"}, {Verb: "create", Resource: "events"},
 			// Its own namespace, for each scoped one (a namespaced Role
 			// can grant that), else every namespace.
-			{verb: "get", resource: "namespaces"}})
-	return &need{feature: "protection", fix: fixProtection, grants: g}
+			{Verb: "get", Resource: "namespaces"}})
+	return &access.Need{Feature: "protection", Fix: fixProtection, Grants: g}
 }
 
 // metricsNeed is what the HTTPS metrics endpoint asks the API server.
-func metricsNeed() need {
-	return need{feature: "metrics", fix: fixMetrics, grants: []grant{
-		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", clusterWide: true},
-		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", clusterWide: true},
+func metricsNeed() access.Need {
+	return access.Need{Feature: "metrics", Fix: fixMetrics, Grants: []access.Grant{
+		{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews", ClusterWide: true},
+		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews", ClusterWide: true},
 	}}
-}
-
-func reads(group string, resources ...string) []grant {
-	var out []grant
-	for _, r := range resources {
-		for _, v := range []string{"get", "list", "watch"} {
-			out = append(out, grant{verb: v, group: group, resource: r})
-		}
-	}
-	return out
-}
-
-func clusterWide(gs []grant) []grant {
-	for i := range gs {
-		gs[i].clusterWide = true
-	}
-	return gs
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-dev/tether/config/rbac"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/access"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
@@ -38,7 +39,7 @@ func AccessOf(ctx context.Context, cs kubernetes.Interface, cfg *config.Config, 
 	if err != nil && !errors.Is(err, config.ErrNoChecks) {
 		return nil, 0, err
 	}
-	ask, asked := onceEach(func(ctx context.Context, ra *authorizationv1.ResourceAttributes) (bool, error) {
+	ask, asked := access.OnceEach(func(ctx context.Context, ra *authorizationv1.ResourceAttributes) (bool, error) {
 		r := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: ra}}
 		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
 		if err != nil {
@@ -46,20 +47,20 @@ func AccessOf(ctx context.Context, cs kubernetes.Interface, cfg *config.Config, 
 		}
 		return got.Status.Allowed, nil
 	})
-	ds, err := missing(ctx, needs(cfg, checks, ownNS), cfg.Scope.Namespaces, ask)
+	ds, err := access.Missing(ctx, needs(cfg, checks, ownNS), cfg.Scope.Namespaces, ask)
 	if err != nil {
 		return nil, asked(), err
 	}
 	out := make([]Denial, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, Denial{Feature: d.need.feature, Grant: d.grant.String(), Namespace: d.namespace, Fix: d.need.fix, Optional: d.need.optional})
+		out = append(out, Denial{Feature: d.Need.Feature, Grant: d.Grant.String(), Namespace: d.Namespace, Fix: d.Need.Fix, Optional: d.Need.Optional})
 	}
 	return out, asked(), nil
 }
 
 // TenantFenceAccessOf asks a tenant, as the identity cs authenticates as
 // (SelfSubjectAccessReview), whether it holds what the opt-in
-// config/rbac/tenant-fencer.yaml grants: what TenantNodeDown needs there to
+// config/rbac/tenant-fencer.yaml Grants: what TenantNodeDown needs there to
 // taint and untaint a Node. It returns the grants refused (empty: it may
 // fence) and changes nothing. The role's own rules are asked, as at the
 // controller's start.
@@ -69,14 +70,14 @@ func TenantFenceAccessOf(ctx context.Context, cs kubernetes.Interface) ([]Denial
 		return nil, err
 	}
 	n := roleNeed(roles[len(roles)-1], check.TenantNodeDown+" fencing (tether-tenant-fencer)", fixTenantFencer)
-	ask, _ := selfReview(cs, "tenant")
-	ds, err := missing(ctx, []need{n}, nil, ask)
+	ask, _ := access.SelfReview(cs, "tenant")
+	ds, err := access.Missing(ctx, []access.Need{n}, nil, ask)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Denial, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, Denial{Feature: d.need.feature, Grant: d.grant.String(), Fix: d.need.fix})
+		out = append(out, Denial{Feature: d.Need.Feature, Grant: d.Grant.String(), Fix: d.Need.Fix})
 	}
 	return out, nil
 }

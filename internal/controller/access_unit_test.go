@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/access"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 )
 
 // allowAllBut answers like an authorizer that refuses only the verbs named
 // "verb resource" in deny (in any namespace).
-func allowAllBut(deny ...string) askFunc {
-	return func(_ context.Context, g grant, _ string) (bool, error) {
+func allowAllBut(deny ...string) access.AskFunc {
+	return func(_ context.Context, g access.Grant, _ string) (bool, error) {
 		for _, d := range deny {
 			if g.String() == d {
 				return false, nil
@@ -53,7 +54,7 @@ func TestAccess(t *testing.T) {
 		name   string
 		cfg    *config.Config
 		checks bool
-		ask    askFunc
+		ask    access.AskFunc
 		want   []string // substrings of the error; none: no error
 	}{
 		{"protection, all granted -> starts", protection("a"), false, allowAllBut(), nil},
@@ -71,8 +72,8 @@ func TestAccess(t *testing.T) {
 			[]string{"update virtualmachines/removevolume.subresources.kubevirt.io in namespace a"}},
 		{"scoped records without the controller's namespace -> names it", hotplug("a"), true, allowAllBut("list findings.tether.dev"),
 			[]string{"list findings.tether.dev in namespace a", "list findings.tether.dev in namespace tether-system"}},
-		{"hot-plug, scoped, no cluster-wide pods -> starts", hotplug("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
-			return !(g.resource == "pods" && ns == ""), nil
+		{"hot-plug, scoped, no cluster-wide pods -> starts", hotplug("a"), true, func(_ context.Context, g access.Grant, ns string) (bool, error) {
+			return !(g.Resource == "pods" && ns == ""), nil
 		}, nil},
 		{"namespace loop without claim reads -> names its checks and the namespace", namespace(check.SharedClaimConflict, check.StuckHotplugPhase), true,
 			allowAllBut("watch persistentvolumeclaims", "list kubevirts.kubevirt.io"),
@@ -80,30 +81,30 @@ func TestAccess(t *testing.T) {
 		{"namespace loop, one check -> asks only what it reads", namespace(check.InterruptedVolumeMigration), true,
 			allowAllBut("list pods", "list kubevirts.kubevirt.io", "get virtualmachines.kubevirt.io"), nil},
 		{"namespace loop with namespaced RBAC -> starts", namespace(check.StuckHotplugPhase, check.SharedClaimConflict, check.InterruptedVolumeMigration), true,
-			func(_ context.Context, g grant, ns string) (bool, error) {
-				return ns != "" || g.resource == "kubevirts", nil
+			func(_ context.Context, g access.Grant, ns string) (bool, error) {
+				return ns != "" || g.Resource == "kubevirts", nil
 			}, nil},
-		{"storage checks with namespaced RBAC -> says they need cluster-wide reads", storage("a"), true, func(_ context.Context, g grant, ns string) (bool, error) {
+		{"storage checks with namespaced RBAC -> says they need cluster-wide reads", storage("a"), true, func(_ context.Context, g access.Grant, ns string) (bool, error) {
 			return ns != "", nil
 		}, []string{"storage checks (fix: the storage checks read cluster-wide", "list nodes cluster-wide", "list pods cluster-wide"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			all, err := missing(context.Background(), needs(tc.cfg, tc.checks, "tether-system"), tc.cfg.Scope.Namespaces, tc.ask)
+			all, err := access.Missing(context.Background(), needs(tc.cfg, tc.checks, "tether-system"), tc.cfg.Scope.Namespaces, tc.ask)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds, _ := splitOptional(all)
+			ds, _ := access.SplitOptional(all)
 			if len(tc.want) == 0 {
 				if len(ds) > 0 {
-					t.Fatalf("want no denial, got %v", accessError(ds))
+					t.Fatalf("want no denial, got %v", access.Error(ds))
 				}
 				return
 			}
 			if len(ds) == 0 {
 				t.Fatal("want denials, got none")
 			}
-			msg := accessError(ds).Error()
+			msg := access.Error(ds).Error()
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error lacks %q:\n%s", w, msg)
@@ -134,17 +135,17 @@ func TestAccess_storageRemediationIsOptional(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			all, err := missing(context.Background(), needs(tc.cfg, true, "tether-system"), nil, deny)
+			all, err := access.Missing(context.Background(), needs(tc.cfg, true, "tether-system"), nil, deny)
 			if err != nil {
 				t.Fatal(err)
 			}
-			required, optional := splitOptional(all)
+			required, optional := access.SplitOptional(all)
 			if len(required) > 0 || len(optional) != tc.optional {
 				t.Errorf("required %d, optional %d; want 0 and %d", len(required), len(optional), tc.optional)
 			}
 			for _, d := range optional {
-				if !strings.Contains(d.need.fix, "config/rbac/storage-remediation") {
-					t.Errorf("fix %q does not name config/rbac/storage-remediation", d.need.fix)
+				if !strings.Contains(d.Need.Fix, "config/rbac/storage-remediation") {
+					t.Errorf("fix %q does not name config/rbac/storage-remediation", d.Need.Fix)
 				}
 			}
 		})
@@ -152,11 +153,11 @@ func TestAccess_storageRemediationIsOptional(t *testing.T) {
 }
 
 func TestAccess_metrics(t *testing.T) {
-	ds, err := missing(context.Background(), []need{metricsNeed()}, []string{"a"}, allowAllBut("create tokenreviews.authentication.k8s.io"))
+	ds, err := access.Missing(context.Background(), []access.Need{metricsNeed()}, []string{"a"}, allowAllBut("create tokenreviews.authentication.k8s.io"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := accessError(ds).Error()
+	msg := access.Error(ds).Error()
 	for _, want := range []string{"create tokenreviews.authentication.k8s.io cluster-wide", "config/rbac/common", "--metrics-secure=false"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
@@ -203,17 +204,17 @@ func TestAccess_tenantNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := missing(context.Background(), ns, nil, allowAllBut("update nodes"))
+	ds, err := access.Missing(context.Background(), ns, nil, allowAllBut("update nodes"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := accessError(ds).Error()
+	msg := access.Error(ds).Error()
 	for _, want := range []string{"update nodes cluster-wide", "tether-tenant-fencer", "tether manifests tenant", "--fence"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
-	if ds, _ := missing(context.Background(), ns, nil, allowAllBut("watch nodes")); len(ds) != 1 || !strings.Contains(ds[0].need.fix, "tenant-reader") {
+	if ds, _ := access.Missing(context.Background(), ns, nil, allowAllBut("watch nodes")); len(ds) != 1 || !strings.Contains(ds[0].Need.Fix, "tenant-reader") {
 		t.Errorf("a reader without watch on nodes: %+v", ds)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +36,10 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/compactcache"
+	"github.com/tether-dev/tether/internal/controller/gauges"
+	"github.com/tether-dev/tether/internal/controller/guard"
+	"github.com/tether-dev/tether/internal/controller/lease"
 	"github.com/tether-dev/tether/internal/controller/metricsauth"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/controller/tenant"
@@ -102,7 +104,7 @@ type Options struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// AllowSecond lets a process without leader election act although
-	// another process holds the leader Lease (holder.go).
+	// another process holds the leader Lease (lease.go).
 	AllowSecond bool
 	// Faults, when set, are called at the points of an action where a
 	// process may die (fault-injection tests stop the manager there).
@@ -147,8 +149,8 @@ func New(o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	if o.LeaderElect {
-		lease := o.LeaderElectionNamespace + "/" + o.LeaderElectionID
-		if err := mgr.Add(standbyReport{mgr: mgr, log: o.Log.WithName("election"), lease: lease, every: time.Minute}); err != nil {
+		name := o.LeaderElectionNamespace + "/" + o.LeaderElectionID
+		if err := mgr.Add(lease.StandbyReport{Mgr: mgr, Log: o.Log.WithName("election"), Lease: name, Every: time.Minute}); err != nil {
 			return nil, err
 		}
 	}
@@ -183,15 +185,15 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	if checks {
-		ag := anomalyGuard{cache: mgr.GetClient(), live: rs.Live, namespace: o.Namespace, tenants: tenants,
-			guard: plan.Guard{MaxSafe: o.Config.AnomalyGuard.MaxSafe, Share: o.Config.AnomalyGuard.Share}, log: o.Log.WithName("anomaly-guard"), now: o.Now,
-			every: cmp.Or(o.GuardInterval, guardInterval)}
+		ag := guard.Guard{Cache: mgr.GetClient(), Live: rs.Live, Namespace: o.Namespace, Tenants: tenants,
+			Guard: plan.Guard{MaxSafe: o.Config.AnomalyGuard.MaxSafe, Share: o.Config.AnomalyGuard.Share}, Log: o.Log.WithName("anomaly-guard"), Now: o.Now,
+			Every: cmp.Or(o.GuardInterval, guard.Interval)}
 		if err := mgr.Add(ag); err != nil {
 			return nil, err
 		}
 	}
 	if checks || o.Config.DanglingOnRestart.Enabled {
-		g := gauges{cache: mgr.GetClient(), interval: gaugeInterval, namespace: o.Namespace, budget: rs.Budget, tenants: healthOf(tenants), now: o.Now}
+		g := gauges.Gauges{Cache: mgr.GetClient(), Interval: gaugeInterval, Namespace: o.Namespace, Budget: rs.Budget, Tenants: gauges.HealthOf(tenants), Now: o.Now}
 		if err := mgr.Add(g); err != nil {
 			return nil, err
 		}
@@ -249,7 +251,7 @@ func oneAtATime(o Options) Options {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	holder := otherHolder(ctx, o.RestConfig, ns, o.LeaderElectionID, o.Now(), o.Log)
+	holder := lease.OtherHolder(ctx, o.RestConfig, ns, o.LeaderElectionID, o.Now(), o.Log)
 	if holder == "" {
 		return o
 	}
@@ -369,12 +371,12 @@ func cacheOptions(o Options) cache.Options {
 	cacheOpts := cache.Options{
 		DefaultTransform: leanCache,
 		// VMs and VMIs are stored compact (leanCache) and read expanded.
-		NewInformer: newCompactInformer,
+		NewInformer: compactcache.NewInformer,
 		ByObject:    map[client.Object]cache.ByObject{},
 	}
-	if !slices.ContainsFunc(config.StorageChecks(), o.Config.Enabled) {
-		// Without the storage checks, the only pods the controller reads
-		// are hot-plug attachment pods.
+	if reads := gathered(o.Config); !reads.Has(snapshot.KindPods) {
+		// When no loop reads every pod, the only pods the controller reads
+		// are hot-plug attachment pods: the pod cache holds those alone.
 		cacheOpts.ByObject[&corev1.Pod{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue})}
 	}
 	// Records keep who wrote their status (v1alpha1.Finding.StatusWriters),
@@ -386,9 +388,16 @@ func cacheOptions(o Options) cache.Options {
 		for _, n := range ns {
 			cacheOpts.DefaultNamespaces[n] = cache.Config{}
 		}
-		// The KubeVirt CR (feature gates) lives in KubeVirt's own namespace,
-		// outside the scope: read it wherever it is.
-		cacheOpts.ByObject[&kubevirtv1.KubeVirt{}] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+		// The kinds read in any namespace (the KubeVirt CR and its feature
+		// gates live in KubeVirt's own, outside the scope) are read wherever
+		// they are.
+		for _, row := range snapshot.AllKinds.Rows() {
+			for _, res := range row.Resources {
+				if row.AnyNamespace && res.Namespaced {
+					cacheOpts.ByObject[objectOf(res)] = cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+				}
+			}
+		}
 		// Records of cluster-scoped subjects live in the controller's own
 		// namespace.
 		records.Namespaces = map[string]cache.Config{o.Namespace: {}}
@@ -407,7 +416,7 @@ var stripManagedFields = cache.TransformStripManagedFields()
 // check, gatherer or reconciler reads (snapshot.Lean), which is most of a
 // VM or VMI; VMs and VMIs it then stores compact (snapshot.Compact), which
 // the caches' informers expand again for every reader and event handler
-// (newCompactInformer). Cached objects are never written back: every write
+// (compactcache.NewInformer). Cached objects are never written back: every write
 // re-reads live or patches with preconditions (package act,
 // protect.AddPatch).
 func leanCache(obj any) (any, error) {

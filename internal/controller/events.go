@@ -28,17 +28,3 @@ const (
 // alert on it). Like the attach/detach controller's own Multi-Attach Events,
 // it names pods only in the waiting pod's namespace and counts the others.
 const EventMultiAttach = eventreason.MultiAttach
-
-// Event reasons of the "on restart" mode (contract: operators alert on
-// them), recorded on the VM besides the action outcomes of package act.
-const (
-	// EventDanglingRemovedOnStart: a dangling hot-plugged reference was
-	// removed from a VM that is about to start.
-	EventDanglingRemovedOnStart = eventreason.DanglingOnStart
-	// EventDanglingBlocksStart: a dangling reference of a starting VM that
-	// tether does not remove (a boot or other non-hot-pluggable disk, or a
-	// hold of the check); the message names the claim and the procedure.
-	EventDanglingBlocksStart = eventreason.DanglingBlocksStart
-	// EventDanglingWouldRemove: dry run; the reference would be removed.
-	EventDanglingWouldRemove = eventreason.DanglingWouldRemove
-)

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/config"
@@ -31,8 +30,5 @@ func testRecords(c client.Client, cfg *config.Config) *records.Keeper {
 	return rs
 }
 
-// statusBy is a managedFields entry of a manager that wrote the status.
-func statusBy(manager string) metav1.ManagedFieldsEntry {
-	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "tether.dev/v1alpha1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:lastObserved":{},"f:safeSince":{}}}`)}}
-}
+// statusBy is fakeclient.StatusBy.
+var statusBy = fakeclient.StatusBy

@@ -6,7 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,34 +47,18 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	now := r.Records.Now()
 
-	snap, err := r.snapshotFor(ctx, req.NamespacedName)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(snap.VMIs) == 0 {
+	vmi, current, err := r.decide(ctx, req.NamespacedName, now)
+	if err != nil || vmi == nil {
 		// A deleted VMI's records go with it (owner reference, garbage
 		// collector); nothing to decide.
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, err
 	}
-	vmi := snap.VMIs[0]
-	// The snapshot holds only the VMI, its VM, the gates and the tenants:
-	// checks of other loops, which need more (claims, attachment pods),
-	// would report falsely here (a Detaching hot-plug stuck "for an
-	// unknown time" whose attachment pod says it is recent).
-	policy := r.Policy
-	policy.Checks = check.InLoop(check.LoopHotplug)
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if f.Object.UID == vmi.UID && r.Records.Config.Enabled(f.Check) {
-			current[f.ID] = f
-		}
-	}
-	recs, err := r.records(ctx, &vmi)
+	recs, err := r.records(ctx, vmi)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var requeue time.Duration
-	subj := vmiSubject(&vmi)
+	subj := vmiSubject(vmi)
 	for id, f := range current {
 		after, err := r.Records.Sync(ctx, records.Path{Apply: r.apply}, subj, f, recs[id], now)
 		if err != nil {
@@ -83,7 +66,7 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		// A hold only time lifts (a tenant attachment too recent) comes
 		// with no event when it ends: look again once it has.
-		if wait := policy.RecheckAfter(f.Action.BlockedBy); wait > 0 && (after == 0 || wait < after) {
+		if wait := r.Policy.RecheckAfter(f.Action.BlockedBy); wait > 0 && (after == 0 || wait < after) {
 			after = wait
 		}
 		if after > 0 && (requeue == 0 || after < requeue) {
@@ -94,6 +77,30 @@ func (r *HotplugReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the loop's decision about the VMI key at now: the VMI read
+// (nil when it is gone) and the findings about it of the loop's enabled
+// checks, by id.
+func (r *HotplugReconciler) decide(ctx context.Context, key client.ObjectKey, now time.Time) (*snapshot.VMI, map[string]drift.Finding, error) {
+	snap, err := r.snapshotFor(ctx, key)
+	if err != nil || len(snap.VMIs) == 0 {
+		return nil, nil, err
+	}
+	vmi := &snap.VMIs[0]
+	// The snapshot holds only what the loop gathers (observe.VMIKinds) and
+	// the tenants: checks of other loops, which need more (claims,
+	// attachment pods), would report falsely here (a Detaching hot-plug
+	// stuck "for an unknown time" whose attachment pod says it is recent).
+	policy := r.Policy
+	policy.Checks = check.InLoop(check.LoopHotplug)
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if f.Object.UID == vmi.UID && r.Records.Config.Enabled(f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return vmi, current, nil
 }
 
 // snapshotFor builds the decision input for one VMI from the caches with
@@ -142,8 +149,6 @@ func vmiSubject(vmi *snapshot.VMI) records.Subject {
 
 // setup registers the watches. Handlers only map events to VMI keys.
 func (r *HotplugReconciler) setup(mgr manager.Manager) error {
-	// Resyncs carry no change: skip them.
-	changed := predicate.ResourceVersionChangedPredicate{}
 	woken := tenant.NewWakeQueue()
 	for _, tw := range r.Tenants {
 		if err := tw.WatchInto(mgr.GetClient(), woken); err != nil {
@@ -153,15 +158,13 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 	if err := mgr.Add(woken); err != nil {
 		return err
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("hotplug").
-		For(&kubevirtv1.VirtualMachineInstance{}, builder.WithPredicates(changed))
-	watched := observe.VMIKinds &^ snapshot.KindVMIs // the For above
+	watched := loopGathers()[check.LoopHotplug]
 	if !dataVolumesInstalled(mgr.GetRESTMapper()) {
 		watched &^= snapshot.KindDataVolumes // no CDI: none to read or watch
 	}
-	for _, w := range r.watches(watched) {
-		b = b.Watches(w.obj, handler.EnqueueRequestsFromMapFunc(w.toVMIs), builder.WithPredicates(changed))
+	b, err := addWatches(ctrl.NewControllerManagedBy(mgr).Named("hotplug"), "hot-plug", watched, r.wake)
+	if err != nil {
+		return err
 	}
 	return b.
 		// Only a record deleted or changed in spec by someone else wakes the
@@ -170,6 +173,26 @@ func (r *HotplugReconciler) setup(mgr manager.Manager) error {
 		// Tenant VolumeAttachment changes wake the VMI named after their node.
 		WatchesRawSource(source.Channel(woken.Out(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// wake maps a change of a kind the loop reads to the VMIs whose decision
+// reads it. Resyncs carry no change: they wake none.
+func (r *HotplugReconciler) wake(k snapshot.Kinds, _ snapshot.Resource) (handler.EventHandler, []predicate.Predicate) {
+	changed := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+	switch k {
+	case snapshot.KindVMIs:
+		return &handler.EnqueueRequestForObject{}, changed
+	case snapshot.KindVMs:
+		// A VMI is named after its VM.
+		return handler.EnqueueRequestsFromMapFunc(sameName), changed
+	case snapshot.KindDataVolumes:
+		// A DataVolume of a VM's dataVolumeTemplates that is not ready
+		// stops that VM's sync (what the hot-plug checks read of it).
+		return handler.EnqueueRequestsFromMapFunc(r.templateUsers), changed
+	case snapshot.KindKubeVirt:
+		return handler.EnqueueRequestsFromMapFunc(r.allVMIs), changed
+	}
+	return nil, nil
 }
 
 func subjectOf(_ context.Context, o client.Object) []reconcile.Request {
@@ -205,36 +228,6 @@ func (r *HotplugReconciler) templateUsers(ctx context.Context, o client.Object) 
 			if t.Name == o.GetName() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
 			}
-		}
-	}
-	return out
-}
-
-// hotplugWatch is a kind the hot-plug loop watches, and the VMIs a change
-// of it concerns.
-type hotplugWatch struct {
-	obj    client.Object
-	toVMIs handler.MapFunc
-}
-
-// watches are the watches of the kinds the loop's gatherer reads
-// (observe.VMIKinds), each mapped to the VMIs whose decision reads it.
-func (r *HotplugReconciler) watches(kinds snapshot.Kinds) []hotplugWatch {
-	var out []hotplugWatch
-	for _, w := range []struct {
-		kind snapshot.Kinds
-		hotplugWatch
-	}{
-		{snapshot.KindVMIs, hotplugWatch{&kubevirtv1.VirtualMachineInstance{}, sameName}},
-		// A VMI is named after its VM.
-		{snapshot.KindVMs, hotplugWatch{&kubevirtv1.VirtualMachine{}, sameName}},
-		// A DataVolume of a VM's dataVolumeTemplates that is not ready
-		// stops that VM's sync (what the hot-plug checks read of it).
-		{snapshot.KindDataVolumes, hotplugWatch{&cdiv1.DataVolume{}, r.templateUsers}},
-		{snapshot.KindKubeVirt, hotplugWatch{&kubevirtv1.KubeVirt{}, r.allVMIs}},
-	} {
-		if kinds.Has(w.kind) {
-			out = append(out, w.hotplugWatch)
 		}
 	}
 	return out

@@ -15,7 +15,7 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/drift"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -61,7 +61,7 @@ func TestController_leanCaches_stillDecideAndAct(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "finalizer on the stopped VM's disk", func() (bool, error) {
 		var got corev1.PersistentVolumeClaim
 		err := w.c.Get(w.ctx, client.ObjectKeyFromObject(disk), &got)
-		return err == nil && slices.Contains(got.Finalizers, protect.Finalizer), err
+		return err == nil && slices.Contains(got.Finalizers, inuse.Finalizer), err
 	})
 
 	// What the caches hold.

@@ -8,12 +8,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,19 +70,9 @@ func (r *NamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	defer func() { metrics.ReconcileSeconds.Observe(time.Since(t0).Seconds()) }()
 	ns := req.Name
 	now := r.Records.Now()
-	// The checks only read (check.TestRun_changesNoObject): the objects are
-	// shared with the cache, not copied.
-	snap, err := observe.Namespace(ctx, r.Cache, observe.StorageRead{Namespace: ns, Shared: true, Kinds: r.Kinds})
+	snap, current, err := r.decide(ctx, ns, now)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading namespace %s from the caches: %w", ns, err)
-	}
-	policy := r.Policy
-	policy.Checks = r.Checks
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if f.Namespace == ns && r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
-			current[f.ID] = f
-		}
+		return ctrl.Result{}, err
 	}
 	// A disabled check's records are left as they are.
 	recs, err := recordsOf(ctx, r.Cache, r.Checks, client.InNamespace(ns))
@@ -117,6 +105,26 @@ func (r *NamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the loop's pass over namespace ns at now: what it read, and
+// the findings there of its enabled checks, by id.
+func (r *NamespaceReconciler) decide(ctx context.Context, ns string, now time.Time) (*snapshot.Snapshot, map[string]drift.Finding, error) {
+	// The checks only read (check.TestRun_changesNoObject): the objects are
+	// shared with the cache, not copied.
+	snap, err := observe.Namespace(ctx, r.Cache, observe.StorageRead{Namespace: ns, Shared: true, Kinds: r.Kinds})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading namespace %s from the caches: %w", ns, err)
+	}
+	policy := r.Policy
+	policy.Checks = r.Checks
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if f.Namespace == ns && r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return snap, current, nil
 }
 
 // empty reports whether the namespace holds nothing the loop reads: then
@@ -167,55 +175,34 @@ func setupNamespace(mgr manager.Manager, rs *records.Keeper, policy check.Policy
 		// No CDI: the read finds no DataVolumes, and there is nothing to watch.
 		watched &^= snapshot.KindDataVolumes
 	}
-	ns := inNamespace{}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("namespace").
 		// A record deleted or edited by someone else is put back.
-		Watches(&v1alpha1.Finding{}, ns, builder.WithPredicates(recordTampered(), recordOf(names)))
-	for _, w := range namespaceWatches(watched) {
-		// One WithPredicates per watch: a second one would replace the first.
-		b = b.Watches(w.obj, ns, builder.WithPredicates(w.preds...))
-	}
-	if kinds.Has(snapshot.KindKubeVirt) {
-		// The running KubeVirt and its gates change what a stuck phase's
-		// finding says: every namespace with VMIs is looked at again.
-		b = b.Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.vmiNamespaces), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+		Watches(&v1alpha1.Finding{}, inNamespace{}, builder.WithPredicates(recordTampered(), recordOf(names)))
+	if b, err = addWatches(b, "namespace", watched, r.wake); err != nil {
+		return err
 	}
 	return b.Complete(r)
 }
 
-// namespaceWatch is a kind the namespace loop watches, with the events of
-// it that start a pass.
-type namespaceWatch struct {
-	obj   client.Object
-	preds []predicate.Predicate
-}
-
-// namespaceWatches are the watches of the kinds the loop reads. Resyncs
-// carry no change, nor do updates of what the lean caches do not hold (a
-// VMI's guest information, a pod's conditions); the pod cache holds every
-// pod when a storage check is enabled, and only attachment pods concern
-// this loop.
-func namespaceWatches(kinds snapshot.Kinds) []namespaceWatch {
-	var out []namespaceWatch
-	for _, w := range []struct {
-		kind snapshot.Kinds
-		obj  client.Object
-		more []predicate.Predicate
-	}{
-		{snapshot.KindVMIs, &kubevirtv1.VirtualMachineInstance{}, nil},
-		{snapshot.KindVMs, &kubevirtv1.VirtualMachine{}, nil},
-		{snapshot.KindPVCs, &corev1.PersistentVolumeClaim{}, nil},
-		{snapshot.KindAttachmentPods, &corev1.Pod{}, []predicate.Predicate{attachmentPod()}},
-		{snapshot.KindPods, &corev1.Pod{}, nil},
-		{snapshot.KindDataVolumes, &cdiv1.DataVolume{}, nil},
-	} {
-		if kinds.Has(w.kind) {
-			preds := append([]predicate.Predicate{predicate.ResourceVersionChangedPredicate{}, leanViewChanged()}, w.more...)
-			out = append(out, namespaceWatch{obj: w.obj, preds: preds})
-		}
+// wake maps a change of a kind the loop reads to a pass over its
+// namespace. Resyncs carry no change, nor do updates of what the lean
+// caches do not hold (a VMI's guest information, a pod's conditions); the
+// pod cache holds every pod when a storage check is enabled, and only
+// attachment pods concern the attachment pods' readers. The running
+// KubeVirt and its gates change what a stuck phase's finding says: a
+// change of the KubeVirt CR leads to a pass over every namespace with VMIs.
+func (r *NamespaceReconciler) wake(k snapshot.Kinds, _ snapshot.Resource) (handler.EventHandler, []predicate.Predicate) {
+	changed := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+	switch k {
+	case snapshot.KindKubeVirt:
+		return handler.EnqueueRequestsFromMapFunc(r.vmiNamespaces), changed
+	case snapshot.KindAttachmentPods:
+		return inNamespace{}, append(changed, leanViewChanged(), attachmentPod())
+	case snapshot.KindVMIs, snapshot.KindVMs, snapshot.KindPVCs, snapshot.KindDataVolumes, snapshot.KindPods:
+		return inNamespace{}, append(changed, leanViewChanged())
 	}
-	return out
+	return nil, nil
 }
 
 // vmiNamespaces maps a change of the KubeVirt CR to every namespace that

@@ -19,7 +19,7 @@ import (
 	"github.com/tether-dev/tether/internal/crdinstall"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 	"github.com/tether-dev/tether/internal/testing/emulator"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/reportcrds"
@@ -119,7 +119,7 @@ func rulesIn(r *unstructured.Unstructured) []string {
 func TestController_namespaceLoop_reportsResolvesAndNeverActs(t *testing.T) {
 	w := newWorld(t)
 	w.env.InstallController(t, "rbac/policyreports")
-	if err := crdinstall.Install(w.ctx, w.env.Config, reportcrds.For(policyreport.WGPolicy)...); err != nil {
+	if err := crdinstall.Install(w.ctx, w.env.Config, reportcrds.For(reportapi.WGPolicy)...); err != nil {
 		t.Fatal(err)
 	}
 	ns := fixture.InNamespace(w.ns)
@@ -167,7 +167,7 @@ func TestController_namespaceLoop_reportsResolvesAndNeverActs(t *testing.T) {
 	versions := read()
 
 	addr := freeAddr(t)
-	w.start(reportsOn(w.namespaceCfg(), policyreport.WGPolicy), func(o *controller.Options) { o.MetricsAddr, o.MetricsInsecure = addr, true })
+	w.start(reportsOn(w.namespaceCfg(), reportapi.WGPolicy), func(o *controller.Options) { o.MetricsAddr, o.MetricsInsecure = addr, true })
 
 	want := []struct {
 		check, kind, subject, volume, severity string

@@ -222,7 +222,7 @@ func TestLeanViewChanged(t *testing.T) {
 // resource version and generation starts none, a pod that is no
 // attachment pod starts none.
 func TestNamespaceWatches(t *testing.T) {
-	pass := func(w namespaceWatch, e any) bool {
+	pass := func(w kindWatch, e any) bool {
 		for _, p := range w.preds {
 			var ok bool
 			switch e := e.(type) {
@@ -237,13 +237,14 @@ func TestNamespaceWatches(t *testing.T) {
 		}
 		return true
 	}
+	wake := (&NamespaceReconciler{}).wake
 	_, kinds, _ := namespaceLoop(func(string) bool { return true })
-	got := map[string]namespaceWatch{}
-	for _, w := range namespaceWatches(kinds) {
+	got := map[string]kindWatch{}
+	for _, w := range watchesOf(kinds, wake) {
 		got[fmt.Sprintf("%T", w.obj)] = w
 	}
-	if len(got) != 4 {
-		t.Fatalf("watches %v, want VMIs, VMs, claims and pods", got)
+	if len(got) != 5 {
+		t.Fatalf("watches %v, want VMIs, VMs, claims, pods and the KubeVirt CR", got)
 	}
 	for _, o := range []client.Object{fixture.VMI("v"), fixture.VM("v"), fixture.PVC("c"), fixture.AttachmentPod("hp-1")} {
 		w := got[fmt.Sprintf("%T", o)]
@@ -259,21 +260,7 @@ func TestNamespaceWatches(t *testing.T) {
 	if pass(got["*v1.Pod"], event.CreateEvent{Object: fixture.UserPod("app")}) {
 		t.Error("a pod that is no attachment pod started a pass")
 	}
-	if _, kinds, _ := namespaceLoop(func(c string) bool { return c == check.InterruptedVolumeMigration }); len(namespaceWatches(kinds)) != 3 {
-		t.Errorf("InterruptedVolumeMigration alone watches %d kinds, want VMIs, VMs and claims", len(namespaceWatches(kinds)))
-	}
-}
-
-// Every kind the namespace loop's gatherer can read (observe.NamespaceKinds)
-// has its watch, so that a row of the loop that reads it is woken by its
-// changes as the gatherer reads them; the KubeVirt CR is watched on its own.
-func TestNamespaceWatches_everyKindTheGathererReads(t *testing.T) {
-	for k := snapshot.Kinds(1); k != 0 && k <= observe.NamespaceKinds; k <<= 1 {
-		if observe.NamespaceKinds&k == 0 || k == snapshot.KindKubeVirt {
-			continue
-		}
-		if ws := namespaceWatches(k); len(ws) != 1 {
-			t.Errorf("the namespace loop can read %s but watches it %d times", k, len(ws))
-		}
+	if _, kinds, _ := namespaceLoop(func(c string) bool { return c == check.InterruptedVolumeMigration }); len(watchesOf(kinds, wake)) != 3 {
+		t.Errorf("InterruptedVolumeMigration alone watches %d kinds, want VMIs, VMs and claims", len(watchesOf(kinds, wake)))
 	}
 }

@@ -20,13 +20,14 @@ import (
 	"github.com/tether-dev/tether/internal/crdinstall"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 	"github.com/tether-dev/tether/internal/testing/reportcrds"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // reportsOn turns the policy reports on with a short interval.
-func reportsOn(cfg *config.Config, api policyreport.API) *config.Config {
-	cfg.PolicyReports = config.PolicyReportsConfig{Enabled: true, API: string(api), Interval: metav1.Duration{Duration: 500 * time.Millisecond}}
+func reportsOn(cfg *config.Config, api reportapi.API) *config.Config {
+	cfg.PolicyReports = config.PolicyReportsConfig{Enabled: true, API: api, Interval: metav1.Duration{Duration: 500 * time.Millisecond}}
 	return cfg
 }
 
@@ -34,7 +35,7 @@ func reportsOn(cfg *config.Config, api policyreport.API) *config.Config {
 // there is none.
 func (w *world) report() *unstructured.Unstructured {
 	w.t.Helper()
-	api := policyreport.WGPolicy
+	api := reportapi.WGPolicy
 	res, _ := api.Resources()
 	u, err := w.env.Dynamic.Resource(schema.GroupVersionResource{Group: api.Group(), Version: api.Version(), Resource: res}).
 		Namespace(w.ns).Get(w.ctx, policyreport.Name, metav1.GetOptions{})
@@ -79,12 +80,12 @@ func (w *world) waitReport(what string, want []string) *unstructured.Unstructure
 func TestController_policyReports(t *testing.T) {
 	w := newWorld(t)
 	w.env.InstallController(t, "rbac/policyreports")
-	if err := crdinstall.Install(w.ctx, w.env.Config, reportcrds.For(policyreport.WGPolicy)...); err != nil {
+	if err := crdinstall.Install(w.ctx, w.env.Config, reportcrds.For(reportapi.WGPolicy)...); err != nil {
 		t.Fatal(err)
 	}
 	w.orphan("vm-p", "pvc-a")
 	// A long grace period: the findings stay open until the test closes them.
-	w.start(reportsOn(w.cfg(time.Hour), policyreport.WGPolicy))
+	w.start(reportsOn(w.cfg(time.Hour), reportapi.WGPolicy))
 
 	r := w.waitReport("report with pvc-a", []string{"pvc-a"})
 	res := r.Object["results"].([]any)[0].(map[string]any)
@@ -122,7 +123,7 @@ func TestController_policyReports(t *testing.T) {
 	// cluster report.
 	w.unplug("vm-p", "pvc-b")
 	w.waitReport("no report", nil)
-	api := policyreport.WGPolicy
+	api := reportapi.WGPolicy
 	_, clRes := api.Resources()
 	if _, err := w.env.Dynamic.Resource(schema.GroupVersionResource{Group: api.Group(), Version: api.Version(), Resource: clRes}).
 		Get(w.ctx, policyreport.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -155,7 +156,7 @@ func TestController_policyReports_noCRD(t *testing.T) {
 	}, funcr.Options{})
 	w.orphan("vm-n", "pvc-n")
 	// No package test installs the openreports.io CRDs.
-	w.start(reportsOn(w.cfg(time.Second), policyreport.OpenReports), func(o *controller.Options) { o.Log = log })
+	w.start(reportsOn(w.cfg(time.Second), reportapi.OpenReports), func(o *controller.Options) { o.Log = log })
 	w.waitVMI("vm-n", "pvc-n detached", func(v *kubevirtv1.VirtualMachineInstance) bool { return !lists(v, "pvc-n") })
 	w.waitFinding("vm-n", "pvc-n", v1alpha1.PhaseResolved, "")
 	time.Sleep(time.Second) // several report passes

@@ -10,9 +10,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/controller/restart"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -24,6 +24,7 @@ import (
 // Event on the VM says why and what the operator can do.
 func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 	w := newWorld(t)
+	w.env.InstallController(t, "rbac/protection")
 	w.declarativeOnly()
 	cfg := w.restartCfg(false)
 	cfg.Protection.Enabled = true
@@ -46,7 +47,7 @@ func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 		return &pvc
 	}
 	testenv.Eventually(t, 30*time.Second, "tether's finalizer on the stopped VM's claim", func() (bool, error) {
-		return slices.Contains(claim().Finalizers, protect.Finalizer), nil
+		return slices.Contains(claim().Finalizers, inuse.Finalizer), nil
 	})
 	// `kubectl delete pvc data`, by mistake.
 	if err := w.c.Delete(w.ctx, claim()); err != nil {
@@ -62,13 +63,13 @@ func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 			return false, client.IgnoreNotFound(err)
 		}
 		got := claim()
-		return got.DeletionTimestamp != nil && slices.Equal(got.Finalizers, []string{protect.Finalizer}), nil
+		return got.DeletionTimestamp != nil && slices.Equal(got.Finalizers, []string{inuse.Finalizer}), nil
 	})
 
 	// Start the VM.
 	w.updateVM("vm-p", func(vm *kubevirtv1.VirtualMachine) { paused(true)(vm); alwaysRun(vm) })
-	ev := w.waitEvent("vm-p", controller.EventDanglingBlocksStart)
-	for _, want := range []string{"DeletionPostponed", protect.Finalizer, "removevolume"} {
+	ev := w.waitEvent("vm-p", restart.EventDanglingBlocksStart)
+	for _, want := range []string{"DeletionPostponed", inuse.Finalizer, "removevolume"} {
 		if !strings.Contains(ev.Message, want) {
 			t.Errorf("the Event does not say %q: %s", want, ev.Message)
 		}
@@ -78,10 +79,10 @@ func TestController_protectionAndOnRestart_neverUndoProtection(t *testing.T) {
 	if !specLists(w.getVM("vm-p"), "data") {
 		t.Fatal("the reference to the claim whose deletion tether postponed was removed from the VM spec")
 	}
-	if pvc := claim(); pvc.DeletionTimestamp == nil || !slices.Contains(pvc.Finalizers, protect.Finalizer) {
-		t.Fatalf("claim data: want it Terminating and still held by %s, got finalizers %v", protect.Finalizer, pvc.Finalizers)
+	if pvc := claim(); pvc.DeletionTimestamp == nil || !slices.Contains(pvc.Finalizers, inuse.Finalizer) {
+		t.Fatalf("claim data: want it Terminating and still held by %s, got finalizers %v", inuse.Finalizer, pvc.Finalizers)
 	}
-	for _, r := range []string{controller.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
+	for _, r := range []string{restart.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
 		if evs := w.eventsOn("vm-p", r); len(evs) > 0 {
 			t.Fatalf("unexpected %s events: %v", r, evs)
 		}

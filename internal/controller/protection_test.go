@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -43,7 +43,7 @@ func TestController_protectionOnly_holdsStoppedVMDisk(t *testing.T) {
 	}
 	testenv.Eventually(t, 30*time.Second, "finalizer on the stopped VM's PVC", func() (bool, error) {
 		got, err := get()
-		return err == nil && slices.Contains(got.Finalizers, protect.Finalizer), err
+		return err == nil && slices.Contains(got.Finalizers, inuse.Finalizer), err
 	})
 	if err := w.c.Delete(w.ctx, pvc); err != nil {
 		t.Fatal(err)
@@ -60,6 +60,6 @@ func TestController_protectionOnly_holdsStoppedVMDisk(t *testing.T) {
 	// that tether lets go.
 	testenv.Eventually(t, 30*time.Second, "tether's finalizer to go once the VM is gone", func() (bool, error) {
 		got, err := get()
-		return apierrors.IsNotFound(err) || (err == nil && !slices.Contains(got.Finalizers, protect.Finalizer)), nil
+		return apierrors.IsNotFound(err) || (err == nil && !slices.Contains(got.Finalizers, inuse.Finalizer)), nil
 	})
 }

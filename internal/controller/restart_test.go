@@ -12,7 +12,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
-	"github.com/tether-dev/tether/internal/controller"
+	"github.com/tether-dev/tether/internal/controller/restart"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
@@ -147,7 +147,7 @@ func TestController_onRestart_stoppedThenStarted_removesDanglingHotplug(t *testi
 	if !specLists(w.getVM("vm-s"), "data") {
 		t.Fatal("the reference of a stopped VM was removed")
 	}
-	for _, r := range []string{controller.EventDanglingRemovedOnStart, controller.EventDanglingBlocksStart, act.ReasonDanglingRemoved} {
+	for _, r := range []string{restart.EventDanglingRemovedOnStart, restart.EventDanglingBlocksStart, act.ReasonDanglingRemoved} {
 		if evs := w.eventsOn("vm-s", r); len(evs) > 0 {
 			t.Fatalf("stopped VM: unexpected %s events: %v", r, evs)
 		}
@@ -161,7 +161,7 @@ func TestController_onRestart_stoppedThenStarted_removesDanglingHotplug(t *testi
 	if !specLists(w.getVM("vm-s"), "boot") {
 		t.Fatal("the boot disk was removed")
 	}
-	ev := w.waitEvent("vm-s", controller.EventDanglingRemovedOnStart)
+	ev := w.waitEvent("vm-s", restart.EventDanglingRemovedOnStart)
 	if !strings.Contains(ev.Message, `"gone"`) || !strings.Contains(ev.Message, "does not exist") {
 		t.Errorf("the Event does not say why: %q", ev.Message)
 	}
@@ -176,8 +176,8 @@ func TestController_onRestart_stoppedThenStarted_removesDanglingHotplug(t *testi
 	// The emulator's virt-controller takes over and the VM runs.
 	w.updateVM("vm-s", paused(false))
 	w.waitVMI("vm-s", "running", func(v *kubevirtv1.VirtualMachineInstance) bool { return v.Status.Phase == kubevirtv1.Running })
-	if evs := w.eventsOn("vm-s", controller.EventDanglingRemovedOnStart); len(evs) != 1 {
-		t.Errorf("want one %s event, got %d", controller.EventDanglingRemovedOnStart, len(evs))
+	if evs := w.eventsOn("vm-s", restart.EventDanglingRemovedOnStart); len(evs) != 1 {
+		t.Errorf("want one %s event, got %d", restart.EventDanglingRemovedOnStart, len(evs))
 	}
 }
 
@@ -221,7 +221,7 @@ func TestController_onRestart_runningVM_untouched(t *testing.T) {
 	if v := w.vmi("vm-c"); v == nil || v.Status.Phase != kubevirtv1.Running {
 		t.Fatalf("the VMI no longer runs: %v", v)
 	}
-	for _, r := range []string{controller.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved, controller.EventDanglingWouldRemove} {
+	for _, r := range []string{restart.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved, restart.EventDanglingWouldRemove} {
 		if evs := w.eventsOn("vm-c", r); len(evs) > 0 {
 			t.Fatalf("running VM: unexpected %s events: %v", r, evs)
 		}
@@ -238,7 +238,7 @@ func TestController_onRestart_dryRun_onlyRecords(t *testing.T) {
 	alwaysRun(vm)
 	w.create(vm)
 	w.start(w.restartCfg(true))
-	ev := w.waitEvent("vm-d", controller.EventDanglingWouldRemove)
+	ev := w.waitEvent("vm-d", restart.EventDanglingWouldRemove)
 	if !strings.Contains(ev.Message, "dry run") || !strings.Contains(ev.Message, `"data"`) {
 		t.Errorf("the Event does not say what would be done: %q", ev.Message)
 	}
@@ -246,10 +246,10 @@ func TestController_onRestart_dryRun_onlyRecords(t *testing.T) {
 	if !specLists(w.getVM("vm-d"), "data") {
 		t.Fatal("dry run removed the reference")
 	}
-	if evs := w.eventsOn("vm-d", controller.EventDanglingWouldRemove); len(evs) != 1 {
-		t.Errorf("want one %s event, got %d", controller.EventDanglingWouldRemove, len(evs))
+	if evs := w.eventsOn("vm-d", restart.EventDanglingWouldRemove); len(evs) != 1 {
+		t.Errorf("want one %s event, got %d", restart.EventDanglingWouldRemove, len(evs))
 	}
-	for _, r := range []string{controller.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
+	for _, r := range []string{restart.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
 		if evs := w.eventsOn("vm-d", r); len(evs) > 0 {
 			t.Fatalf("dry run: unexpected %s events: %v", r, evs)
 		}
@@ -266,7 +266,7 @@ func TestController_onRestart_danglingBootDisk_warnsOnce(t *testing.T) {
 	alwaysRun(vm)
 	w.create(vm)
 	w.start(w.restartCfg(false))
-	ev := w.waitEvent("vm-b", controller.EventDanglingBlocksStart)
+	ev := w.waitEvent("vm-b", restart.EventDanglingBlocksStart)
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "missing-boot") || !strings.Contains(ev.Message, "kubectl edit vm vm-b") {
 		t.Errorf("want a Warning naming the claim and the procedure, got %s %q", ev.Type, ev.Message)
 	}
@@ -276,10 +276,10 @@ func TestController_onRestart_danglingBootDisk_warnsOnce(t *testing.T) {
 	if !specLists(w.getVM("vm-b"), "boot") {
 		t.Fatal("the boot disk was removed")
 	}
-	if evs := w.eventsOn("vm-b", controller.EventDanglingBlocksStart); len(evs) != 1 {
-		t.Errorf("want one %s event, got %d", controller.EventDanglingBlocksStart, len(evs))
+	if evs := w.eventsOn("vm-b", restart.EventDanglingBlocksStart); len(evs) != 1 {
+		t.Errorf("want one %s event, got %d", restart.EventDanglingBlocksStart, len(evs))
 	}
-	for _, r := range []string{controller.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
+	for _, r := range []string{restart.EventDanglingRemovedOnStart, act.ReasonDanglingRemoved} {
 		if evs := w.eventsOn("vm-b", r); len(evs) > 0 {
 			t.Fatalf("boot disk: unexpected %s events: %v", r, evs)
 		}

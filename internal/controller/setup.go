@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,11 +11,11 @@ import (
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/controller/records"
+	"github.com/tether-dev/tether/internal/controller/restart"
 	"github.com/tether-dev/tether/internal/controller/tenant"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
-	"github.com/tether-dev/tether/internal/report/policyreport"
 	"github.com/tether-dev/tether/internal/report/policyreport/writer"
 )
 
@@ -67,26 +66,14 @@ func setupChecks(mgr manager.Manager, o Options, policy check.Policy, rs *record
 	if err != nil {
 		return nil, err
 	}
-	// Each loop runs when a check whose row names it is enabled.
-	if slices.ContainsFunc(check.InLoop(check.LoopHotplug), o.Config.Enabled) {
-		r := &HotplugReconciler{Cache: mgr.GetClient(), Records: rs, Executor: ex, Policy: policy, Tenants: tenants}
-		if err := r.setup(mgr); err != nil {
-			return nil, err
+	d := loopDeps{mgr: mgr, records: rs, exec: ex, policy: policy, tenants: tenants, o: o}
+	for _, l := range checkLoops() {
+		// A loop runs when a check whose row names it is enabled.
+		if slices.ContainsFunc(check.InLoop(l.name), o.Config.Enabled) {
+			if err := l.setup(d); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if slices.ContainsFunc(check.InLoop(check.LoopFence), o.Config.Enabled) {
-		// Config validation has made sure there are tenants.
-		if err := setupFence(mgr, rs, ex, policy, tenants, o); err != nil {
-			return nil, err
-		}
-	}
-	if slices.ContainsFunc(check.InLoop(check.LoopNamespace), o.Config.Enabled) {
-		if err := setupNamespace(mgr, rs, policy, o); err != nil {
-			return nil, err
-		}
-	}
-	if slices.ContainsFunc(check.InLoop(check.LoopStorage), o.Config.Enabled) {
-		return tenants, setupStorage(mgr, rs, ex, policy, o)
 	}
 	return tenants, nil
 }
@@ -125,7 +112,7 @@ func setupRestart(mgr manager.Manager, o Options, rs *records.Keeper) error {
 	if err != nil {
 		return err
 	}
-	rr := &RestartReconciler{
+	rr := &restart.Reconciler{
 		Cache:       mgr.GetClient(),
 		Records:     rs,
 		Executor:    ex,
@@ -138,7 +125,7 @@ func setupRestart(mgr manager.Manager, o Options, rs *records.Keeper) error {
 	if !rr.DataVolumes {
 		rr.Log.Info("DataVolumes are not watched: the API is not installed (no CDI)")
 	}
-	return rr.setup(mgr)
+	return rr.Setup(mgr)
 }
 
 // dataVolumesInstalled reports whether the API server serves DataVolumes.
@@ -150,10 +137,6 @@ func dataVolumesInstalled(m meta.RESTMapper) bool {
 // addReportWriter registers the policy reports' writer (policyReports).
 func addReportWriter(mgr manager.Manager, o Options) error {
 	pr := o.Config.PolicyReports
-	api, err := policyreport.ParseAPI(pr.API)
-	if err != nil {
-		return fmt.Errorf("policyReports.api: %w", err)
-	}
 	live, err := clients.New(o.RestConfig)
 	if err != nil {
 		return err
@@ -162,7 +145,7 @@ func addReportWriter(mgr manager.Manager, o Options) error {
 		Cache:    mgr.GetClient(),
 		Live:     live,
 		Mapper:   mgr.GetRESTMapper(),
-		Opts:     writer.Options{API: api, Namespaces: o.Config.Scope.Namespaces, Scope: records.ScopeID(o.Config.Scope)},
+		Opts:     writer.Options{API: pr.API.OrDefault(), Namespaces: o.Config.Scope.Namespaces, Scope: records.ScopeID(o.Config.Scope)},
 		Interval: pr.Interval.Duration,
 		Log:      o.Log.WithName("policyreports"),
 	})

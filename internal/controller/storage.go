@@ -31,6 +31,7 @@ import (
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/config"
+	"github.com/tether-dev/tether/internal/controller/gonenodes"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
@@ -85,7 +86,7 @@ type StorageReconciler struct {
 	// explains tether.dev/in-use with them).
 	DataVolumes, VMs bool
 
-	gone goneNodes
+	gone gonenodes.Nodes
 }
 
 // Reconcile is one pass over the storage state.
@@ -97,14 +98,7 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	policy := r.Policy
-	policy.Checks = r.Checks
-	current := map[string]drift.Finding{}
-	for _, f := range check.Run(snap, policy, now) {
-		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
-			current[f.ID] = f
-		}
-	}
+	current := r.decide(snap, now)
 	requeue, errs := r.syncAll(ctx, snap, current, recs, now)
 	if err := r.Records.ResolveGone(ctx, current, recs, now); err != nil {
 		errs = append(errs, err)
@@ -118,13 +112,27 @@ func (r *StorageReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl
 	}
 	// A gone node becomes fenced by the operator's rule with no event to
 	// announce it: look again right then.
-	if due := r.gone.nextFencing(r.Policy.Storage.FenceGoneNodesAfter, now); due > 0 && due < requeue {
+	if due := r.gone.NextFencing(r.Policy.Storage.FenceGoneNodesAfter, now); due > 0 && due < requeue {
 		requeue = due
 	}
-	if r.Policy.Storage.FenceGoneNodesAfter > 0 && len(r.gone.since) > 0 && nodeGoneRefresh < requeue {
+	if r.Policy.Storage.FenceGoneNodesAfter > 0 && r.gone.Any() && nodeGoneRefresh < requeue {
 		requeue = nodeGoneRefresh
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// decide is the pass's decision on what it read: the findings of the
+// enabled storage checks, by id.
+func (r *StorageReconciler) decide(snap *snapshot.Snapshot, now time.Time) map[string]drift.Finding {
+	policy := r.Policy
+	policy.Checks = r.Checks
+	current := map[string]drift.Finding{}
+	for _, f := range check.Run(snap, policy, now) {
+		if r.Records.Config.Enabled(f.Check) && slices.Contains(r.Checks, f.Check) {
+			current[f.ID] = f
+		}
+	}
+	return current
 }
 
 // read builds the pass's snapshot and its records: the caches, and since
@@ -138,13 +146,13 @@ func (r *StorageReconciler) read(ctx context.Context, now time.Time) (*snapshot.
 	if err != nil {
 		return nil, nil, err
 	}
-	if !r.gone.seeded {
-		for _, why := range r.gone.seed(slices.Collect(maps.Values(recs)), snap.VolumeAttachments, r.RecordNamespace, now) {
+	if !r.gone.Seeded() {
+		for _, why := range r.gone.Seed(slices.Collect(maps.Values(recs)), snap.VolumeAttachments, r.RecordNamespace, now) {
 			r.Log.Info("record not trusted: " + why)
 		}
 	}
-	r.gone.observe(snap, now)
-	snap.NodesGoneSince = r.gone.copy()
+	r.gone.Observe(snap, now)
+	snap.NodesGoneSince = r.gone.Copy()
 	return snapshot.New(*snap), recs, nil
 }
 
@@ -311,29 +319,42 @@ func setupStorage(mgr manager.Manager, rs *records.Keeper, base *act.Executor, p
 	}
 	r.Log = o.Log.WithName("storage")
 	r.Executor = base
-	changed := predicate.ResourceVersionChangedPredicate{}
-	all := batched{}
+	watched := loopGathers()[check.LoopStorage]
+	if !r.VMs {
+		watched &^= snapshot.KindVMs
+	}
+	if !r.DataVolumes {
+		watched &^= snapshot.KindDataVolumes
+	}
 	start := make(chan event.GenericEvent, 1)
 	start <- event.GenericEvent{Object: &corev1.Node{}}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("storage").
 		// One pass at start, whatever the cluster holds.
-		WatchesRawSource(source.Channel(start, all)).
-		Watches(&corev1.Node{}, nodeSeen{batched: all, gone: &r.gone}, builder.WithPredicates(changed)).
-		Watches(&storagev1.VolumeAttachment{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.PersistentVolumeClaim{}, all, builder.WithPredicates(changed)).
-		Watches(&corev1.Pod{}, all, builder.WithPredicates(changed, podFieldsChanged())).
-		Watches(&storagev1.CSIDriver{}, all, builder.WithPredicates(changed)).
+		WatchesRawSource(source.Channel(start, batched{})).
 		// A record deleted or edited by someone else is put back.
-		Watches(&v1alpha1.Finding{}, all, builder.WithPredicates(recordTampered()))
-	if r.VMs {
-		b = b.Watches(&kubevirtv1.VirtualMachine{}, all, builder.WithPredicates(changed))
-	}
-	if r.DataVolumes {
-		b = b.Watches(&cdiv1.DataVolume{}, all, builder.WithPredicates(changed))
+		Watches(&v1alpha1.Finding{}, batched{}, builder.WithPredicates(recordTampered()))
+	if b, err = addWatches(b, "storage", watched, r.wake); err != nil {
+		return err
 	}
 	return b.Complete(r)
+}
+
+// wake maps every change of what the storage checks read to one pass,
+// batched. Resyncs carry no change; of pods, only changes of what the
+// checks read of them count. Every Node seen is told to the gone-node
+// tracker.
+func (r *StorageReconciler) wake(k snapshot.Kinds, res snapshot.Resource) (handler.EventHandler, []predicate.Predicate) {
+	changed := []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+	switch {
+	case k == snapshot.KindStorage && res.Kind == "Node":
+		return nodeSeen{gone: &r.gone}, changed
+	case k == snapshot.KindPods:
+		return batched{}, append(changed, podFieldsChanged())
+	case k&loopGathers()[check.LoopStorage] != 0:
+		return batched{}, changed
+	}
+	return nil, nil
 }
 
 // served reports whether the API server serves kind in gv. Only "no such
@@ -383,16 +404,16 @@ var _ handler.EventHandler = batched{}
 // comes back and goes again between two passes loses its old time.
 type nodeSeen struct {
 	batched
-	gone *goneNodes
+	gone *gonenodes.Nodes
 }
 
 func (n nodeSeen) Create(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	n.gone.touch(e.Object.GetName())
+	n.gone.Touch(e.Object.GetName())
 	n.batched.Create(ctx, e, q)
 }
 
 func (n nodeSeen) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	n.gone.touch(e.ObjectNew.GetName())
+	n.gone.Touch(e.ObjectNew.GetName())
 	n.batched.Update(ctx, e, q)
 }
 

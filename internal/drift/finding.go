@@ -57,6 +57,28 @@ const (
 	NotSeenTwice BlockReason = "NotSeenTwice"
 )
 
+// BlockClass says what a block reason tells of its finding beyond "the
+// action waits": whether the check could judge the subject at all. Reports
+// that grade findings read it (a policy report's result is error or skip
+// for the two classes below). Each platform classifies its own reasons
+// (its check package's BlockClassOf).
+type BlockClass int
+
+const (
+	// Judged: the finding stands as its severity says; the reason only
+	// holds the action. The zero value, and the class of every reason a
+	// platform does not classify (NotRequested and NotSeenTwice among
+	// them).
+	Judged BlockClass = iota
+	// Unreadable: evidence the check needs could not be read, so the
+	// subject could not be judged.
+	Unreadable
+	// MidChange: the subject is changing under someone else's hand right
+	// now (being deleted, migrated, attached, detached); the next pass
+	// judges it.
+	MidChange
+)
+
 // ObjectRef names the subject of a finding.
 type ObjectRef struct {
 	Kind string    `json:"kind"`

@@ -9,6 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 // The admission side of protection: a VM write that adds a reference to a
@@ -68,26 +70,26 @@ func errOr(err error, msg string) error {
 
 // admitted kinds: the references admission checks. ControllerRevisions are
 // left out: virt-controller itself writes their names into VM specs.
-var admittedKinds = []Kind{KindPVC, KindDataVolume}
+var admittedKinds = []inuse.Kind{inuse.KindPVC, inuse.KindDataVolume}
 
 // AddedReferences lists the PVCs and DataVolumes w's new VM references that
-// its old VM did not (all of them on CREATE), in Dependents' order. A write
+// its old VM did not (all of them on CREATE), in inuse.Dependents' order. A write
 // that needs no look-up returns none: anything but a CREATE or UPDATE of the
 // VM itself (status and other subresources), and a VM that is being
 // deleted.
-func AddedReferences(w VMWrite) []Ref {
+func AddedReferences(w VMWrite) []inuse.Ref {
 	if w.New == nil || w.SubResource != "" || w.New.DeletionTimestamp != nil {
 		return nil
 	}
 	if w.Operation != admissionv1.Create && w.Operation != admissionv1.Update {
 		return nil
 	}
-	var had []Ref
+	var had []inuse.Ref
 	if w.Old != nil && w.Operation == admissionv1.Update {
-		had = DependentsOf(w.Old)
+		had = inuse.DependentsOf(w.Old)
 	}
-	var out []Ref
-	for _, d := range DependentsOf(w.New) {
+	var out []inuse.Ref
+	for _, d := range inuse.DependentsOf(w.New) {
 		if slices.Contains(admittedKinds, d.Kind) && !slices.Contains(had, d) {
 			out = append(out, d)
 		}
@@ -108,10 +110,10 @@ type ObjectState struct {
 type Verdict struct {
 	Allowed bool
 	// Refused names the newly referenced objects being deleted.
-	Refused []Ref
+	Refused []inuse.Ref
 	// Unknown names the objects that could not be read; they never refuse
 	// a write (see docs/protection.md, failure policy).
-	Unknown []Ref
+	Unknown []inuse.Ref
 	Message string
 }
 
@@ -120,7 +122,7 @@ type Verdict struct {
 // whether protection covers w's namespace. A write is refused only when it
 // adds a reference to an object being deleted: references the VM already
 // had, missing objects and objects that could not be read let it through.
-func Admit(w VMWrite, covered bool, states map[Ref]ObjectState) Verdict {
+func Admit(w VMWrite, covered bool, states map[inuse.Ref]ObjectState) Verdict {
 	v := Verdict{Allowed: true}
 	if !covered {
 		return v
@@ -143,7 +145,7 @@ func Admit(w VMWrite, covered bool, states map[Ref]ObjectState) Verdict {
 
 // RefusalMessage says which references are refused and how to proceed
 // (contract: docs/protection.md quotes it).
-func RefusalMessage(vm *kubevirtv1.VirtualMachine, refused []Ref, states map[Ref]ObjectState) string {
+func RefusalMessage(vm *kubevirtv1.VirtualMachine, refused []inuse.Ref, states map[inuse.Ref]ObjectState) string {
 	parts := make([]string, len(refused))
 	for i, r := range refused {
 		parts[i] = fmt.Sprintf("%s (deletion requested at %s)", r, states[r].Since.UTC().Format("2006-01-02T15:04:05Z"))

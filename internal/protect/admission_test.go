@@ -14,6 +14,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -22,7 +23,7 @@ func TestAdmit(t *testing.T) {
 	since := metav1.NewTime(fixture.Epoch())
 	deleting := protect.ObjectState{Deleting: true, Since: since}
 	unreadable := protect.ObjectState{Err: errors.New("connection refused")}
-	pvc, dv := pvcRef("claim"), protect.Ref{Kind: protect.KindDataVolume, Namespace: "default", Name: "claim"}
+	pvc, dv := pvcRef("claim"), inuse.Ref{Kind: inuse.KindDataVolume, Namespace: "default", Name: "claim"}
 	uses := func(claims ...string) *kubevirtv1.VirtualMachine { return usingVMUnit("vm", claims...) }
 	templated := uses()
 	templated.Spec.DataVolumeTemplates = []kubevirtv1.DataVolumeTemplateSpec{{ObjectMeta: metav1.ObjectMeta{Name: "claim"}}}
@@ -40,24 +41,24 @@ func TestAdmit(t *testing.T) {
 		name    string
 		w       protect.VMWrite
 		covered bool
-		states  map[protect.Ref]protect.ObjectState
-		refused []protect.Ref
-		unknown []protect.Ref
+		states  map[inuse.Ref]protect.ObjectState
+		refused []inuse.Ref
+		unknown []inuse.Ref
 	}{
-		{name: "create, claim being deleted -> refused", w: create(uses("claim")), covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}, refused: []protect.Ref{pvc}},
+		{name: "create, claim being deleted -> refused", w: create(uses("claim")), covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}, refused: []inuse.Ref{pvc}},
 		{name: "create, claim present -> allowed", w: create(uses("claim")), covered: true},
 		{name: "create, claim missing -> allowed (a VM may come before its disk)", w: create(uses("claim")), covered: true},
-		{name: "create, claim being deleted, namespace not covered -> allowed", w: create(uses("claim")), states: map[protect.Ref]protect.ObjectState{pvc: deleting}},
-		{name: "create, claim unreadable -> allowed, unknown", w: create(uses("claim")), covered: true, states: map[protect.Ref]protect.ObjectState{pvc: unreadable}, unknown: []protect.Ref{pvc}},
-		{name: "create, the claim's DataVolume being deleted -> refused", w: create(uses("claim")), covered: true, states: map[protect.Ref]protect.ObjectState{dv: deleting}, refused: []protect.Ref{dv}},
-		{name: "create, dataVolume volume being deleted -> refused", w: create(dvVolume), covered: true, states: map[protect.Ref]protect.ObjectState{dv: deleting}, refused: []protect.Ref{dv}},
-		{name: "create, dataVolumeTemplate named like a DataVolume being deleted -> refused", w: create(templated), covered: true, states: map[protect.Ref]protect.ObjectState{dv: deleting}, refused: []protect.Ref{dv}},
-		{name: "update adding the reference, claim being deleted -> refused", w: update(uses(), uses("claim")), covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}, refused: []protect.Ref{pvc}},
-		{name: "update keeping the reference, claim being deleted -> allowed", w: update(uses("claim"), uses("claim", "other")), covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}},
-		{name: "update removing the reference, claim being deleted -> allowed", w: update(uses("claim"), uses()), covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}},
-		{name: "status update, claim being deleted -> allowed", w: protect.VMWrite{Operation: admissionv1.Update, SubResource: "status", Old: uses(), New: uses("claim")}, covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}},
-		{name: "VM being deleted, claim being deleted -> allowed", w: update(uses(), terminatingVM), covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}},
-		{name: "delete, claim being deleted -> allowed", w: protect.VMWrite{Operation: admissionv1.Delete, New: uses("claim")}, covered: true, states: map[protect.Ref]protect.ObjectState{pvc: deleting}},
+		{name: "create, claim being deleted, namespace not covered -> allowed", w: create(uses("claim")), states: map[inuse.Ref]protect.ObjectState{pvc: deleting}},
+		{name: "create, claim unreadable -> allowed, unknown", w: create(uses("claim")), covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: unreadable}, unknown: []inuse.Ref{pvc}},
+		{name: "create, the claim's DataVolume being deleted -> refused", w: create(uses("claim")), covered: true, states: map[inuse.Ref]protect.ObjectState{dv: deleting}, refused: []inuse.Ref{dv}},
+		{name: "create, dataVolume volume being deleted -> refused", w: create(dvVolume), covered: true, states: map[inuse.Ref]protect.ObjectState{dv: deleting}, refused: []inuse.Ref{dv}},
+		{name: "create, dataVolumeTemplate named like a DataVolume being deleted -> refused", w: create(templated), covered: true, states: map[inuse.Ref]protect.ObjectState{dv: deleting}, refused: []inuse.Ref{dv}},
+		{name: "update adding the reference, claim being deleted -> refused", w: update(uses(), uses("claim")), covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}, refused: []inuse.Ref{pvc}},
+		{name: "update keeping the reference, claim being deleted -> allowed", w: update(uses("claim"), uses("claim", "other")), covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}},
+		{name: "update removing the reference, claim being deleted -> allowed", w: update(uses("claim"), uses()), covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}},
+		{name: "status update, claim being deleted -> allowed", w: protect.VMWrite{Operation: admissionv1.Update, SubResource: "status", Old: uses(), New: uses("claim")}, covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}},
+		{name: "VM being deleted, claim being deleted -> allowed", w: update(uses(), terminatingVM), covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}},
+		{name: "delete, claim being deleted -> allowed", w: protect.VMWrite{Operation: admissionv1.Delete, New: uses("claim")}, covered: true, states: map[inuse.Ref]protect.ObjectState{pvc: deleting}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,7 +106,7 @@ func FuzzAdmit(f *testing.F) {
 			return
 		}
 		added := protect.AddedReferences(w)
-		all := map[protect.Ref]protect.ObjectState{}
+		all := map[inuse.Ref]protect.ObjectState{}
 		for _, r := range added {
 			all[r] = protect.ObjectState{Deleting: true}
 		}
@@ -113,12 +114,12 @@ func FuzzAdmit(f *testing.F) {
 		if !slices.Equal(v.Refused, added) || v.Allowed != (len(added) == 0) {
 			t.Fatalf("everything being deleted: refused %v, want %v", v.Refused, added)
 		}
-		var had []protect.Ref
+		var had []inuse.Ref
 		if w.Old != nil && w.Operation == admissionv1.Update {
-			had = protect.DependentsOf(w.Old)
+			had = inuse.DependentsOf(w.Old)
 		}
 		for _, r := range added {
-			if slices.Contains(had, r) || !slices.Contains(protect.DependentsOf(w.New), r) || r.Kind == protect.KindControllerRevision {
+			if slices.Contains(had, r) || !slices.Contains(inuse.DependentsOf(w.New), r) || r.Kind == inuse.KindControllerRevision {
 				t.Fatalf("%s counted as added: the old VM had it, the new one lacks it, or it is not a claim or DataVolume", r)
 			}
 		}

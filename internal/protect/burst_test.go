@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -232,7 +232,7 @@ func (w *world) outcome(r *round, deleted *deletions, held bool) outcome {
 			return lost
 		}
 		return lateCreate
-	case !protect.HasFinalizer(claim):
+	case !inuse.HasFinalizer(claim):
 		return unsettled // released; gone in a moment
 	case held:
 		return heldForNew

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 // deletingGauge recounts, from the cache every interval, the objects being
@@ -18,7 +19,7 @@ import (
 // controller is down, not leader anywhere, or cannot patch.
 type deletingGauge struct {
 	cache    client.Reader
-	kinds    []Kind
+	kinds    []inuse.Kind
 	interval time.Duration
 }
 
@@ -40,7 +41,7 @@ func (g deletingGauge) Start(ctx context.Context) error {
 func (g deletingGauge) NeedLeaderElection() bool { return false }
 
 type deletingLabels struct {
-	kind  Kind
+	kind  inuse.Kind
 	state string
 }
 
@@ -63,11 +64,11 @@ func (g deletingGauge) count(ctx context.Context) {
 		}
 		for _, o := range objects() {
 			dt := o.GetDeletionTimestamp()
-			if dt == nil || !HasFinalizer(o) {
+			if dt == nil || !inuse.HasFinalizer(o) {
 				continue
 			}
 			l := deletingLabels{k, metrics.DeletingReleasing}
-			if len(Users(Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName()}, o, byNS[o.GetNamespace()])) > 0 {
+			if len(inuse.Users(inuse.Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName()}, o, byNS[o.GetNamespace()])) > 0 {
 				l.state = metrics.DeletingPostponed
 			}
 			n[l]++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -25,7 +26,7 @@ func TestDeletingGauge_postponedAndReleasing(t *testing.T) {
 		c := fixture.PVC(name)
 		c.UID = ""
 		if finalizer {
-			c.Finalizers = []string{Finalizer}
+			c.Finalizers = []string{inuse.Finalizer}
 		}
 		if deleted != nil {
 			c.DeletionTimestamp = &metav1.Time{Time: *deleted}
@@ -43,15 +44,15 @@ func TestDeletingGauge_postponedAndReleasing(t *testing.T) {
 		claim("other-finalizer", false, nil),
 	).Build()
 	metrics.ProtectionDeletingOldest.WithLabelValues("DataVolume", "releasing").Set(5) // must be cleared
-	deletingGauge{cache: c, kinds: []Kind{KindPVC}}.count(context.Background())
+	deletingGauge{cache: c, kinds: []inuse.Kind{inuse.KindPVC}}.count(context.Background())
 
 	for state, want := range map[string]float64{metrics.DeletingPostponed: 2, metrics.DeletingReleasing: 1} {
-		if got := testutil.ToFloat64(metrics.ProtectionDeleting.WithLabelValues(string(KindPVC), state)); got != want {
+		if got := testutil.ToFloat64(metrics.ProtectionDeleting.WithLabelValues(string(inuse.KindPVC), state)); got != want {
 			t.Errorf("tether_protection_deleting %s: got %v, want %v", state, got, want)
 		}
 	}
 	for state, want := range map[string]time.Time{metrics.DeletingPostponed: t0.Add(time.Hour), metrics.DeletingReleasing: t0.Add(3 * time.Hour)} {
-		if got := testutil.ToFloat64(metrics.ProtectionDeletingOldest.WithLabelValues(string(KindPVC), state)); got != float64(want.Unix()) {
+		if got := testutil.ToFloat64(metrics.ProtectionDeletingOldest.WithLabelValues(string(inuse.KindPVC), state)); got != float64(want.Unix()) {
 			t.Errorf("oldest %s: got %v, want %v", state, got, want.Unix())
 		}
 	}
@@ -70,8 +71,8 @@ func TestDeletingGauge_postponedAndReleasing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deletingGauge{cache: c, kinds: []Kind{KindPVC}}.count(context.Background())
-	if got := testutil.ToFloat64(metrics.ProtectionDeleting.WithLabelValues(string(KindPVC), metrics.DeletingReleasing)); got != 0 {
+	deletingGauge{cache: c, kinds: []inuse.Kind{inuse.KindPVC}}.count(context.Background())
+	if got := testutil.ToFloat64(metrics.ProtectionDeleting.WithLabelValues(string(inuse.KindPVC), metrics.DeletingReleasing)); got != 0 {
 		t.Errorf("after the release: releasing %v, want 0", got)
 	}
 	if n := testutil.CollectAndCount(metrics.ProtectionDeletingOldest); n != 1 {

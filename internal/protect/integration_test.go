@@ -23,6 +23,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -120,7 +121,7 @@ func (w *world) protected(name string) {
 	w.t.Helper()
 	w.eventually("finalizer on "+name, func() (bool, error) {
 		p, err := w.pvc(name)
-		return err == nil && protect.HasFinalizer(p), err
+		return err == nil && inuse.HasFinalizer(p), err
 	})
 }
 
@@ -141,7 +142,7 @@ func (w *world) survives(name string, d time.Duration) {
 		if err != nil {
 			w.t.Fatalf("%s: %v (deletion was not postponed)", name, err)
 		}
-		if !protect.HasFinalizer(p) {
+		if !inuse.HasFinalizer(p) {
 			w.t.Fatalf("%s lost the finalizer: %v", name, p.Finalizers)
 		}
 	}
@@ -221,8 +222,8 @@ func TestRaceUserAppearsDuringDeletion(t *testing.T) {
 	var armed atomic.Bool
 	var once sync.Once
 	injected := make(chan struct{})
-	w.start(protect.Options{BeforeLiveCheck: func(ctx context.Context, ref protect.Ref) {
-		if !armed.Load() || ref.Kind != protect.KindPVC || ref.Name != "claim" {
+	w.start(protect.Options{BeforeLiveCheck: func(ctx context.Context, ref inuse.Ref) {
+		if !armed.Load() || ref.Kind != inuse.KindPVC || ref.Name != "claim" {
 			return
 		}
 		once.Do(func() {
@@ -290,7 +291,7 @@ func TestReferenceMoved(t *testing.T) {
 func (w *world) survivesUnused(name string, d time.Duration) {
 	w.t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if p, err := w.pvc(name); err != nil || !protect.HasFinalizer(p) {
+		if p, err := w.pvc(name); err != nil || !inuse.HasFinalizer(p) {
 			w.t.Fatalf("%s lost its protection before its deletion (%v)", name, err)
 		}
 	}
@@ -306,7 +307,7 @@ func TestStaleWriteRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := stale.DeepCopy()
-	fresh.Finalizers = append(fresh.Finalizers, "example.com/other", protect.Finalizer)
+	fresh.Finalizers = append(fresh.Finalizers, "example.com/other", inuse.Finalizer)
 	if err := w.c.Update(w.ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
@@ -317,13 +318,13 @@ func TestStaleWriteRefused(t *testing.T) {
 	if err := w.c.Patch(w.ctx, stale.DeepCopy(), client.RawPatch(types.JSONPatchType, patch)); err == nil {
 		t.Fatal("a patch from a stale read was accepted")
 	}
-	stale.Finalizers = []string{protect.Finalizer}
+	stale.Finalizers = []string{inuse.Finalizer}
 	patch, _ = protect.RemovePatch(stale)
 	if err := w.c.Patch(w.ctx, stale.DeepCopy(), client.RawPatch(types.JSONPatchType, patch)); err == nil {
 		t.Fatal("a remove patch from a stale read was accepted")
 	}
 	p, _ := w.pvc("claim")
-	if !protect.HasFinalizer(p) || len(p.Finalizers) < 2 {
+	if !inuse.HasFinalizer(p) || len(p.Finalizers) < 2 {
 		t.Errorf("finalizers %v after refused patches", p.Finalizers)
 	}
 	p.Finalizers = nil
@@ -357,7 +358,7 @@ func TestNamespaceDeletionNotBlocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(changes) != 1 || changes[0].Ref.Name != "claim" || changes[0].Action != protect.Release {
+	if len(changes) != 1 || changes[0].Ref.Name != "claim" || changes[0].Action != inuse.Release {
 		t.Fatalf("release plan %+v", changes)
 	}
 	if failed := protect.Apply(w2.ctx, w2.c, changes); failed != 0 {
@@ -381,7 +382,7 @@ func (w *world) namespaceGone() (bool, error) {
 func (w *world) survivesAfterUninstall(name string, d time.Duration) {
 	w.t.Helper()
 	time.Sleep(d)
-	if p, err := w.pvc(name); err != nil || !protect.HasFinalizer(p) {
+	if p, err := w.pvc(name); err != nil || !inuse.HasFinalizer(p) {
 		w.t.Fatalf("expected %s to be held by the leftover finalizer (%v)", name, err)
 	}
 }

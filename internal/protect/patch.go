@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 type patchOp struct {
@@ -16,7 +18,7 @@ type patchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// AddPatch is the JSON patch that adds Finalizer to obj as it was read. Its
+// AddPatch is the JSON patch that adds inuse.Finalizer to obj as it was read. Its
 // `test` op makes the server refuse it when the finalizers (or, with none,
 // the whole object) changed since: a stale read can never overwrite
 // someone else's finalizers.
@@ -26,24 +28,24 @@ func AddPatch(obj client.Object) ([]byte, error) {
 	if len(fins) == 0 {
 		ops = []patchOp{
 			{Op: "test", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()},
-			{Op: "add", Path: "/metadata/finalizers", Value: []string{Finalizer}},
+			{Op: "add", Path: "/metadata/finalizers", Value: []string{inuse.Finalizer}},
 		}
 	} else {
 		ops = []patchOp{
 			{Op: "test", Path: "/metadata/finalizers", Value: fins},
-			{Op: "add", Path: "/metadata/finalizers/-", Value: Finalizer},
+			{Op: "add", Path: "/metadata/finalizers/-", Value: inuse.Finalizer},
 		}
 	}
 	return json.Marshal(ops)
 }
 
-// RemovePatch is the JSON patch that removes Finalizer from obj as it was
+// RemovePatch is the JSON patch that removes inuse.Finalizer from obj as it was
 // read, guarded by a `test` op on the finalizers.
 func RemovePatch(obj client.Object) ([]byte, error) {
 	fins := obj.GetFinalizers()
-	i := slices.Index(fins, Finalizer)
+	i := slices.Index(fins, inuse.Finalizer)
 	if i < 0 {
-		return nil, fmt.Errorf("%s has no finalizer %s", obj.GetName(), Finalizer)
+		return nil, fmt.Errorf("%s has no finalizer %s", obj.GetName(), inuse.Finalizer)
 	}
 	ops := []patchOp{
 		{Op: "test", Path: "/metadata/finalizers", Value: fins},

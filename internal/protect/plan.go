@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -13,9 +14,9 @@ import (
 
 // Change is one finalizer change of a one-shot run (`tether protect`).
 type Change struct {
-	Ref Ref `json:"ref"`
+	Ref inuse.Ref `json:"ref"`
 	// Action is Add or Release.
-	Action Decision `json:"action"`
+	Action inuse.Decision `json:"action"`
 	// Users are the VMs that hold the object (for Add).
 	Users []string `json:"users,omitempty"`
 	// Error is set when applying the change failed.
@@ -36,7 +37,7 @@ type PlanOptions struct {
 }
 
 // Plan reads the VMs and the protected kinds once and returns the changes:
-// with Release, every object carrying Finalizer; otherwise every object a VM
+// with Release, every object carrying inuse.Finalizer; otherwise every object a VM
 // in scope holds that lacks it. Plan never removes a finalizer from an
 // object in use unless Release asks for it.
 func Plan(ctx context.Context, c client.Client, o PlanOptions) ([]Change, error) {
@@ -47,7 +48,7 @@ func Plan(ctx context.Context, c client.Client, o PlanOptions) ([]Change, error)
 	if o.Namespace != "" {
 		in = append(in, client.InNamespace(o.Namespace))
 	}
-	held := map[Ref][]snapshot.VM{}
+	held := map[inuse.Ref][]snapshot.VM{}
 	if !o.Release {
 		var vms kubevirtv1.VirtualMachineList
 		if err := c.List(ctx, &vms, append(in, client.MatchingLabelsSelector{Selector: o.Selector})...); err != nil {
@@ -55,13 +56,13 @@ func Plan(ctx context.Context, c client.Client, o PlanOptions) ([]Change, error)
 		}
 		for i := range vms.Items {
 			vm := snapshot.VMOf(&vms.Items[i])
-			for _, d := range Dependents(&vm) {
+			for _, d := range inuse.Dependents(&vm) {
 				held[d] = append(held[d], vm)
 			}
 		}
 	}
 	var out []Change
-	for _, k := range Kinds {
+	for _, k := range inuse.Kinds {
 		if !installed(c.RESTMapper(), k) {
 			continue
 		}
@@ -73,16 +74,16 @@ func Plan(ctx context.Context, c client.Client, o PlanOptions) ([]Change, error)
 			return nil, fmt.Errorf("listing %ss: %w", k, err)
 		}
 		for _, obj := range all() {
-			ref := Ref{Kind: k, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+			ref := inuse.Ref{Kind: k, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 			if o.Release {
-				if HasFinalizer(obj) {
-					out = append(out, Change{Ref: ref, Action: Release, obj: obj})
+				if inuse.HasFinalizer(obj) {
+					out = append(out, Change{Ref: ref, Action: inuse.Release, obj: obj})
 				}
 				continue
 			}
-			users := Users(ref, obj, held[ref])
-			if NeedToAddFinalizer(obj, users) {
-				out = append(out, Change{Ref: ref, Action: Add, Users: users, obj: obj})
+			users := inuse.Users(ref, obj, held[ref])
+			if inuse.NeedToAddFinalizer(obj, users) {
+				out = append(out, Change{Ref: ref, Action: inuse.Add, Users: users, obj: obj})
 			}
 		}
 	}
@@ -98,9 +99,9 @@ func Apply(ctx context.Context, c client.Client, changes []Change) int {
 		ch := &changes[i]
 		var err error
 		switch ch.Action {
-		case Add:
+		case inuse.Add:
 			err = addFinalizer(ctx, c, ch.obj)
-		case Release:
+		case inuse.Release:
 			err = removeFinalizer(ctx, c, ch.obj)
 		}
 		if err != nil {

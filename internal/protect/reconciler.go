@@ -29,6 +29,7 @@ import (
 	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kevent"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 // Event reasons (contract: operators alert on them).
@@ -50,13 +51,13 @@ type Options struct {
 	// BeforeLiveCheck, when set, runs after the cache found no user of an
 	// object carrying the finalizer and before the live LIST confirms it.
 	// Tests use it to create a user the informers have not seen yet.
-	BeforeLiveCheck func(ctx context.Context, ref Ref)
+	BeforeLiveCheck func(ctx context.Context, ref inuse.Ref)
 	// BeforeRelease, when set, runs after the live LIST found no user and
 	// before the finalizer is removed. Tests use it to create a user the
 	// LIST could not see.
-	BeforeRelease func(ctx context.Context, ref Ref)
+	BeforeRelease func(ctx context.Context, ref inuse.Ref)
 	// ReleaseDelay holds the release of an object being deleted until this
-	// long after its deletionTimestamp (ReleaseTiming): a VM write the
+	// long after its deletionTimestamp (inuse.ReleaseTiming): a VM write the
 	// admission webhook let through just before the deletion is stored by
 	// then, and the final live LIST sees it. Zero releases at once.
 	ReleaseDelay time.Duration
@@ -67,7 +68,7 @@ type Options struct {
 // Reconciler keeps the finalizer of one kind of object in step with the VMs
 // that use it. It decides from current state only.
 type Reconciler struct {
-	Kind Kind
+	Kind inuse.Kind
 	// Cache reads from the informers; its writes go to the server.
 	Cache client.Client
 	// Live reads from the server, never from a cache.
@@ -90,8 +91,8 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	var kinds []Kind
-	for _, k := range Kinds {
+	var kinds []inuse.Kind
+	for _, k := range inuse.Kinds {
 		if !installed(mgr.GetRESTMapper(), k) {
 			o.Log.Info("not protected: the API is not installed", "kind", string(k))
 			continue
@@ -123,7 +124,7 @@ func (r *Reconciler) dependentsOf(_ context.Context, o client.Object) []reconcil
 		return nil
 	}
 	var out []reconcile.Request
-	for _, d := range DependentsOf(vm) {
+	for _, d := range inuse.DependentsOf(vm) {
 		if d.Kind == r.Kind {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
 		}
@@ -133,7 +134,7 @@ func (r *Reconciler) dependentsOf(_ context.Context, o client.Object) []reconcil
 
 // Reconcile handles one object of r.Kind.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ref := Ref{Kind: r.Kind, Namespace: req.Namespace, Name: req.Name}
+	ref := inuse.Ref{Kind: r.Kind, Namespace: req.Namespace, Name: req.Name}
 	obj := newObject(r.Kind)
 	if err := r.Cache.Get(ctx, req.NamespacedName, obj); err != nil {
 		// A missing object has nothing to protect; a VM that references
@@ -144,16 +145,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	switch Decide(obj, users, false) {
-	case Add:
+	switch inuse.Decide(obj, users, false) {
+	case inuse.Add:
 		r.Log.V(1).Info("adding finalizer", "object", ref.String(), "users", users)
 		return ctrl.Result{}, addFinalizer(ctx, r.Cache, obj)
-	case Postpone:
+	case inuse.Postpone:
 		return ctrl.Result{}, r.postpone(ctx, ref, obj, users)
-	case Release:
+	case inuse.Release:
 		// Only an object being deleted is released, once the release
 		// delay has passed: the final live LIST starts after that.
-		release, wait := ReleaseTiming(obj, r.now(), r.ReleaseDelay)
+		release, wait := inuse.ReleaseTiming(obj, r.now(), r.ReleaseDelay)
 		if !release {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -164,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // releaseIfUnused re-reads the object and its possible users live and
 // removes the finalizer only if still no VM holds it.
-func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) error {
+func (r *Reconciler) releaseIfUnused(ctx context.Context, ref inuse.Ref) error {
 	if r.BeforeLiveCheck != nil {
 		r.BeforeLiveCheck(ctx, ref)
 	}
@@ -175,9 +176,9 @@ func (r *Reconciler) releaseIfUnused(ctx context.Context, ref Ref) error {
 	return r.releaseLive(ctx, ref, obj)
 }
 
-// releaseLive lists the VMs of the namespace live and acts on what Decide
+// releaseLive lists the VMs of the namespace live and acts on what inuse.Decide
 // makes of obj with them.
-func (r *Reconciler) releaseLive(ctx context.Context, ref Ref, obj client.Object) error {
+func (r *Reconciler) releaseLive(ctx context.Context, ref inuse.Ref, obj client.Object) error {
 	// The live check counts every VM of the namespace, in scope or not: the
 	// selector limits what tether starts protecting, never what keeps an
 	// object protected.
@@ -185,16 +186,16 @@ func (r *Reconciler) releaseLive(ctx context.Context, ref Ref, obj client.Object
 	if err != nil {
 		return err
 	}
-	switch Decide(obj, users, false) {
-	case Release:
+	switch inuse.Decide(obj, users, false) {
+	case inuse.Release:
 		if r.BeforeRelease != nil {
 			r.BeforeRelease(ctx, ref)
 		}
 		r.Log.Info("releasing: no VM uses it", "object", ref.String())
 		return removeFinalizer(ctx, r.Cache, obj)
-	case Postpone:
+	case inuse.Postpone:
 		return r.postpone(ctx, ref, obj, users)
-	case Add:
+	case inuse.Add:
 		return addFinalizer(ctx, r.Cache, obj)
 	}
 	return nil
@@ -203,12 +204,12 @@ func (r *Reconciler) releaseLive(ctx context.Context, ref Ref, obj client.Object
 // postpone keeps the finalizer of an object being deleted that VMs still
 // use, and says so in an Event — unless its namespace is being deleted,
 // then the object is released.
-func (r *Reconciler) postpone(ctx context.Context, ref Ref, obj client.Object, users []string) error {
+func (r *Reconciler) postpone(ctx context.Context, ref inuse.Ref, obj client.Object, users []string) error {
 	term, err := r.namespaceTerminating(ctx, ref.Namespace)
 	if err != nil {
 		return err
 	}
-	if Decide(obj, users, term) == Release {
+	if inuse.Decide(obj, users, term) == inuse.Release {
 		r.Log.Info("releasing: its namespace is being deleted", "object", ref.String())
 		return removeFinalizer(ctx, r.Cache, obj)
 	}
@@ -218,7 +219,7 @@ func (r *Reconciler) postpone(ctx context.Context, ref Ref, obj client.Object, u
 
 // users lists the VMs in ref's namespace from reader and returns those that
 // hold obj; scoped limits them to the VMs the selector picks.
-func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref Ref, obj metav1.Object, scoped bool) ([]string, error) {
+func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref inuse.Ref, obj metav1.Object, scoped bool) ([]string, error) {
 	var vms kubevirtv1.VirtualMachineList
 	opts := []client.ListOption{client.InNamespace(ref.Namespace)}
 	if scoped && r.Selector != nil && !r.Selector.Empty() {
@@ -227,7 +228,7 @@ func (r *Reconciler) users(ctx context.Context, reader client.Reader, ref Ref, o
 	if err := reader.List(ctx, &vms, opts...); err != nil {
 		return nil, fmt.Errorf("listing VMs in %s: %w", ref.Namespace, err)
 	}
-	return Users(ref, obj, snapshot.VMsOf(vms.Items...)), nil
+	return inuse.Users(ref, obj, snapshot.VMsOf(vms.Items...)), nil
 }
 
 func (r *Reconciler) now() time.Time {
@@ -248,17 +249,10 @@ func (r *Reconciler) namespaceTerminating(ctx context.Context, ns string) (bool,
 	return n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating, nil
 }
 
-// PostponedMessage explains why the deletion of ref waits (contract: the
-// same words appear in the Event and in `tether audit`).
-func PostponedMessage(ref Ref, users []string) string {
-	return fmt.Sprintf("deletion of %s is postponed: it is used by VirtualMachine(s) %s; delete those VMs or remove the reference from their spec first (finalizer %s)",
-		ref, strings.Join(users, ", "), Finalizer)
-}
-
 // recordPostponed writes one Event per object and set of users. Best
 // effort: an Event that cannot be written changes nothing.
-func (r *Reconciler) recordPostponed(ctx context.Context, ref Ref, obj client.Object, users []string) {
-	msg := PostponedMessage(ref, users)
+func (r *Reconciler) recordPostponed(ctx context.Context, ref inuse.Ref, obj client.Object, users []string) {
+	msg := inuse.PostponedMessage(ref, users)
 	r.mu.Lock()
 	if r.reported == nil {
 		r.reported = map[types.UID]string{}
@@ -286,28 +280,28 @@ func (r *Reconciler) recordPostponed(ctx context.Context, ref Ref, obj client.Ob
 }
 
 // newObject returns an empty object of kind k.
-func newObject(k Kind) client.Object {
+func newObject(k inuse.Kind) client.Object {
 	switch k {
-	case KindPVC:
+	case inuse.KindPVC:
 		return &corev1.PersistentVolumeClaim{}
-	case KindDataVolume:
+	case inuse.KindDataVolume:
 		return &cdiv1.DataVolume{}
-	case KindControllerRevision:
+	case inuse.KindControllerRevision:
 		return &appsv1.ControllerRevision{}
 	}
 	panic("protect: unknown kind " + string(k))
 }
 
 // newList returns an empty list of kind k and a function listing its items.
-func newList(k Kind) (client.ObjectList, func() []client.Object) {
+func newList(k inuse.Kind) (client.ObjectList, func() []client.Object) {
 	switch k {
-	case KindPVC:
+	case inuse.KindPVC:
 		l := &corev1.PersistentVolumeClaimList{}
 		return l, func() []client.Object { return items(l.Items) }
-	case KindDataVolume:
+	case inuse.KindDataVolume:
 		l := &cdiv1.DataVolumeList{}
 		return l, func() []client.Object { return items(l.Items) }
-	case KindControllerRevision:
+	case inuse.KindControllerRevision:
 		l := &appsv1.ControllerRevisionList{}
 		return l, func() []client.Object { return items(l.Items) }
 	}
@@ -325,19 +319,19 @@ func items[T any, PT interface {
 	return out
 }
 
-func apiVersion(k Kind) string {
+func apiVersion(k inuse.Kind) string {
 	switch k {
-	case KindDataVolume:
+	case inuse.KindDataVolume:
 		return cdiv1.SchemeGroupVersion.String()
-	case KindControllerRevision:
+	case inuse.KindControllerRevision:
 		return appsv1.SchemeGroupVersion.String()
 	}
 	return "v1"
 }
 
 // installed reports whether the API server serves kind k.
-func installed(m meta.RESTMapper, k Kind) bool {
-	if k != KindDataVolume {
+func installed(m meta.RESTMapper, k inuse.Kind) bool {
+	if k != inuse.KindDataVolume {
 		return true
 	}
 	_, err := m.RESTMapping(cdiv1.SchemeGroupVersion.WithKind("DataVolume").GroupKind(), cdiv1.SchemeGroupVersion.Version)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 // WebhookPath is where the controller's webhook server answers the
@@ -49,7 +50,7 @@ type VMAdmission struct {
 // SetupWebhook registers the VM admission handler and the attachment pod
 // eviction guard (eviction.go) with mgr's webhook server.
 func SetupWebhook(mgr manager.Manager, o WebhookOptions) {
-	h := &VMAdmission{Live: mgr.GetAPIReader(), DataVolumes: installed(mgr.GetRESTMapper(), KindDataVolume), WebhookOptions: o}
+	h := &VMAdmission{Live: mgr.GetAPIReader(), DataVolumes: installed(mgr.GetRESTMapper(), inuse.KindDataVolume), WebhookOptions: o}
 	h.Log = o.Log.WithName("protect-admission")
 	mgr.GetWebhookServer().Register(WebhookPath, &webhook.Admission{Handler: h})
 	// The guard of attachment pods is served beside it; only the opt-in
@@ -94,16 +95,16 @@ func (h *VMAdmission) covers(ns string) bool {
 }
 
 // states reads every ref live, within the read timeout.
-func (h *VMAdmission) states(ctx context.Context, refs []Ref) map[Ref]ObjectState {
+func (h *VMAdmission) states(ctx context.Context, refs []inuse.Ref) map[inuse.Ref]ObjectState {
 	d := h.ReadTimeout
 	if d <= 0 {
 		d = DefaultWebhookReadTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	out := make(map[Ref]ObjectState, len(refs))
+	out := make(map[inuse.Ref]ObjectState, len(refs))
 	for _, r := range refs {
-		if r.Kind == KindDataVolume && !h.DataVolumes {
+		if r.Kind == inuse.KindDataVolume && !h.DataVolumes {
 			continue
 		}
 		obj := newObject(r.Kind)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -190,8 +191,8 @@ func TestWebhookClosesTheWindowAfterTheLiveList(t *testing.T) {
 	w := newWorld(t)
 	var once sync.Once
 	injected := make(chan error, 1)
-	w.startWindowWith(protect.Options{BeforeRelease: func(ctx context.Context, ref protect.Ref) {
-		if ref.Kind == protect.KindPVC && ref.Name == "claim" {
+	w.startWindowWith(protect.Options{BeforeRelease: func(ctx context.Context, ref inuse.Ref) {
+		if ref.Kind == inuse.KindPVC && ref.Name == "claim" {
 			once.Do(func() {
 				vm := usingVM("late", "claim")
 				vm.Namespace = w.ns

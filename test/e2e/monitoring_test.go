@@ -23,7 +23,7 @@ import (
 	"github.com/tether-dev/tether/deploy/monitoring"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/findingrecord"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -105,7 +105,7 @@ func TestMonitoring_everyMetricUsedIsExported(t *testing.T) {
 	// tether's finalizer, left from an earlier, wider scope.
 	other := env.Namespace(t)
 	stranded := fixture.PVC("kept", fixture.InNamespace(other))
-	stranded.Finalizers = []string{protect.Finalizer}
+	stranded.Finalizers = []string{inuse.Finalizer}
 	create(fixture.VM("keeper", fixture.WithVolume("disk", fixture.PVC("kept")), fixture.InNamespace(other)), stranded)
 	// After the controller stops (cleanups run last first): the uninstall
 	// path releases every tether finalizer, so the namespaces can go.
@@ -213,7 +213,7 @@ protection:
 	create(fixture.PVC("held", fixture.InNamespace(ns)), fixture.VM("holder", fixture.WithVolume("disk", fixture.PVC("held")), fixture.InNamespace(ns)))
 	testenv.Eventually(t, 30*time.Second, "the held claim protected", func() (bool, error) {
 		out, err := env.Kubectl(t, "get", "pvc", "-n", ns, "held", "-o", "jsonpath={.metadata.finalizers}")
-		return strings.Contains(out, protect.Finalizer), err
+		return strings.Contains(out, inuse.Finalizer), err
 	})
 	if out, err := env.Kubectl(t, "delete", "pvc", "-n", ns, "held", "--wait=false"); err != nil {
 		t.Fatalf("deleting the held claim: %v\n%s", err, out)

@@ -27,13 +27,13 @@ import (
 
 // handlerDown stops real virt-handler until the test ends.
 func (w *world) handlerDown() {
-	w.t.Helper()
-	if err := w.env.Handler.SetDown(context.Background(), true); err != nil {
-		w.t.Fatal(err)
+	w.T.Helper()
+	if err := w.Env.Handler.SetDown(context.Background(), true); err != nil {
+		w.T.Fatal(err)
 	}
-	w.t.Cleanup(func() {
-		if err := w.env.Handler.SetDown(context.Background(), false); err != nil {
-			w.t.Errorf("restarting virt-handler: %v", err)
+	w.T.Cleanup(func() {
+		if err := w.Env.Handler.SetDown(context.Background(), false); err != nil {
+			w.T.Errorf("restarting virt-handler: %v", err)
 		}
 	})
 }
@@ -41,10 +41,10 @@ func (w *world) handlerDown() {
 // fixAppliesNothing runs tether fix --apply with args and fails the test
 // when it applied anything (why says what it must not act on).
 func (w *world) fixAppliesNothing(args []string, why string) {
-	w.t.Helper()
-	r := tether(w.t, w.env, append([]string{"fix", "--apply"}, args...)...)
+	w.T.Helper()
+	r := tether(w.T, w.Env, append([]string{"fix", "--apply"}, args...)...)
 	if r.Code > 1 || strings.Contains(r.Stdout, "Applied") {
-		w.t.Fatalf("fix --apply acted %s: exit %d\n%s%s", why, r.Code, r.Stdout, r.Stderr)
+		w.T.Fatalf("fix --apply acted %s: exit %d\n%s%s", why, r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -58,18 +58,6 @@ func noSafeAction(t *testing.T, fs []kvtest.Finding, why string) {
 	}
 }
 
-// attachmentPods are the namespace's attachment pods that mount vol.
-func (w *world) attachmentPods(vol string) []corev1.Pod {
-	w.t.Helper()
-	var list corev1.PodList
-	if err := w.c.List(context.Background(), &list, client.InNamespace(w.ns), client.MatchingLabels{"kubevirt.io": "hotplug-disk"}); err != nil {
-		w.t.Fatal(err)
-	}
-	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool {
-		return !slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol })
-	})
-}
-
 // The fault realkv plays with the emulated handler
 // (TestReal_stuckUnplug_handlerDown_namesTheHandler), made real: an unplug
 // while real virt-handler is gone from the VMI's node. KubeVirt keeps the
@@ -80,31 +68,31 @@ func (w *world) attachmentPods(vol string) []corev1.Pod {
 func TestReal_unplugWhileTheRealHandlerIsDown(t *testing.T) {
 	w := newWorld(t)
 	w.claims("data")
-	w.bareVMI("g", w.env.Node.Name)
+	w.bareVMI("g", w.Env.Node.Name)
 	w.addVolume(virtapi.VMI, "g", "data")
-	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
-	pods := w.attachmentPods("data")
+	w.WaitPhase("g", "data", kubevirtv1.VolumeReady)
+	pods := w.AttachmentPods("data")
 	if len(pods) != 1 {
 		t.Fatalf("want one attachment pod of data, got %d", len(pods))
 	}
 	w.handlerDown()
-	w.removeVolume(virtapi.VMI, "g", "data")
+	w.RemoveVolume(virtapi.VMI, "g", "data")
 	time.Sleep(5 * time.Second)
-	if p := w.phase("g", "data"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("g", "data"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("with virt-handler down the unplugged volume stays Ready on real KubeVirt; phase %q", p)
 	}
-	if now := w.attachmentPods("data"); len(now) != 1 || now[0].UID != pods[0].UID || now[0].DeletionTimestamp != nil {
+	if now := w.AttachmentPods("data"); len(now) != 1 || now[0].UID != pods[0].UID || now[0].DeletionTimestamp != nil {
 		t.Fatalf("with virt-handler down the attachment pod %s stays", pods[0].Name)
 	}
 
-	scope := []string{"-n", w.ns}
-	fs := kvtest.Audit(t, binDir, w.env, append([]string{"--stuck-phase-grace", "1s"}, scope...))
+	scope := []string{"-n", w.NS}
+	fs := kvtest.Audit(t, binDir, w.Env, append([]string{"--stuck-phase-grace", "1s"}, scope...))
 	f := kvtest.Only(t, fs, check.StuckHotplugPhase, "data")
 	if f.Action.Type != "None" || f.Action.BlockedBy != string(check.WaitsForKubeVirt) {
 		t.Fatalf("want a report-only finding held by %s, got %+v", check.WaitsForKubeVirt, f)
 	}
-	if !slices.ContainsFunc(f.Evidence, func(e string) bool { return strings.Contains(e, "virt-handler on node "+w.env.Node.Name) }) {
-		t.Fatalf("the evidence should name virt-handler on node %s: %q", w.env.Node.Name, f.Evidence)
+	if !slices.ContainsFunc(f.Evidence, func(e string) bool { return strings.Contains(e, "virt-handler on node "+w.Env.Node.Name) }) {
+		t.Fatalf("the evidence should name virt-handler on node %s: %q", w.Env.Node.Name, f.Evidence)
 	}
 	for _, g := range fs {
 		if g.Action.Type == string(check.DeleteAttachmentPod) {
@@ -113,11 +101,11 @@ func TestReal_unplugWhileTheRealHandlerIsDown(t *testing.T) {
 	}
 	w.fixAppliesNothing(append([]string{"--stuck-phase-grace", "1s"}, scope...), "while virt-handler was down")
 
-	if err := w.env.Handler.SetDown(context.Background(), false); err != nil {
+	if err := w.Env.Handler.SetDown(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 2*time.Minute, "the unplug completes with virt-handler back", func() (bool, error) {
-		return w.phase("g", "data") == "", nil
+		return w.Phase("g", "data") == "", nil
 	})
 }
 
@@ -135,21 +123,21 @@ func TestReal_attachWhileTheRealHandlerIsDown(t *testing.T) {
 	w.handlerDown()
 	w.addVolume(virtapi.VMI, "g", "data")
 	testenv.Eventually(t, 2*time.Minute, "the attachment pod of data running", func() (bool, error) {
-		pods := w.attachmentPods("data")
+		pods := w.AttachmentPods("data")
 		return len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning, nil
 	})
 	time.Sleep(3 * time.Second)
-	if p := w.phase("g", "data"); p != kubevirtv1.HotplugVolumeAttachedToNode {
+	if p := w.Phase("g", "data"); p != kubevirtv1.HotplugVolumeAttachedToNode {
 		t.Fatalf("with virt-handler down a new hot-plug stays AttachedToNode on real KubeVirt; phase %q", p)
 	}
 
-	scope := []string{"-n", w.ns, "--stuck-phase-grace", "1s"}
-	fs := kvtest.Audit(t, binDir, w.env, scope)
+	scope := []string{"-n", w.NS, "--stuck-phase-grace", "1s"}
+	fs := kvtest.Audit(t, binDir, w.Env, scope)
 	f := kvtest.Only(t, fs, check.StuckHotplugPhase, "data")
 	if f.Action.Type != "None" || f.Action.Safe || f.Action.BlockedBy != string(check.WaitsForKubeVirt) || f.Severity != "warning" {
 		t.Fatalf("want a report-only warning held by %s, got %+v", check.WaitsForKubeVirt, f)
 	}
-	for _, want := range []string{"stays AttachedToNode", "expected to act next: virt-handler on node " + w.env.Node.Name} {
+	for _, want := range []string{"stays AttachedToNode", "expected to act next: virt-handler on node " + w.Env.Node.Name} {
 		if !slices.ContainsFunc(f.Evidence, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Fatalf("the evidence should say %q: %q", want, f.Evidence)
 		}
@@ -157,12 +145,12 @@ func TestReal_attachWhileTheRealHandlerIsDown(t *testing.T) {
 	noSafeAction(t, fs, "while the hot-plug attaches")
 	w.fixAppliesNothing(scope, "while virt-handler was down")
 
-	if err := w.env.Handler.SetDown(context.Background(), false); err != nil {
+	if err := w.Env.Handler.SetDown(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
+	w.WaitPhase("g", "data", kubevirtv1.VolumeReady)
 	w.waitConsole("g", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=data `)
-	for _, g := range kvtest.Audit(t, binDir, w.env, scope) {
+	for _, g := range kvtest.Audit(t, binDir, w.Env, scope) {
 		if g.Check == check.StuckHotplugPhase {
 			t.Fatalf("the finding stays after the mount: %+v", g)
 		}
@@ -198,7 +186,7 @@ func TestReal_launcherKilled_aFinalVMIHoldsNothing(t *testing.T) {
 	w.claims("data")
 	w.guest("g")
 	w.addVolume(virtapi.VMI, "g", "data")
-	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
+	w.WaitPhase("g", "data", kubevirtv1.VolumeReady)
 	pids := launcherPIDs(w.vmi("g").UID)
 	if len(pids) != 1 {
 		t.Fatalf("want the one virt-launcher-monitor of g, found %v", pids)
@@ -207,19 +195,19 @@ func TestReal_launcherKilled_aFinalVMIHoldsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 3*time.Minute, "VMI g Failed and its attachment pod gone", func() (bool, error) {
-		return w.vmi("g").Status.Phase == kubevirtv1.Failed && len(w.attachmentPods("data")) == 0, nil
+		return w.vmi("g").Status.Phase == kubevirtv1.Failed && len(w.AttachmentPods("data")) == 0, nil
 	})
-	if p := w.phase("g", "data"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("g", "data"); p != kubevirtv1.VolumeReady {
 		t.Logf("the Failed VMI's status lists data in phase %q", p)
 	}
-	scope := []string{"-n", w.ns, "--stuck-phase-grace", "1s"}
-	if fs := kvtest.Audit(t, binDir, w.env, scope); len(fs) != 0 {
+	scope := []string{"-n", w.NS, "--stuck-phase-grace", "1s"}
+	if fs := kvtest.Audit(t, binDir, w.Env, scope); len(fs) != 0 {
 		t.Fatalf("a Failed VMI's last status is no drift; got %+v", fs)
 	}
 	w.fixAppliesNothing(scope, "on a world with nothing to fix")
 	w.guest("g2")
 	w.addVolume(virtapi.VMI, "g2", "data")
-	w.waitPhase("g2", "data", kubevirtv1.VolumeReady)
+	w.WaitPhase("g2", "data", kubevirtv1.VolumeReady)
 	w.waitConsole("g2", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=data `)
 }
 
@@ -236,19 +224,19 @@ func TestReal_claimDeletedUnderARunningGuest(t *testing.T) {
 	w.claims("data")
 	w.guest("g")
 	w.addVolume(virtapi.VMI, "g", "data")
-	w.waitPhase("g", "data", kubevirtv1.VolumeReady)
+	w.WaitPhase("g", "data", kubevirtv1.VolumeReady)
 	w.waitConsole("g", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=data `)
-	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: w.ns}}
-	if err := w.c.Delete(context.Background(), claim); err != nil {
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: w.NS}}
+	if err := w.C.Delete(context.Background(), claim); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
-	if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(claim), claim); err != nil || claim.DeletionTimestamp == nil {
+	if err := w.C.Get(context.Background(), client.ObjectKeyFromObject(claim), claim); err != nil || claim.DeletionTimestamp == nil {
 		t.Fatalf("the claim in use should stay Terminating: %v %+v", err, claim.ObjectMeta)
 	}
 
-	scope := []string{"-n", w.ns, "--blocked-deletion-grace", "1s"}
-	fs := kvtest.Audit(t, binDir, w.env, scope)
+	scope := []string{"-n", w.NS, "--blocked-deletion-grace", "1s"}
+	fs := kvtest.Audit(t, binDir, w.Env, scope)
 	f := kvtest.Only(t, fs, check.DanglingVolumeReference, "data")
 	if f.Action.Safe || f.Action.BlockedBy != "DeletionPostponed" || !strings.Contains(f.Action.Remedy, "removevolume") || !strings.Contains(f.Action.Remedy, "Retain") {
 		t.Fatalf("want a held DanglingVolumeReference whose remedy keeps the data or removes the reference, got %+v", f)
@@ -256,14 +244,14 @@ func TestReal_claimDeletedUnderARunningGuest(t *testing.T) {
 	noSafeAction(t, fs, "on the disk of a running guest")
 	w.fixAppliesNothing(scope, "on a claim being deleted under a guest")
 	time.Sleep(3 * time.Second)
-	if removed(w.console("g"), "data") || w.phase("g", "data") != kubevirtv1.VolumeReady {
+	if removed(w.console("g"), "data") || w.Phase("g", "data") != kubevirtv1.VolumeReady {
 		t.Fatalf("the guest lost its disk:\n%s", w.console("g"))
 	}
 
-	w.removeVolume(virtapi.VMI, "g", "data")
+	w.RemoveVolume(virtapi.VMI, "g", "data")
 	w.waitConsole("g", 2*time.Minute, `TETHER-DISK-REMOVED name=sd\w+ serial=data`)
 	testenv.Eventually(t, 2*time.Minute, "the claim gone once nothing uses it", func() (bool, error) {
-		err := w.c.Get(context.Background(), client.ObjectKeyFromObject(claim), &corev1.PersistentVolumeClaim{})
+		err := w.C.Get(context.Background(), client.ObjectKeyFromObject(claim), &corev1.PersistentVolumeClaim{})
 		return apierrors.IsNotFound(err), nil
 	})
 }
@@ -277,24 +265,24 @@ func TestReal_claimDeletedUnderARunningGuest(t *testing.T) {
 func TestReal_pendingHotplug_neverRemoved(t *testing.T) {
 	w := newWorld(t)
 	w.guest("g")
-	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: w.ns}, Spec: corev1.PersistentVolumeClaimSpec{
-		VolumeName:  "not-there-yet-" + w.ns,
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: w.NS}, Spec: corev1.PersistentVolumeClaimSpec{
+		VolumeName:  "not-there-yet-" + w.NS,
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
 	}}
-	if err := w.c.Create(context.Background(), claim); err != nil {
+	if err := w.C.Create(context.Background(), claim); err != nil {
 		t.Fatal(err)
 	}
 	w.addVolume(virtapi.VMI, "g", "late")
 	testenv.Eventually(t, time.Minute, "the attachment pod of late made", func() (bool, error) {
-		return len(w.attachmentPods("late")) == 1, nil
+		return len(w.AttachmentPods("late")) == 1, nil
 	})
 	time.Sleep(5 * time.Second)
-	if pods := w.attachmentPods("late"); pods[0].Status.Phase != corev1.PodPending {
+	if pods := w.AttachmentPods("late"); pods[0].Status.Phase != corev1.PodPending {
 		t.Fatalf("the attachment pod of an unbound claim should stay Pending, is %s", pods[0].Status.Phase)
 	}
-	scope := append(kvtest.Tenant(t, w.env, w.ns, "g", "late"), "--stuck-phase-grace", "1s")
-	fs := kvtest.Audit(t, binDir, w.env, scope)
+	scope := append(kvtest.Tenant(t, w.Env, w.NS, "g", "late"), "--stuck-phase-grace", "1s")
+	fs := kvtest.Audit(t, binDir, w.Env, scope)
 	f := kvtest.Only(t, fs, check.OrphanHotplugVolume, "late")
 	if f.Action.Safe || f.Action.BlockedBy != "VolumeNotReady" {
 		t.Fatalf("an orphan still attaching must not be safe to remove: %+v", f)
@@ -305,7 +293,7 @@ func TestReal_pendingHotplug_neverRemoved(t *testing.T) {
 		}
 	}
 	w.fixAppliesNothing(scope, "on a hot-plug still attaching")
-	if p := w.phase("g", "late"); p == "" {
+	if p := w.Phase("g", "late"); p == "" {
 		t.Fatal("the pending hot-plug is gone from the VMI")
 	}
 }

@@ -19,9 +19,9 @@ func TestHotplug_VMIRoute_reachesTheGuestAndLeavesIt(t *testing.T) {
 	w.claims("hp1")
 	w.guest("g1")
 	w.addVolume(virtapi.VMI, "g1", "hp1")
-	w.waitPhase("g1", "hp1", kubevirtv1.VolumeReady)
+	w.WaitPhase("g1", "hp1", kubevirtv1.VolumeReady)
 	w.waitConsole("g1", time.Minute, `TETHER-DISK-ADDED name=sd\w+ serial=hp1 `)
-	w.removeVolume(virtapi.VMI, "g1", "hp1")
+	w.RemoveVolume(virtapi.VMI, "g1", "hp1")
 	w.waitConsole("g1", 2*time.Minute, `TETHER-DISK-REMOVED name=sd\w+ serial=hp1`)
 	t.Logf("the guest's console:\n%s", w.console("g1"))
 }

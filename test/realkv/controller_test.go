@@ -28,12 +28,12 @@ func TestReal_controller_actsOnlyWhereKubeVirtAllows(t *testing.T) {
 	w.hotplug(virtapi.VMI, "solo", "pvc-orphan")
 	w.vm("owned")
 	w.hotplug(virtapi.VM, "owned", "pvc-stuck")
-	w.patchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
+	w.PatchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
 	w.removeFromVM("owned", "pvc-stuck")
 	// One tenant node per VMI; both claims have tenant PVs attached nowhere.
-	tenant(t, w.env, w.ns, "solo", "pvc-orphan", "pvc-stuck")
+	tenant(t, w.Env, w.NS, "solo", "pvc-orphan", "pvc-stuck")
 
-	if out, err := w.env.Kubectl(t, "apply", "-f", crdPath(t)); err != nil {
+	if out, err := w.Env.Kubectl(t, "apply", "-f", crdPath(t)); err != nil {
 		t.Fatalf("installing the Finding CRD: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
@@ -48,13 +48,13 @@ tenants:
 - name: guest
   kubeconfig: %s
   namespace: %s
-`, w.ns, w.env.Tenants["guest"].Kubeconfig, w.ns))
+`, w.NS, w.Env.Tenants["guest"].Kubeconfig, w.NS))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "tether"), "controller",
-		"--kubeconfig", w.env.Infra.Kubeconfig, "--config", cfg, "--allow-second-controller")
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+w.ns)
+		"--kubeconfig", w.Env.Infra.Kubeconfig, "--config", cfg, "--allow-second-controller")
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+w.NS)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -68,11 +68,11 @@ tenants:
 		}
 	}()
 	testenv.Eventually(t, 90*time.Second, "the controller removes the standalone VMI's orphan", func() (bool, error) {
-		return w.phase("solo", "pvc-orphan") == "", nil
+		return w.Phase("solo", "pvc-orphan") == "", nil
 	})
 	// It had as long to act on the held one; it must still be there.
 	time.Sleep(5 * time.Second)
-	if p := w.phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("the controller changed a hot-plug held by DeclarativeSync: phase %q", p)
 	}
 	held := false

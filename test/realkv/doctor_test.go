@@ -147,14 +147,14 @@ func checkGateSets(t *testing.T, env *testenv.Env, sets []gateSet) *world {
 	w.standaloneVMI("alone")
 	for _, gs := range sets {
 		t.Run(gs.name, func(t *testing.T) {
-			setGates(t, w.c, gs.enabled, gs.disabled)
+			setGates(t, w.C, gs.enabled, gs.disabled)
 			var code int
 			var lines []doctorLine
 			var mismatch string
 			// virt-api reads the CR through its informer: wait until its
 			// answers follow the new gates.
 			testenv.Eventually(t, 60*time.Second, "virt-api answers by the gates "+gs.name, func() (bool, error) {
-				code, lines = doctor(t, env, "-n", w.ns)
+				code, lines = doctor(t, env, "-n", w.NS)
 				mismatch = ""
 				for _, want := range []struct{ subject, status, phrase string }{
 					{"VM-level", gs.wantVM, ""},
@@ -212,7 +212,7 @@ func TestRealDoctor_v17_gateSets(t *testing.T) {
 // VMI-level route for VM-owned VMIs closes and virt-controller starts
 // removing VMI-only hot-plugs (KubeVirt's v1.9 gate rules).
 func underHCO(t *testing.T, env *testenv.Env, w *world) {
-	setGates(t, w.c, []string{"HotplugVolumes"}, nil)
+	setGates(t, w.C, []string{"HotplugVolumes"}, nil)
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "hyperconvergeds.hco.kubevirt.io"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -228,16 +228,16 @@ func underHCO(t *testing.T, env *testenv.Env, w *world) {
 	hc := &unstructured.Unstructured{}
 	hc.SetAPIVersion("hco.kubevirt.io/v1beta1")
 	hc.SetKind("HyperConverged")
-	hc.SetNamespace(w.ns)
+	hc.SetNamespace(w.NS)
 	hc.SetName("kubevirt-hyperconverged")
-	if err := w.c.Create(context.Background(), hc); err != nil {
+	if err := w.C.Create(context.Background(), hc); err != nil {
 		t.Fatal(err)
 	}
 	var l doctorLine
 	testenv.Eventually(t, 30*time.Second, "doctor sees HCO", func() (bool, error) {
-		_, lines := doctor(t, env, "-n", w.ns)
+		_, lines := doctor(t, env, "-n", w.NS)
 		l, _ = lineOf(lines, "kubevirt.upgrade", "")
-		return strings.Contains(l.Why, "HCO "+w.ns+"/kubevirt-hyperconverged"), nil
+		return strings.Contains(l.Why, "HCO "+w.NS+"/kubevirt-hyperconverged"), nil
 	})
 	for _, phrase := range []string{"KubeVirt v1.9.0 and HCO", "the VMI-level route for VM-owned VMIs closes", "starts removing hot-plugs"} {
 		if l.Status != "WARN" || !strings.Contains(l.Why, phrase) {
@@ -253,12 +253,12 @@ func underHCO(t *testing.T, env *testenv.Env, w *world) {
 func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 	env := testenv.Get(t)
 	w := newWorld(t)
-	setGates(t, w.c, []string{"HotplugVolumes"}, []string{"DeclarativeHotplugVolumes"})
+	setGates(t, w.C, []string{"HotplugVolumes"}, []string{"DeclarativeHotplugVolumes"})
 	w.claims("pvc-vm", "pvc-vmi")
 	w.vm("node-a")
-	scope := tenant(t, env, w.ns, "node-a", "pvc-vm", "pvc-vmi")
+	scope := tenant(t, env, w.NS, "node-a", "pvc-vm", "pvc-vmi")
 	testenv.Eventually(t, 60*time.Second, "virt-api serves the VMI route for VM-owned VMIs", func() (bool, error) {
-		_, lines := doctor(t, env, "-n", w.ns)
+		_, lines := doctor(t, env, "-n", w.NS)
 		l, _ := lineOf(lines, "kubevirt.route", "VM-owned VMI")
 		return l.Status == "OK", nil
 	})
@@ -267,12 +267,12 @@ func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 	// The driver's controller, as it runs in the infra namespace.
 	labels := map[string]string{"app": "kubevirt-csi-driver"}
 	ctrl := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-csi-controller", Namespace: w.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-csi-controller", Namespace: w.NS},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "csi-driver", Image: "quay.io/kubevirt/kubevirt-csi-driver:v0.4.2"}}}}},
 	}
-	if err := w.c.Create(context.Background(), ctrl); err != nil {
+	if err := w.C.Create(context.Background(), ctrl); err != nil {
 		t.Fatal(err)
 	}
 
@@ -281,8 +281,8 @@ func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 		{"tenant.access", "OK", ""},
 		{"tenant.nodes", "OK", "all 1 Nodes"},
 		{"tenant.csidriver", "OK", "csi.kubevirt.io"},
-		{"tenant.driver-route", "WARN", "volume pvc-vmi of VMI " + w.ns + "/node-a"},
-		{"tenant.driver-route", "WARN", "controller v0.4.2 (Deployment " + w.ns + "/kubevirt-csi-controller)"},
+		{"tenant.driver-route", "WARN", "volume pvc-vmi of VMI " + w.NS + "/node-a"},
+		{"tenant.driver-route", "WARN", "controller v0.4.2 (Deployment " + w.NS + "/kubevirt-csi-controller)"},
 	} {
 		l, ok := lineOf(lines, c.check, "tenant guest")
 		if !ok || l.Status != c.status || !strings.Contains(l.Why, c.phrase) {
@@ -301,23 +301,23 @@ func TestRealDoctor_tenantDriverRoute(t *testing.T) {
 // force detach off — doctor prints only OK lines and exits 0; the same pod
 // without the flag makes it exit 1.
 func wellConfigured(t *testing.T, env *testenv.Env, w *world) {
-	setGates(t, w.c, []string{"HotplugVolumes", "DeclarativeHotplugVolumes"}, nil)
+	setGates(t, w.C, []string{"HotplugVolumes", "DeclarativeHotplugVolumes"}, nil)
 	kcm := func(args ...string) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"component": "kube-controller-manager"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-controller-manager", Image: "registry.k8s.io/kube-controller-manager:v1.36.3",
 				Command: append([]string{"kube-controller-manager"}, args...)}}},
 		}
-		if err := w.c.Create(context.Background(), pod); err != nil {
+		if err := w.C.Create(context.Background(), pod); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = w.c.Delete(context.Background(), pod, client.GracePeriodSeconds(0)) })
+		t.Cleanup(func() { _ = w.C.Delete(context.Background(), pod, client.GracePeriodSeconds(0)) })
 	}
 	kcm("--disable-force-detach-on-timeout=true", "--leader-elect=false")
 
 	var r cmdtest.Result
 	testenv.Eventually(t, 60*time.Second, "doctor exits 0", func() (bool, error) {
-		r = tether(t, env, "doctor", "-n", w.ns)
+		r = tether(t, env, "doctor", "-n", w.NS)
 		return r.Code == 0, nil
 	})
 	if r.Code != 0 {
@@ -333,16 +333,16 @@ func wellConfigured(t *testing.T, env *testenv.Env, w *world) {
 		t.Errorf("want at least 7 OK lines and no other, got:\n%s", r.Stdout)
 	}
 
-	if err := w.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem}}, client.GracePeriodSeconds(0)); err != nil {
+	if err := w.C.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-doctor", Namespace: metav1.NamespaceSystem}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the pod gone", func() (bool, error) {
 		var p corev1.Pod
-		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-controller-manager-doctor"}, &p)
+		err := w.C.Get(context.Background(), client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-controller-manager-doctor"}, &p)
 		return apierrors.IsNotFound(err), nil
 	})
 	kcm("--leader-elect=false")
-	code, lines := doctor(t, env, "-n", w.ns)
+	code, lines := doctor(t, env, "-n", w.NS)
 	if l, _ := lineOf(lines, "kube.force-detach", ""); code != 1 || l.Status != "WARN" {
 		t.Errorf("without the flag: want exit 1 and a WARN force-detach line, got %d, %+v", code, l)
 	}
@@ -357,13 +357,13 @@ func TestRealDoctor_controllerRBAC(t *testing.T) {
 	env := testenv.Get(t)
 	w := newWorld(t)
 	cfgFile := filepath.Join(t.TempDir(), "controller.yaml")
-	cfg := "apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\nchecks:\n  OrphanHotplugVolume:\n    enabled: true\nscope:\n  namespaces: [" + w.ns + "]\nprotection:\n  enabled: true\n"
+	cfg := "apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\nchecks:\n  OrphanHotplugVolume:\n    enabled: true\nscope:\n  namespaces: [" + w.NS + "]\nprotection:\n  enabled: true\n"
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rbacLine := func() doctorLine {
 		t.Helper()
-		_, lines := doctor(t, env, "-n", w.ns, "--controller-config", cfgFile)
+		_, lines := doctor(t, env, "-n", w.NS, "--controller-config", cfgFile)
 		l, ok := lineOf(lines, "controller.rbac", "system:serviceaccount:tether-system:tether-controller")
 		if !ok {
 			t.Fatalf("no controller.rbac line in %+v", lines)
@@ -379,7 +379,7 @@ func TestRealDoctor_controllerRBAC(t *testing.T) {
 		l = rbacLine()
 		return l.Status == "FAIL" && !strings.Contains(l.Why, "records"), nil
 	})
-	if !strings.Contains(l.Fix, "config/rbac/protection") || !strings.Contains(l.Why, "patch persistentvolumeclaims in namespace "+w.ns) {
+	if !strings.Contains(l.Fix, "config/rbac/protection") || !strings.Contains(l.Why, "patch persistentvolumeclaims in namespace "+w.NS) {
 		t.Errorf("with config/rbac: want protection's overlay named, got %+v", l)
 	}
 	env.InstallController(t, "rbac/protection")
@@ -405,12 +405,12 @@ func TestRealDoctor_controllerRBAC(t *testing.T) {
 			}}},
 	}
 	for _, o := range []client.Object{cm, dep} {
-		if err := w.c.Create(context.Background(), o); err != nil {
+		if err := w.C.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = w.c.Delete(context.Background(), o) })
+		t.Cleanup(func() { _ = w.C.Delete(context.Background(), o) })
 	}
-	_, lines := doctor(t, env, "-n", w.ns)
+	_, lines := doctor(t, env, "-n", w.NS)
 	l, ok := lineOf(lines, "controller.rbac", "system:serviceaccount:tether-system:tether-controller")
 	if !ok || l.Status != "WARN" || !strings.Contains(l.Why, "delete pods") || !strings.Contains(l.Fix, "storage-remediation") {
 		t.Errorf("the deployed controller's configuration: want WARN naming the storage-remediation overlay, got %+v", l)
@@ -426,15 +426,15 @@ func TestRealDoctor_tenantFenceRights(t *testing.T) {
 	env := testenv.Get(t)
 	w := newWorld(t)
 	w.vm("node-f")
-	tenant(t, env, w.ns, "node-f")
+	tenant(t, env, w.NS, "node-f")
 	writeConfig := func(body string) string {
 		f := filepath.Join(t.TempDir(), "controller.yaml")
-		if err := os.WriteFile(f, []byte("apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\nscope:\n  namespaces: ["+w.ns+"]\n"+body), 0o644); err != nil {
+		if err := os.WriteFile(f, []byte("apiVersion: tether.dev/v1alpha1\nkind: ControllerConfig\nscope:\n  namespaces: ["+w.NS+"]\n"+body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
-	fencing := writeConfig("dryRun: false\nchecks:\n  TenantNodeDown:\n    enabled: true\ntenants:\n- name: guest\n  kubeconfig: /etc/tether/tenants/guest\n  namespace: " + w.ns + "\n")
+	fencing := writeConfig("dryRun: false\nchecks:\n  TenantNodeDown:\n    enabled: true\ntenants:\n- name: guest\n  kubeconfig: /etc/tether/tenants/guest\n  namespace: " + w.NS + "\n")
 	reporting := writeConfig("checks:\n  OrphanHotplugVolume:\n    enabled: true\n")
 	kubeconfigAs := func(user string, files ...string) string {
 		f := filepath.Join(t.TempDir(), user+".kubeconfig")
@@ -445,7 +445,7 @@ func TestRealDoctor_tenantFenceRights(t *testing.T) {
 	}
 	fenceLine := func(kubeconfig, cfg string) doctorLine {
 		t.Helper()
-		_, lines := doctor(t, env, "-n", w.ns, "--tenant", "guest="+kubeconfig+":"+w.ns, "--controller-config", cfg)
+		_, lines := doctor(t, env, "-n", w.NS, "--tenant", "guest="+kubeconfig+":"+w.NS, "--controller-config", cfg)
 		l, ok := lineOf(lines, "tenant.fence", "tenant guest")
 		if !ok {
 			t.Fatalf("no tenant.fence line in %+v", lines)
@@ -453,14 +453,14 @@ func TestRealDoctor_tenantFenceRights(t *testing.T) {
 		return l
 	}
 
-	reader := kubeconfigAs("doctor-reader-"+w.ns, "tenant-reader.yaml")
+	reader := kubeconfigAs("doctor-reader-"+w.NS, "tenant-reader.yaml")
 	if l := fenceLine(reader, reporting); l.Status != "OK" || !strings.Contains(l.Why, "only reports") {
 		t.Errorf("reader only, nothing fences: want OK saying TenantNodeDown only reports, got %+v", l)
 	}
 	if l := fenceLine(reader, fencing); l.Status != "WARN" || !strings.Contains(l.Why, "nodes") || !strings.Contains(l.Fix, "--fence") {
 		t.Errorf("reader only, the configuration fences: want WARN naming the Node grants and the --fence fix, got %+v", l)
 	}
-	fencer := kubeconfigAs("doctor-fencer-"+w.ns, "tenant-reader.yaml", "tenant-fencer.yaml")
+	fencer := kubeconfigAs("doctor-fencer-"+w.NS, "tenant-reader.yaml", "tenant-fencer.yaml")
 	var l doctorLine
 	testenv.Eventually(t, 30*time.Second, "the fencer binding counted", func() (bool, error) {
 		l = fenceLine(fencer, fencing)

@@ -52,8 +52,8 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	source, pod := vmi.Status.NodeName, w.volumeStatus("mover", "pvc-1").HotplugVolume.AttachPodName
-	scope := []string{"-n", w.ns, "--checks", "DrainEvictsHotplug"}
+	source, pod := vmi.Status.NodeName, w.VolumeStatus("mover", "pvc-1").HotplugVolume.AttachPodName
+	scope := []string{"-n", w.NS, "--checks", "DrainEvictsHotplug"}
 
 	// KubeVirt v1.9's own guard.
 	if out, err := evict(t, w, pod, false); err == nil || !strings.Contains(out, "cannot evict hotplug pod: "+pod) {
@@ -62,7 +62,7 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 	if fs := audit(t, env, scope); len(fs) != 0 {
 		t.Fatalf("KubeVirt guards the pod, yet tether reports %+v", fs)
 	}
-	if _, lines := doctor(t, env, "-n", w.ns, "--node", source); !drainLine(t, lines, "OK", "KubeVirt refuses their eviction", "VMI "+w.ns+"/mover") {
+	if _, lines := doctor(t, env, "-n", w.NS, "--node", source); !drainLine(t, lines, "OK", "KubeVirt refuses their eviction", "VMI "+w.NS+"/mover") {
 		t.FailNow()
 	}
 
@@ -76,7 +76,7 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 	if f.Severity != "warning" || f.Action.BlockedBy != "EvictionGuardNotRegistered" || !contains(f.Evidence, "attachment pod "+pod+" on node "+source) {
 		t.Fatalf("finding %+v", f)
 	}
-	if _, lines := doctor(t, env, "-n", w.ns, "--node", source); !drainLine(t, lines, "FAIL", "VMI "+w.ns+"/mover hot-plug(s) pvc-1 through "+pod, "has no webhook") {
+	if _, lines := doctor(t, env, "-n", w.NS, "--node", source); !drainLine(t, lines, "FAIL", "VMI "+w.NS+"/mover hot-plug(s) pvc-1 through "+pod, "has no webhook") {
 		t.FailNow()
 	}
 
@@ -84,12 +84,12 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 	serveEvictionGuard(t, w)
 	testenv.Eventually(t, 30*time.Second, "tether refuses the attachment pod's eviction", func() (bool, error) {
 		out, err := evict(t, w, pod, false)
-		return err != nil && strings.Contains(out, "tether: attachment pod "+w.ns+"/"+pod+" holds hot-plug(s) pvc-1 of VMI "+w.ns+"/mover, which still runs on node "+source), nil
+		return err != nil && strings.Contains(out, "tether: attachment pod "+w.NS+"/"+pod+" holds hot-plug(s) pvc-1 of VMI "+w.NS+"/mover, which still runs on node "+source), nil
 	})
-	env.Real.Handler.HoldMigration(w.ns, "mover", true)
-	defer env.Real.Handler.HoldMigration(w.ns, "mover", false)
-	mig := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Name: "mover-away", Namespace: w.ns}, Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "mover"}}
-	if err := w.c.Create(context.Background(), mig); err != nil {
+	env.Real.Handler.HoldMigration(w.NS, "mover", true)
+	defer env.Real.Handler.HoldMigration(w.NS, "mover", false)
+	mig := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Name: "mover-away", Namespace: w.NS}, Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "mover"}}
+	if err := w.C.Create(context.Background(), mig); err != nil {
 		t.Fatalf("creating the migration: %v", err)
 	}
 	var target *corev1.Pod
@@ -99,7 +99,7 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 			return false, err
 		}
 		var pods corev1.PodList
-		if err := w.c.List(context.Background(), &pods, client.InNamespace(w.ns), client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
+		if err := w.C.List(context.Background(), &pods, client.InNamespace(w.NS), client.MatchingLabels{snapshot.AttachmentPodLabel: snapshot.AttachmentPodLabelValue}); err != nil {
 			return false, err
 		}
 		for i := range pods.Items {
@@ -115,7 +115,7 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 	if out, err := evict(t, w, pod, true); err == nil || !strings.Contains(out, "tether: attachment pod") {
 		t.Fatalf("while the VMI still runs on %s, its attachment pod there was let go: %s", source, out)
 	}
-	env.Real.Handler.HoldMigration(w.ns, "mover", false)
+	env.Real.Handler.HoldMigration(w.NS, "mover", false)
 	testenv.Eventually(t, 90*time.Second, "the migration succeeds and the VMI runs on "+target.Spec.NodeName, func() (bool, error) {
 		vmi, err := w.vmi("mover")
 		return err == nil && w.migrationPhase("mover-away") == kubevirtv1.MigrationSucceeded && vmi.Status.NodeName == target.Spec.NodeName, err
@@ -129,7 +129,7 @@ func TestReal_drain_evictsAttachmentPod_guardedByKubeVirtOrTether(t *testing.T) 
 // when dryRun), and returns kubectl's output.
 func evict(t *testing.T, w *world, pod string, dryRun bool) (string, error) {
 	t.Helper()
-	ev := map[string]any{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": map[string]any{"name": pod, "namespace": w.ns}}
+	ev := map[string]any{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": map[string]any{"name": pod, "namespace": w.NS}}
 	if dryRun {
 		ev["deleteOptions"] = map[string]any{"dryRun": []string{"All"}}
 	}
@@ -138,7 +138,7 @@ func evict(t *testing.T, w *world, pod string, dryRun bool) (string, error) {
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return w.env.Kubectl(t, "create", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/eviction", w.ns, pod), "-f", file)
+	return w.Env.Kubectl(t, "create", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/eviction", w.NS, pod), "-f", file)
 }
 
 // drainLine checks doctor's drain.hotplug line.
@@ -163,7 +163,7 @@ func drainLine(t *testing.T, lines []doctorLine, status string, says ...string) 
 // would), and puts it back when the test ends.
 func dropGuardWebhook(t *testing.T, w *world) {
 	t.Helper()
-	vwcs := w.env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	vwcs := w.Env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	vwc, err := vwcs.Get(context.Background(), snapshot.VirtAPIValidatorName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,17 +201,17 @@ func serveEvictionGuard(t *testing.T, w *world) {
 	t.Helper()
 	wh := testenv.NewWebhook(t)
 	srv := webhook.NewServer(webhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir})
-	srv.Register(protect.EvictionPath, &webhook.Admission{Handler: &protect.EvictionAdmission{Live: w.c}})
+	srv.Register(protect.EvictionPath, &webhook.Admission{Handler: &protect.EvictionAdmission{Live: w.C}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	url := "https://" + wh.Addr() + protect.EvictionPath
 	hook := protect.EvictionWebhook(admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wh.CA}, admissionregistrationv1.Ignore)
-	hook.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": w.ns}}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "." + protect.EvictionWebhookName},
+	hook.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": w.NS}}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.NS + "." + protect.EvictionWebhookName},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{hook}}
-	vwcs := w.env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	vwcs := w.Env.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	if _, err := vwcs.Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

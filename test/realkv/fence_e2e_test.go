@@ -34,12 +34,12 @@ func TestReal_tenantNodeDown_endToEnd_realControllersRelease(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.vm("infra")
-	g := guest.Start(t, w.ns, "infra")
-	scope := []string{"-n", w.ns, "--tenant", "guest-e2e=" + g.CP.Kubeconfig + ":" + w.ns, "--tenant-driver", g.Attacher.Driver(), "--checks", "TenantNodeDown",
+	g := guest.Start(t, w.NS, "infra")
+	scope := []string{"-n", w.NS, "--tenant", "guest-e2e=" + g.CP.Kubeconfig + ":" + w.NS, "--tenant-driver", g.Attacher.Driver(), "--checks", "TenantNodeDown",
 		"--fence-after", "5s", "--unfence-settle", "5s"}
 	fix := func() string {
 		t.Helper()
-		r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
+		r := tether(t, w.Env, append([]string{"fix", "--apply"}, scope...)...)
 		if r.Code > 1 {
 			t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 		}
@@ -47,7 +47,7 @@ func TestReal_tenantNodeDown_endToEnd_realControllersRelease(t *testing.T) {
 	}
 
 	// The VM stops; its VMI ends and goes.
-	w.patchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
+	w.PatchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
 	testenv.Eventually(t, 90*time.Second, "VMI infra gone", func() (bool, error) {
 		_, err := w.vmi("infra")
 		return apierrors.IsNotFound(err), nil
@@ -79,7 +79,7 @@ func TestReal_tenantNodeDown_endToEnd_realControllersRelease(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "the terminating pod deleted", func() (bool, error) { return g.PodGone(ctx), nil })
 
 	// Back: the VM runs, the node posts Ready, the detach still in flight.
-	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
+	w.PatchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
 	w.running("infra")
 	g.SetNode(t, corev1.ConditionTrue, time.Now(), false)
 	for i := 0; i < 2; i++ {

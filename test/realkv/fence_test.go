@@ -73,9 +73,9 @@ func tenantIdentity(t *testing.T, env *testenv.Env, user string, files ...string
 func executorFor(t *testing.T, w *world, cfg *rest.Config) *act.Executor {
 	t.Helper()
 	p := check.DefaultPolicy()
-	p.Scope.Namespaces = []string{w.ns}
-	ex, err := act.NewExecutor(w.env.Config, p, observe.Options{Namespace: w.ns,
-		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.ns, Config: cfg}}})
+	p.Scope.Namespaces = []string{w.NS}
+	ex, err := act.NewExecutor(w.Env.Config, p, observe.Options{Namespace: w.NS,
+		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.NS, Config: cfg}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,15 +91,15 @@ func executorFor(t *testing.T, w *world, cfg *rest.Config) *act.Executor {
 func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	w := newWorld(t)
 	w.vm("infra")
-	scope := tenant(t, w.env, w.ns, "infra")
-	tc, err := clients.New(w.env.Tenants["guest"].Config)
+	scope := tenant(t, w.Env, w.NS, "infra")
+	tc, err := clients.New(w.Env.Tenants["guest"].Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := "worker-" + w.ns
+	node := "worker-" + w.NS
 	var stdout string
 	fix := func(args ...string) (int, string) {
-		r := tether(t, w.env, append(append([]string{"fix"}, args...), scope...)...)
+		r := tether(t, w.Env, append(append([]string{"fix"}, args...), scope...)...)
 		if r.Code > 1 {
 			t.Fatalf("fix %v: exit %d\n%s%s", args, r.Code, r.Stdout, r.Stderr)
 		}
@@ -108,7 +108,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	}
 
 	// Stop the VM: virt-controller deletes its VMI.
-	w.patchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
+	w.PatchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
 	testenv.Eventually(t, 90*time.Second, "VMI infra gone", func() (bool, error) {
 		_, err := w.vmi("infra")
 		return apierrors.IsNotFound(err), nil
@@ -116,7 +116,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 
 	// The guest's kubelet still counts as Ready (harvester #9939): held.
 	testenv.SetNodeReady(t, tc, node, corev1.ConditionTrue, time.Now())
-	f := only(t, audit(t, w.env, scope), check.TenantNodeDown, "")
+	f := only(t, audit(t, w.Env, scope), check.TenantNodeDown, "")
 	if f.Action.BlockedBy != string(check.TenantNodeStillReady) {
 		t.Fatalf("node still Ready: want held TenantNodeStillReady, got %+v", f)
 	}
@@ -144,25 +144,25 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	if err := json.Unmarshal([]byte(planJSON), &plan); err != nil || len(plan.Items) != 1 {
 		t.Fatalf("plan: %v\n%s", err, planJSON)
 	}
-	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
+	w.PatchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
 	w.running("infra")
 	code, out = fix("--apply", "--plan", planFile)
 	if code != 1 || !strings.Contains(out, "changed-since-plan") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("fix --apply --plan after the VM started again: exit %d\n%s", code, out)
 	}
-	if res := executorFor(t, w, w.env.Tenants["guest"].Config).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(testenv.Node(t, tc, node)) {
+	if res := executorFor(t, w, w.Env.Tenants["guest"].Config).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Refused || !strings.Contains(res.Message, "live re-check") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("act on a fence the running VMI contradicts: %+v", res)
 	}
 
 	// Down again for good: fenced.
-	w.patchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
+	w.PatchVM("infra", `{"spec":{"runStrategy":"Halted"}}`)
 	testenv.Eventually(t, 90*time.Second, "VMI infra gone", func() (bool, error) {
 		_, err := w.vmi("infra")
 		return apierrors.IsNotFound(err), nil
 	})
 	// Through the tenant-reader role alone the write is refused and the
 	// node stays as it is.
-	reader := tenantIdentity(t, w.env, "tether-reader-"+w.ns, "tenant-reader.yaml")
+	reader := tenantIdentity(t, w.Env, "tether-reader-"+w.NS, "tenant-reader.yaml")
 	if res := executorFor(t, w, reader).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome == drift.Applied ||
 		!strings.Contains(res.Message, "forbidden") || outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("fencing with the reader role only: %+v", res)
@@ -172,7 +172,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 		t.Fatalf("fix --apply with the VM down and the node NotReady: \n%s", out)
 	}
 	n := testenv.Node(t, tc, node)
-	if !outOfService(n) || !strings.Contains(n.Annotations[snapshot.FencedAnnotation], "infra VM "+w.ns+"/infra down") {
+	if !outOfService(n) || !strings.Contains(n.Annotations[snapshot.FencedAnnotation], "infra VM "+w.NS+"/infra down") {
 		t.Fatalf("node after fencing: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 	}
 	t.Logf("fix --apply fenced the node in %s", time.Since(t0).Round(time.Millisecond))
@@ -181,7 +181,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	}
 
 	// Back: the VMI runs, but the node is not Ready yet: the taint stays.
-	w.patchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
+	w.PatchVM("infra", `{"spec":{"runStrategy":"Always"}}`)
 	w.running("infra")
 	if _, out := fix("--apply"); strings.Contains(out, "Applied") || !outOfService(testenv.Node(t, tc, node)) {
 		t.Fatalf("un-fenced before the node was Ready:\n%s", out)
@@ -192,7 +192,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &plan); err != nil || code != 0 || len(plan.Items) != 1 || plan.Items[0].Finding.Action.Type != check.RemoveOutOfServiceTaint {
 		t.Fatalf("plan with the VM back and the node Ready: %v\n%s", err, stdout)
 	}
-	fencer := tenantIdentity(t, w.env, "tether-reader-"+w.ns, "tenant-reader.yaml", "tenant-fencer.yaml")
+	fencer := tenantIdentity(t, w.Env, "tether-reader-"+w.NS, "tenant-reader.yaml", "tenant-fencer.yaml")
 	if res := executorFor(t, w, fencer).Apply(context.Background(), plan.Items[0].Finding, act.Evidence{}); res.Outcome != drift.Applied {
 		t.Fatalf("un-fencing with the reader and fencer roles: %+v", res)
 	}
@@ -211,7 +211,7 @@ func TestReal_tenantNodeDown_fencedThenUnfenced(t *testing.T) {
 		t.Fatalf("an operator's taint was touched:\n%s", out)
 	}
 	var vmi kubevirtv1.VirtualMachineInstance
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "infra"}, &vmi); err != nil || vmi.Status.Phase != kubevirtv1.Running {
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: "infra"}, &vmi); err != nil || vmi.Status.Phase != kubevirtv1.Running {
 		t.Fatalf("the infra VMI must be left running: %v", err)
 	}
 }

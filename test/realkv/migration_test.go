@@ -40,20 +40,20 @@ func migrationHold(t *testing.T, env *testenv.Env) {
 	w.sharedClaims("pvc-orphan")
 	w.standaloneVMI("mover")
 	w.hotplug(virtapi.VMI, "mover", "pvc-orphan")
-	scope := tenant(t, env, w.ns, "mover", "pvc-orphan")
+	scope := tenant(t, env, w.NS, "mover", "pvc-orphan")
 	before, err := w.vmi("mover")
 	if err != nil {
 		t.Fatal(err)
 	}
 	source := before.Status.NodeName
 
-	env.Real.Handler.HoldMigration(w.ns, "mover", true)
-	defer env.Real.Handler.HoldMigration(w.ns, "mover", false)
+	env.Real.Handler.HoldMigration(w.NS, "mover", true)
+	defer env.Real.Handler.HoldMigration(w.NS, "mover", false)
 	mig := &kubevirtv1.VirtualMachineInstanceMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: "mover-away", Namespace: w.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "mover-away", Namespace: w.NS},
 		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "mover"},
 	}
-	if err := w.c.Create(context.Background(), mig); err != nil {
+	if err := w.C.Create(context.Background(), mig); err != nil {
 		t.Fatalf("creating the migration: %v", err)
 	}
 	testenv.Eventually(t, 90*time.Second, "virt-controller runs the migration", func() (bool, error) {
@@ -86,14 +86,14 @@ func migrationHold(t *testing.T, env *testenv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equality.Semantic.DeepEqual(after.Spec, during.Spec) || after.Status.NodeName != source || w.phase("mover", "pvc-orphan") != kubevirtv1.VolumeReady {
-		t.Fatalf("fix changed the migrating VMI: node %s, orphan %s, spec volumes %v", after.Status.NodeName, w.phase("mover", "pvc-orphan"), names(after.Spec.Volumes))
+	if !equality.Semantic.DeepEqual(after.Spec, during.Spec) || after.Status.NodeName != source || w.Phase("mover", "pvc-orphan") != kubevirtv1.VolumeReady {
+		t.Fatalf("fix changed the migrating VMI: node %s, orphan %s, spec volumes %v", after.Status.NodeName, w.Phase("mover", "pvc-orphan"), names(after.Spec.Volumes))
 	}
 	if p := w.migrationPhase("mover-away"); p != kubevirtv1.MigrationRunning {
 		t.Fatalf("the held migration left Running: %s", p)
 	}
 
-	env.Real.Handler.HoldMigration(w.ns, "mover", false)
+	env.Real.Handler.HoldMigration(w.NS, "mover", false)
 	testenv.Eventually(t, 90*time.Second, "the migration succeeds and the VMI runs on "+target, func() (bool, error) {
 		vmi, err := w.vmi("mover")
 		if err != nil {
@@ -118,7 +118,7 @@ func migrationHold(t *testing.T, env *testenv.Env) {
 		t.Fatalf("fix --apply after the migration: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	testenv.Eventually(t, 60*time.Second, "the orphan's status entry gone", func() (bool, error) {
-		return w.phase("mover", "pvc-orphan") == "", nil
+		return w.Phase("mover", "pvc-orphan") == "", nil
 	})
 	final, err := w.vmi("mover")
 	if err != nil {
@@ -141,7 +141,7 @@ func migrationHold(t *testing.T, env *testenv.Env) {
 
 func (w *world) migrationPhase(name string) kubevirtv1.VirtualMachineInstanceMigrationPhase {
 	var m kubevirtv1.VirtualMachineInstanceMigration
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &m); err != nil {
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &m); err != nil {
 		return ""
 	}
 	return m.Status.Phase

@@ -30,9 +30,9 @@ func TestReal_migrationSourcePod_reportedAndDeletedOnRequest(t *testing.T) {
 	w.liveMigrateWorkloads()
 	w.claims("pvc-src", "pvc-dst")
 	w.vmWithClaim("mover", "pvc-src", kubevirtv1.RunStrategyAlways)
-	w.patchVM("mover", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
+	w.PatchVM("mover", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
 	w.running("mover")
-	w.patchVM("mover", `{"spec":{"template":{"spec":{"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"pvc-dst"}}]}}}}`)
+	w.PatchVM("mover", `{"spec":{"template":{"spec":{"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"pvc-dst"}}]}}}}`)
 	var source string
 	testenv.Eventually(t, 120*time.Second, "the volume migration of mover completes and its source pod ends", func() (bool, error) {
 		vmi, err := w.vmi("mover")
@@ -44,26 +44,26 @@ func TestReal_migrationSourcePod_reportedAndDeletedOnRequest(t *testing.T) {
 			return false, nil
 		}
 		var pod corev1.Pod
-		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: ms.SourcePod}, &pod); err != nil {
+		if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: ms.SourcePod}, &pod); err != nil {
 			return false, err
 		}
 		source = pod.Name
 		return pod.Status.Phase == corev1.PodSucceeded, nil
 	})
 
-	scope := []string{"-n", w.ns}
-	f := only(t, audit(t, w.env, scope), check.MigrationSourcePodLeftover, "")
+	scope := []string{"-n", w.NS}
+	f := only(t, audit(t, w.Env, scope), check.MigrationSourcePodLeftover, "")
 	if f.Object.Kind != "Pod" || f.Object.Name != source || !contains(f.Evidence, "it names claim pvc-src (exists), which no volume of the VMI names: PVC protection counts the pod as a user of it") {
 		t.Fatalf("want the finding on source pod %s pinning pvc-src, got %+v", source, f)
 	}
-	fixChangesNothing(t, w.env, scope)
+	fixChangesNothing(t, w.Env, scope)
 
-	if r := tether(t, w.env, append([]string{"fix", "--apply", "--check", check.MigrationSourcePodLeftover, "--delete-migration-source-pods"}, scope...)...); !strings.Contains(r.Stdout, "Applied") {
+	if r := tether(t, w.Env, append([]string{"fix", "--apply", "--check", check.MigrationSourcePodLeftover, "--delete-migration-source-pods"}, scope...)...); !strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix --apply --delete-migration-source-pods: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	testenv.Eventually(t, 30*time.Second, "the source pod is gone", func() (bool, error) {
 		var pod corev1.Pod
-		err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: source}, &pod)
+		err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: source}, &pod)
 		return apierrors.IsNotFound(err) || (err == nil && pod.DeletionTimestamp != nil), nil
 	})
 	if vmi, err := w.vmi("mover"); err != nil || vmi.Status.Phase != kubevirtv1.Running {

@@ -57,15 +57,15 @@ func TestRealV17_replugSameName_staysDetaching(t *testing.T) {
 
 	// virt-controller v1.7.0 makes no new pod and keeps Detaching.
 	time.Sleep(2 * time.Second)
-	s := w.volumeStatus("solo", "pvc-data")
+	s := w.VolumeStatus("solo", "pvc-data")
 	if s == nil || s.Phase != kubevirtv1.HotplugVolumeDetaching || s.HotplugVolume == nil || s.HotplugVolume.AttachPodName != old.Name {
 		t.Fatalf("KubeVirt v1.7.0 should keep the re-plugged volume Detaching on the terminating pod %s, status %+v", old.Name, s)
 	}
-	if pods := w.attachmentPods("pvc-data"); len(pods) != 1 {
+	if pods := w.AttachmentPods("pvc-data"); len(pods) != 1 {
 		t.Fatalf("KubeVirt v1.7.0 should make no new attachment pod while %s stays, pods %d", old.Name, len(pods))
 	}
 
-	scope := []string{"-n", w.ns, "--stuck-phase-grace", grace.String()}
+	scope := []string{"-n", w.NS, "--stuck-phase-grace", grace.String()}
 	deleted := w.pod(old.Name).DeletionTimestamp.Time
 	for _, f := range audit(t, env, scope) {
 		if f.Check == check.StuckHotplugPhase && time.Since(deleted) < grace {
@@ -104,11 +104,11 @@ func TestRealV17_replugSameName_staysDetaching(t *testing.T) {
 	// creation resets Detaching from the claim only while virt-controller's
 	// pod cache does not show the new pod yet; once it does, the volume stays
 	// Detaching on the new, running pod for good. Both happen here.
-	if err := realkubevirt.HoldPod(context.Background(), env.Client, w.ns, old.Name, false); err != nil {
+	if err := realkubevirt.HoldPod(context.Background(), env.Client, w.NS, old.Name, false); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 60*time.Second, "pvc-data Ready, or Detaching, on a new running attachment pod", func() (bool, error) {
-		s = w.volumeStatus("solo", "pvc-data")
+		s = w.VolumeStatus("solo", "pvc-data")
 		return s != nil && s.HotplugVolume != nil && s.HotplugVolume.AttachPodName != old.Name && s.HotplugVolume.AttachPodUID != "" &&
 			(s.Phase == kubevirtv1.VolumeReady || s.Phase == kubevirtv1.HotplugVolumeDetaching), nil
 	})
@@ -119,7 +119,7 @@ func TestRealV17_replugSameName_staysDetaching(t *testing.T) {
 	current := w.pod(s.HotplugVolume.AttachPodName)
 	t.Logf("KubeVirt v1.7.0 left the re-plugged volume Detaching on the new pod %s (#17139)", current.Name)
 	time.Sleep(time.Until(current.CreationTimestamp.Add(grace + time.Second)))
-	if p := w.phase("solo", "pvc-data"); p != kubevirtv1.HotplugVolumeDetaching {
+	if p := w.Phase("solo", "pvc-data"); p != kubevirtv1.HotplugVolumeDetaching {
 		t.Fatalf("#17139's state should last: phase %s", p)
 	}
 	f = only(t, audit(t, env, scope), check.StuckHotplugPhase, "pvc-data")
@@ -132,7 +132,7 @@ func TestRealV17_replugSameName_staysDetaching(t *testing.T) {
 		t.Fatalf("want a warning with the release to upgrade to, got %+v", f)
 	}
 	fixChangesNothing(t, env, scope)
-	if p := w.pod(current.Name); p.UID != current.UID || p.DeletionTimestamp != nil || w.phase("solo", "pvc-data") != kubevirtv1.HotplugVolumeDetaching {
+	if p := w.pod(current.Name); p.UID != current.UID || p.DeletionTimestamp != nil || w.Phase("solo", "pvc-data") != kubevirtv1.HotplugVolumeDetaching {
 		t.Fatalf("fix --apply changed the attachment pod or the volume")
 	}
 }
@@ -155,16 +155,16 @@ func TestReal_replugSameName_waitsBoundThenCompletes(t *testing.T) {
 	w.standaloneVMI("solo")
 	w.hotplug(virtapi.VMI, "solo", "pvc-data")
 	old := w.replugWhileOldPodStays("solo", "pvc-data")
-	scope := []string{"-n", w.ns, "--stuck-phase-grace", "1s"}
+	scope := []string{"-n", w.NS, "--stuck-phase-grace", "1s"}
 
 	testenv.Eventually(t, 30*time.Second, "pvc-data Bound while "+old.Name+" stays", func() (bool, error) {
-		return w.phase("solo", "pvc-data") == kubevirtv1.VolumeBound, nil
+		return w.Phase("solo", "pvc-data") == kubevirtv1.VolumeBound, nil
 	})
 	time.Sleep(2 * time.Second)
-	if p := w.phase("solo", "pvc-data"); p != kubevirtv1.VolumeBound || len(w.attachmentPods("pvc-data")) != 1 {
+	if p := w.Phase("solo", "pvc-data"); p != kubevirtv1.VolumeBound || len(w.AttachmentPods("pvc-data")) != 1 {
 		t.Fatalf("while %s stays, KubeVirt v1.9.0 should keep pvc-data Bound and make no new pod: phase %s", old.Name, p)
 	}
-	f := only(t, audit(t, w.env, scope), check.StuckHotplugPhase, "pvc-data")
+	f := only(t, audit(t, w.Env, scope), check.StuckHotplugPhase, "pvc-data")
 	for _, want := range []string{"failure mode " + check.FixDyingAttachPod, "kept by finalizers " + realkubevirt.PodHold,
 		"v1.9.0 carries upstream fix kubevirt/kubevirt#16159"} {
 		if !contains(f.Evidence, want) {
@@ -178,19 +178,19 @@ func TestReal_replugSameName_waitsBoundThenCompletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixChangesNothing(t, w.env, scope)
+	fixChangesNothing(t, w.Env, scope)
 	if after, err := w.vmi("solo"); err != nil || after.ResourceVersion != before.ResourceVersion || w.pod(old.Name).UID != old.UID {
 		t.Fatalf("fix --apply changed the VMI or the old pod: %v", err)
 	}
 
-	if err := realkubevirt.HoldPod(context.Background(), w.env.Client, w.ns, old.Name, false); err != nil {
+	if err := realkubevirt.HoldPod(context.Background(), w.Env.Client, w.NS, old.Name, false); err != nil {
 		t.Fatal(err)
 	}
-	w.waitPhase("solo", "pvc-data", kubevirtv1.VolumeReady)
-	if s := w.volumeStatus("solo", "pvc-data"); s.HotplugVolume.AttachPodName == old.Name {
+	w.WaitPhase("solo", "pvc-data", kubevirtv1.VolumeReady)
+	if s := w.VolumeStatus("solo", "pvc-data"); s.HotplugVolume.AttachPodName == old.Name {
 		t.Fatalf("Ready on the old pod %s", old.Name)
 	}
-	noFinding(t, audit(t, w.env, scope), "pvc-data")
+	noFinding(t, audit(t, w.Env, scope), "pvc-data")
 }
 
 func noFinding(t *testing.T, fs []finding, volume string) {
@@ -207,19 +207,19 @@ func noFinding(t *testing.T, fs []finding, volume string) {
 // has deleted that pod and set the volume Detaching, and plugs it again
 // under the same name. It returns the old pod.
 func (w *world) replugWhileOldPodStays(vmi, vol string) *corev1.Pod {
-	w.t.Helper()
+	w.T.Helper()
 	ctx := context.Background()
 	old := w.attachmentPod(vol)
-	if err := realkubevirt.HoldPod(ctx, w.env.Client, w.ns, old.Name, true); err != nil {
-		w.t.Fatal(err)
+	if err := realkubevirt.HoldPod(ctx, w.Env.Client, w.NS, old.Name, true); err != nil {
+		w.T.Fatal(err)
 	}
-	w.t.Cleanup(func() { _ = realkubevirt.HoldPod(context.Background(), w.env.Client, w.ns, old.Name, false) })
-	w.removeVolume(virtapi.VMI, vmi, vol)
-	testenv.Eventually(w.t, 30*time.Second, "the unplug deletes "+old.Name+" and leaves "+vol+" Detaching", func() (bool, error) {
-		return w.pod(old.Name).DeletionTimestamp != nil && w.phase(vmi, vol) == kubevirtv1.HotplugVolumeDetaching, nil
+	w.T.Cleanup(func() { _ = realkubevirt.HoldPod(context.Background(), w.Env.Client, w.NS, old.Name, false) })
+	w.RemoveVolume(virtapi.VMI, vmi, vol)
+	testenv.Eventually(w.T, 30*time.Second, "the unplug deletes "+old.Name+" and leaves "+vol+" Detaching", func() (bool, error) {
+		return w.pod(old.Name).DeletionTimestamp != nil && w.Phase(vmi, vol) == kubevirtv1.HotplugVolumeDetaching, nil
 	})
 	w.addVolume(virtapi.VMI, vmi, vol)
-	testenv.Eventually(w.t, 30*time.Second, vol+" back in the VMI spec", func() (bool, error) {
+	testenv.Eventually(w.T, 30*time.Second, vol+" back in the VMI spec", func() (bool, error) {
 		v, err := w.vmi(vmi)
 		return err == nil && hasVolume(v.Spec.Volumes, vol), err
 	})
@@ -227,10 +227,10 @@ func (w *world) replugWhileOldPodStays(vmi, vol string) *corev1.Pod {
 }
 
 func (w *world) pod(name string) *corev1.Pod {
-	w.t.Helper()
+	w.T.Helper()
 	var p corev1.Pod
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &p); err != nil {
-		w.t.Fatalf("pod %s: %v", name, err)
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &p); err != nil {
+		w.T.Fatalf("pod %s: %v", name, err)
 	}
 	return &p
 }

@@ -29,11 +29,11 @@ func (w *world) vmWithClaim(name, claim string, run kubevirtv1.VirtualMachineRun
 	s.Volumes = []kubevirtv1.Volume{{Name: "data", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
 		PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}
 	vm := &kubevirtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS},
 		Spec:       kubevirtv1.VirtualMachineSpec{RunStrategy: &run, Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: s}},
 	}
-	if err := w.c.Create(context.Background(), vm); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Create(context.Background(), vm); err != nil {
+		w.T.Fatal(err)
 	}
 }
 
@@ -41,8 +41,8 @@ func (w *world) vmWithClaim(name, claim string, run kubevirtv1.VirtualMachineRun
 // change.
 func (w *world) generation(name string) int64 {
 	var vm kubevirtv1.VirtualMachine
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &vm); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &vm); err != nil {
+		w.T.Fatal(err)
 	}
 	return vm.Generation
 }
@@ -69,7 +69,7 @@ func TestReal_sharedClaim_namesHolderAndWaiter(t *testing.T) {
 	w.running("holder")
 	w.vmWithClaim("waiter", "pvc-one", kubevirtv1.RunStrategyHalted)
 
-	f := only(t, audit(t, w.env, []string{"-n", w.ns}), check.SharedClaimConflict, "pvc-one")
+	f := only(t, audit(t, w.Env, []string{"-n", w.NS}), check.SharedClaimConflict, "pvc-one")
 	if f.Severity != "warning" || f.Object.Kind != "PersistentVolumeClaim" || f.Action.Type != "None" {
 		t.Fatalf("want a report-only warning on the claim, got %+v", f)
 	}
@@ -95,7 +95,7 @@ func TestReal_sharedClaim_bothStartedBothHoldIt(t *testing.T) {
 	w.vmWithClaim("copy", "pvc-one", kubevirtv1.RunStrategyAlways)
 	w.running("copy")
 
-	f := only(t, audit(t, w.env, []string{"-n", w.ns}), check.SharedClaimConflict, "pvc-one")
+	f := only(t, audit(t, w.Env, []string{"-n", w.NS}), check.SharedClaimConflict, "pvc-one")
 	if f.Severity != "warning" || f.Action.Type != "None" {
 		t.Fatalf("want a report-only warning on the claim, got %+v", f)
 	}
@@ -108,7 +108,7 @@ func TestReal_sharedClaim_bothStartedBothHoldIt(t *testing.T) {
 // sharedClaimUntouched runs fix --apply and checks that it changed
 // neither the claim nor the VMs' specs, and stopped no running VMI.
 func (w *world) sharedClaimUntouched(claim string, vms ...string) {
-	t := w.t
+	t := w.T
 	t.Helper()
 	gens := map[string]int64{}
 	running := map[string]bool{}
@@ -118,12 +118,12 @@ func (w *world) sharedClaimUntouched(claim string, vms ...string) {
 		running[n] = err == nil && vmi.Status.Phase == kubevirtv1.Running
 	}
 	var before, after corev1.PersistentVolumeClaim
-	key := client.ObjectKey{Namespace: w.ns, Name: claim}
-	if err := w.c.Get(context.Background(), key, &before); err != nil {
+	key := client.ObjectKey{Namespace: w.NS, Name: claim}
+	if err := w.C.Get(context.Background(), key, &before); err != nil {
 		t.Fatal(err)
 	}
-	fixChangesNothing(t, w.env, []string{"-n", w.ns})
-	if err := w.c.Get(context.Background(), key, &after); err != nil {
+	fixChangesNothing(t, w.Env, []string{"-n", w.NS})
+	if err := w.C.Get(context.Background(), key, &after); err != nil {
 		t.Fatal(err)
 	}
 	if after.ResourceVersion != before.ResourceVersion {
@@ -152,16 +152,16 @@ func TestReal_phantomAttach_tenantAttachedHotplugGone(t *testing.T) {
 	w.claims("pvc-ghost")
 	w.vm("infra")
 	w.hotplug(virtapi.VM, "infra", "pvc-ghost")
-	scope := tenant(t, w.env, w.ns, "infra", "pvc-ghost")
+	scope := tenant(t, w.Env, w.NS, "infra", "pvc-ghost")
 
 	// The external-attacher's record of the publish: attached, with its
 	// finalizer and the node ID the driver reported.
-	tc, err := clients.New(w.env.Tenants["guest"].Config)
+	tc, err := clients.New(w.Env.Tenants["guest"].Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	va := fixture.VolumeAttachment("va-ghost-"+w.ns, "worker-"+w.ns, "tpv-pvc-ghost-"+w.ns, fixture.Attached(), fixture.AttachedToID(w.ns+"/infra"))
+	va := fixture.VolumeAttachment("va-ghost-"+w.NS, "worker-"+w.NS, "tpv-pvc-ghost-"+w.NS, fixture.Attached(), fixture.AttachedToID(w.NS+"/infra"))
 	va.SetUID("")
 	if err := tc.Create(ctx, va); err != nil {
 		t.Fatal(err)
@@ -182,18 +182,18 @@ func TestReal_phantomAttach_tenantAttachedHotplugGone(t *testing.T) {
 	// The removal behind the driver's back.
 	w.removeFromVM("infra", "pvc-ghost")
 	testenv.Eventually(t, 60*time.Second, "hot-plug gone from the VMI", func() (bool, error) {
-		return w.phase("infra", "pvc-ghost") == "", nil
+		return w.Phase("infra", "pvc-ghost") == "", nil
 	})
 	// The short grace below (1s) must have passed since the attachment
 	// (creation times have whole seconds).
 	time.Sleep(time.Until(va.CreationTimestamp.Add(3 * time.Second)))
 
-	ic, err := clients.New(w.env.Config)
+	ic, err := clients.New(w.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := observe.Observe(ctx, ic, observe.Options{Namespace: w.ns,
-		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.ns, Config: w.env.Tenants["guest"].Config}}})
+	snap, err := observe.Observe(ctx, ic, observe.Options{Namespace: w.NS,
+		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.NS, Config: w.Env.Tenants["guest"].Config}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestReal_phantomAttach_tenantAttachedHotplugGone(t *testing.T) {
 	}
 	phantom := func(p check.Policy) drift.Finding {
 		t.Helper()
-		p.Scope.Namespaces = []string{w.ns}
+		p.Scope.Namespaces = []string{w.NS}
 		p.Checks = []string{check.PhantomAttach}
 		var got []drift.Finding
 		for _, f := range check.Run(snap, p, time.Now()) {
@@ -235,7 +235,7 @@ func TestReal_phantomAttach_tenantAttachedHotplugGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := w.generation("infra")
-	fixChangesNothing(t, w.env, scope)
+	fixChangesNothing(t, w.Env, scope)
 	var vaAfter storagev1.VolumeAttachment
 	if err := tc.Get(ctx, client.ObjectKeyFromObject(va), &vaAfter); err != nil {
 		t.Fatal(err)

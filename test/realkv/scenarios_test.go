@@ -9,70 +9,31 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
 	"github.com/tether-dev/tether/internal/testing/fixture"
+	"github.com/tether-dev/tether/internal/testing/kvtest"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
 // world is one test's namespace on real KubeVirt with clients.
-type world struct {
-	t   *testing.T
-	env *testenv.Env
-	ns  string
-	c   client.Client
-}
+type world struct{ *kvtest.World }
 
 func newWorld(t *testing.T) *world { return newWorldIn(t, testenv.Get(t)) }
 
+// newWorldIn makes the test's world in env: claims of 1Gi, phases awaited
+// up to a minute.
 func newWorldIn(t *testing.T, env *testenv.Env) *world {
-	c, err := clients.New(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, env: env, ns: env.Namespace(t), c: c}
-	// ServiceAccount admission is on: pods wait for the namespace's account.
-	testenv.Eventually(t, 30*time.Second, "default service account", func() (bool, error) {
-		var sa corev1.ServiceAccount
-		err := c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "default"}, &sa)
-		return err == nil, nil
-	})
-	return w
+	return &world{kvtest.NewWorld(t, env, "1Gi", 60*time.Second)}
 }
 
-func (w *world) claims(names ...string) { w.claimsWith(corev1.ReadWriteOnce, names...) }
+func (w *world) claims(names ...string) { w.Claims(corev1.ReadWriteOnce, names...) }
 
 // sharedClaims are ReadWriteMany, as a live migration needs
 // (virt-handler's checkVolumesForMigration).
-func (w *world) sharedClaims(names ...string) { w.claimsWith(corev1.ReadWriteMany, names...) }
-
-func (w *world) claimsWith(mode corev1.PersistentVolumeAccessMode, names ...string) {
-	for _, n := range names {
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: w.ns},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{mode},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
-		}
-		if err := w.c.Create(context.Background(), pvc); err != nil {
-			w.t.Fatal(err)
-		}
-	}
-	testenv.Eventually(w.t, 30*time.Second, "claims bound", func() (bool, error) {
-		for _, n := range names {
-			var pvc corev1.PersistentVolumeClaim
-			if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: n}, &pvc); err != nil || pvc.Status.Phase != corev1.ClaimBound {
-				return false, err
-			}
-		}
-		return true, nil
-	})
-}
+func (w *world) sharedClaims(names ...string) { w.Claims(corev1.ReadWriteMany, names...) }
 
 func spec() kubevirtv1.VirtualMachineInstanceSpec {
 	guest := resource.MustParse("64Mi")
@@ -82,9 +43,9 @@ func spec() kubevirtv1.VirtualMachineInstanceSpec {
 // standaloneVMI creates a VMI without a VM (it passes virt-api's webhooks)
 // and waits until it runs.
 func (w *world) standaloneVMI(name string) {
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns}, Spec: spec()}
-	if err := w.c.Create(context.Background(), vmi); err != nil {
-		w.t.Fatal(err)
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS}, Spec: spec()}
+	if err := w.C.Create(context.Background(), vmi); err != nil {
+		w.T.Fatal(err)
 	}
 	w.running(name)
 }
@@ -93,20 +54,20 @@ func (w *world) standaloneVMI(name string) {
 func (w *world) vm(name string) {
 	strategy := kubevirtv1.RunStrategyAlways
 	vm := &kubevirtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS},
 		Spec: kubevirtv1.VirtualMachineSpec{
 			RunStrategy: &strategy,
 			Template:    &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: spec()},
 		},
 	}
-	if err := w.c.Create(context.Background(), vm); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Create(context.Background(), vm); err != nil {
+		w.T.Fatal(err)
 	}
 	w.running(name)
 }
 
 func (w *world) running(name string) {
-	testenv.Eventually(w.t, 90*time.Second, "VMI "+name+" running", func() (bool, error) {
+	testenv.Eventually(w.T, 90*time.Second, "VMI "+name+" running", func() (bool, error) {
 		vmi, err := w.vmi(name)
 		return err == nil && vmi.Status.Phase == kubevirtv1.Running, err
 	})
@@ -114,77 +75,24 @@ func (w *world) running(name string) {
 
 func (w *world) vmi(name string) (*kubevirtv1.VirtualMachineInstance, error) {
 	var vmi kubevirtv1.VirtualMachineInstance
-	err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &vmi)
+	err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &vmi)
 	return &vmi, err
-}
-
-// phase is the volume's status phase on the VMI ("" when it has no entry).
-func (w *world) phase(name, vol string) kubevirtv1.VolumePhase {
-	if s := w.volumeStatus(name, vol); s != nil {
-		return s.Phase
-	}
-	return ""
-}
-
-// volumeStatus is the volume's status entry on the VMI (nil when it has
-// none, or the VMI cannot be read).
-func (w *world) volumeStatus(name, vol string) *kubevirtv1.VolumeStatus {
-	vmi, err := w.vmi(name)
-	if err != nil {
-		return nil
-	}
-	for i := range vmi.Status.VolumeStatus {
-		if vmi.Status.VolumeStatus[i].Name == vol {
-			return &vmi.Status.VolumeStatus[i]
-		}
-	}
-	return nil
-}
-
-func (w *world) waitPhase(name, vol string, want kubevirtv1.VolumePhase) {
-	testenv.Eventually(w.t, 60*time.Second, "volume "+vol+" in phase "+string(want), func() (bool, error) {
-		return w.phase(name, vol) == want, nil
-	})
 }
 
 // hotplug adds claim through virt-api's subresource on the given route
 // and waits until it is Ready.
 func (w *world) hotplug(kind virtapi.Kind, name, claim string) {
 	w.addVolume(kind, name, claim)
-	w.waitPhase(name, claim, kubevirtv1.VolumeReady)
+	w.WaitPhase(name, claim, kubevirtv1.VolumeReady)
 }
 
 // addVolume adds claim through virt-api's subresource on the given route.
 func (w *world) addVolume(kind virtapi.Kind, name, claim string) {
-	sub, err := virtapi.NewSubresourceClient(w.env.Config)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := virtapi.AddVolume(context.Background(), sub, kind, w.ns, name, fixture.AddVolumeOptions(claim)); err != nil {
-		w.t.Fatalf("addvolume %s via %s route: %v", claim, kind, err)
-	}
+	w.T.Helper()
+	w.AddVolumeWith(kind, name, fixture.AddVolumeOptions(claim))
 }
 
-func (w *world) removeFromVM(name, claim string) { w.removeVolume(virtapi.VM, name, claim) }
-
-// removeVolume removes claim through virt-api's subresource on the given
-// route.
-func (w *world) removeVolume(kind virtapi.Kind, name, claim string) {
-	sub, err := virtapi.NewSubresourceClient(w.env.Config)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := virtapi.RemoveVolume(context.Background(), sub, kind, w.ns, name, &kubevirtv1.RemoveVolumeOptions{Name: claim}); err != nil {
-		w.t.Fatalf("removevolume %s via the %s route: %v", claim, kind, err)
-	}
-}
-
-func (w *world) patchVM(name, patch string) {
-	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns}}
-	if err := w.c.Patch(context.Background(), vm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		w.t.Fatal(err)
-	}
-}
+func (w *world) removeFromVM(name, claim string) { w.RemoveVolume(virtapi.VM, name, claim) }
 
 // A standalone VMI's hot-plug that no tenant wants is an orphan tether
 // removes through the VMI route (the only route for a VMI without a VM,
@@ -195,21 +103,21 @@ func TestReal_standaloneVMIOrphan_removedThroughTheVMIRoute(t *testing.T) {
 	w.claims("pvc-orphan")
 	w.standaloneVMI("solo")
 	w.hotplug(virtapi.VMI, "solo", "pvc-orphan")
-	scope := tenant(t, w.env, w.ns, "solo", "pvc-orphan")
+	scope := tenant(t, w.Env, w.NS, "solo", "pvc-orphan")
 
-	f := only(t, audit(t, w.env, scope), "OrphanHotplugVolume", "pvc-orphan")
+	f := only(t, audit(t, w.Env, scope), "OrphanHotplugVolume", "pvc-orphan")
 	if !f.Action.Safe || f.Action.Type != "VMIRemoveVolume" {
 		t.Fatalf("standalone VMI orphan: want a safe VMIRemoveVolume, got %+v", f)
 	}
-	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
+	r := tether(t, w.Env, append([]string{"fix", "--apply"}, scope...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// KubeVirt's own record: the entry and the attachment pod are gone.
 	testenv.Eventually(t, 60*time.Second, "volume status entry gone", func() (bool, error) {
-		return w.phase("solo", "pvc-orphan") == "", nil
+		return w.Phase("solo", "pvc-orphan") == "", nil
 	})
-	if fs := audit(t, w.env, scope); len(fs) != 0 {
+	if fs := audit(t, w.Env, scope); len(fs) != 0 {
 		t.Fatalf("audit after fix: %+v", fs)
 	}
 }
@@ -225,27 +133,27 @@ func TestReal_declarativeSyncStopped_reportedNeverActedOn(t *testing.T) {
 	w.claims("pvc-stuck")
 	w.vm("owned")
 	w.hotplug(virtapi.VM, "owned", "pvc-stuck")
-	w.patchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
+	w.PatchVM("owned", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
 	w.removeFromVM("owned", "pvc-stuck")
 	// The VM spec no longer lists it; the VMI keeps it (no sync).
 	time.Sleep(3 * time.Second)
-	if p := w.phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("setup: the VMI should keep the hot-plug while the sync is off, phase %q", p)
 	}
-	scope := tenant(t, w.env, w.ns, "owned", "pvc-stuck")
+	scope := tenant(t, w.Env, w.NS, "owned", "pvc-stuck")
 
-	f := only(t, audit(t, w.env, scope), "OrphanHotplugVolume", "pvc-stuck")
+	f := only(t, audit(t, w.Env, scope), "OrphanHotplugVolume", "pvc-stuck")
 	if f.Action.Safe || f.Action.BlockedBy != "DeclarativeSync" {
 		t.Fatalf("want a DeclarativeSync-held finding, got %+v", f)
 	}
 	if !contains(f.Evidence, "updateVolumesStrategy") {
 		t.Fatalf("the diagnosis should name updateVolumesStrategy: %q", f.Evidence)
 	}
-	r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...)
+	r := tether(t, w.Env, append([]string{"fix", "--apply"}, scope...)...)
 	if strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix acted on a held finding: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if p := w.phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("owned", "pvc-stuck"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("the hot-plug changed after fix: phase %q", p)
 	}
 }
@@ -258,24 +166,24 @@ func TestReal_missingHotplugClaim_isCriticalAndFreezesTheVMI(t *testing.T) {
 	w := newWorld(t)
 	w.claims("pvc-late")
 	w.vm("frozen")
-	sub, err := virtapi.NewSubresourceClient(w.env.Config)
+	sub, err := virtapi.NewSubresourceClient(w.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"pvc-missing", "pvc-late"} {
-		if err := virtapi.AddVolume(context.Background(), sub, virtapi.VM, w.ns, "frozen", fixture.AddVolumeOptions(c)); err != nil {
+		if err := virtapi.AddVolume(context.Background(), sub, virtapi.VM, w.NS, "frozen", fixture.AddVolumeOptions(c)); err != nil {
 			t.Fatalf("addvolume %s: %v", c, err)
 		}
 	}
 	testenv.Eventually(t, 30*time.Second, "both volumes in the VMI status", func() (bool, error) {
-		return w.phase("frozen", "pvc-missing") != "" && w.phase("frozen", "pvc-late") != "", nil
+		return w.Phase("frozen", "pvc-missing") != "" && w.Phase("frozen", "pvc-late") != "", nil
 	})
 	time.Sleep(3 * time.Second)
-	if p := w.phase("frozen", "pvc-late"); p == kubevirtv1.VolumeReady {
+	if p := w.Phase("frozen", "pvc-late"); p == kubevirtv1.VolumeReady {
 		t.Fatalf("KubeVirt attached pvc-late although a missing claim should freeze the VMI's hot-plugs")
 	}
-	scope := []string{"-n", w.ns}
-	fs := audit(t, w.env, scope)
+	scope := []string{"-n", w.NS}
+	fs := audit(t, w.Env, scope)
 	critical := false
 	for _, f := range fs {
 		critical = critical || (f.Check == "DanglingVolumeReference" && f.Volume == "pvc-missing" && f.Severity == "critical")

@@ -1,14 +1,12 @@
 package realkv
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/virtapi"
@@ -35,8 +33,8 @@ func TestReal_stuckUnplug_handlerDown_namesTheHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := vmi.Status.NodeName
-	w.env.Real.SetHandlerDown(node, true)
-	t.Cleanup(func() { w.env.Real.SetHandlerDown(node, false) })
+	w.Env.Real.SetHandlerDown(node, true)
+	t.Cleanup(func() { w.Env.Real.SetHandlerDown(node, false) })
 
 	w.removeFromVM("guest", "pvc-data")
 	testenv.Eventually(t, 30*time.Second, "virt-controller takes pvc-data out of the VMI spec", func() (bool, error) {
@@ -47,15 +45,15 @@ func TestReal_stuckUnplug_handlerDown_namesTheHandler(t *testing.T) {
 	// Long enough for a running virt-handler to have unmounted it (one step
 	// per 100 ms pass) and virt-controller to have deleted the pod.
 	time.Sleep(3 * time.Second)
-	if p := w.phase("guest", "pvc-data"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("guest", "pvc-data"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("setup: with the handler down the unplugged volume should stay Ready, phase %q", p)
 	}
 	if now := w.attachmentPod("pvc-data"); now.UID != pod.UID || now.DeletionTimestamp != nil {
 		t.Fatalf("setup: the attachment pod %s should stay, not being deleted", pod.Name)
 	}
 
-	scope := []string{"-n", w.ns}
-	fs := audit(t, w.env, append([]string{"--stuck-phase-grace", "1s"}, scope...))
+	scope := []string{"-n", w.NS}
+	fs := audit(t, w.Env, append([]string{"--stuck-phase-grace", "1s"}, scope...))
 	f := only(t, fs, check.StuckHotplugPhase, "pvc-data")
 	if f.Object.Kind != "VirtualMachineInstance" || f.Object.Name != "guest" || f.Action.Type != "None" || f.Action.BlockedBy != string(check.WaitsForKubeVirt) {
 		t.Fatalf("want a report-only finding on VMI guest held by %s, got %+v", check.WaitsForKubeVirt, f)
@@ -73,19 +71,19 @@ func TestReal_stuckUnplug_handlerDown_namesTheHandler(t *testing.T) {
 		}
 	}
 
-	fixChangesNothing(t, w.env, scope)
+	fixChangesNothing(t, w.Env, scope)
 	if now := w.attachmentPod("pvc-data"); now.UID != pod.UID || now.DeletionTimestamp != nil {
 		t.Fatalf("fix --apply touched the attachment pod %s", pod.Name)
 	}
-	if p := w.phase("guest", "pvc-data"); p != kubevirtv1.VolumeReady {
+	if p := w.Phase("guest", "pvc-data"); p != kubevirtv1.VolumeReady {
 		t.Fatalf("the volume status changed after fix --apply: phase %q", p)
 	}
 
-	w.env.Real.SetHandlerDown(node, false)
+	w.Env.Real.SetHandlerDown(node, false)
 	testenv.Eventually(t, 60*time.Second, "the unplug completes with the handler back", func() (bool, error) {
-		return w.phase("guest", "pvc-data") == "", nil
+		return w.Phase("guest", "pvc-data") == "", nil
 	})
-	for _, g := range audit(t, w.env, append([]string{"--stuck-phase-grace", "1s"}, scope...)) {
+	for _, g := range audit(t, w.Env, append([]string{"--stuck-phase-grace", "1s"}, scope...)) {
 		if g.Check == check.StuckHotplugPhase {
 			t.Fatalf("a finding is left after the unplug completed: %+v", g)
 		}
@@ -104,30 +102,10 @@ func hasVolume(vols []kubevirtv1.Volume, name string) bool {
 // attachmentPod is the one hot-plug attachment pod of the namespace that
 // mounts volume vol.
 func (w *world) attachmentPod(vol string) *corev1.Pod {
-	w.t.Helper()
-	pods := w.attachmentPods(vol)
+	w.T.Helper()
+	pods := w.AttachmentPods(vol)
 	if len(pods) != 1 {
-		w.t.Fatalf("want one attachment pod of %s, got %d", vol, len(pods))
+		w.T.Fatalf("want one attachment pod of %s, got %d", vol, len(pods))
 	}
 	return &pods[0]
-}
-
-// attachmentPods are the namespace's hot-plug attachment pods that mount
-// volume vol, oldest first.
-func (w *world) attachmentPods(vol string) []corev1.Pod {
-	w.t.Helper()
-	var list corev1.PodList
-	if err := w.c.List(context.Background(), &list, client.InNamespace(w.ns), client.MatchingLabels{"kubevirt.io": "hotplug-disk"}); err != nil {
-		w.t.Fatal(err)
-	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		for _, v := range p.Spec.Volumes {
-			if v.Name == vol {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
 }

@@ -33,14 +33,14 @@ import (
 // ("PVCNotReady"), never Ready: a publish that waits for it times out.
 func (w *world) pendingClaim(name string) {
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns, Annotations: map[string]string{realkubevirt.NoProvisionAnnotation: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS, Annotations: map[string]string{realkubevirt.NoProvisionAnnotation: "true"}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	if err := w.c.Create(context.Background(), pvc); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Create(context.Background(), pvc); err != nil {
+		w.T.Fatal(err)
 	}
 }
 
@@ -49,21 +49,21 @@ func (w *world) pendingClaim(name string) {
 // listing the hot-plug, the VMI status holding it in a phase short of
 // Ready.
 func (w *world) publishTimedOut(vm, claim string) {
-	sub, err := virtapi.NewSubresourceClient(w.env.Config)
+	sub, err := virtapi.NewSubresourceClient(w.Env.Config)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
-	if err := virtapi.AddVolume(context.Background(), sub, virtapi.VM, w.ns, vm, fixture.AddVolumeOptions(claim)); err != nil {
-		w.t.Fatalf("addvolume %s: %v", claim, err)
+	if err := virtapi.AddVolume(context.Background(), sub, virtapi.VM, w.NS, vm, fixture.AddVolumeOptions(claim)); err != nil {
+		w.T.Fatalf("addvolume %s: %v", claim, err)
 	}
-	testenv.Eventually(w.t, 60*time.Second, "hot-plug "+claim+" in the VMI status", func() (bool, error) {
-		return w.phase(vm, claim) != "", nil
+	testenv.Eventually(w.T, 60*time.Second, "hot-plug "+claim+" in the VMI status", func() (bool, error) {
+		return w.Phase(vm, claim) != "", nil
 	})
 	// The attachment pod cannot be scheduled while the claim is Pending:
 	// the hot-plug never turns Ready.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if p := w.phase(vm, claim); p == kubevirtv1.VolumeReady {
-			w.t.Fatalf("hot-plug %s of a Pending claim became Ready", claim)
+		if p := w.Phase(vm, claim); p == kubevirtv1.VolumeReady {
+			w.T.Fatalf("hot-plug %s of a Pending claim became Ready", claim)
 		}
 	}
 }
@@ -71,8 +71,8 @@ func (w *world) publishTimedOut(vm, claim string) {
 // vmLists says whether VM name's spec lists volume.
 func (w *world) vmLists(name, volume string) bool {
 	var vm kubevirtv1.VirtualMachine
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &vm); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &vm); err != nil {
+		w.T.Fatal(err)
 	}
 	return snapshot.TemplateVolume(&vm, volume) != nil
 }
@@ -127,17 +127,17 @@ func stuckPublish(t *testing.T, env *testenv.Env) {
 	w.pendingClaim("dv-stuck")
 	w.vm("infra")
 	w.publishTimedOut("infra", "dv-stuck")
-	scope := tenant(t, w.env, w.ns, "infra", "dv-stuck")
+	scope := tenant(t, w.Env, w.NS, "infra", "dv-stuck")
 	grace := []string{"--stuck-publish-grace", "2s"}
 
-	f := only(t, audit(t, w.env, scope), check.StuckPublish, "dv-stuck")
+	f := only(t, audit(t, w.Env, scope), check.StuckPublish, "dv-stuck")
 	if f.Action.Type != string(check.VMRemoveVolume) || f.Action.Safe || f.Action.BlockedBy != string(drift.NotSeenTwice) ||
 		!contains(f.Evidence, `lists hot-plug "dv-stuck" in phase`) || !contains(f.Evidence, "neither a VolumeAttachment nor the kubelet") {
 		t.Fatalf("audit (one sighting): want VMRemoveVolume held NotSeenTwice with the VMI's and the tenant's word, got %+v", f)
 	}
 
 	// A plan seen twice, then the tenant wants the volume again.
-	r := tether(t, w.env, append(append([]string{"fix", "-o", "json"}, grace...), scope...)...)
+	r := tether(t, w.Env, append(append([]string{"fix", "-o", "json"}, grace...), scope...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, `"planned": true`) || !strings.Contains(r.Stderr, "observing again in 2s") {
 		t.Fatalf("fix -o json: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -154,17 +154,17 @@ func stuckPublish(t *testing.T, env *testenv.Env) {
 		t.Fatalf("plan: %v\n%s", err, r.Stdout)
 	}
 	stale := plan.Items[0].Finding
-	wanted := tenantWantsAgain(t, w.env, w.ns, "infra", "dv-stuck")
-	r = tether(t, w.env, append([]string{"fix", "--apply", "--plan", planFile}, scope...)...)
+	wanted := tenantWantsAgain(t, w.Env, w.NS, "infra", "dv-stuck")
+	r = tether(t, w.Env, append([]string{"fix", "--apply", "--plan", planFile}, scope...)...)
 	if r.Code != 1 || !strings.Contains(r.Stdout, "changed-since-plan") || strings.Contains(r.Stdout, "Applied") || !w.vmLists("infra", "dv-stuck") {
 		t.Fatalf("fix --apply --plan with the tenant attaching again: exit %d, VM lists it %v\n%s%s", r.Code, w.vmLists("infra", "dv-stuck"), r.Stdout, r.Stderr)
 	}
 
 	// The act's own live re-check, given the finding made before.
 	p := check.DefaultPolicy()
-	p.Scope.Namespaces = []string{w.ns}
-	ex, err := act.NewExecutor(w.env.Config, p, observe.Options{Namespace: w.ns,
-		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.ns, Config: w.env.Tenants["guest"].Config}}})
+	p.Scope.Namespaces = []string{w.NS}
+	ex, err := act.NewExecutor(w.Env.Config, p, observe.Options{Namespace: w.NS,
+		Tenants: []observe.TenantSource{{Name: "guest", Namespace: w.NS, Config: w.Env.Tenants["guest"].Config}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func stuckPublish(t *testing.T, env *testenv.Env) {
 
 	// Unwanted again: fix observes twice and removes it.
 	wanted()
-	r = tether(t, w.env, append(append([]string{"fix", "--apply"}, grace...), scope...)...)
+	r = tether(t, w.Env, append(append([]string{"fix", "--apply"}, grace...), scope...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -184,10 +184,10 @@ func stuckPublish(t *testing.T, env *testenv.Env) {
 		t.Fatal("fix reported Applied, but the VM spec still lists dv-stuck")
 	}
 	testenv.Eventually(t, 60*time.Second, "dv-stuck gone from the VMI", func() (bool, error) {
-		return w.phase("infra", "dv-stuck") == "", nil
+		return w.Phase("infra", "dv-stuck") == "", nil
 	})
 	var claim corev1.PersistentVolumeClaim
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "dv-stuck"}, &claim); err != nil || claim.DeletionTimestamp != nil {
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: "dv-stuck"}, &claim); err != nil || claim.DeletionTimestamp != nil {
 		t.Fatalf("the claim itself must stay: %v", err)
 	}
 }

@@ -31,25 +31,25 @@ import (
 // still reported from the VMI, and keeps the VM-level and the two persisted.
 func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) {
 	w := newWorld(t)
-	setGates(t, w.c, []string{"HotplugVolumes"}, nil)
+	setGates(t, w.C, []string{"HotplugVolumes"}, nil)
 	w.claims("pvc-vmi", "pvc-keep", "pvc-hand", "pvc-vm")
 	w.vm("owned")
 	// virt-api reads the gates through its informer: the VMI route opens
 	// for VM-owned VMIs once it has seen HotplugVolumes.
 	testenv.Eventually(t, 60*time.Second, "the VMI-level route open for a VM-owned VMI", func() (bool, error) {
-		sub, err := virtapi.NewSubresourceClient(w.env.Config)
+		sub, err := virtapi.NewSubresourceClient(w.Env.Config)
 		if err != nil {
 			return false, err
 		}
-		return virtapi.AddVolume(context.Background(), sub, virtapi.VMI, w.ns, "owned", fixture.AddVolumeOptions("pvc-vmi")) == nil, nil
+		return virtapi.AddVolume(context.Background(), sub, virtapi.VMI, w.NS, "owned", fixture.AddVolumeOptions("pvc-vmi")) == nil, nil
 	})
-	w.waitPhase("owned", "pvc-vmi", kubevirtv1.VolumeReady)
+	w.WaitPhase("owned", "pvc-vmi", kubevirtv1.VolumeReady)
 	w.hotplug(virtapi.VMI, "owned", "pvc-keep")
 	w.hotplug(virtapi.VMI, "owned", "pvc-hand")
 	w.hotplug(virtapi.VM, "owned", "pvc-vm")
-	scope := []string{"-n", w.ns, "--checks", "UnpersistedHotplug"}
+	scope := []string{"-n", w.NS, "--checks", "UnpersistedHotplug"}
 
-	fs := audit(t, w.env, scope)
+	fs := audit(t, w.Env, scope)
 	if len(fs) != 3 {
 		t.Fatalf("want the three VMI-level hot-plugs reported, got %+v", fs)
 	}
@@ -59,19 +59,19 @@ func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) 
 			t.Fatalf("%s: %+v", vol, f)
 		}
 	}
-	_, lines := doctor(t, w.env, "-n", w.ns)
+	_, lines := doctor(t, w.Env, "-n", w.NS)
 	l, ok := lineOf(lines, "hotplug.unpersisted", "")
 	if !ok || l.Status != "WARN" || !strings.Contains(l.Why, "volume pvc-vmi") || !strings.Contains(l.Why, "volume pvc-keep") || strings.Contains(l.Why, "volume pvc-vm ") {
 		t.Fatalf("doctor's hotplug.unpersisted line: %+v", l)
 	}
 
 	// Without --persist-hotplugs, fix --apply changes nothing.
-	if r := tether(t, w.env, append([]string{"fix", "--apply"}, scope...)...); strings.Contains(r.Stdout, "Applied") || w.getVM("owned").Spec.Template.Spec.Volumes[len(w.getVM("owned").Spec.Template.Spec.Volumes)-1].Name != "pvc-vm" {
+	if r := tether(t, w.Env, append([]string{"fix", "--apply"}, scope...)...); strings.Contains(r.Stdout, "Applied") || w.getVM("owned").Spec.Template.Spec.Volumes[len(w.getVM("owned").Spec.Template.Spec.Volumes)-1].Name != "pvc-vm" {
 		t.Fatalf("fix --apply persisted without --persist-hotplugs:\n%s%s", r.Stdout, r.Stderr)
 	}
 	// pvc-keep is persisted by tether: the reviewed plan of
 	// --persist-hotplugs, cut down to that one hot-plug, applied.
-	r := tether(t, w.env, append([]string{"fix", "-o", "json", "--persist-hotplugs"}, scope...)...)
+	r := tether(t, w.Env, append([]string{"fix", "-o", "json", "--persist-hotplugs"}, scope...)...)
 	var plan map[string]any
 	if err := json.Unmarshal([]byte(r.Stdout), &plan); err != nil {
 		t.Fatalf("fix -o json: %v\n%s", err, r.Stdout)
@@ -91,11 +91,11 @@ func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) 
 	if err := os.WriteFile(planFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := tether(t, w.env, append([]string{"fix", "--apply", "--persist-hotplugs", "--plan", planFile}, scope...)...); r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
+	if r := tether(t, w.Env, append([]string{"fix", "--apply", "--persist-hotplugs", "--plan", planFile}, scope...)...); r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix --apply --persist-hotplugs --plan: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// The same plan again: the live re-check finds it persisted, and refuses.
-	if r := tether(t, w.env, append([]string{"fix", "--apply", "--persist-hotplugs", "--plan", planFile}, scope...)...); strings.Contains(r.Stdout, "Applied") {
+	if r := tether(t, w.Env, append([]string{"fix", "--apply", "--persist-hotplugs", "--plan", planFile}, scope...)...); strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("a persisted hot-plug was persisted again:\n%s%s", r.Stdout, r.Stderr)
 	}
 	// pvc-hand is persisted by hand, as the finding's remedy says: its
@@ -105,7 +105,7 @@ func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) 
 	if m == nil {
 		t.Fatalf("remedy has no kubectl patch: %s", hand.Action.Remedy)
 	}
-	if out, err := w.env.Kubectl(t, "patch", "vm", m[1], "-n", m[2], "--type=json", "-p", m[3]); err != nil {
+	if out, err := w.Env.Kubectl(t, "patch", "vm", m[1], "-n", m[2], "--type=json", "-p", m[3]); err != nil {
 		t.Fatalf("the remedy's patch: %v\n%s", err, out)
 	}
 	vmi, err := w.vmi("owned")
@@ -115,13 +115,13 @@ func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) 
 	for _, d := range vmi.Spec.Domain.Devices.Disks {
 		if d.Name == "pvc-hand" {
 			disk, _ := json.Marshal(d)
-			if out, err := w.env.Kubectl(t, "patch", "vm", "owned", "-n", w.ns, "--type=json", "-p", `[{"op":"add","path":"/spec/template/spec/domain/devices/disks/-","value":`+string(disk)+`}]`); err != nil {
+			if out, err := w.Env.Kubectl(t, "patch", "vm", "owned", "-n", w.NS, "--type=json", "-p", `[{"op":"add","path":"/spec/template/spec/domain/devices/disks/-","value":`+string(disk)+`}]`); err != nil {
 				t.Fatalf("the disk's patch: %v\n%s", err, out)
 			}
 		}
 	}
 	testenv.Eventually(t, 30*time.Second, "only pvc-vmi reported once the others are persisted", func() (bool, error) {
-		fs := audit(t, w.env, scope)
+		fs := audit(t, w.Env, scope)
 		return len(fs) == 1 && fs[0].Volume == "pvc-vmi", nil
 	})
 
@@ -130,12 +130,12 @@ func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) 
 	// only for changed CBT selectors, vm.go handleKubeVirtUpdate); an
 	// upgrade restarts it and syncs every VM. A touch of the VM's labels
 	// stands for that sync.
-	setGates(t, w.c, nil, nil)
+	setGates(t, w.C, nil, nil)
 	touched := 0
 	testenv.Eventually(t, 90*time.Second, "virt-controller unplugs pvc-vmi", func() (bool, error) {
 		touched++
 		if touched%40 == 1 { // every 2 s
-			w.patchVM("owned", fmt.Sprintf(`{"metadata":{"labels":{"tether.dev/test-sync":"%d"}}}`, touched))
+			w.PatchVM("owned", fmt.Sprintf(`{"metadata":{"labels":{"tether.dev/test-sync":"%d"}}}`, touched))
 		}
 		v, err := w.vmi("owned")
 		if err != nil {
@@ -150,11 +150,11 @@ func TestReal_unpersistedHotplug_predictsWhatTheGateChangeUnplugs(t *testing.T) 
 	})
 	time.Sleep(5 * time.Second)
 	for _, vol := range []string{"pvc-keep", "pvc-hand", "pvc-vm"} {
-		if p := w.phase("owned", vol); p != kubevirtv1.VolumeReady {
+		if p := w.Phase("owned", vol); p != kubevirtv1.VolumeReady {
 			t.Fatalf("the declarative sync took %s too (phase %q): the prediction was wrong", vol, p)
 		}
 	}
-	if fs := audit(t, w.env, scope); len(fs) != 0 {
+	if fs := audit(t, w.Env, scope); len(fs) != 0 {
 		t.Fatalf("after the gate change: %+v", fs)
 	}
 }

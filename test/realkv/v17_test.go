@@ -45,7 +45,7 @@ func TestRealV17_vmOwnedVMIOnlyHotplug_isAnOrphanTetherRemoves(t *testing.T) {
 	w.claims("pvc-orphan")
 	w.vm("owned")
 	w.hotplug(virtapi.VMI, "owned", "pvc-orphan")
-	scope := tenant(t, env, w.ns, "owned", "pvc-orphan")
+	scope := tenant(t, env, w.NS, "owned", "pvc-orphan")
 
 	f := only(t, audit(t, env, scope), "OrphanHotplugVolume", "pvc-orphan")
 	if !f.Action.Safe || f.Action.Type != "VMIRemoveVolume" {
@@ -55,7 +55,7 @@ func TestRealV17_vmOwnedVMIOnlyHotplug_isAnOrphanTetherRemoves(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "Applied") {
 		t.Fatalf("fix --apply: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if p := w.phase("owned", "pvc-orphan"); p != "" {
+	if p := w.Phase("owned", "pvc-orphan"); p != "" {
 		t.Fatalf("the orphan is still in the VMI status after Applied: phase %q", p)
 	}
 }

@@ -41,12 +41,12 @@ func TestReal_interruptedVolumeMigration_namesTheSourceClaim(t *testing.T) {
 	w.liveMigrateWorkloads()
 	w.claims("pvc-src", "pvc-dst")
 	w.vmWithClaim("mover", "pvc-src", kubevirtv1.RunStrategyAlways)
-	w.patchVM("mover", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
+	w.PatchVM("mover", `{"spec":{"updateVolumesStrategy":"Migration"}}`)
 	w.running("mover")
-	w.env.Real.Handler.HoldMigration(w.ns, "mover", true)
-	defer w.env.Real.Handler.HoldMigration(w.ns, "mover", false)
+	w.Env.Real.Handler.HoldMigration(w.NS, "mover", true)
+	defer w.Env.Real.Handler.HoldMigration(w.NS, "mover", false)
 
-	w.patchVM("mover", `{"spec":{"template":{"spec":{"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"pvc-dst"}}]}}}}`)
+	w.PatchVM("mover", `{"spec":{"template":{"spec":{"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"pvc-dst"}}]}}}}`)
 	testenv.Eventually(t, 90*time.Second, "virt-controller migrates the volume of mover", func() (bool, error) {
 		vmi, err := w.vmi("mover")
 		if err != nil {
@@ -59,27 +59,27 @@ func TestReal_interruptedVolumeMigration_namesTheSourceClaim(t *testing.T) {
 		t.Fatalf("setup: the VM should have VolumesChange True while its volume migrates: %+v", vm.Status.Conditions)
 	}
 	var migs kubevirtv1.VirtualMachineInstanceMigrationList
-	if err := w.c.List(context.Background(), &migs, client.InNamespace(w.ns), client.MatchingLabels{kubevirtv1.VolumesUpdateMigration: "mover"}); err != nil || len(migs.Items) != 1 {
+	if err := w.C.List(context.Background(), &migs, client.InNamespace(w.NS), client.MatchingLabels{kubevirtv1.VolumesUpdateMigration: "mover"}); err != nil || len(migs.Items) != 1 {
 		t.Fatalf("setup: want the workload updater's one volume-update migration, got %d (%v)", len(migs.Items), err)
 	}
 
-	w.patchVM("mover", `{"spec":{"runStrategy":"Halted"}}`)
+	w.PatchVM("mover", `{"spec":{"runStrategy":"Halted"}}`)
 	testenv.Eventually(t, 90*time.Second, "the VMI gone and ManualRecoveryRequired set", func() (bool, error) {
 		_, err := w.vmi("mover")
 		return err != nil && vmConditionTrue(w.getVM("mover"), kubevirtv1.VirtualMachineManualRecoveryRequired), nil
 	})
 
-	sub, err := virtapi.NewSubresourceClient(w.env.Config)
+	sub, err := virtapi.NewSubresourceClient(w.Env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := sub.Put().Namespace(w.ns).Resource("virtualmachines").Name("mover").SubResource("start").Body([]byte(`{}`)).Do(context.Background()).Error()
+	start := sub.Put().Namespace(w.NS).Resource("virtualmachines").Name("mover").SubResource("start").Body([]byte(`{}`)).Do(context.Background()).Error()
 	if !apierrors.IsConflict(start) || !strings.Contains(start.Error(), "recovery required") {
 		t.Fatalf("virt-api should refuse to start the VM with 409 recovery required, got %v", start)
 	}
 
-	scope := []string{"-n", w.ns}
-	f := only(t, audit(t, w.env, scope), check.InterruptedVolumeMigration, "")
+	scope := []string{"-n", w.NS}
+	f := only(t, audit(t, w.Env, scope), check.InterruptedVolumeMigration, "")
 	if f.Severity != "critical" || f.Object.Kind != "VirtualMachine" || f.Object.Name != "mover" || f.Action.Type != "None" {
 		t.Fatalf("want a critical report-only finding on VM mover, got %+v", f)
 	}
@@ -89,7 +89,7 @@ func TestReal_interruptedVolumeMigration_namesTheSourceClaim(t *testing.T) {
 
 	gen := w.generation("mover")
 	claims := w.claimVersions("pvc-src", "pvc-dst")
-	fixChangesNothing(t, w.env, scope)
+	fixChangesNothing(t, w.Env, scope)
 	if w.generation("mover") != gen || w.claimVersions("pvc-src", "pvc-dst") != claims {
 		t.Fatalf("fix --apply changed the VM or a claim")
 	}
@@ -103,14 +103,14 @@ func TestReal_interruptedVolumeMigration_namesTheSourceClaim(t *testing.T) {
 	if m == nil || !json.Valid([]byte(m[1])) {
 		t.Fatalf("the remedy gives no JSON patch: %q", f.Action.Remedy)
 	}
-	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "mover", Namespace: w.ns}}
-	if err := w.c.Patch(context.Background(), vm, client.RawPatch(types.JSONPatchType, []byte(m[1]))); err != nil {
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "mover", Namespace: w.NS}}
+	if err := w.C.Patch(context.Background(), vm, client.RawPatch(types.JSONPatchType, []byte(m[1]))); err != nil {
 		t.Fatalf("the remedy's patch %s: %v", m[1], err)
 	}
 	testenv.Eventually(t, 30*time.Second, "virt-controller clears ManualRecoveryRequired", func() (bool, error) {
 		return !vmConditionTrue(w.getVM("mover"), kubevirtv1.VirtualMachineManualRecoveryRequired), nil
 	})
-	noFinding(t, audit(t, w.env, scope), "")
+	noFinding(t, audit(t, w.Env, scope), "")
 }
 
 // liveMigrateWorkloads lets virt-controller's workload updater migrate
@@ -125,19 +125,19 @@ func (w *world) liveMigrateWorkloads() {
 	kv.SetName("kubevirt")
 	patch := func(methods string) {
 		p := `{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":` + methods + `}}}`
-		if err := w.c.Patch(context.Background(), kv, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
-			w.t.Fatal(err)
+		if err := w.C.Patch(context.Background(), kv, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+			w.T.Fatal(err)
 		}
 	}
 	patch(`["LiveMigrate"]`)
-	w.t.Cleanup(func() { patch(`null`) })
+	w.T.Cleanup(func() { patch(`null`) })
 }
 
 func (w *world) getVM(name string) *kubevirtv1.VirtualMachine {
-	w.t.Helper()
+	w.T.Helper()
 	var vm kubevirtv1.VirtualMachine
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: name}, &vm); err != nil {
-		w.t.Fatal(err)
+	if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: name}, &vm); err != nil {
+		w.T.Fatal(err)
 	}
 	return &vm
 }
@@ -153,12 +153,12 @@ func vmConditionTrue(vm *kubevirtv1.VirtualMachine, t kubevirtv1.VirtualMachineC
 
 // claimVersions is the claims' resourceVersions, joined.
 func (w *world) claimVersions(names ...string) string {
-	w.t.Helper()
+	w.T.Helper()
 	out := ""
 	for _, n := range names {
 		var pvc corev1.PersistentVolumeClaim
-		if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: n}, &pvc); err != nil {
-			w.t.Fatal(err)
+		if err := w.C.Get(context.Background(), client.ObjectKey{Namespace: w.NS, Name: n}, &pvc); err != nil {
+			w.T.Fatal(err)
 		}
 		out += n + "=" + pvc.ResourceVersion + " "
 	}

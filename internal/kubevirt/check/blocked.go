@@ -10,7 +10,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 // FindBlockedDeletions explains objects stuck terminating on a protection
@@ -53,9 +53,9 @@ func FindBlockedDeletions(in Input) []drift.Finding {
 	}
 	for i := range s.DataVolumes {
 		dv := &s.DataVolumes[i]
-		if blockedCandidate(in, dv, dv.Namespace, dv.Name) && slices.Contains(dv.Finalizers, protect.Finalizer) {
-			b := &blockage{in: in, obj: dv, kind: string(protect.KindDataVolume), ns: dv.Namespace}
-			b.inUse(protect.Ref{Kind: protect.KindDataVolume, Namespace: dv.Namespace, Name: dv.Name})
+		if blockedCandidate(in, dv, dv.Namespace, dv.Name) && slices.Contains(dv.Finalizers, inuse.Finalizer) {
+			b := &blockage{in: in, obj: dv, kind: string(inuse.KindDataVolume), ns: dv.Namespace}
+			b.inUse(inuse.Ref{Kind: inuse.KindDataVolume, Namespace: dv.Namespace, Name: dv.Name})
 			out = append(out, b.finding(dv.Name))
 		}
 	}
@@ -84,7 +84,7 @@ func blockedCandidate(in Input, obj metav1.Object, ns, volume string) bool {
 }
 
 func knownFinalizer(f string) bool {
-	return f == snapshot.PVCProtectionFinalizer || f == snapshot.PVProtectionFinalizer || f == protect.Finalizer ||
+	return f == snapshot.PVCProtectionFinalizer || f == snapshot.PVProtectionFinalizer || f == inuse.Finalizer ||
 		strings.HasPrefix(f, snapshot.AttacherFinalizerPrefix)
 }
 
@@ -109,8 +109,8 @@ func blockedPVC(in Input, pvc *corev1.PersistentVolumeClaim) drift.Finding {
 	if slices.Contains(pvc.Finalizers, snapshot.PVCProtectionFinalizer) {
 		b.podUsers(pvc)
 	}
-	if slices.Contains(pvc.Finalizers, protect.Finalizer) {
-		b.inUse(protect.Ref{Kind: protect.KindPVC, Namespace: pvc.Namespace, Name: pvc.Name})
+	if slices.Contains(pvc.Finalizers, inuse.Finalizer) {
+		b.inUse(inuse.Ref{Kind: inuse.KindPVC, Namespace: pvc.Namespace, Name: pvc.Name})
 	}
 	return b.finding(pvc.Name)
 }
@@ -146,15 +146,15 @@ func (b *blockage) podUsers(pvc *corev1.PersistentVolumeClaim) {
 
 // inUse explains tether's own finalizer with the words the protection
 // controller puts in its Events.
-func (b *blockage) inUse(ref protect.Ref) {
-	users := protect.Users(ref, b.obj, b.in.Snapshot.VMs)
+func (b *blockage) inUse(ref inuse.Ref) {
+	users := inuse.Users(ref, b.obj, b.in.Snapshot.VMs)
 	if len(users) == 0 {
-		b.fact("finalizer %s: no VirtualMachine references it", protect.Finalizer)
-		b.idle = append(b.idle, protect.Finalizer)
+		b.fact("finalizer %s: no VirtualMachine references it", inuse.Finalizer)
+		b.idle = append(b.idle, inuse.Finalizer)
 		return
 	}
 	b.users += len(users)
-	b.fact("%s", protect.PostponedMessage(ref, users))
+	b.fact("%s", inuse.PostponedMessage(ref, users))
 	b.remedies = append(b.remedies, fmt.Sprintf("delete VirtualMachine(s) %s or remove the reference from their spec", strings.Join(users, ", ")))
 }
 
@@ -209,7 +209,7 @@ func (b *blockage) finding(volume string) drift.Finding {
 	if b.users == 0 {
 		block, sev = FinalizerNotReleased, drift.SeverityWarning
 		remedy = fmt.Sprintf("no user is left (%s), yet finalizer(s) %s stay: check that their controller runs (kube-controller-manager's PVC/PV protection controllers, external-attacher, `tether controller` for %s) and read its logs; removing a finalizer by hand skips the check it stands for",
-			show, strings.Join(b.idle, ", "), protect.Finalizer)
+			show, strings.Join(b.idle, ", "), inuse.Finalizer)
 	}
 	msg := fmt.Sprintf("%s %s is stuck terminating: held by %d user(s)", b.kind, drift.Qualified(b.ns, obj.GetName()), b.users)
 	if b.users == 0 {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 
 	f "github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -42,10 +42,10 @@ func TestBlockedDeletion(t *testing.T) {
 			items:  []any{deletingPVC(time.Hour)},
 			object: "data", want: noFinding()},
 		{name: "PVC held by tether.dev/in-use -> names the VMs, in the protection controller's words",
-			items:  []any{deletingPVC(time.Hour, protect.Finalizer), f.VM("vm-a", f.WithVolume("data", f.PVC("data")))},
+			items:  []any{deletingPVC(time.Hour, inuse.Finalizer), f.VM("vm-a", f.WithVolume("data", f.PVC("data")))},
 			object: "data",
 			want: blocked(drift.SeverityInfo, drift.None, HeldByUsers,
-				protect.PostponedMessage(protect.Ref{Kind: protect.KindPVC, Namespace: "default", Name: "data"}, []string{"vm-a"}))},
+				inuse.PostponedMessage(inuse.Ref{Kind: inuse.KindPVC, Namespace: "default", Name: "data"}, []string{"vm-a"}))},
 		{name: "PV held by pv-protection while its claim exists -> names the claim",
 			items: []any{f.PVC("data", f.ClaimRef("", "pv-1")),
 				dataPV(f.Finalizers(snapshot.PVProtectionFinalizer), f.Terminating(now.Add(-time.Hour)))},

@@ -253,8 +253,9 @@ type Loop string
 
 // The controller's loops.
 const (
-	// LoopHotplug decides per VMI (the VMI, its VM, the KubeVirt feature
-	// gates and the tenants' attachments).
+	// LoopHotplug decides per VMI (the VMI, its VM, the DataVolumes of the
+	// VM's dataVolumeTemplates, the KubeVirt feature gates and the
+	// tenants' attachments).
 	LoopHotplug Loop = "hotplug"
 	// LoopStorage decides from cluster-wide caches of Nodes,
 	// VolumeAttachments, PVs, claims and pods.

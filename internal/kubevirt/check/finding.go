@@ -151,3 +151,28 @@ const (
 	// claims again; which copy to keep is the owner's decision.
 	ManualRecoveryRequired drift.BlockReason = "ManualRecoveryRequired"
 )
+
+// blockClasses are the block reasons whose findings were not judged; every
+// other reason leaves its finding judged (drift.Judged).
+var blockClasses = map[drift.BlockReason]drift.BlockClass{
+	// tether could not read evidence it needs: a tenant cluster, the
+	// KubeVirt CR.
+	TenantUnreachable:  drift.Unreadable,
+	HotplugGateUnknown: drift.Unreadable,
+	// The subject is being deleted, migrated, detached or attached, a
+	// removal or addition is queued, or its attachment pod is too young
+	// to judge.
+	VMIMigrating:          drift.MidChange,
+	VMITerminating:        drift.MidChange,
+	VMTerminating:         drift.MidChange,
+	OwnerGone:             drift.MidChange,
+	DetachInProgress:      drift.MidChange,
+	RemovalPending:        drift.MidChange,
+	AdditionPending:       drift.MidChange,
+	VolumeNotReady:        drift.MidChange,
+	AttachmentPodTooYoung: drift.MidChange,
+}
+
+// BlockClassOf classifies KubeVirt's block reasons for the reports that
+// grade findings (package policyreport).
+func BlockClassOf(r drift.BlockReason) drift.BlockClass { return blockClasses[r] }

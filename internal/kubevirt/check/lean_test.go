@@ -18,7 +18,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
-	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -107,7 +107,7 @@ func controllerReadsDiffer(full, lean *snapshot.Snapshot) string {
 		if x, y := StartingUp(a, vmi(full, a.Namespace, a.Name)), StartingUp(b, vmi(lean, b.Namespace, b.Name)); x != y {
 			return fmt.Sprintf("VM %s/%s: StartingUp is %t on the whole objects, %t on the lean ones", a.Namespace, a.Name, x, y)
 		}
-		if x, y := fmt.Sprint(protect.Dependents(a)), fmt.Sprint(protect.Dependents(b)); x != y {
+		if x, y := fmt.Sprint(inuse.Dependents(a)), fmt.Sprint(inuse.Dependents(b)); x != y {
 			return fmt.Sprintf("VM %s/%s: it depends on %s, but on %s once lean", a.Namespace, a.Name, x, y)
 		}
 	}

@@ -78,7 +78,7 @@ type Policy struct {
 	FenceAfter time.Duration
 	// UnfenceSettle: see DefaultUnfenceSettle (zero means it).
 	UnfenceSettle time.Duration
-	// Storage holds the policy of the VolumeAttachment checks (va_policy.go).
+	// Storage holds the policy of the VolumeAttachment checks (staleva_policy.go).
 	Storage StoragePolicy
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tether-dev/tether/internal/drift"
@@ -223,4 +224,37 @@ func inNamespace[T any, P interface {
 		}
 	}
 	return out
+}
+
+// Every setting of the checks concerns checks that exist, has a name and a
+// flag of its own, says what a zero value means as the policy does, and is
+// on the pages of its checks (its flag, or its configuration key).
+func TestSettingsAreCompleteAndTrue(t *testing.T) {
+	names, flags := map[string]bool{}, map[string]bool{}
+	for _, st := range Settings() {
+		if names[st.Name] || (st.Flag != "" && flags[st.Flag]) || st.Of == nil || len(st.Checks) == 0 {
+			t.Errorf("setting %s: repeated name or flag, no policy field or no check", st.Name)
+		}
+		names[st.Name], flags[st.Flag] = true, st.Flag != ""
+		if st.Flag != "" && st.Usage == "" {
+			t.Errorf("setting %s: flag --%s has no usage", st.Name, st.Flag)
+		}
+		p := Policy{}.withDefaults()
+		if got := *st.Of(&p); got != st.Default {
+			t.Errorf("setting %s: a zero value means %s to the policy, the row says %s", st.Name, got, st.Default)
+		}
+		for _, name := range st.Checks {
+			if _, err := Lookup(name); err != nil {
+				t.Errorf("setting %s names check %s, which has no row", st.Name, name)
+				continue
+			}
+			page, err := os.ReadFile("../../../docs/checks/" + name + ".md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(page), "--"+st.Flag) && !strings.Contains(string(page), st.Name) {
+				t.Errorf("docs/checks/%s.md names neither --%s nor %s", name, st.Flag, st.Name)
+			}
+		}
+	}
 }

@@ -55,9 +55,10 @@ type stuckHotplug struct {
 //     down, or failing to mount: no upstream change is known); since the
 //     pod's containers started (virt-controller writes AttachedToNode once
 //     it has made the pod, storage.go:166-171 in v1.9.0; virt-handler
-//     mounts the volume once the pod runs, within seconds); no finding
-//     while the pod does not run (an unbound claim keeps it Pending) or is
-//     not listed;
+//     mounts the volume from the pod the status names by UID, which
+//     virt-controller writes once the pod's container is ready, within
+//     seconds); no finding while the pod does not run (an unbound claim
+//     keeps it Pending), the status names no UID of it, or it is not listed;
 //   - a known duration shorter than StuckPhaseGrace: no finding; a known
 //     one at least as long: warning; an unknown one: info, saying so.
 func FindStuckHotplugPhases(in Input) []drift.Finding {
@@ -144,14 +145,17 @@ func stuckState(in Input, vmi *snapshot.VMI, vs *snapshot.VolumeStatus, inSpec b
 		return stuckHotplug{fix: fixFor(FixDyingAttachPod), next: "virt-controller", since: pod.DeletionTimestamp.Time,
 			what:      fmt.Sprintf("is in the VMI spec (wanted) and its status (phase %s) still names attachment pod %s, which is being deleted", orNone(string(vs.Phase)), pod.Name),
 			sinceFact: terminatingFact(pod)}, true
-	case unmounted && pod != nil:
+	case unmounted && pod != nil && vs.HotplugVolume.AttachPodUID == pod.UID:
+		// virt-handler mounts from the pod the status names by UID
+		// (hotplug-disk/mount.go:361-365 in v1.9.0), which virt-controller
+		// writes once the pod's container is ready (storage.go:160-165).
 		started := containerStarted(pod)
 		if started.IsZero() {
 			return stuckHotplug{}, false // not running: virt-controller's to move on, or mid-lifecycle
 		}
 		return stuckHotplug{fix: Fix{Component: "virt-handler"}, next: "virt-handler on node " + orNone(vmi.Status.NodeName), since: started,
 			what:      fmt.Sprintf("is in the VMI spec (wanted) and its attachment pod %s runs on node %s, but its status stays AttachedToNode: the volume was never mounted into the guest's pod", pod.Name, orNone(pod.Spec.NodeName)),
-			sinceFact: fmt.Sprintf("attachment pod %s has been running since %s: virt-handler mounts a hot-plug within seconds of its attachment pod running, and then writes MountedToPod", pod.Name, started.UTC().Format(time.RFC3339))}, true
+			sinceFact: fmt.Sprintf("attachment pod %s has been running since %s, and the volume status names it by UID (virt-controller writes that once its container is ready): virt-handler mounts the volume from it within seconds, and then writes MountedToPod", pod.Name, started.UTC().Format(time.RFC3339))}, true
 	case !inSpec && (vs.Phase == kubevirtv1.VolumeReady || vs.Phase == kubevirtv1.HotplugVolumeMounted):
 		s := stuckHotplug{fix: fixFor(FixRemountAfterUnplug), next: "virt-handler on node " + orNone(vmi.Status.NodeName),
 			what: fmt.Sprintf("is gone from the VMI spec (unplugged) but its status stays %s: the volume is still mounted into the guest's pod", vs.Phase)}

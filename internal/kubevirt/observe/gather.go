@@ -301,6 +301,10 @@ type StorageRead struct {
 	Lean bool
 }
 
+// StorageKinds are the kinds Storage reads when StorageRead.Kinds is zero:
+// what the controller's storage loop gathers.
+const StorageKinds = snapshot.KindVMs | snapshot.KindPods | snapshot.KindPVCs | snapshot.KindDataVolumes | snapshot.KindStorage | snapshot.KindCSIDrivers
+
 // Storage gathers the storage view into s: the namespace's VMs, pods, PVCs
 // and DataVolumes, then Nodes, VolumeAttachments, PVs and CSIDrivers. The
 // Nodes, VolumeAttachments and PVs are read together or not at all: a

@@ -68,6 +68,10 @@ func ForTenantNode(ctx context.Context, c client.Client, o Options, tenant, node
 	return snapshot.New(snapshot.Snapshot{}), nil
 }
 
+// InfraOfNodeKinds are the kinds WithInfraOfNode reads of the infra
+// cluster: what the controller's fence loop gathers there.
+const InfraOfNodeKinds = snapshot.KindVMs | snapshot.KindVMIs
+
 // WithInfraOfNode completes tenant t (as read, live or from a watch's
 // caches) into the snapshot TenantNodeDown decides node on: with the infra
 // VM and VMI the node resolves to, read from c by name (a cache in the

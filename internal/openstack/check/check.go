@@ -95,6 +95,21 @@ const (
 	AttachmentConnected drift.BlockReason = "AttachmentConnected"
 )
 
+// blockClasses are the block reasons whose findings were not judged; every
+// other reason leaves its finding judged (drift.Judged).
+var blockClasses = map[drift.BlockReason]drift.BlockClass{
+	// No read by ID confirmed what the lists miss.
+	Unconfirmed: drift.Unreadable,
+	// Nova or Cinder is changing the server or the volume right now.
+	ServerTaskState:    drift.MidChange,
+	ServerTransitional: drift.MidChange,
+	VolumeTransitional: drift.MidChange,
+}
+
+// BlockClassOf classifies OpenStack's block reasons for the reports that
+// grade findings (package policyreport).
+func BlockClassOf(r drift.BlockReason) drift.BlockClass { return blockClasses[r] }
+
 // DefaultGrace is the grace period unless the policy says otherwise.
 const DefaultGrace = 2 * time.Minute
 

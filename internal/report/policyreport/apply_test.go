@@ -16,6 +16,7 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 	"github.com/tether-dev/tether/internal/testing/reportcrds"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -23,13 +24,13 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{}) }
 
 // list is what `tether audit -o policyreport` prints.
-func list(t *testing.T, api policyreport.API, ns string, fs []drift.Finding) string {
+func list(t *testing.T, api reportapi.API, ns string, fs []drift.Finding) string {
 	t.Helper()
 	es := make([]policyreport.Entry, len(fs))
 	for i, f := range fs {
 		es[i] = policyreport.Entry{Finding: f, Seen: time.Unix(1_790_000_000, 5)}
 	}
-	items := policyreport.Build(es, policyreport.Options{API: api, Namespaces: []string{ns}, Cluster: true, ClusterName: policyreport.ClusterNameFor(ns)})
+	items := policyreport.Build(es, policyreport.Options{API: api, Classify: check.BlockClassOf, Namespaces: []string{ns}, Cluster: true, ClusterName: policyreport.ClusterNameFor(ns)})
 	data, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func list(t *testing.T, api policyreport.API, ns string, fs []drift.Finding) str
 func TestApply_realAPIServer(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
-	for _, api := range policyreport.APIs() {
+	for _, api := range reportapi.All() {
 		t.Run(api.Group(), func(t *testing.T) {
 			if err := crdinstall.Install(ctx, env.Config, reportcrds.For(api)...); err != nil {
 				t.Fatal(err)
@@ -89,7 +90,7 @@ func TestApply_realAPIServer(t *testing.T) {
 			if got.GetLabels()[policyreport.LabelManagedBy] != policyreport.ManagedBy {
 				t.Errorf("labels %v", got.GetLabels())
 			}
-			if api == policyreport.OpenReports && got.Object["source"] != "tether" {
+			if api == reportapi.OpenReports && got.Object["source"] != "tether" {
 				t.Errorf("openreports report-level source %v, want tether", got.Object["source"])
 			}
 			cl, err := env.Dynamic.Resource(clGVR).Get(ctx, policyreport.ClusterNameFor(ns), metav1.GetOptions{})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // blockReasons are every block reason package check defines, and none.
@@ -46,8 +47,8 @@ func FuzzBuild(f *testing.F) {
 			}
 			es = append(es, Entry{Finding: fi, Seen: time.Unix(int64(b[4]), 0)})
 		}
-		for _, api := range APIs() {
-			rs := Build(es, Options{API: api})
+		for _, api := range reportapi.All() {
+			rs := Build(es, Options{API: api, Classify: check.BlockClassOf})
 			total := 0
 			_, clusterKind := api.Kinds()
 			for _, r := range rs {
@@ -81,9 +82,9 @@ func FuzzBuild(f *testing.F) {
 		for _, e := range es {
 			fi := e.Finding
 			proven := fi.Severity == drift.SeverityWarning || fi.Severity == drift.SeverityCritical
-			judged := !unreadable[fi.Action.BlockedBy] && !midChange[fi.Action.BlockedBy]
-			if (ResultOf(fi) == Fail) != (proven && judged) {
-				t.Fatalf("%+v: result %s", fi, ResultOf(fi))
+			judged := check.BlockClassOf(fi.Action.BlockedBy) == drift.Judged
+			if r := ResultOf(fi, check.BlockClassOf); (r == Fail) != (proven && judged) {
+				t.Fatalf("%+v: result %s", fi, r)
 			}
 		}
 	})

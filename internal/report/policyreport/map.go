@@ -1,9 +1,6 @@
 package policyreport
 
-import (
-	"github.com/tether-dev/tether/internal/drift"
-	"github.com/tether-dev/tether/internal/kubevirt/check"
-)
+import "github.com/tether-dev/tether/internal/drift"
 
 // Results of a PolicyReport result (the CRDs' enum).
 const (
@@ -23,48 +20,40 @@ const (
 	Info     = "info"
 )
 
-// unreadable are the block reasons that say tether could not read evidence
-// it needs, so the check could not be judged: result error.
-var unreadable = map[drift.BlockReason]bool{
-	check.TenantUnreachable:  true,
-	check.HotplugGateUnknown: true,
+// Classifier says what a platform's block reasons tell of their findings
+// (the platform's check.BlockClassOf). A nil Classifier judges every finding
+// by its severity.
+type Classifier func(drift.BlockReason) drift.BlockClass
+
+// class is the class of f's block reason.
+func (c Classifier) class(f drift.Finding) drift.BlockClass {
+	if c == nil || f.Action.BlockedBy == "" {
+		return drift.Judged
+	}
+	return c(f.Action.BlockedBy)
 }
 
-// midChange are the block reasons that say the subject is changing under
-// someone else's hand right now (being deleted, migrated, detached,
-// attached, or a removal or addition is queued): the check waits for the
-// next pass to judge it, so the result is skip.
-var midChange = map[drift.BlockReason]bool{
-	check.VMIMigrating:          true,
-	check.VMITerminating:        true,
-	check.VMTerminating:         true,
-	check.OwnerGone:             true,
-	check.DetachInProgress:      true,
-	check.RemovalPending:        true,
-	check.AdditionPending:       true,
-	check.VolumeNotReady:        true,
-	check.AttachmentPodTooYoung: true,
-}
-
-// ResultOf is the PolicyReport result of a finding, the first rule that
-// applies:
+// ResultOf is the PolicyReport result of a finding whose block reason
+// classify classifies, the first rule that applies:
 //
-//   - error: its action is blocked because evidence could not be read (a
-//     tenant unreachable, the KubeVirt CR unreadable);
+//   - error: its action is blocked because evidence could not be read
+//     (drift.Unreadable: a tenant unreachable, the KubeVirt CR unreadable,
+//     an OpenStack object no read confirmed gone);
 //   - skip: its action is blocked because the subject is mid-change
-//     (migrating, terminating, detaching, attaching, a removal or addition
-//     pending, an attachment pod too young to judge);
+//     (drift.MidChange: migrating, terminating, detaching, attaching, a
+//     removal or addition pending, an attachment pod too young to judge,
+//     a Nova task or a transitional server or volume status);
 //   - warn: the finding is information (severity info: a divergence that
 //     is legitimate or not proven) or of unknown severity;
 //   - fail: otherwise (severity warning or critical: a proven problem).
 //
 // tether lists findings, not every object it checked, so it never writes
 // pass: a finding that goes away leaves the report.
-func ResultOf(f drift.Finding) string {
-	switch b := f.Action.BlockedBy; {
-	case unreadable[b]:
+func ResultOf(f drift.Finding, classify Classifier) string {
+	switch classify.class(f) {
+	case drift.Unreadable:
 		return Error
-	case midChange[b]:
+	case drift.MidChange:
 		return Skip
 	}
 	if f.Severity.Rank() < drift.SeverityWarning.Rank() {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	oscheck "github.com/tether-dev/tether/internal/openstack/check"
 )
 
 func finding(sev drift.Severity, safe bool, block drift.BlockReason) drift.Finding {
@@ -37,7 +38,7 @@ func TestResultAndSeverity(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := ResultFor(Entry{Finding: c.f})
+			r := ResultFor(Entry{Finding: c.f}, check.BlockClassOf)
 			if r.Result != c.result || r.Severity != c.severity || r.Scored != c.scored {
 				t.Errorf("got result %s severity %s scored %v, want %s %s %v", r.Result, r.Severity, r.Scored, c.result, c.severity, c.scored)
 			}
@@ -45,13 +46,32 @@ func TestResultAndSeverity(t *testing.T) {
 	}
 }
 
-func TestParseAPI(t *testing.T) {
-	for in, want := range map[string]API{"": WGPolicy, "wgpolicyk8s.io/v1alpha2": WGPolicy, "openreports.io/v1alpha1": OpenReports} {
-		if got, err := ParseAPI(in); err != nil || got != want {
-			t.Errorf("ParseAPI(%q) = %q, %v; want %q", in, got, err, want)
-		}
+// TestResult_eachPlatformClassifiesItsReasons: the builder knows no block
+// reason; the platform's classifier says which findings were not judged.
+// OpenStack's reasons mean nothing to KubeVirt's classifier, and the other
+// way round.
+func TestResult_eachPlatformClassifiesItsReasons(t *testing.T) {
+	blocked := func(b drift.BlockReason) drift.Finding {
+		return drift.Finding{Check: oscheck.DanglingNovaAttachment, Namespace: "project", Severity: drift.SeverityWarning,
+			Object: drift.ObjectRef{Kind: "Server", Name: "web-1", UID: "s1"}, Action: drift.Action{BlockedBy: b}}
 	}
-	if _, err := ParseAPI("wgpolicyk8s.io/v1beta1"); err == nil {
-		t.Error("ParseAPI accepted an unsupported version")
+	cases := []struct {
+		name     string
+		f        drift.Finding
+		classify Classifier
+		want     string
+	}{
+		{"OpenStack, volume attaching -> skip", blocked(oscheck.VolumeTransitional), oscheck.BlockClassOf, Skip},
+		{"OpenStack, Nova task -> skip", blocked(oscheck.ServerTaskState), oscheck.BlockClassOf, Skip},
+		{"OpenStack, gone unconfirmed -> error", blocked(oscheck.Unconfirmed), oscheck.BlockClassOf, Error},
+		{"OpenStack, server running -> fail", blocked(oscheck.ServerRunning), oscheck.BlockClassOf, Fail},
+		{"OpenStack reason, KubeVirt's classifier -> fail", blocked(oscheck.VolumeTransitional), check.BlockClassOf, Fail},
+		{"KubeVirt reason, OpenStack's classifier -> fail", blocked(check.VMIMigrating), oscheck.BlockClassOf, Fail},
+		{"no classifier -> judged by severity", blocked(check.VMIMigrating), nil, Fail},
+	}
+	for _, c := range cases {
+		if got := ResultOf(c.f, c.classify); got != c.want {
+			t.Errorf("%s: got %s", c.name, got)
+		}
 	}
 }

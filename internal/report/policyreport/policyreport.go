@@ -23,68 +23,8 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
-
-// API is a policy report API group/version.
-type API string
-
-// The supported APIs.
-const (
-	WGPolicy    API = "wgpolicyk8s.io/v1alpha2"
-	OpenReports API = "openreports.io/v1alpha1"
-)
-
-// DefaultAPI is the API written when none is chosen: the one Kyverno writes
-// unless started with --openreportsEnabled, and every Policy Reporter reads.
-const DefaultAPI = WGPolicy
-
-// APIs lists the supported APIs, the default first.
-func APIs() []API { return []API{WGPolicy, OpenReports} }
-
-// ParseAPI checks that s names a supported API; "" is the default.
-func ParseAPI(s string) (API, error) {
-	if s == "" {
-		return DefaultAPI, nil
-	}
-	for _, a := range APIs() {
-		if string(a) == s {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("report API %q is not supported: use %s (default) or %s", s, WGPolicy, OpenReports)
-}
-
-// Kinds returns the namespaced and the cluster-scoped report kind of a.
-func (a API) Kinds() (namespaced, cluster string) {
-	if a == OpenReports {
-		return "Report", "ClusterReport"
-	}
-	return "PolicyReport", "ClusterPolicyReport"
-}
-
-// Resources returns the plural resource names of a's two kinds.
-func (a API) Resources() (namespaced, cluster string) {
-	if a == OpenReports {
-		return "reports", "clusterreports"
-	}
-	return "policyreports", "clusterpolicyreports"
-}
-
-// Group is a's API group.
-func (a API) Group() string {
-	if a == OpenReports {
-		return "openreports.io"
-	}
-	return "wgpolicyk8s.io"
-}
-
-// Version is a's API version.
-func (a API) Version() string {
-	if a == OpenReports {
-		return "v1alpha1"
-	}
-	return "v1alpha2"
-}
 
 // Names and labels of tether's reports (contract: reruns and the controller
 // replace the objects of these names, and find theirs by the label).
@@ -197,7 +137,12 @@ func APIVersionOf(kind string) string {
 
 // Options say what to build.
 type Options struct {
-	API API
+	// API is the report API to write (empty: reportapi.Default).
+	API reportapi.API
+	// Classify classifies the platform's block reasons (its
+	// check.BlockClassOf): a finding that could not be judged is an error
+	// or skip result, not a failure.
+	Classify Classifier
 	// Namespaces always get a report, empty when they have no findings, so
 	// that applying the output replaces an earlier report there.
 	Namespaces []string
@@ -223,16 +168,14 @@ func ClusterNameFor(ns string) string {
 // namespace, then the cluster report; in each, the results sorted by
 // check, subject and id. Summary counts match the results.
 func Build(es []Entry, o Options) []Report {
-	if o.API == "" {
-		o.API = DefaultAPI
-	}
+	o.API = o.API.OrDefault()
 	byNS := map[string][]Result{}
 	var cluster []Result
 	for _, ns := range o.Namespaces {
 		byNS[ns] = nil
 	}
 	for _, e := range sortedEntries(es) {
-		r := ResultFor(e)
+		r := ResultFor(e, o.Classify)
 		if ClusterScoped(e.Finding.Object.Kind) || e.Finding.Namespace == "" {
 			cluster = append(cluster, r)
 			continue
@@ -266,7 +209,7 @@ func sortedEntries(es []Entry) []Entry {
 	return es
 }
 
-func newReport(api API, kind, ns string, results []Result) Report {
+func newReport(api reportapi.API, kind, ns string, results []Result) Report {
 	if results == nil {
 		results = []Result{}
 	}
@@ -275,7 +218,7 @@ func newReport(api API, kind, ns string, results []Result) Report {
 		Metadata: Metadata{Name: Name, Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}},
 		Results:  results,
 	}
-	if api == OpenReports {
+	if api == reportapi.OpenReports {
 		r.Source = Source
 	}
 	for _, res := range results {
@@ -299,10 +242,11 @@ func (s *Summary) add(result string) {
 	}
 }
 
-// ResultFor is the result of one finding.
-func ResultFor(e Entry) Result {
+// ResultFor is the result of one finding, its block reason classified by
+// classify.
+func ResultFor(e Entry, classify Classifier) Result {
 	f := e.Finding
-	result := ResultOf(f)
+	result := ResultOf(f, classify)
 	ref := Resource{APIVersion: APIVersionOf(f.Object.Kind), Kind: f.Object.Kind, Name: f.Object.Name, UID: string(f.Object.UID)}
 	if !ClusterScoped(f.Object.Kind) {
 		ref.Namespace = f.Namespace

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -38,9 +39,9 @@ func world() []Entry {
 }
 
 func TestBuild_golden(t *testing.T) {
-	for _, api := range APIs() {
+	for _, api := range reportapi.All() {
 		t.Run(api.Group(), func(t *testing.T) {
-			got, err := yaml.Marshal(Build(world(), Options{API: api, Namespaces: []string{"empty"}, Cluster: true}))
+			got, err := yaml.Marshal(Build(world(), Options{API: api, Classify: check.BlockClassOf, Namespaces: []string{"empty"}, Cluster: true}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +63,7 @@ func TestBuild_golden(t *testing.T) {
 }
 
 func TestBuild_structure(t *testing.T) {
-	rs := Build(world(), Options{API: WGPolicy, Namespaces: []string{"empty"}})
+	rs := Build(world(), Options{API: reportapi.WGPolicy, Namespaces: []string{"empty"}})
 	var where []string
 	for _, r := range rs {
 		where = append(where, r.Kind+"/"+r.Metadata.Namespace)
@@ -119,7 +120,7 @@ func TestBuild_structure(t *testing.T) {
 }
 
 func TestBuild_openReports(t *testing.T) {
-	rs := Build(world(), Options{API: OpenReports})
+	rs := Build(world(), Options{API: reportapi.OpenReports})
 	data, err := json.Marshal(rs)
 	if err != nil {
 		t.Fatal(err)

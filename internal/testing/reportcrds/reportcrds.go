@@ -18,11 +18,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // For returns the namespaced and the cluster-scoped definition of api.
-func For(api policyreport.API) []*apiextensionsv1.CustomResourceDefinition {
+func For(api reportapi.API) []*apiextensionsv1.CustomResourceDefinition {
 	ns, cl := api.Kinds()
 	nsRes, clRes := api.Resources()
 	return []*apiextensionsv1.CustomResourceDefinition{
@@ -31,7 +31,7 @@ func For(api policyreport.API) []*apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
-func define(api policyreport.API, kind, plural string, scope apiextensionsv1.ResourceScope) *apiextensionsv1.CustomResourceDefinition {
+func define(api reportapi.API, kind, plural string, scope apiextensionsv1.ResourceScope) *apiextensionsv1.CustomResourceDefinition {
 	root := map[string]apiextensionsv1.JSONSchemaProps{
 		"apiVersion": str(), "kind": str(), "metadata": {Type: "object"},
 		"summary": obj(map[string]apiextensionsv1.JSONSchemaProps{
@@ -39,7 +39,7 @@ func define(api policyreport.API, kind, plural string, scope apiextensionsv1.Res
 		}),
 		"results": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: ptr(result())}},
 	}
-	if api == policyreport.OpenReports {
+	if api == reportapi.OpenReports {
 		root["source"] = str()
 	}
 	return &apiextensionsv1.CustomResourceDefinition{

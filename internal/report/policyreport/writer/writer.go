@@ -33,6 +33,7 @@ import (
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 // reportResync is how often the reports are listed live again (to find
@@ -113,7 +114,7 @@ func digest(r policyreport.Report) string {
 
 // Options say which reports the controller keeps.
 type Options struct {
-	API policyreport.API
+	API reportapi.API
 	// Namespaces is the scope: empty for all namespaces, which also keeps
 	// the cluster report. A controller limited to namespaces writes no
 	// cluster report (its RBAC has none), so findings about cluster-scoped
@@ -136,7 +137,7 @@ func wantedReports(recs []v1alpha1.Finding, o Options) []policyreport.Report {
 	}
 	all := len(o.Namespaces) == 0
 	var out []policyreport.Report
-	for _, r := range policyreport.Build(es, policyreport.Options{API: o.API, Cluster: all}) {
+	for _, r := range policyreport.Build(es, policyreport.Options{API: o.API, Classify: check.BlockClassOf, Cluster: all}) {
 		if r.Metadata.Namespace == "" && !all {
 			continue
 		}

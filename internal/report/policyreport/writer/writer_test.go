@@ -13,6 +13,7 @@ import (
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/report/policyreport"
+	"github.com/tether-dev/tether/internal/report/reportapi"
 )
 
 func reportRecord(ns, name, chk, kind string, phase v1alpha1.Phase, sev drift.Severity) v1alpha1.Finding {
@@ -41,7 +42,7 @@ func TestWantedReports(t *testing.T) {
 		reportRecord("d", "r6", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
 	}
 	recs[7].Labels[v1alpha1.LabelScope] = "other"
-	got := wantedReports(recs, Options{API: policyreport.WGPolicy, Scope: "s1"})
+	got := wantedReports(recs, Options{API: reportapi.WGPolicy, Scope: "s1"})
 	var keys []reportKey
 	for _, r := range got {
 		keys = append(keys, keyOf(r))
@@ -66,11 +67,11 @@ func TestWantedReports(t *testing.T) {
 	}
 
 	// Nothing open: only the cluster report, empty.
-	if got := wantedReports(recs[1:2], Options{API: policyreport.OpenReports, Scope: "s1"}); len(got) != 1 || got[0].Kind != "ClusterReport" || len(got[0].Results) != 0 {
+	if got := wantedReports(recs[1:2], Options{API: reportapi.OpenReports, Scope: "s1"}); len(got) != 1 || got[0].Kind != "ClusterReport" || len(got[0].Results) != 0 {
 		t.Errorf("no open finding: %+v, want one empty ClusterReport", got)
 	}
 	// A namespaced scope: no cluster report.
-	for _, r := range wantedReports(recs, Options{API: policyreport.WGPolicy, Namespaces: []string{"a", "b"}, Scope: "s1"}) {
+	for _, r := range wantedReports(recs, Options{API: reportapi.WGPolicy, Namespaces: []string{"a", "b"}, Scope: "s1"}) {
 		if r.Metadata.Namespace == "" {
 			t.Errorf("namespaced scope wrote cluster report %+v", r)
 		}
@@ -85,7 +86,7 @@ func TestPlanReports(t *testing.T) {
 		reportRecord("a", "r1", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
 		reportRecord("b", "r2", check.OrphanHotplugVolume, "VirtualMachineInstance", v1alpha1.PhaseWaiting, drift.SeverityWarning),
 	}
-	o := Options{API: policyreport.WGPolicy, Scope: "s1"}
+	o := Options{API: reportapi.WGPolicy, Scope: "s1"}
 	st := reportState{}
 	write := func(p reportPlan) {
 		for _, r := range p.apply {

@@ -168,13 +168,26 @@ func setupFence(mgr manager.Manager, rs *records.Keeper, ex *act.Executor, polic
 	if err := mgr.Add(woken); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("fence").
-		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.nodesOf), builder.WithPredicates(vmiLifecycleChanged())).
-		Watches(&kubevirtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.nodesOf), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+	b, err := addWatches(ctrl.NewControllerManagedBy(mgr).Named("fence"), "fence", loopGathers()[check.LoopFence], r.wake)
+	if err != nil {
+		return err
+	}
+	return b.
 		Watches(&v1alpha1.Finding{}, handler.EnqueueRequestsFromMapFunc(fenceRecordSubject), builder.WithPredicates(recordTampered(), recordOf([]string{check.TenantNodeDown}))).
 		WatchesRawSource(source.Channel(woken.Out(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// wake maps a change of an infra VM or VMI to the tenant nodes that
+// resolve to it: of a VMI, only what TenantNodeDown reads of it.
+func (r *FenceReconciler) wake(k snapshot.Kinds, _ snapshot.Resource) (handler.EventHandler, []predicate.Predicate) {
+	switch k {
+	case snapshot.KindVMIs:
+		return handler.EnqueueRequestsFromMapFunc(r.nodesOf), []predicate.Predicate{vmiLifecycleChanged()}
+	case snapshot.KindVMs:
+		return handler.EnqueueRequestsFromMapFunc(r.nodesOf), []predicate.Predicate{predicate.ResourceVersionChangedPredicate{}}
+	}
+	return nil, nil
 }
 
 // nodesOf maps an infra VM or VMI to the tenant nodes that resolve to it.

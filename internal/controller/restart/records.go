@@ -1,4 +1,4 @@
-package controller
+package restart
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func vmSubject(vm *kubevirtv1.VirtualMachine) records.Subject {
 }
 
 // vmRecords returns the VM's records of the mode by finding id.
-func (r *RestartReconciler) vmRecords(ctx context.Context, vm *kubevirtv1.VirtualMachine) (map[string]*v1alpha1.Finding, error) {
+func (r *Reconciler) vmRecords(ctx context.Context, vm *kubevirtv1.VirtualMachine) (map[string]*v1alpha1.Finding, error) {
 	var list v1alpha1.FindingList
 	if err := r.Cache.List(ctx, &list, client.InNamespace(vm.Namespace), client.MatchingLabels{
 		v1alpha1.LabelSubjectUID: string(vm.UID), v1alpha1.LabelCheck: check.DanglingVolumeReference,
@@ -46,7 +46,7 @@ func (r *RestartReconciler) vmRecords(ctx context.Context, vm *kubevirtv1.Virtua
 
 // resolveVM resolves the VM's open records whose finding is not current
 // (none is when the VM is not starting).
-func (r *RestartReconciler) resolveVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, current []drift.Finding) error {
+func (r *Reconciler) resolveVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, current []drift.Finding) error {
 	recs, err := r.vmRecords(ctx, vm)
 	if err != nil || len(recs) == 0 {
 		return err

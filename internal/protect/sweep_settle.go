@@ -18,9 +18,10 @@ import (
 	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kevent"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
-// EventStrandedFinalizer is recorded on an object that keeps Finalizer
+// EventStrandedFinalizer is recorded on an object that keeps inuse.Finalizer
 // outside what the controller protects, with the command that releases it
 // (contract: operators alert on it).
 const EventStrandedFinalizer = eventreason.StrandedFinalizer
@@ -37,9 +38,9 @@ const (
 	StrandedReleaseFailed = "ReleaseFailed"
 )
 
-// Stranded is an object that keeps Finalizer outside the coverage.
+// Stranded is an object that keeps inuse.Finalizer outside the coverage.
 type Stranded struct {
-	Ref    Ref
+	Ref    inuse.Ref
 	Reason string
 	// Users are the VMs that hold it, from a live LIST.
 	Users []string
@@ -73,7 +74,7 @@ func StrandedMessage(st Stranded, c Coverage) string {
 	}
 	return fmt.Sprintf("%s keeps finalizer %s, which tether no longer maintains (%s); %s; "+
 		"to keep it protected, %s; to release every tether finalizer of the namespace: %s",
-		st.Ref, Finalizer, why, kept, again, ReleaseCommand(ns))
+		st.Ref, inuse.Finalizer, why, kept, again, ReleaseCommand(ns))
 }
 
 // someNames joins the first n names and counts the rest, so that the
@@ -94,7 +95,7 @@ type pass struct {
 // settle releases ref when the reconciler's live check proves no VM holds
 // it (or its namespace is being deleted) and the controller may patch it.
 // It reports whether ref stays stranded, and why.
-func (p *pass) settle(ctx context.Context, ref Ref) (Stranded, bool) {
+func (p *pass) settle(ctx context.Context, ref inuse.Ref) (Stranded, bool) {
 	r := p.recs[ref.Kind]
 	st := Stranded{Ref: ref}
 	if !p.mayPatch(ctx, ref) {
@@ -116,7 +117,7 @@ func (p *pass) settle(ctx context.Context, ref Ref) (Stranded, bool) {
 		st.Reason = StrandedReleaseFailed
 		return st, true
 	}
-	if !HasFinalizer(obj) {
+	if !inuse.HasFinalizer(obj) {
 		return st, false
 	}
 	st.uid, st.rv = obj.GetUID(), obj.GetResourceVersion()
@@ -137,7 +138,7 @@ func (p *pass) settle(ctx context.Context, ref Ref) (Stranded, bool) {
 // mayPatch asks the API server whether the controller may patch ref's kind
 // in its namespace. When the review itself fails, the release is tried and
 // a refusal ends as StrandedReleaseFailed.
-func (p *pass) mayPatch(ctx context.Context, ref Ref) bool {
+func (p *pass) mayPatch(ctx context.Context, ref inuse.Ref) bool {
 	group, resource := resourceOf(ref.Kind)
 	key := resource + "/" + ref.Namespace
 	if ok, seen := p.patch[key]; seen {
@@ -157,11 +158,11 @@ func (p *pass) mayPatch(ctx context.Context, ref Ref) bool {
 }
 
 // resourceOf is the API group and resource of kind k.
-func resourceOf(k Kind) (group, resource string) {
+func resourceOf(k inuse.Kind) (group, resource string) {
 	switch k {
-	case KindDataVolume:
+	case inuse.KindDataVolume:
 		return "cdi.kubevirt.io", "datavolumes"
-	case KindControllerRevision:
+	case inuse.KindControllerRevision:
 		return "apps", "controllerrevisions"
 	}
 	return "", "persistentvolumeclaims"
@@ -169,7 +170,7 @@ func resourceOf(k Kind) (group, resource string) {
 
 // publish makes known the stranded set: the gauge, one Event per object
 // and message, and one warning per namespace whose list changed.
-func (s *Sweeper) publish(ctx context.Context, known map[Ref]Stranded) []Stranded {
+func (s *Sweeper) publish(ctx context.Context, known map[inuse.Ref]Stranded) []Stranded {
 	out := make([]Stranded, 0, len(known))
 	for _, st := range known {
 		out = append(out, st)

@@ -1,4 +1,4 @@
-package controller
+package gauges
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 	).Build()
 	metrics.Findings.WithLabelValues("Stale", "Acting", "warning").Set(7)       // must be cleared
 	metrics.FindingsOldest.WithLabelValues("Stale", "Acting", "warning").Set(1) // must be cleared
-	g := gauges{cache: c, namespace: "ns", now: func() time.Time { return t0 }}
+	g := Gauges{Cache: c, Namespace: "ns", Now: func() time.Time { return t0 }}
 	g.refresh(context.Background())
 
 	for _, w := range []struct {
@@ -68,7 +68,7 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.BlastRadiusTripped); got != 0 {
 		t.Errorf("after a reset: tether_blast_radius_tripped %v, want 0", got)
 	}
-	g.budget = trippedBudget{}
+	g.Budget = trippedBudget{}
 	metrics.BlastRadiusTripped.Set(0)
 	g.refresh(context.Background())
 	if got := testutil.ToFloat64(metrics.BlastRadiusTripped); got != 1 {
@@ -82,8 +82,8 @@ func TestGauges_findingsByCheckPhaseAndSeverity(t *testing.T) {
 func TestGauges_tenantUp(t *testing.T) {
 	now := time.Now()
 	metrics.TenantNodesFenced.WithLabelValues("guest-down").Set(3) // last seen while up
-	g := gauges{cache: fake.NewClientBuilder().WithScheme(clients.Scheme()).Build(), now: func() time.Time { return now },
-		tenants: []tenantHealth{stubTenant{"guest-up", true, 2, 1}, stubTenant{"guest-down", false, 0, 0}}}
+	g := Gauges{Cache: fake.NewClientBuilder().WithScheme(clients.Scheme()).Build(), Now: func() time.Time { return now },
+		Tenants: []Health{stubTenant{"guest-up", true, 2, 1}, stubTenant{"guest-down", false, 0, 0}}}
 	g.refresh(context.Background())
 	for name, want := range map[string]float64{"guest-up": 1, "guest-down": 0} {
 		if got := testutil.ToFloat64(metrics.TenantUp.WithLabelValues(name)); got != want {

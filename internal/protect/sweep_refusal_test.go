@@ -14,6 +14,7 @@ import (
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -43,7 +44,7 @@ func strandedIn(got []protect.Stranded, ns string) map[string]protect.Stranded {
 func (w *world) markedPVC(name string) {
 	w.t.Helper()
 	p := fixture.PVC(name)
-	p.Finalizers = []string{protect.Finalizer}
+	p.Finalizers = []string{inuse.Finalizer}
 	w.create(p)
 }
 
@@ -53,7 +54,7 @@ func (w *world) markedPVC(name string) {
 func TestSweep_userAppearsBeforeLiveCheck(t *testing.T) {
 	w := newWorld(t)
 	w.markedPVC("claim")
-	s := sweeper(t, w.env.Config, protect.SweepOptions{BeforeLiveCheck: func(_ context.Context, ref protect.Ref) {
+	s := sweeper(t, w.env.Config, protect.SweepOptions{BeforeLiveCheck: func(_ context.Context, ref inuse.Ref) {
 		if ref.Namespace == w.ns && ref.Name == "claim" {
 			w.create(usingVM("late", "claim"))
 		}
@@ -62,7 +63,7 @@ func TestSweep_userAppearsBeforeLiveCheck(t *testing.T) {
 	if st, ok := got["claim"]; !ok || st.Reason != protect.StrandedInUse || len(st.Users) != 1 || st.Users[0] != "late" {
 		t.Fatalf("stranded %+v, want claim in use by late", got)
 	}
-	if p, err := w.pvc("claim"); err != nil || !protect.HasFinalizer(p) {
+	if p, err := w.pvc("claim"); err != nil || !inuse.HasFinalizer(p) {
 		t.Fatalf("the finalizer went although VM late uses the claim: %v", err)
 	}
 }
@@ -86,14 +87,14 @@ func TestSweep_noPatchRight(t *testing.T) {
 	if st, ok := got["claim"]; !ok || st.Reason != protect.StrandedNoPatchRight {
 		t.Fatalf("stranded %+v, want claim with reason %s", got, protect.StrandedNoPatchRight)
 	}
-	if p, err := w.pvc("claim"); err != nil || !protect.HasFinalizer(p) {
+	if p, err := w.pvc("claim"); err != nil || !inuse.HasFinalizer(p) {
 		t.Fatalf("changed without the right: %v", err)
 	}
 	got = strandedIn(sweeper(t, w.env.Config, protect.SweepOptions{}).Sweep(w.ctx), w.ns)
 	if len(got) != 0 {
 		t.Fatalf("still stranded with the right: %+v", got)
 	}
-	if p, err := w.pvc("claim"); err != nil || protect.HasFinalizer(p) {
+	if p, err := w.pvc("claim"); err != nil || inuse.HasFinalizer(p) {
 		t.Fatalf("not released with the right: %v %v", err, p.Finalizers)
 	}
 }
@@ -125,9 +126,9 @@ func TestSweep_everyKind(t *testing.T) {
 	w := newWorld(t)
 	w.markedPVC("claim")
 	dv := fixture.DataVolume("data")
-	dv.Finalizers = []string{protect.Finalizer}
+	dv.Finalizers = []string{inuse.Finalizer}
 	w.create(dv)
-	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "vm-u1.small-1", Finalizers: []string{protect.Finalizer}},
+	cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "vm-u1.small-1", Finalizers: []string{inuse.Finalizer}},
 		Data: runtime.RawExtension{Raw: []byte("{}")}}
 	w.create(cr)
 	got := strandedIn(sweeper(t, w.env.Config, protect.SweepOptions{PageSize: 1}).Sweep(w.ctx), w.ns)
@@ -138,7 +139,7 @@ func TestSweep_everyKind(t *testing.T) {
 		if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: o.GetName()}, o); err != nil {
 			t.Fatal(err)
 		}
-		if protect.HasFinalizer(o) {
+		if inuse.HasFinalizer(o) {
 			t.Errorf("%T %s keeps the finalizer: %v", o, o.GetName(), o.GetFinalizers())
 		}
 	}

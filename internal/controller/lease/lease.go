@@ -1,4 +1,6 @@
-package controller
+// Package lease keeps one controller acting at a time: who holds the
+// leader Lease, and what a standby says while it waits.
+package lease
 
 import (
 	"context"
@@ -21,9 +23,9 @@ import (
 // own, and so acts only if it becomes the leader. Options.AllowSecond turns
 // that off (two processes then keep two budgets and two sets of clocks).
 
-// otherHolder returns who holds the leader Lease, if anyone holds it now
+// OtherHolder returns who holds the leader Lease, if anyone holds it now
 // (renewed within its duration); "" when nobody does or it cannot be read.
-func otherHolder(ctx context.Context, rc *rest.Config, ns, name string, now time.Time, log logr.Logger) string {
+func OtherHolder(ctx context.Context, rc *rest.Config, ns, name string, now time.Time, log logr.Logger) string {
 	c, err := clients.New(rc)
 	if err != nil {
 		return ""
@@ -36,11 +38,11 @@ func otherHolder(ctx context.Context, rc *rest.Config, ns, name string, now time
 		log.Info("cannot read the leader Lease: another controller would not be noticed", "lease", ns+"/"+name, "error", err.Error())
 		return ""
 	}
-	return holding(&l, now)
+	return Holding(&l, now)
 }
 
 // holding returns the Lease's holder if it holds it at now.
-func holding(l *coordinationv1.Lease, now time.Time) string {
+func Holding(l *coordinationv1.Lease, now time.Time) string {
 	s := l.Spec
 	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
 		return ""
@@ -51,30 +53,30 @@ func holding(l *coordinationv1.Lease, now time.Time) string {
 	return *s.HolderIdentity
 }
 
-// standbyReport logs, while this process is not the leader, that it does
+// StandbyReport logs, while this process is not the leader, that it does
 // not act and who does; it stops once elected.
-type standbyReport struct {
-	mgr   manager.Manager
-	log   logr.Logger
-	lease string
-	every time.Duration
+type StandbyReport struct {
+	Mgr   manager.Manager
+	Log   logr.Logger
+	Lease string
+	Every time.Duration
 }
 
 // NeedLeaderElection: it runs on standbys.
-func (s standbyReport) NeedLeaderElection() bool { return false }
+func (s StandbyReport) NeedLeaderElection() bool { return false }
 
-func (s standbyReport) Start(ctx context.Context) error {
-	t := time.NewTicker(s.every)
+func (s StandbyReport) Start(ctx context.Context) error {
+	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.mgr.Elected():
-			s.log.Info("elected leader: acting", "lease", s.lease)
+		case <-s.Mgr.Elected():
+			s.Log.Info("elected leader: acting", "lease", s.Lease)
 			return nil
 		case <-t.C:
-			s.log.Info("standby: another process leads and acts; this one does not act", "lease", s.lease)
+			s.Log.Info("standby: another process leads and acts; this one does not act", "lease", s.Lease)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package guard
 
 import (
 	"strings"
@@ -38,7 +38,7 @@ func TestGuardReasons(t *testing.T) {
 		{"an unreachable tenant (not counted) is no anomaly", p(counts(100, 0, 25, "g", 50, 50)), counts(100, 0, 25), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := guardReasons(tc.last, tc.now)
+			got := Reasons(tc.last, tc.now)
 			if len(got) != len(tc.want) {
 				t.Fatalf("reasons %q, want %d", got, len(tc.want))
 			}

@@ -1,4 +1,6 @@
-package controller
+// Package gonenodes is the controller's memory of since when the Nodes
+// that VolumeAttachments refer to have been missing.
+package gonenodes
 
 import (
 	"maps"
@@ -12,7 +14,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
-// goneNodes is the controller's knowledge of since when Nodes that
+// Nodes is the controller's knowledge of since when Nodes that
 // VolumeAttachments refer to have been missing. It lives in memory and is
 // made durable through the StaleVolumeAttachment records
 // (status.nodeGoneSince), from which it is seeded once after a start.
@@ -24,7 +26,7 @@ import (
 // longer than findingrecord.MaxBlindGap. What no one can see is a Node that comes
 // and goes while no controller runs, or between two LISTs of an informer
 // re-list: the gap bound limits that window.
-type goneNodes struct {
+type Nodes struct {
 	since  map[string]time.Time
 	seeded bool
 
@@ -32,8 +34,8 @@ type goneNodes struct {
 	touched map[string]bool // Nodes seen in events since the last pass
 }
 
-// touch records that Node name was seen (created or updated) in an event.
-func (g *goneNodes) touch(name string) {
+// Touch records that Node name was seen (created or updated) in an event.
+func (g *Nodes) Touch(name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.touched == nil {
@@ -42,8 +44,8 @@ func (g *goneNodes) touch(name string) {
 	g.touched[name] = true
 }
 
-// takeTouched returns and clears the Nodes seen since the last call.
-func (g *goneNodes) takeTouched() map[string]bool {
+// TakeTouched returns and clears the Nodes seen since the last call.
+func (g *Nodes) TakeTouched() map[string]bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := g.touched
@@ -51,11 +53,11 @@ func (g *goneNodes) takeTouched() map[string]bool {
 	return t
 }
 
-// seed takes the "gone since" times that open StaleVolumeAttachment records
+// Seed takes the "gone since" times that open StaleVolumeAttachment records
 // in the controller's namespace ns of the VolumeAttachments vas prove
 // (findingrecord.NodesGone), and returns why other records were not
 // used. Only the first call counts.
-func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) []string {
+func (g *Nodes) Seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachment, ns string, now time.Time) []string {
 	if g.seeded {
 		return nil
 	}
@@ -65,11 +67,11 @@ func (g *goneNodes) seed(recs []*v1alpha1.Finding, vas []storagev1.VolumeAttachm
 	return ignored
 }
 
-// observe updates the knowledge from one pass: a node that a
+// Observe updates the knowledge from one pass: a node that a
 // VolumeAttachment refers to and that is missing is gone since now unless
 // it was already known gone; a node that exists, or that no
 // VolumeAttachment refers to any more, is forgotten.
-func (g *goneNodes) observe(s *snapshot.Snapshot, now time.Time) {
+func (g *Nodes) Observe(s *snapshot.Snapshot, now time.Time) {
 	if g.since == nil {
 		g.since = map[string]time.Time{}
 	}
@@ -83,7 +85,7 @@ func (g *goneNodes) observe(s *snapshot.Snapshot, now time.Time) {
 			missing[n] = true
 		}
 	}
-	seen := g.takeTouched()
+	seen := g.TakeTouched()
 	for n := range g.since {
 		if !missing[n] || seen[n] {
 			delete(g.since, n)
@@ -96,13 +98,13 @@ func (g *goneNodes) observe(s *snapshot.Snapshot, now time.Time) {
 	}
 }
 
-// copy returns a copy of the knowledge, for a snapshot or an executor.
-func (g *goneNodes) copy() map[string]time.Time { return maps.Clone(g.since) }
+// Copy returns a copy of the knowledge, for a snapshot or an executor.
+func (g *Nodes) Copy() map[string]time.Time { return maps.Clone(g.since) }
 
-// nextFencing returns how long until the next known gone node has been gone
+// NextFencing returns how long until the next known gone node has been gone
 // for after (the fencing rule's period), or 0 when none is pending or the
 // rule is off.
-func (g *goneNodes) nextFencing(after time.Duration, now time.Time) time.Duration {
+func (g *Nodes) NextFencing(after time.Duration, now time.Time) time.Duration {
 	if after <= 0 {
 		return 0
 	}
@@ -115,3 +117,9 @@ func (g *goneNodes) nextFencing(after time.Duration, now time.Time) time.Duratio
 	}
 	return next
 }
+
+// Seeded says whether Seed has run.
+func (g *Nodes) Seeded() bool { return g.seeded }
+
+// Any says whether some Node is counted as gone.
+func (g *Nodes) Any() bool { return len(g.since) > 0 }

@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
-// Stranded finalizers: objects that carry Finalizer where no reconciler of
+// Stranded finalizers: objects that carry inuse.Finalizer where no reconciler of
 // the running controller keeps it in step, because protection was turned
 // off or scope.namespaces no longer names their namespace. Nobody would
 // ever release them, so their deletion (and their namespace's) would wait
@@ -61,7 +63,7 @@ type SweepOptions struct {
 	// PageSize bounds each page of the live LISTs (default 500).
 	PageSize int64
 	// BeforeLiveCheck is passed to the release path (see Options).
-	BeforeLiveCheck func(ctx context.Context, ref Ref)
+	BeforeLiveCheck func(ctx context.Context, ref inuse.Ref)
 }
 
 // Sweeper is the leader's runnable that settles stranded finalizers.
@@ -77,12 +79,12 @@ type Sweeper struct {
 
 	// recs release through the reconcilers' own path, one per kind: live
 	// reads, writes through Client.
-	recs map[Kind]*Reconciler
+	recs map[inuse.Kind]*Reconciler
 	// relist: the last sweep could not list some kind; the next re-check
 	// sweeps again. Only the sweeping goroutine uses it.
 	relist   bool
 	mu       sync.Mutex
-	known    map[Ref]Stranded
+	known    map[inuse.Ref]Stranded
 	reported map[types.UID]string
 	logged   map[string]string
 }
@@ -111,8 +113,8 @@ func NewSweeper(c client.Client, live client.Reader, m meta.RESTMapper, o SweepO
 		o.Identity = "tether-controller"
 	}
 	o.Log = o.Log.WithName("protect-stranded")
-	s := &Sweeper{SweepOptions: o, Client: c, Live: live, Mapper: m, recs: map[Kind]*Reconciler{}}
-	for _, k := range Kinds {
+	s := &Sweeper{SweepOptions: o, Client: c, Live: live, Mapper: m, recs: map[inuse.Kind]*Reconciler{}}
+	for _, k := range inuse.Kinds {
 		s.recs[k] = &Reconciler{Kind: k, Cache: c, Live: live, Options: Options{
 			Selector: labels.Everything(), Identity: o.Identity, Log: o.Log.WithValues("kind", string(k)),
 			BeforeLiveCheck: o.BeforeLiveCheck,
@@ -165,12 +167,12 @@ func (s *Sweeper) intervals() (recheck, poll time.Duration) {
 }
 
 // Sweep lists every object of the protected kinds live, page by page,
-// settles each that carries Finalizer outside the coverage, and returns
+// settles each that carries inuse.Finalizer outside the coverage, and returns
 // those that stay stranded.
 func (s *Sweeper) Sweep(ctx context.Context) []Stranded {
-	var refs []Ref
+	var refs []inuse.Ref
 	s.relist = false
-	for _, k := range Kinds {
+	for _, k := range inuse.Kinds {
 		if !installed(s.Mapper, k) {
 			continue
 		}
@@ -182,7 +184,7 @@ func (s *Sweeper) Sweep(ctx context.Context) []Stranded {
 		refs = append(refs, found...)
 	}
 	p := &pass{Sweeper: s, patch: map[string]bool{}}
-	known := map[Ref]Stranded{}
+	known := map[inuse.Ref]Stranded{}
 	for _, ref := range refs {
 		if ctx.Err() != nil {
 			break
@@ -195,9 +197,9 @@ func (s *Sweeper) Sweep(ctx context.Context) []Stranded {
 }
 
 // listMarked returns the objects of kind k outside the coverage that carry
-// Finalizer, from a paginated live LIST of every namespace.
-func (s *Sweeper) listMarked(ctx context.Context, k Kind) ([]Ref, error) {
-	var out []Ref
+// inuse.Finalizer, from a paginated live LIST of every namespace.
+func (s *Sweeper) listMarked(ctx context.Context, k inuse.Kind) ([]inuse.Ref, error) {
+	var out []inuse.Ref
 	cont := ""
 	for {
 		list, all := newList(k)
@@ -205,8 +207,8 @@ func (s *Sweeper) listMarked(ctx context.Context, k Kind) ([]Ref, error) {
 			return nil, err
 		}
 		for _, o := range all() {
-			if HasFinalizer(o) && !s.Covers(o.GetNamespace()) {
-				out = append(out, Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName()})
+			if inuse.HasFinalizer(o) && !s.Covers(o.GetNamespace()) {
+				out = append(out, inuse.Ref{Kind: k, Namespace: o.GetNamespace(), Name: o.GetName()})
 			}
 		}
 		if cont = list.GetContinue(); cont == "" {
@@ -218,7 +220,7 @@ func (s *Sweeper) listMarked(ctx context.Context, k Kind) ([]Ref, error) {
 // listFailed logs why the objects of kind k could not be looked at; a
 // refused LIST names the missing right. It reports whether trying again
 // later may help (not for a refusal or an API that is not served).
-func (s *Sweeper) listFailed(k Kind, err error) bool {
+func (s *Sweeper) listFailed(k inuse.Kind, err error) bool {
 	group, resource := resourceOf(k)
 	switch {
 	case meta.IsNoMatchError(err):
@@ -236,7 +238,7 @@ func (s *Sweeper) listFailed(k Kind, err error) bool {
 // passes pick.
 func (s *Sweeper) settleKnown(ctx context.Context, pick func(ns string) bool) {
 	s.mu.Lock()
-	known := make(map[Ref]Stranded, len(s.known))
+	known := make(map[inuse.Ref]Stranded, len(s.known))
 	for r, st := range s.known {
 		known[r] = st
 	}
@@ -268,7 +270,7 @@ func (s *Sweeper) terminating(ctx context.Context) func(string) bool {
 		nss[r.Namespace] = false
 	}
 	s.mu.Unlock()
-	r := s.recs[KindPVC]
+	r := s.recs[inuse.KindPVC]
 	for ns := range nss {
 		term, err := r.namespaceTerminating(ctx, ns)
 		if err != nil {

@@ -1,4 +1,4 @@
-package controller
+package compactcache
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
@@ -63,8 +62,8 @@ func TestCompactInformer_storesCompactHandsOutLean(t *testing.T) {
 		},
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
 	}}
-	inf := newCompactInformer(&lw, &kubevirtv1.VirtualMachineInstance{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	if err := inf.SetTransform(leanCache); err != nil {
+	inf := NewInformer(&lw, &kubevirtv1.VirtualMachineInstance{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if err := inf.SetTransform(compact); err != nil {
 		t.Fatal(err)
 	}
 	var seen seenEvents
@@ -148,23 +147,6 @@ func TestExpand_tombstone(t *testing.T) {
 	}
 }
 
-// The controller's caches store VMs and VMIs compact, through the informer
-// that expands them: leanCache makes them compact and cacheOptions builds
-// its informers with newCompactInformer.
-func TestCacheOptions_storeVMsAndVMIsCompact(t *testing.T) {
-	cfg := config.Default()
-	if cacheOptions(Options{Config: &cfg}).NewInformer == nil {
-		t.Fatal("the caches' informers are client-go's own: they would hand out compact objects")
-	}
-	for _, obj := range []any{fixture.VMI("a"), fixture.VM("a")} {
-		got, err := leanCache(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch got.(type) {
-		case *snapshot.CompactVMI, *snapshot.CompactVM:
-		default:
-			t.Errorf("leanCache kept a %T", got)
-		}
-	}
-}
+// compact is the controller's cache transform of VMs and VMIs, as far as
+// this informer is concerned: lean, then compact.
+func compact(obj any) (any, error) { return snapshot.Compact(snapshot.Lean(obj)), nil }

@@ -1,4 +1,4 @@
-package controller
+package restart
 
 import (
 	"context"
@@ -14,9 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/metrics"
+	"github.com/tether-dev/tether/internal/testing/fakeclient"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
@@ -30,19 +32,19 @@ func TestRestart_recordsTellAsTheOthers(t *testing.T) {
 	vm := fixture.VM("vm-b", fixture.InNamespace("ns"), fixture.Running(), fixture.WithVolume("boot", fixture.PVC("missing-boot")))
 	// The fake client keeps no managedFields: mark the records as the
 	// controller's, as the server would.
-	c := fakeClient(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	c := fakeclient.FakeClient(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 		if err := c.List(ctx, list, opts...); err != nil {
 			return err
 		}
 		if recs, ok := list.(*v1alpha1.FindingList); ok {
 			for i := range recs.Items {
-				recs.Items[i].ManagedFields = []metav1.ManagedFieldsEntry{statusBy(v1alpha1.FieldManager)}
+				recs.Items[i].ManagedFields = []metav1.ManagedFieldsEntry{fakeclient.StatusBy(v1alpha1.FieldManager)}
 			}
 		}
 		return nil
 	}}, vm)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
+	r := &Reconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
 		Executor: &act.Executor{Client: c}, Records: restartRecords(c, &cfg, 1, func() time.Time { return now })}
 	blocked := metrics.Blocked.WithLabelValues(check.DanglingVolumeReference, string(check.VolumeNotHotpluggable))
 	before := testutil.ToFloat64(blocked)
@@ -63,8 +65,8 @@ func TestRestart_recordsTellAsTheOthers(t *testing.T) {
 	for _, ev := range evs.Items {
 		count[ev.Reason]++
 	}
-	if count[EventFindingObserved] != 1 {
-		t.Errorf("want one %s Event for the new record, got %d (all: %v)", EventFindingObserved, count[EventFindingObserved], count)
+	if count[eventreason.FindingObserved] != 1 {
+		t.Errorf("want one %s Event for the new record, got %d (all: %v)", eventreason.FindingObserved, count[eventreason.FindingObserved], count)
 	}
 	if count[EventDanglingBlocksStart] != 1 {
 		t.Errorf("want one %s Event, got %d (all: %v)", EventDanglingBlocksStart, count[EventDanglingBlocksStart], count)

@@ -1,4 +1,6 @@
-package controller
+// Package gauges refreshes the controller's gauges from its caches and its
+// own state.
+package gauges
 
 import (
 	"context"
@@ -12,24 +14,24 @@ import (
 	"github.com/tether-dev/tether/internal/metrics"
 )
 
-// gauges refreshes the controller's gauges every interval from its caches
+// Gauges refreshes the controller's gauges every interval from its caches
 // and its own state (no API request): the Finding records by check, phase
 // and severity, the oldest open one, the blast-radius breaker and the
 // tenants' health.
-type gauges struct {
-	cache    client.Reader
-	interval time.Duration
-	// namespace holds the breaker record (findingrecord.Breaker).
-	namespace string
-	// budget is this process's blast-radius budget; nil when it has none.
-	budget  interface{ IsTripped() bool }
-	tenants []tenantHealth
-	now     func() time.Time
+type Gauges struct {
+	Cache    client.Reader
+	Interval time.Duration
+	// Namespace holds the breaker record (findingrecord.Breaker).
+	Namespace string
+	// Budget is this process's blast-radius budget; nil when it has none.
+	Budget  interface{ IsTripped() bool }
+	Tenants []Health
+	Now     func() time.Time
 }
 
 // Start implements manager.Runnable.
-func (g gauges) Start(ctx context.Context) error {
-	t := time.NewTicker(g.interval)
+func (g Gauges) Start(ctx context.Context) error {
+	t := time.NewTicker(g.Interval)
 	defer t.Stop()
 	for {
 		g.refresh(ctx)
@@ -42,12 +44,12 @@ func (g gauges) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection: every replica reports what its cache holds.
-func (g gauges) NeedLeaderElection() bool { return false }
+func (g Gauges) NeedLeaderElection() bool { return false }
 
-func (g gauges) refresh(ctx context.Context) {
+func (g Gauges) refresh(ctx context.Context) {
 	g.tenantHealth()
 	var list v1alpha1.FindingList
-	if err := g.cache.List(ctx, &list); err != nil {
+	if err := g.Cache.List(ctx, &list); err != nil {
 		return
 	}
 	g.count(list.Items)
@@ -61,7 +63,7 @@ type findingLabels struct{ check, phase, severity string }
 // count sets tether_findings and tether_findings_oldest_timestamp_seconds
 // from the records; the breaker and limits records are no findings (see
 // breaker).
-func (g gauges) count(recs []v1alpha1.Finding) {
+func (g Gauges) count(recs []v1alpha1.Finding) {
 	n := map[findingLabels]int{}
 	oldest := map[findingLabels]time.Time{}
 	for i := range recs {
@@ -91,18 +93,18 @@ func (g gauges) count(recs []v1alpha1.Finding) {
 // every process that records into the namespace honours, and from this
 // process's own budget (tripped before its record was written): a standby
 // replica and a restarted leader show a trip too.
-func (g gauges) breaker(ctx context.Context) {
-	br, err := findingrecord.Breaker(ctx, g.cache, g.namespace)
+func (g Gauges) breaker(ctx context.Context) {
+	br, err := findingrecord.Breaker(ctx, g.Cache, g.Namespace)
 	if err != nil {
 		return
 	}
-	tripped := br.Tripped || (g.budget != nil && g.budget.IsTripped())
+	tripped := br.Tripped || (g.Budget != nil && g.Budget.IsTripped())
 	v := 0.0
 	if tripped {
 		v = 1
 	}
 	metrics.BlastRadiusTripped.Set(v)
-	if gs, err := findingrecord.Guard(ctx, g.cache, g.namespace); err == nil {
+	if gs, err := findingrecord.Guard(ctx, g.Cache, g.Namespace); err == nil {
 		v = 0
 		if gs.Tripped {
 			v = 1
@@ -111,8 +113,8 @@ func (g gauges) breaker(ctx context.Context) {
 	}
 }
 
-// tenantHealth is what the gauges read of a watched tenant.
-type tenantHealth interface {
+// Health is what the gauges read of a watched tenant.
+type Health interface {
 	Name() string
 	// Up reports whether the tenant's evidence counts at now.
 	Up(now time.Time) bool
@@ -127,9 +129,9 @@ type tenantHealth interface {
 // counts (caches synced, no recent failure), as the checks read it; and
 // tether_tenant_nodes_fenced, while it does (an unreachable tenant's count
 // keeps its last value).
-func (g gauges) tenantHealth() {
-	now := g.now()
-	for _, tw := range g.tenants {
+func (g Gauges) tenantHealth() {
+	now := g.Now()
+	for _, tw := range g.Tenants {
 		v := 0.0
 		if tw.Up(now) {
 			v = 1
@@ -142,9 +144,9 @@ func (g gauges) tenantHealth() {
 	}
 }
 
-// healthOf is the health of each watched tenant.
-func healthOf(tenants []*tenant.Watch) []tenantHealth {
-	out := make([]tenantHealth, len(tenants))
+// HealthOf is the health of each watched tenant.
+func HealthOf(tenants []*tenant.Watch) []Health {
+	out := make([]Health, len(tenants))
 	for i, tw := range tenants {
 		out[i] = tw
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 )
 
 func TestCoverage(t *testing.T) {
@@ -31,7 +32,7 @@ func TestCoverage(t *testing.T) {
 }
 
 func TestStrandedMessage(t *testing.T) {
-	ref := protect.Ref{Kind: protect.KindPVC, Namespace: "b", Name: "disk"}
+	ref := inuse.Ref{Kind: inuse.KindPVC, Namespace: "b", Name: "disk"}
 	for _, tc := range []struct {
 		name string
 		st   protect.Stranded

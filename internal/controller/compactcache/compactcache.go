@@ -1,4 +1,6 @@
-package controller
+// Package compactcache is the informer of the controller's caches that
+// stores VMs and VMIs compact and hands out the lean objects they stand for.
+package compactcache
 
 import (
 	"time"
@@ -17,9 +19,9 @@ import (
 // (snapshot.Expand), so every read and every event is as it was with
 // lean objects in the store.
 
-// newCompactInformer is the caches' informer constructor
+// NewInformer is the caches' informer constructor
 // (cache.Options.NewInformer).
-func newCompactInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	return compactInformer{toolscache.NewSharedIndexInformer(lw, obj, resync, expandingIndexers(indexers))}
 }
 

@@ -1,4 +1,4 @@
-package controller
+package restart
 
 import (
 	"context"
@@ -20,11 +20,12 @@ import (
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
+	"github.com/tether-dev/tether/internal/testing/fakeclient"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 )
 
 func TestRestartReconciler_tellOncePerAttempt(t *testing.T) {
-	var r RestartReconciler
+	var r Reconciler
 	if !r.tell("uid-1", "boot", "VolumeNotHotpluggable") {
 		t.Fatal("first time: want to tell")
 	}
@@ -45,7 +46,7 @@ func TestRestartReconciler_tellOncePerAttempt(t *testing.T) {
 func TestRestartSettle_seenTwiceSettleApart(t *testing.T) {
 	cfg := config.Default()
 	cfg.DanglingOnRestart.Settle.Duration = 30 * time.Second
-	r := &RestartReconciler{Config: &cfg}
+	r := &Reconciler{Config: &cfg}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if w := r.settle("vm-1", "v", t0); w != 30*time.Second {
 		t.Fatalf("first sight: wait %s, want 30s", w)
@@ -67,9 +68,9 @@ func TestRestartSettle_seenTwiceSettleApart(t *testing.T) {
 // disappearance: the first sight belongs to the first stretch only.
 func TestRestartSettle_presentAbsentPresentRestarts(t *testing.T) {
 	cfg, policy, vm, root := startingVMWithDanglingHotplug(t, 30*time.Second)
-	c := fakeClient(interceptor.Funcs{}, vm, root)
+	c := fakeclient.FakeClient(interceptor.Funcs{}, vm, root)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &RestartReconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
+	r := &Reconciler{Cache: c, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
 		Executor: &act.Executor{Client: c}, Records: restartRecords(c, &cfg, 0, func() time.Time { return now })} // acting is never allowed here
 	reconcile := func() time.Duration {
 		t.Helper()
@@ -115,7 +116,7 @@ func FuzzRestartSettle(f *testing.F) {
 		cfg := config.Default()
 		settlePeriod := 30 * time.Second
 		cfg.DanglingOnRestart.Settle.Duration = settlePeriod
-		r := &RestartReconciler{Config: &cfg}
+		r := &Reconciler{Config: &cfg}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		stretch := map[string]time.Time{} // volume -> start of its unbroken safe stretch
 		for i, b := range data {
@@ -155,7 +156,7 @@ func FuzzRestartSettle(f *testing.F) {
 // not trip the blast-radius limit for every other action.
 func TestRestart_forbiddenActionRefundsTheBudget(t *testing.T) {
 	cfg, policy, vm, root := startingVMWithDanglingHotplug(t, 0)
-	cache := fakeClient(interceptor.Funcs{}, vm, root)
+	cache := fakeclient.FakeClient(interceptor.Funcs{}, vm, root)
 	forbidden := 0
 	live := interceptor.NewClient(cache, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 		if _, claim := obj.(*corev1.PersistentVolumeClaim); claim {
@@ -166,7 +167,7 @@ func TestRestart_forbiddenActionRefundsTheBudget(t *testing.T) {
 	}})
 	cfg.Backoff.Base.Duration, cfg.Backoff.Max.Duration = time.Second, time.Second
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &RestartReconciler{Cache: cache, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
+	r := &Reconciler{Cache: cache, Config: &cfg, Policy: policy, Now: func() time.Time { return now }, Log: logr.Discard(),
 		Executor: &act.Executor{Client: live}, Records: restartRecords(live, &cfg, 1, func() time.Time { return now })}
 	// Two attempts, the second once the first has backed off, within one
 	// window of a budget of one action: the second runs only if the first

@@ -1,4 +1,4 @@
-package controller
+package gonenodes
 
 import (
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
+	"github.com/tether-dev/tether/internal/testing/fakeclient"
 )
 
 const recordNS = "tether-system"
@@ -21,7 +22,7 @@ func goneRecord(node string, created, since, lastSeen time.Time, mod ...func(*v1
 	rec := &v1alpha1.Finding{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: recordNS, Name: "stalevolumeattachment-id1", CreationTimestamp: metav1.NewTime(created),
-			ManagedFields:   []metav1.ManagedFieldsEntry{statusBy(v1alpha1.FieldManager)},
+			ManagedFields:   []metav1.ManagedFieldsEntry{fakeclient.StatusBy(v1alpha1.FieldManager)},
 			OwnerReferences: []metav1.OwnerReference{{Kind: check.KindVolumeAttachment, Name: "va-1", UID: "va-uid"}},
 		},
 		Spec: v1alpha1.FindingSpec{ID: "id1", Check: check.StaleVolumeAttachment, Node: node},
@@ -75,7 +76,7 @@ func TestGoneNodes_seed(t *testing.T) {
 			map[string]time.Time{}, "not in the controller's namespace"},
 		{"status edited by another field manager -> not used, reported",
 			[]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(50*time.Minute), ago(time.Minute), func(f *v1alpha1.Finding) {
-				f.ManagedFields = append(f.ManagedFields, statusBy("kubectl-edit"))
+				f.ManagedFields = append(f.ManagedFields, fakeclient.StatusBy("kubectl-edit"))
 			})},
 			map[string]time.Time{}, "kubectl-edit"},
 		{"last observed longer ago than the blind gap -> not used (the node may have come back)",
@@ -108,8 +109,8 @@ func TestGoneNodes_seed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var g goneNodes
-			ignored := g.seed(tc.recs, vas, recordNS, now)
+			var g Nodes
+			ignored := g.Seed(tc.recs, vas, recordNS, now)
 			if (tc.ignored == "") != (len(ignored) == 0) || (tc.ignored != "" && !strings.Contains(ignored[0], tc.ignored)) {
 				t.Fatalf("ignored %q, want a report containing %q", ignored, tc.ignored)
 			}
@@ -122,7 +123,7 @@ func TestGoneNodes_seed(t *testing.T) {
 				}
 			}
 			// Only the first seed counts.
-			g.seed([]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(59*time.Minute), ago(time.Minute))}, vas, recordNS, now)
+			g.Seed([]*v1alpha1.Finding{goneRecord("n1", ago(time.Hour), ago(59*time.Minute), ago(time.Minute))}, vas, recordNS, now)
 			if got := g.since["n1"]; len(tc.want) == 0 && !got.IsZero() {
 				t.Fatal("a second seed was taken")
 			}
@@ -136,42 +137,42 @@ func TestGoneNodes_observe(t *testing.T) {
 		return storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.VolumeAttachmentSpec{NodeName: node}}
 	}
 	node := func(name string) corev1.Node { return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
-	var g goneNodes
+	var g Nodes
 
 	// n1 is missing, n2 exists.
-	g.observe(&snapshot.Snapshot{Nodes: []corev1.Node{node("n2")}, VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1"), va("b", "n2")}}, t0)
+	g.Observe(&snapshot.Snapshot{Nodes: []corev1.Node{node("n2")}, VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1"), va("b", "n2")}}, t0)
 	if len(g.since) != 1 || !g.since["n1"].Equal(t0) {
 		t.Fatalf("first pass: %v", g.since)
 	}
 	// Still missing later: the first sighting stays.
-	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(time.Minute))
+	g.Observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(time.Minute))
 	if !g.since["n1"].Equal(t0) {
 		t.Fatalf("a later pass moved the time: %v", g.since)
 	}
-	if d := g.nextFencing(5*time.Minute, t0.Add(time.Minute)); d != 4*time.Minute+time.Second {
+	if d := g.NextFencing(5*time.Minute, t0.Add(time.Minute)); d != 4*time.Minute+time.Second {
 		t.Fatalf("next fencing in %s, want 4m1s", d)
 	}
-	if d := g.nextFencing(0, t0); d != 0 {
+	if d := g.NextFencing(0, t0); d != 0 {
 		t.Fatalf("rule off: next fencing %s, want 0", d)
 	}
 	// Back (re-registered): forgotten, and a new absence starts a new clock.
-	g.observe(&snapshot.Snapshot{Nodes: []corev1.Node{node("n1")}, VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(2*time.Minute))
+	g.Observe(&snapshot.Snapshot{Nodes: []corev1.Node{node("n1")}, VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(2*time.Minute))
 	if len(g.since) != 0 {
 		t.Fatalf("a node seen again must be forgotten: %v", g.since)
 	}
-	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute))
+	g.Observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute))
 	if !g.since["n1"].Equal(t0.Add(3 * time.Minute)) {
 		t.Fatalf("a new absence must start a new clock: %v", g.since)
 	}
 	// Seen in an event between passes (it came back and went again): its
 	// time is forgotten and a new absence starts a new clock.
-	g.touch("n1")
-	g.observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute+30*time.Second))
+	g.Touch("n1")
+	g.Observe(&snapshot.Snapshot{VolumeAttachments: []storagev1.VolumeAttachment{va("a", "n1")}}, t0.Add(3*time.Minute+30*time.Second))
 	if !g.since["n1"].Equal(t0.Add(3*time.Minute + 30*time.Second)) {
 		t.Fatalf("a node seen in an event must start a new clock: %v", g.since)
 	}
 	// No attachment refers to it any more: forgotten.
-	g.observe(&snapshot.Snapshot{}, t0.Add(4*time.Minute))
+	g.Observe(&snapshot.Snapshot{}, t0.Add(4*time.Minute))
 	if len(g.since) != 0 {
 		t.Fatalf("a node no attachment refers to must be forgotten: %v", g.since)
 	}

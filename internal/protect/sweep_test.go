@@ -23,6 +23,7 @@ import (
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/metrics"
 	"github.com/tether-dev/tether/internal/protect"
+	"github.com/tether-dev/tether/internal/protect/inuse"
 	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
@@ -116,7 +117,7 @@ func (w *strandWorld) marked(ns, name string, want bool) {
 	w.t.Helper()
 	testenv.Eventually(w.t, wait, "finalizer on "+ns+"/"+name+" to be "+map[bool]string{true: "there", false: "gone"}[want], func() (bool, error) {
 		p, err := w.pvc(ns, name)
-		return err == nil && protect.HasFinalizer(p) == want, err
+		return err == nil && inuse.HasFinalizer(p) == want, err
 	})
 }
 
@@ -173,7 +174,7 @@ func (w *strandWorld) strandedEvent(ns, pvc string, parts ...string) string {
 // strandedGauge waits for the stranded-finalizers gauge of ns to read n.
 func (w *strandWorld) strandedGauge(ns, reason string, n float64) {
 	w.t.Helper()
-	g := metrics.StrandedFinalizers.WithLabelValues(ns, string(protect.KindPVC), reason, protect.ReleaseCommand(ns))
+	g := metrics.StrandedFinalizers.WithLabelValues(ns, string(inuse.KindPVC), reason, protect.ReleaseCommand(ns))
 	testenv.Eventually(w.t, wait, "tether_protection_stranded_finalizers{namespace="+ns+"} = 1", func() (bool, error) {
 		return testutil.ToFloat64(g) == n, nil
 	})
@@ -219,10 +220,10 @@ func TestStranded_scopeNarrowed(t *testing.T) {
 	w.gone(b, "free")
 	msg := w.strandedEvent(b, "held", "VirtualMachine(s) keeper", "namespace "+b+" is outside scope.namespaces", protect.ReleaseCommand(b))
 	w.strandedGauge(b, protect.StrandedInUse, 1)
-	if p, err := w.pvc(b, "held"); err != nil || !protect.HasFinalizer(p) {
+	if p, err := w.pvc(b, "held"); err != nil || !inuse.HasFinalizer(p) {
 		t.Fatalf("the PVC a VM uses lost its protection: %v", err)
 	}
-	if p, err := w.pvc(a, "disk-a"); err != nil || !protect.HasFinalizer(p) {
+	if p, err := w.pvc(a, "disk-a"); err != nil || !inuse.HasFinalizer(p) {
 		t.Fatalf("the PVC in scope lost its protection: %v", err)
 	}
 
@@ -247,7 +248,7 @@ func TestStranded_protectionOff(t *testing.T) {
 	w.marked(ns, "free", false)
 	w.strandedEvent(ns, "held", "VirtualMachine(s) keeper", "protection is disabled", protect.ReleaseCommand(ns))
 	w.strandedGauge(ns, protect.StrandedInUse, 1)
-	if p, err := w.pvc(ns, "held"); err != nil || !protect.HasFinalizer(p) {
+	if p, err := w.pvc(ns, "held"); err != nil || !inuse.HasFinalizer(p) {
 		t.Fatalf("the PVC a VM uses lost its protection: %v", err)
 	}
 }

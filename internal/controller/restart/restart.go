@@ -1,4 +1,8 @@
-package controller
+// Package restart is the controller's "on restart" mode: when a VM is
+// about to start (or fails to start), it removes the VM's dangling
+// hot-plugged references that DanglingVolumeReference proves safe to
+// remove, and tells on the VM what it did or could not do.
+package restart
 
 import (
 	"context"
@@ -26,21 +30,36 @@ import (
 	"github.com/tether-dev/tether/internal/config"
 	"github.com/tether-dev/tether/internal/controller/records"
 	"github.com/tether-dev/tether/internal/drift"
+	"github.com/tether-dev/tether/internal/eventreason"
 	"github.com/tether-dev/tether/internal/kubevirt/act"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
-// RestartReconciler is the "on restart" mode: its subject is a VM. When
+// Event reasons of the "on restart" mode (contract: operators alert on
+// them), recorded on the VM besides the action outcomes of package act.
+const (
+	// EventDanglingRemovedOnStart: a dangling hot-plugged reference was
+	// removed from a VM that is about to start.
+	EventDanglingRemovedOnStart = eventreason.DanglingOnStart
+	// EventDanglingBlocksStart: a dangling reference of a starting VM that
+	// tether does not remove (a boot or other non-hot-pluggable disk, or a
+	// hold of the check); the message names the claim and the procedure.
+	EventDanglingBlocksStart = eventreason.DanglingBlocksStart
+	// EventDanglingWouldRemove: dry run; the reference would be removed.
+	EventDanglingWouldRemove = eventreason.DanglingWouldRemove
+)
+
+// Reconciler is the "on restart" mode: its subject is a VM. When
 // the VM is about to start (or fails to start) it removes the VM's dangling
 // hot-plugged references, the ones DanglingVolumeReference proves safe to
 // remove, through the live-checking executor. It decides from the cache;
 // the executor re-reads live before it writes.
-type RestartReconciler struct {
+type Reconciler struct {
 	// Cache is the informer-backed client.
 	Cache client.Client
-	// Records keeps this mode's Finding records (restartrecords.go), holds
+	// Records keeps this mode's Finding records (records.go), holds
 	// the blast-radius budget shared with the checks' reconcilers and runs
 	// the actions.
 	Records *records.Keeper
@@ -64,7 +83,7 @@ type RestartReconciler struct {
 }
 
 // Reconcile handles one VM, named by req.
-func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var vm kubevirtv1.VirtualMachine
 	if err := r.Cache.Get(ctx, req.NamespacedName, &vm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -109,7 +128,7 @@ func (r *RestartReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 // findingsOf runs DanglingVolumeReference on the snapshot and keeps the
 // findings about vm or its VMI whose storage is dangling, by volume name.
-func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) []drift.Finding {
+func (r *Reconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) []drift.Finding {
 	var out []drift.Finding
 	for _, f := range check.Run(s, r.Policy, r.Now()) {
 		ours := f.Object.UID == vm.UID || (vmi != nil && f.Object.UID == vmi.UID)
@@ -127,7 +146,7 @@ func (r *RestartReconciler) findingsOf(s *snapshot.Snapshot, vm *kubevirtv1.Virt
 // rules ride on it as hooks: the settle period as grace, its Events once per
 // start attempt, seen twice Settle apart in this process, and a live read
 // that the VM is still starting right before it acts.
-func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
+func (r *Reconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, rec *v1alpha1.Finding) (time.Duration, error) {
 	p := records.Path{
 		Apply:  r.apply,
 		Grace:  func(drift.Finding) time.Duration { return r.Config.DanglingOnRestart.Settle.Duration },
@@ -141,7 +160,7 @@ func (r *RestartReconciler) handle(ctx context.Context, vm *kubevirtv1.VirtualMa
 
 // tellWhy records, once per start attempt, the Event that says why a dangling
 // reference stays: the check holds it, or the controller runs dry.
-func (r *RestartReconciler) tellWhy(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding) {
+func (r *Reconciler) tellWhy(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding) {
 	log := r.Log.WithValues("finding", f.ID, "vm", vm.Namespace+"/"+vm.Name, "volume", f.Volume)
 	switch {
 	case !f.Action.Safe:
@@ -162,7 +181,7 @@ func (r *RestartReconciler) tellWhy(ctx context.Context, vm *kubevirtv1.VirtualM
 // acted tells of a removed reference on the VM, and makes a failed removal
 // the pass's error (the workqueue backs off). Pending, refused and
 // deferred actions are looked at again; the executor recorded why.
-func (r *RestartReconciler) acted(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, res drift.Result) error {
+func (r *Reconciler) acted(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, res drift.Result) error {
 	switch res.Outcome {
 	case drift.Applied:
 		r.event(ctx, vm, f, EventDanglingRemovedOnStart, corev1.EventTypeNormal,
@@ -176,13 +195,13 @@ func (r *RestartReconciler) acted(ctx context.Context, vm *kubevirtv1.VirtualMac
 
 // apply removes a dangling reference; the live re-check needs no evidence
 // from the pass.
-func (r *RestartReconciler) apply(ctx context.Context, f drift.Finding) drift.Result {
+func (r *Reconciler) apply(ctx context.Context, f drift.Finding) drift.Result {
 	return r.Executor.Apply(ctx, f, act.Evidence{})
 }
 
 // settle records when a safe finding was first seen for this start attempt
 // and returns how long it must still wait.
-func (r *RestartReconciler) settle(vm types.UID, volume string, now time.Time) time.Duration {
+func (r *Reconciler) settle(vm types.UID, volume string, now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seen == nil {
@@ -205,7 +224,7 @@ func (r *RestartReconciler) settle(vm types.UID, volume string, now time.Time) t
 // settling drops the first sight of every volume of vm that has no safe
 // finding now: a reference that stopped dangling (its claim came back) or
 // became unsafe starts its settle period again when it dangles again.
-func (r *RestartReconciler) settling(vm types.UID, findings []drift.Finding) {
+func (r *Reconciler) settling(vm types.UID, findings []drift.Finding) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for volume := range r.seen[vm] {
@@ -217,7 +236,7 @@ func (r *RestartReconciler) settling(vm types.UID, findings []drift.Finding) {
 
 // liveStartingUp re-reads the VM and its VMI live and reports whether the VM
 // is still about to start.
-func (r *RestartReconciler) liveStartingUp(ctx context.Context, cached *kubevirtv1.VirtualMachine) (bool, error) {
+func (r *Reconciler) liveStartingUp(ctx context.Context, cached *kubevirtv1.VirtualMachine) (bool, error) {
 	key := client.ObjectKeyFromObject(cached)
 	var vm kubevirtv1.VirtualMachine
 	if err := r.Executor.Client.Get(ctx, key, &vm); err != nil {
@@ -251,13 +270,13 @@ func startingUp(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIns
 // the namespace's PVCs, DataVolumes and attachment pods, and the gates.
 // Unlike the re-check of one reference, it reads every claim of the
 // namespace: the VM's references are all checked at once.
-func (r *RestartReconciler) snapshotFor(ctx context.Context, vm *kubevirtv1.VirtualMachine) (*snapshot.Snapshot, error) {
+func (r *Reconciler) snapshotFor(ctx context.Context, vm *kubevirtv1.VirtualMachine) (*snapshot.Snapshot, error) {
 	return observe.VMReferences(ctx, r.Cache, vm.Namespace, vm.Name, observe.Claims{NoDataVolumes: !r.DataVolumes})
 }
 
 // tell reports whether the Event for vm, volume and reason is still to be
 // recorded in this start attempt, and notes it as recorded.
-func (r *RestartReconciler) tell(vm types.UID, volume, reason string) bool {
+func (r *Reconciler) tell(vm types.UID, volume, reason string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.told == nil {
@@ -275,7 +294,7 @@ func (r *RestartReconciler) tell(vm types.UID, volume, reason string) bool {
 }
 
 // forget drops what was told about vm: its next start attempt is told again.
-func (r *RestartReconciler) forget(vm types.UID) {
+func (r *Reconciler) forget(vm types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.told, vm)
@@ -283,18 +302,20 @@ func (r *RestartReconciler) forget(vm types.UID) {
 }
 
 // event records an Event on the VM (also for a finding on its VMI).
-func (r *RestartReconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, reason, typ, msg string) {
+func (r *Reconciler) event(ctx context.Context, vm *kubevirtv1.VirtualMachine, f drift.Finding, reason, typ, msg string) {
 	f.Object = drift.ObjectRef{Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID}
 	r.Records.Event(ctx, f, reason, typ, msg)
 }
 
-// setup registers the watches. Handlers only map events to VM keys.
-func (r *RestartReconciler) setup(mgr manager.Manager) error {
+// Setup registers the watches. Handlers only map events to VM keys.
+func (r *Reconciler) Setup(mgr manager.Manager) error {
 	changed := predicate.ResourceVersionChangedPredicate{}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("dangling-restart").
 		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(changed)).
-		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(changed)).
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		}), builder.WithPredicates(changed)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.vmsOfNamespace), builder.WithPredicates(changed)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.vmsOfNamespace), builder.WithPredicates(changed, attachmentPods())).
 		Watches(&kubevirtv1.KubeVirt{}, handler.EnqueueRequestsFromMapFunc(r.allVMs), builder.WithPredicates(changed))
@@ -312,15 +333,15 @@ func attachmentPods() predicate.Predicate {
 
 // vmsOfNamespace maps a storage object or attachment pod to every VM of its
 // namespace (any of them may refer to it, also through a template).
-func (r *RestartReconciler) vmsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) vmsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.vms(ctx, client.InNamespace(o.GetNamespace()))
 }
 
-func (r *RestartReconciler) allVMs(ctx context.Context, _ client.Object) []reconcile.Request {
+func (r *Reconciler) allVMs(ctx context.Context, _ client.Object) []reconcile.Request {
 	return r.vms(ctx)
 }
 
-func (r *RestartReconciler) vms(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+func (r *Reconciler) vms(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	var list kubevirtv1.VirtualMachineList
 	if err := r.Cache.List(ctx, &list, opts...); err != nil {
 		return nil

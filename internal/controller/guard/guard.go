@@ -1,4 +1,6 @@
-package controller
+// Package guard is the controller's anomaly guard: it refuses to act when
+// the picture the controller acts from looks wrong.
+package guard
 
 import (
 	"context"
@@ -20,10 +22,10 @@ import (
 	"github.com/tether-dev/tether/internal/plan"
 )
 
-// guardInterval is how often the anomaly guard looks at the picture.
-const guardInterval = 15 * time.Second
+// Interval is how often the anomaly guard looks at the picture.
+const Interval = 15 * time.Second
 
-// anomalyGuard is the controller's anomaly guard (issue: refuse when the
+// Guard is the controller's anomaly guard (issue: refuse when the
 // world looks wrong). On the leader, every guardInterval, it counts from
 // the caches what the controller acts from (its VMIs, each tenant's
 // VolumeAttachments of its driver and the hot-plugs of the VMIs it serves,
@@ -33,24 +35,24 @@ const guardInterval = 15 * time.Second
 // acts (records.Keeper) until an operator resets it. It reads no API
 // beyond the caches, and writes the record only when what the comparison
 // reads changed.
-type anomalyGuard struct {
-	cache     client.Reader
-	live      client.Client
-	namespace string
-	tenants   []*tenant.Watch
-	guard     plan.Guard
-	log       logr.Logger
-	now       func() time.Time
-	every     time.Duration
+type Guard struct {
+	Cache     client.Reader
+	Live      client.Client
+	Namespace string
+	Tenants   []*tenant.Watch
+	Guard     plan.Guard
+	Log       logr.Logger
+	Now       func() time.Time
+	Every     time.Duration
 }
 
 // Start implements manager.Runnable (on the leader).
-func (g anomalyGuard) Start(ctx context.Context) error {
-	t := time.NewTicker(g.every)
+func (g Guard) Start(ctx context.Context) error {
+	t := time.NewTicker(g.Every)
 	defer t.Stop()
 	for {
 		if err := g.look(ctx); err != nil {
-			g.log.Error(err, "the anomaly guard could not look; it looks again", "every", g.every.String())
+			g.Log.Error(err, "the anomaly guard could not look; it looks again", "every", g.Every.String())
 		}
 		select {
 		case <-ctx.Done():
@@ -61,8 +63,8 @@ func (g anomalyGuard) Start(ctx context.Context) error {
 }
 
 // look is one comparison: trip on reasons, record counts that changed.
-func (g anomalyGuard) look(ctx context.Context) error {
-	st, err := findingrecord.Guard(ctx, g.cache, g.namespace)
+func (g Guard) look(ctx context.Context) error {
+	st, err := findingrecord.Guard(ctx, g.Cache, g.Namespace)
 	if err != nil {
 		return err
 	}
@@ -70,32 +72,32 @@ func (g anomalyGuard) look(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if reasons := guardReasons(st.Last, now); len(reasons) > 0 && !st.Tripped {
+	if reasons := Reasons(st.Last, now); len(reasons) > 0 && !st.Tripped {
 		msg := "acting stopped: the picture looks wrong: " + strings.Join(reasons, "; ") +
-			fmt.Sprintf("; check it with `tether audit`, then run `tether controller reset-guard -n %s`", g.namespace)
-		if err := findingrecord.TripGuard(ctx, g.live, g.namespace, g.now(), msg); err != nil {
+			fmt.Sprintf("; check it with `tether audit`, then run `tether controller reset-guard -n %s`", g.Namespace)
+		if err := findingrecord.TripGuard(ctx, g.Live, g.Namespace, g.Now(), msg); err != nil {
 			return err
 		}
 		metrics.AnomalyGuardTripped.Set(1)
-		g.log.Info("anomaly guard tripped; acting stopped until an operator resets it", "guard", g.namespace+"/"+findingrecord.GuardName, "reasons", reasons)
+		g.Log.Info("anomaly guard tripped; acting stopped until an operator resets it", "guard", g.Namespace+"/"+findingrecord.GuardName, "reasons", reasons)
 	}
 	if st.Last == nil || shape(*st.Last) != shape(now) {
-		return findingrecord.RecordCounts(ctx, g.live, g.namespace, now)
+		return findingrecord.RecordCounts(ctx, g.Live, g.Namespace, now)
 	}
 	return nil
 }
 
 // count reads the counts from the caches, objects shared, not copied.
-func (g anomalyGuard) count(ctx context.Context) (findingrecord.Counts, error) {
+func (g Guard) count(ctx context.Context) (findingrecord.Counts, error) {
 	c := findingrecord.Counts{TenantAttachments: map[string]int{}, Hotplugs: map[string]int{}}
 	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := g.cache.List(ctx, &vmis, client.UnsafeDisableDeepCopy); err != nil {
+	if err := g.Cache.List(ctx, &vmis, client.UnsafeDisableDeepCopy); err != nil {
 		return c, err
 	}
 	c.VMIs = len(vmis.Items)
 	subjects := c.VMIs
-	for _, tw := range g.tenants {
-		if !tw.Up(g.now()) {
+	for _, tw := range g.Tenants {
+		if !tw.Up(g.Now()) {
 			continue // unknown: its last counts stand
 		}
 		c.TenantAttachments[tw.Name()] = tw.Attachments()
@@ -115,7 +117,7 @@ func (g anomalyGuard) count(ctx context.Context) (findingrecord.Counts, error) {
 		c.Hotplugs[tw.Name()] = n
 	}
 	var recs v1alpha1.FindingList
-	if err := g.cache.List(ctx, &recs, client.UnsafeDisableDeepCopy); err != nil {
+	if err := g.Cache.List(ctx, &recs, client.UnsafeDisableDeepCopy); err != nil {
 		return c, err
 	}
 	for i := range recs.Items {
@@ -124,11 +126,11 @@ func (g anomalyGuard) count(ctx context.Context) (findingrecord.Counts, error) {
 			c.Safe++
 		}
 	}
-	c.Limit = g.guard.Limit(subjects)
+	c.Limit = g.Guard.Limit(subjects)
 	return c, nil
 }
 
-// guardReasons says why the picture now looks wrong after last (nil: the
+// Reasons says why the picture now looks wrong after last (nil: the
 // first look of a controller in this namespace); nil when it does not. The
 // guard trips on a change, so that a picture an operator accepted (by
 // resetting the guard) does not trip it again:
@@ -138,7 +140,7 @@ func (g anomalyGuard) count(ctx context.Context) (findingrecord.Counts, error) {
 //   - the VMIs went from at least kubevirt.AnomalyFloor to none;
 //   - the findings safe to act on passed the limit (they were within it,
 //     or this is the first look).
-func guardReasons(last *findingrecord.Counts, now findingrecord.Counts) []string {
+func Reasons(last *findingrecord.Counts, now findingrecord.Counts) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(now.TenantAttachments)) {
 		vas, hot := now.TenantAttachments[name], now.Hotplugs[name]
