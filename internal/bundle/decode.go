@@ -4,17 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 )
-
-// errTooLarge: one document (or one item of a list) is larger than
-// Options.MaxDocument.
-var errTooLarge = errors.New("document too large")
 
 // header is what is read of every object before its kind is known.
 type header struct {
@@ -74,6 +69,10 @@ type fileRead struct {
 	doc     int
 	// text counts the lines of a JSON file that were no JSON (logs).
 	text int
+	// stream is the file read as JSON; pended counts the bytes of the
+	// items waiting for their List's kind.
+	stream *jsonStream
+	pended int64
 }
 
 // object hands one object's JSON to the decoder; listKind and
@@ -87,33 +86,26 @@ func (f *fileRead) object(raw []byte, listVersion, listKind string) error {
 // json reads JSON values one after another, skipping the lines between
 // them that are not JSON.
 func (f *fileRead) json(br *bufio.Reader) error {
-	var r io.Reader = br
+	f.stream = &jsonStream{br: br, limit: f.d.max}
 	for {
-		b := bufio.NewReaderSize(r, 64<<10)
-		c, err := firstByte(b)
-		if err != nil {
+		c, ok, err := f.stream.peek()
+		if err != nil || !ok {
 			return err
 		}
-		if c == 0 {
-			return nil
-		}
 		if c != '{' && c != '[' {
-			if _, err := b.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull && err != io.EOF {
-				return err
-			} else if err == io.EOF {
-				f.text++
-				return nil
-			}
 			f.text++
-			r = b
+			if more, err := f.stream.skipLine(); err != nil || !more {
+				return err
+			}
 			continue
 		}
 		f.doc++
-		dec := json.NewDecoder(b)
+		f.stream.begin()
+		dec := json.NewDecoder(f.stream)
 		if err := f.jsonValue(dec); err != nil {
 			return fmt.Errorf("JSON value %d: %w", f.doc, err)
 		}
-		r = io.MultiReader(dec.Buffered(), b)
+		f.stream.unread(dec)
 	}
 }
 
@@ -185,6 +177,7 @@ func (f *fileRead) jsonValue(dec *json.Decoder) error {
 // "kind" comes after "items"), waits in pending.
 func (f *fileRead) jsonItems(dec *json.Decoder, listVersion, listKind string, pending *[]json.RawMessage) error {
 	for dec.More() {
+		f.stream.begin()
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return err
@@ -196,7 +189,7 @@ func (f *fileRead) jsonItems(dec *json.Decoder, listVersion, listKind string, pe
 		if listKind == "" && pending != nil {
 			var h header
 			if json.Unmarshal(raw, &h) == nil && h.Kind == "" {
-				*pending = append(*pending, raw)
+				f.pend(pending, raw)
 				continue
 			}
 		}
@@ -208,13 +201,28 @@ func (f *fileRead) jsonItems(dec *json.Decoder, listVersion, listKind string, pe
 	return err
 }
 
+// pend keeps an item until its List names its kind, up to
+// --max-object-size of such items in all; beyond that they are skipped.
+func (f *fileRead) pend(pending *[]json.RawMessage, raw json.RawMessage) {
+	if f.pended += int64(len(raw)); f.pended > f.d.max {
+		if f.pended-int64(len(raw)) > f.d.max {
+			return // said once
+		}
+		f.d.skip(f.name, fmt.Sprintf("JSON value %d: items that name no kind, in a List that names its kind only after them, of more than --max-object-size (%d bytes) in all", f.doc, f.d.max), false)
+		return
+	}
+	*pending = append(*pending, raw)
+}
+
 // yaml reads YAML documents. A document with a top-level "items:" block
 // (a List as kubectl writes it) hands over each item as soon as it ends.
 func (f *fileRead) yaml(br *bufio.Reader) error {
 	y := yamlDoc{f: f}
 	for {
-		line, err := readLine(br)
-		if len(line) > 0 {
+		line, long, err := readLine(br, f.d.max)
+		if long {
+			y.tooBig = true
+		} else if len(line) > 0 {
 			if perr := y.line(line); perr != nil {
 				return perr
 			}
@@ -228,18 +236,24 @@ func (f *fileRead) yaml(br *bufio.Reader) error {
 	}
 }
 
-// readLine reads one line, its end included, however long.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
+// readLine reads one line, its end included, up to max bytes; of a longer
+// line it reads the rest and drops it, and says so (long).
+func readLine(br *bufio.Reader, max int64) (line []byte, long bool, err error) {
+	line, err = br.ReadSlice('\n')
 	if err != bufio.ErrBufferFull {
-		return line, err
+		return line, false, err
 	}
 	buf := append([]byte(nil), line...)
 	for err == bufio.ErrBufferFull {
 		line, err = br.ReadSlice('\n')
-		buf = append(buf, line...)
+		if !long && int64(len(buf)+len(line)) > max {
+			long, buf = true, nil
+		}
+		if !long {
+			buf = append(buf, line...)
+		}
 	}
-	return buf, err
+	return buf, long, err
 }
 
 // yamlDoc is the document being read: its top-level lines other than the
