@@ -209,3 +209,27 @@ func FuzzFile(f *testing.F) {
 		_ = b.List(context.Background(), &pods)
 	})
 }
+
+// A tenant's Node keeps what ties it to its infra VM (the annotations a
+// live read of the tenant sees), though objects are kept lean.
+func TestTenantNodeKeepsItsTies(t *testing.T) {
+	dir := t.TempDir()
+	n := fixture.TenantNodeObject("worker-1", "infra-ns", "vm-1")
+	n.Annotations[snapshot.InfraVMNameAnnotation] = "vm-1"
+	n.Annotations["unrelated"] = "dropped"
+	if err := bundles.Write(dir, bundles.Dump, time.Now(), []client.Object{n}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Node
+	if err := b.Get(context.Background(), client.ObjectKey{Name: "worker-1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{snapshot.ClusterNamespaceAnnotation: "infra-ns", snapshot.InfraVMNameAnnotation: "vm-1"}
+	if len(got.Annotations) != len(want) || got.Annotations[snapshot.ClusterNamespaceAnnotation] != "infra-ns" || got.Annotations[snapshot.InfraVMNameAnnotation] != "vm-1" {
+		t.Fatalf("annotations %v, want %v", got.Annotations, want)
+	}
+}

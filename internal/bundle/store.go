@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,7 +65,11 @@ func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind
 		d.skip(file, fmt.Sprintf("%s %s/%s does not decode as %s: %v", h.Kind, h.Metadata.Namespace, h.Metadata.Name, k.gvk.GroupVersion(), err), false)
 		return nil
 	}
+	tenant := tenantAnnotations(obj)
 	o := snapshot.Lean(obj).(client.Object)
+	for a, v := range tenant {
+		setAnnotation(o, a, v)
+	}
 	o.GetObjectKind().SetGroupVersionKind(k.gvk)
 	if k.cluster {
 		o.SetNamespace("")
@@ -72,6 +77,33 @@ func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind
 	d.keep(k, o)
 	d.facts.seen(file, k, o.GetNamespace())
 	return nil
+}
+
+// tenantAnnotations are the annotations of a Node that tie it, as a
+// tenant's node, to its infra VM (snapshot.NewTenantNode): Lean keeps only
+// what the infra cluster's Nodes are read for, and a tenant's bundle is
+// read by the same reader.
+func tenantAnnotations(obj any) map[string]string {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	out := map[string]string{}
+	for _, a := range []string{snapshot.ClusterNamespaceAnnotation, snapshot.InfraVMNameAnnotation, snapshot.InfraVMNamespaceAnnotation} {
+		if v, ok := n.Annotations[a]; ok {
+			out[a] = v
+		}
+	}
+	return out
+}
+
+func setAnnotation(o client.Object, k, v string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	o.SetAnnotations(a)
 }
 
 // keep stores o; of two copies of one object (layouts gather some objects
