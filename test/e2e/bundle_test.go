@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/testing/bundles"
+	"github.com/tether-dev/tether/internal/testing/cmdtest"
+	"github.com/tether-dev/tether/internal/testing/testenv"
+)
+
+// The kinds a support engineer is asked to dump (docs/bundles.md), in the
+// infra cluster and in a tenant.
+const (
+	dumpNamespaced = "vm,vmi,pods,pvc,datavolumes,kubevirt"
+	dumpCluster    = "nodes,pv,volumeattachments,csidrivers,validatingwebhookconfigurations"
+	dumpTenant     = "nodes,csinodes,volumeattachments,pv,csidrivers"
+)
+
+// audit --from decides as the live audit does, on the real control plane's
+// world: the world seeded with drift and tenant evidence, audited live,
+// then dumped as a user would (kubectl get -o yaml, in the infra cluster
+// and in the tenant) and as each bundler lays it out, and audited from the
+// dumps. The findings are the live ones, field for field, ages aside; with
+// the tenant's bundle and without it, each as live, and the tenant's
+// evidence changes the decision offline as it does live.
+func TestAuditFrom_decidesAsLive(t *testing.T) {
+	env := testenv.Get(t)
+	ns, tenantKC := seed(t, env)
+	tenant := "guest=" + tenantKC + ":" + ns
+	withTenant := findings(t, tether(t, env, "tether", "audit", "-o", "json", "-n", ns, "--tenant", tenant))
+	alone := findings(t, tether(t, env, "tether", "audit", "-o", "json", "-n", ns))
+	if reflect.DeepEqual(withTenant, alone) {
+		t.Fatalf("the tenant's evidence changes nothing live: the test proves nothing\n%v", alone)
+	}
+
+	dir := t.TempDir()
+	infra := filepath.Join(dir, "infra")
+	dumpTo(t, filepath.Join(infra, "ns.yaml"), tether(t, env, "kubectl", "get", dumpNamespaced, "-A", "-o", "yaml"))
+	dumpTo(t, filepath.Join(infra, "cluster.yaml"), tether(t, env, "kubectl", "get", dumpCluster, "-o", "yaml"))
+	guest := filepath.Join(dir, "guest.yaml")
+	dumpTo(t, guest, cmdtest.Run(t, binDir, tenantKC, time.Minute, "kubectl", "get", dumpTenant, "-o", "yaml"))
+	offline := "guest=" + guest + ":" + ns
+
+	from := map[string]string{"kubectl get -o yaml": infra}
+	objs := worldObjects(t, env, ns)
+	for _, layout := range []string{bundles.MustGather, bundles.Harvester, bundles.DumpJSON} {
+		d := filepath.Join(dir, layout)
+		if err := bundles.Write(d, layout, time.Now(), objs); err != nil {
+			t.Fatal(err)
+		}
+		from[layout] = d
+	}
+	for name, path := range from {
+		got := findings(t, tether(t, env, "tether", "audit", "--from", path, "-o", "json", "-n", ns, "--tenant", offline))
+		if !reflect.DeepEqual(got, withTenant) {
+			t.Errorf("%s, with the tenant's bundle: offline findings differ from live\noffline: %v\nlive:    %v", name, got, withTenant)
+		}
+		got = findings(t, tether(t, env, "tether", "audit", "--from", path, "-o", "json", "-n", ns))
+		if !reflect.DeepEqual(got, alone) {
+			t.Errorf("%s, without a tenant: offline findings differ from live\noffline: %v\nlive:    %v", name, got, alone)
+		}
+	}
+}
+
+// dumpTo writes what kubectl printed to path.
+func dumpTo(t *testing.T, path string, r cmdtest.Result) {
+	t.Helper()
+	if r.Code != 0 {
+		t.Fatalf("kubectl: exit %d: %s", r.Code, r.Stderr)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(r.Stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// worldObjects reads the world an audit of ns reads: ns's objects, the
+// cluster's storage view and the KubeVirt CR.
+func worldObjects(t *testing.T, env *testenv.Env, ns string) []client.Object {
+	t.Helper()
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		vms   kubevirtv1.VirtualMachineList
+		vmis  kubevirtv1.VirtualMachineInstanceList
+		kvs   kubevirtv1.KubeVirtList
+		pods  corev1.PodList
+		pvcs  corev1.PersistentVolumeClaimList
+		nodes corev1.NodeList
+		pvs   corev1.PersistentVolumeList
+		vas   storagev1.VolumeAttachmentList
+		drvs  storagev1.CSIDriverList
+	)
+	var out []client.Object
+	for _, l := range []client.ObjectList{&vms, &vmis, &pods, &pvcs, &kvs, &nodes, &pvs, &vas, &drvs} {
+		var opts []client.ListOption
+		switch l.(type) {
+		case *kubevirtv1.VirtualMachineList, *kubevirtv1.VirtualMachineInstanceList, *corev1.PodList, *corev1.PersistentVolumeClaimList:
+			opts = append(opts, client.InNamespace(ns))
+		}
+		if err := c.List(context.Background(), l, opts...); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			out = append(out, it.(client.Object))
+		}
+	}
+	return out
+}
+
+// ages are the durations and times in a finding's words, which differ
+// between two readings a moment apart.
+var ages = regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z|\b(\d+(\.\d+)?(ns|µs|ms|s|m|h|d))+\b`)
+
+// findings are an audit's findings as JSON values, ages aside.
+func findings(t *testing.T, r cmdtest.Result) []any {
+	t.Helper()
+	if r.Code != 0 && r.Code != 1 {
+		t.Fatalf("audit: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	var rep struct {
+		Findings []any `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(ages.ReplaceAllString(r.Stdout, "AGE")), &rep); err != nil {
+		t.Fatalf("audit -o json: %v\n%s", err, r.Stdout)
+	}
+	return rep.Findings
+}
