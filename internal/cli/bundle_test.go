@@ -66,6 +66,12 @@ func TestAuditFromBundle(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
 	}
+	for format, want := range map[string]string{"policyreport": "kind: PolicyReport", "dot": "digraph tether", "yaml": "kind: AuditReport"} {
+		code, out, stderr := runCLI("audit", "--from", dir, "-A", "-o", format)
+		if code != ExitFindings || !strings.Contains(out, want) || !strings.Contains(out+stderr, dir) {
+			t.Errorf("-o %s: exit %d, want %q on stdout and what was read said\n%s\n%s", format, code, want, out, stderr)
+		}
+	}
 	code, _, stderr := runCLI("fix", "--from", dir, "--apply")
 	if code != ExitError || !strings.Contains(stderr, "picture of the past") || !strings.Contains(stderr, "on the live cluster, run `tether fix`") {
 		t.Fatalf("fix --from: exit %d, %s", code, stderr)
@@ -79,6 +85,51 @@ func TestAuditFromBundle(t *testing.T) {
 		code, _, stderr := runCLI(strings.Fields(c.args)...)
 		if code != ExitError || !strings.Contains(stderr, c.want) {
 			t.Errorf("%s: exit %d, %s; want %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// A tenant's bundle is tenant evidence as a live tenant is: the VMI-only
+// hot-plug that no tenant attaches is an orphan, the one the tenant's
+// VolumeAttachment wants is not, and without the tenant the audit cannot
+// tell.
+func TestAuditFromBundle_tenantEvidence(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	infra := t.TempDir()
+	if err := bundles.Write(infra, bundles.MustGather, at, bundleWorld()); err != nil {
+		t.Fatal(err)
+	}
+	tenant := []client.Object{fixture.TenantNodeObject("worker-1", "ns1", "app"), fixture.CSIDriver("csi.kubevirt.io", true), fixture.PV("tpv-x", "pvc-x")}
+	idle, attached := t.TempDir(), t.TempDir()
+	if err := bundles.Write(idle, bundles.Dump, at, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := bundles.Write(attached, bundles.Dump, at, append(tenant, fixture.VolumeAttachment("csi-x", "worker-1", "tpv-x", fixture.Attached()))); err != nil {
+		t.Fatal(err)
+	}
+	orphan := func(args ...string) string {
+		code, out, stderr := runCLI(append([]string{"audit", "--from", infra, "-n", "ns1", "-o", "json", "--checks", "OrphanHotplugVolume"}, args...)...)
+		if code != ExitFindings && code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var r AuditReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Findings) == 0 {
+			return "none"
+		}
+		return r.Findings[0].Message + " / " + string(r.Findings[0].Action.BlockedBy)
+	}
+	for _, c := range []struct {
+		name, got, want string
+	}{
+		{"without a tenant", orphan(), "VMI-only hot-plug (not in the VM spec) / VMIOnlyHotplug"},
+		{"a tenant that attaches nothing", orphan("--tenant", "guest="+idle+":ns1"), "no tenant attaches it / HotplugGateUnknown"},
+		{"a tenant that attaches it", orphan("--tenant", "guest="+attached+":ns1"), "none"},
+	} {
+		if !strings.HasSuffix(c.got, c.want) {
+			t.Errorf("%s: %q, want it to end %q", c.name, c.got, c.want)
 		}
 	}
 }
