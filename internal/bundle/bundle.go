@@ -208,6 +208,8 @@ type decoder struct {
 	facts *facts
 	// newest is the newest file time seen.
 	newest time.Time
+	// lists counts the Lists read.
+	lists int
 }
 
 // visit reads one file of the bundle.
@@ -224,9 +226,13 @@ func (d *decoder) visit(e entry, r io.Reader) error {
 		return nil
 	}
 	d.facts.current = e.name
+	lists := d.lists
 	n, err := d.file(e.name, r)
 	if isTruncation(err) {
 		return err
+	}
+	if err == nil && d.lists > lists && d.facts.named(e.name) {
+		return nil // a List of one kind, perhaps empty: it says what exists
 	}
 	switch {
 	case err != nil:

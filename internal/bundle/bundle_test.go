@@ -233,3 +233,33 @@ func TestTenantNodeKeepsItsTies(t *testing.T) {
 		t.Fatalf("annotations %v, want %v", got.Annotations, want)
 	}
 }
+
+// A List in a file named after its kind (`kubectl get pv -o yaml >
+// pv.yaml`) says what exists of that kind, even when empty; a kind missing
+// from a file of several kinds may only not have been asked for.
+func TestEmptyListNamedForItsKind(t *testing.T) {
+	const empty = "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"
+	nodes := `{"kind":"List","apiVersion":"v1","items":[{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}]}`
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		held  bool
+	}{
+		{"pv.yaml, empty", map[string]string{"nodes.json": nodes, "pv.yaml": empty}, true},
+		{"persistentvolumes.json, empty", map[string]string{"cluster.json": nodes, "persistentvolumes.json": `{"apiVersion":"v1","items":[],"kind":"List"}`}, true},
+		{"no file of PVs", map[string]string{"cluster.json": nodes}, false},
+		{"an empty list of another name", map[string]string{"cluster.json": nodes, "other.yaml": empty}, false},
+	} {
+		dir := t.TempDir()
+		for name, content := range c.files {
+			write(t, dir, name, content)
+		}
+		b, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held := b.Part(snapshot.KindStorage) != nil; held != c.held {
+			t.Errorf("%s: storage view held %v, want %v (missing %v)", c.name, held, c.held, b.Missing())
+		}
+	}
+}

@@ -164,6 +164,7 @@ func (f *fileRead) jsonValue(dec *json.Decoder) error {
 		}
 		return f.object(raw, "", "")
 	}
+	f.d.lists++
 	for _, raw := range pending {
 		if err := f.object(raw, h.APIVersion, h.Kind); err != nil {
 			return err
@@ -374,6 +375,7 @@ func (y *yamlDoc) yamlObject(b []byte, item bool) {
 		_ = y.f.object(raw, "", "")
 		return
 	}
+	y.f.d.lists++
 	for _, it := range list.Items {
 		_ = y.f.object(it, list.APIVersion, list.Kind)
 	}

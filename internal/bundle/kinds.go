@@ -1,6 +1,9 @@
 package bundle
 
 import (
+	"slices"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -16,20 +19,22 @@ type kind struct {
 	resource string
 	cluster  bool
 	part     snapshot.Kinds
+	// short are kubectl's short names of the resource.
+	short []string
 }
 
 // kinds are the kinds a bundle is read for: those observe reads (see
 // observe.StorageRead and observe.Gates) and the tenants' CSINodes. Every
 // other kind in a bundle is counted and left.
 var kinds = []kind{
-	{gvk: gvk("kubevirt.io", "v1", "VirtualMachineInstance"), also: []string{"v1alpha3"}, resource: "virtualmachineinstances", part: snapshot.KindVMIs},
-	{gvk: gvk("kubevirt.io", "v1", "VirtualMachine"), also: []string{"v1alpha3"}, resource: "virtualmachines", part: snapshot.KindVMs},
-	{gvk: gvk("kubevirt.io", "v1", "KubeVirt"), also: []string{"v1alpha3"}, resource: "kubevirts", part: snapshot.KindKubeVirt},
-	{gvk: gvk("", "v1", "Pod"), resource: "pods", part: snapshot.KindPods | snapshot.KindAttachmentPods},
-	{gvk: gvk("", "v1", "PersistentVolumeClaim"), resource: "persistentvolumeclaims", part: snapshot.KindPVCs},
-	{gvk: gvk("cdi.kubevirt.io", "v1beta1", "DataVolume"), resource: "datavolumes", part: snapshot.KindDataVolumes},
-	{gvk: gvk("", "v1", "Node"), resource: "nodes", cluster: true, part: snapshot.KindStorage},
-	{gvk: gvk("", "v1", "PersistentVolume"), resource: "persistentvolumes", cluster: true, part: snapshot.KindStorage},
+	{gvk: gvk("kubevirt.io", "v1", "VirtualMachineInstance"), also: []string{"v1alpha3"}, resource: "virtualmachineinstances", short: []string{"vmi", "vmis"}, part: snapshot.KindVMIs},
+	{gvk: gvk("kubevirt.io", "v1", "VirtualMachine"), also: []string{"v1alpha3"}, resource: "virtualmachines", short: []string{"vm", "vms"}, part: snapshot.KindVMs},
+	{gvk: gvk("kubevirt.io", "v1", "KubeVirt"), also: []string{"v1alpha3"}, resource: "kubevirts", short: []string{"kv", "kvs"}, part: snapshot.KindKubeVirt},
+	{gvk: gvk("", "v1", "Pod"), resource: "pods", short: []string{"po"}, part: snapshot.KindPods | snapshot.KindAttachmentPods},
+	{gvk: gvk("", "v1", "PersistentVolumeClaim"), resource: "persistentvolumeclaims", short: []string{"pvc"}, part: snapshot.KindPVCs},
+	{gvk: gvk("cdi.kubevirt.io", "v1beta1", "DataVolume"), resource: "datavolumes", short: []string{"dv", "dvs"}, part: snapshot.KindDataVolumes},
+	{gvk: gvk("", "v1", "Node"), resource: "nodes", short: []string{"no"}, cluster: true, part: snapshot.KindStorage},
+	{gvk: gvk("", "v1", "PersistentVolume"), resource: "persistentvolumes", short: []string{"pv"}, cluster: true, part: snapshot.KindStorage},
 	{gvk: gvk("storage.k8s.io", "v1", "VolumeAttachment"), resource: "volumeattachments", cluster: true, part: snapshot.KindStorage},
 	{gvk: gvk("storage.k8s.io", "v1", "CSIDriver"), resource: "csidrivers", cluster: true, part: snapshot.KindCSIDrivers},
 	{gvk: gvk("storage.k8s.io", "v1", "CSINode"), resource: "csinodes", cluster: true},
@@ -56,6 +61,22 @@ func kindOfResource(res string) (*kind, bool) {
 	for i := range kinds {
 		k := &kinds[i]
 		if res == k.resource || (k.gvk.Group != "" && res == k.resource+"."+k.gvk.Group) {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// kindNamed returns the kind read that a file name names: its resource
+// (with or without its group), its kind in lower case or a short name
+// (pv.yaml, persistentvolume.yaml, persistentvolumes.json).
+func kindNamed(name string) (*kind, bool) {
+	if k, ok := kindOfResource(name); ok {
+		return k, true
+	}
+	for i := range kinds {
+		k := &kinds[i]
+		if name == strings.ToLower(k.gvk.Kind) || slices.Contains(k.short, name) {
 			return k, true
 		}
 	}

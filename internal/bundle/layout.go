@@ -121,6 +121,31 @@ func (f *facts) seen(file string, k *kind, ns string) {
 	}
 }
 
+// named takes a List in a file named after a kind's resource, outside the
+// layouts (persistentvolumes.yaml, pv.json: `kubectl get pv -o yaml >
+// pv.yaml`), as every object of that kind, and says whether it was one:
+// then an empty List says that none exists, where a kind missing from a
+// file of several kinds may only not have been asked for.
+func (f *facts) named(file string) bool {
+	if f.inLayout(file) {
+		return false
+	}
+	if _, listed := f.listed(file); listed {
+		return false
+	}
+	base := path.Base(file)
+	for _, ext := range []string{".yaml", ".yml", ".json"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	k, ok := kindNamed(base)
+	if !ok {
+		return false
+	}
+	f.dump = true
+	f.cover = append(f.cover, covered{resource: k.resource})
+	return true
+}
+
 // inLayout says whether file lies in a must-gather's or a Harvester
 // bundle's tree, where an object alone says nothing of the others.
 func (f *facts) inLayout(file string) bool {

@@ -213,7 +213,8 @@ func gateOne(b *bundle.Bundle, reads snapshot.Kinds, ns string) (string, map[str
 		c := b.Part(part)
 		switch {
 		case c == nil:
-			return fmt.Sprintf("the bundle holds no %s (none existed, or the bundler did not collect them)", part), nil
+			return fmt.Sprintf("the bundle holds no %s (none existed, or the bundler did not collect them; "+
+				"in a plain dump, a kind dumped into a file named after it, `kubectl get pv -o yaml > pv.yaml`, says with an empty list that none exists)", part), nil
 		case c.In(ns):
 		case ns != "":
 			return fmt.Sprintf("the bundle holds %s of namespaces %s only, not of %s", part, strings.Join(c.NamespaceList(), ", "), ns), nil

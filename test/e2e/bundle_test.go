@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/testing/bundles"
 	"github.com/tether-dev/tether/internal/testing/cmdtest"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -26,7 +29,7 @@ import (
 // infra cluster and in a tenant.
 const (
 	dumpNamespaced = "vm,vmi,pods,pvc,datavolumes,kubevirt"
-	dumpCluster    = "nodes,pv,volumeattachments,csidrivers,validatingwebhookconfigurations"
+	dumpCluster    = "nodes pv volumeattachments csidrivers validatingwebhookconfigurations"
 	dumpTenant     = "nodes,csinodes,volumeattachments,pv,csidrivers"
 )
 
@@ -40,9 +43,14 @@ const (
 func TestAuditFrom_decidesAsLive(t *testing.T) {
 	env := testenv.Get(t)
 	ns, tenantKC := seed(t, env)
+	moreDrift(t, env, ns)
 	tenant := "guest=" + tenantKC + ":" + ns
 	withTenant := findings(t, tether(t, env, "tether", "audit", "-o", "json", "-n", ns, "--tenant", tenant))
 	alone := findings(t, tether(t, env, "tether", "audit", "-o", "json", "-n", ns))
+	everywhere := findings(t, tether(t, env, "tether", "audit", "-o", "json", "-A"))
+	if checks := checksOf(everywhere); !slices.Contains(checks, "StaleVolumeAttachment") || !slices.Contains(checks, "DanglingVolumeReference") {
+		t.Fatalf("the world lacks the drift seeded: %v", checks)
+	}
 	if reflect.DeepEqual(withTenant, alone) {
 		t.Fatalf("the tenant's evidence changes nothing live: the test proves nothing\n%v", alone)
 	}
@@ -50,11 +58,19 @@ func TestAuditFrom_decidesAsLive(t *testing.T) {
 	dir := t.TempDir()
 	infra := filepath.Join(dir, "infra")
 	dumpTo(t, filepath.Join(infra, "ns.yaml"), tether(t, env, "kubectl", "get", dumpNamespaced, "-A", "-o", "yaml"))
-	dumpTo(t, filepath.Join(infra, "cluster.yaml"), tether(t, env, "kubectl", "get", dumpCluster, "-o", "yaml"))
+	for _, kind := range strings.Fields(dumpCluster) {
+		// A file per kind: this world has no PV, and an empty list says so.
+		dumpTo(t, filepath.Join(infra, kind+".yaml"), tether(t, env, "kubectl", "get", kind, "-o", "yaml"))
+	}
 	guest := filepath.Join(dir, "guest.yaml")
 	dumpTo(t, guest, cmdtest.Run(t, binDir, tenantKC, time.Minute, "kubectl", "get", dumpTenant, "-o", "yaml"))
 	offline := "guest=" + guest + ":" + ns
 
+	// Every namespace and the cluster's storage (StaleVolumeAttachment): a
+	// dump of every namespace holds them, as the live cluster does.
+	if got := findings(t, tether(t, env, "tether", "audit", "--from", infra, "-o", "json", "-A")); !reflect.DeepEqual(got, everywhere) {
+		t.Errorf("kubectl get -o yaml, every namespace: offline findings differ from live\noffline: %v\nlive:    %v", got, everywhere)
+	}
 	from := map[string]string{"kubectl get -o yaml": infra}
 	objs := worldObjects(t, env, ns)
 	for _, layout := range []string{bundles.MustGather, bundles.Harvester, bundles.DumpJSON} {
@@ -74,6 +90,27 @@ func TestAuditFrom_decidesAsLive(t *testing.T) {
 			t.Errorf("%s, without a tenant: offline findings differ from live\noffline: %v\nlive:    %v", name, got, alone)
 		}
 	}
+}
+
+// moreDrift adds to the seeded world a stopped VM whose disk's claim is
+// gone (DanglingVolumeReference) and a VolumeAttachment to a node that is
+// gone (StaleVolumeAttachment).
+func moreDrift(t *testing.T, env *testenv.Env, ns string) {
+	t.Helper()
+	c, err := clients.New(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	vm := fixture.VM("stopped-x", fixture.InNamespace(ns), fixture.WithVolume("data", fixture.PVC("pvc-gone", fixture.InNamespace(ns))))
+	va := fixture.VolumeAttachment("va-"+ns, "node-gone-"+ns, "pv-gone-"+ns)
+	for _, o := range []client.Object{vm, va} {
+		o.SetUID("")
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), va) })
 }
 
 // dumpTo writes what kubectl printed to path.
@@ -147,4 +184,14 @@ func findings(t *testing.T, r cmdtest.Result) []any {
 		t.Fatalf("audit -o json: %v\n%s", err, r.Stdout)
 	}
 	return rep.Findings
+}
+
+// checksOf names the checks of findings.
+func checksOf(fs []any) []string {
+	var out []string
+	for _, f := range fs {
+		c, _ := f.(map[string]any)["check"].(string)
+		out = append(out, c)
+	}
+	return out
 }
