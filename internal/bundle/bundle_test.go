@@ -263,3 +263,37 @@ func TestEmptyListNamedForItsKind(t *testing.T) {
 		}
 	}
 }
+
+// Harvester's collector writes no file for a list without items, and logs
+// each list it failed to get: of a namespace it collected, a kind without
+// a file has no object, unless the log says the list failed.
+func TestHarvesterKindWithoutFileHasNoObject(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	objs := []client.Object{fixture.NodeObject("n1"), fixture.AttachmentPod("hp-volume-x", fixture.InNamespace("vms"))}
+	for _, c := range []struct {
+		name, log string
+		held      bool
+	}{
+		{"no PV, none failed", "", true},
+		{"the PVs' list failed", "Failed to get /api/v1/persistentvolumes: the server is currently unable to handle the request\n", false},
+		{"another namespace's DataVolumes failed", "Failed to get /apis/cdi.kubevirt.io/v1beta1/namespaces/other/datavolumes: forbidden\n", true},
+		{"this namespace's DataVolumes failed", "Failed to get /apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes: forbidden\n", false},
+	} {
+		dir := t.TempDir()
+		if err := bundles.Write(dir, bundles.Harvester, at, objs); err != nil {
+			t.Fatal(err)
+		}
+		if c.log != "" {
+			roots, _ := filepath.Glob(filepath.Join(dir, "supportbundle_*"))
+			write(t, roots[0], harvesterErrors, c.log)
+		}
+		b, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := b.Part(snapshot.KindStorage) != nil && b.Part(snapshot.KindPods).In("vms") && b.Part(snapshot.KindDataVolumes).In("vms")
+		if held != c.held {
+			t.Errorf("%s: storage, pods and DataVolumes of vms held %v, want %v", c.name, held, c.held)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type facts struct {
 	harvesterTime                time.Time
 	harvesterMeta                string
 	cover                        []covered
+	harvesterBundle              harvesterFacts
 	describedPVCs, clusterDumpAt map[string]bool
 }
 
@@ -45,6 +46,7 @@ func (f *facts) path(name string) (string, bool) {
 			f.kubevirtMustGather = true
 		case s == "yamls" && i+1 < len(segs) && (segs[i+1] == "namespaced" || segs[i+1] == "cluster"):
 			f.harvester = true
+			f.harvesterBundle.saw(segs[i+1:])
 		case s == "nodes" && i > 0 && strings.HasPrefix(segs[0], "supportbundle_") && strings.HasSuffix(name, ".zip"):
 			return "a Harvester node bundle (node files, no cluster objects)", true
 		}
@@ -56,7 +58,7 @@ func (f *facts) path(name string) (string, bool) {
 		}
 		f.describedPVCs[name] = true
 	}
-	if isLog(name) {
+	if isLog(name) && base != harvesterErrors {
 		return "a log or other text, not objects", true
 	}
 	return "", false
@@ -66,6 +68,9 @@ func (f *facts) path(name string) (string, bool) {
 // whether name was one.
 func (f *facts) special(name string, r io.Reader) bool {
 	switch path.Base(name) {
+	case harvesterErrors:
+		f.harvesterBundle.readErrors(r)
+		return true
 	case "timestamp":
 		f.mustGather = true
 		if t := lastTime(r); !t.IsZero() {
@@ -253,6 +258,9 @@ func (f *facts) layouts() []string {
 
 // coverage turns the facts into b's coverage.
 func (f *facts) coverage(b *Bundle) {
+	if f.harvester {
+		f.cover = append(f.cover, f.harvesterBundle.coverage()...)
+	}
 	for _, c := range f.cover {
 		switch {
 		case c.dir == "gather_cdi" && len(f.describedPVCs) == 0:
