@@ -12,12 +12,15 @@
 //     gather_crs writes every kubevirt.io CR of every namespace as
 //     namespaces/NS/crs/RESOURCE.GROUP/NAME.yaml, vmConvertor every VM as
 //     namespaces/NS/kubevirt.io/virtualmachines/TYPE/NAME.yaml, gather_cdi
-//     every PVC through oc adm inspect beside a NAME_describe.txt);
+//     every PVC through oc adm inspect beside a NAME_describe.txt; its
+//     image's "version" file begins "kubevirt/must-gather"; see
+//     mustgather.go for what its runs imply);
 //   - Harvester's support bundle (rancher/support-bundle-kit
 //     pkg/manager: metadata.yaml with bundleCreatedAt, RFC 3339;
 //     yamls/cluster/GROUP/VERSION/RESOURCE.yaml and
 //     yamls/namespaced/NS/GROUP/VERSION/RESOURCE.yaml lists whose null and
-//     empty strings its collector wrote as "null");
+//     empty strings its collector wrote as "null", none for an empty list,
+//     and bundleGenerationError.log: see harvester.go);
 //   - kubectl cluster-info dump (k8s.io/kubectl pkg/cmd/clusterinfo:
 //     nodes.json and NS/pods.json with --output-directory, or all of it on
 //     standard output with logs between the lists);

@@ -297,3 +297,28 @@ func TestHarvesterKindWithoutFileHasNoObject(t *testing.T) {
 		}
 	}
 }
+
+// A must-gather's gatherers collect every object of some kinds: where they
+// ran, a kind without a file has none (no PV, no VMI here); the collection
+// time is the latest of its timestamp files, whatever their order.
+func TestMustGatherKindWithoutFileHasNoObject(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	vm := fixture.VM("stopped", fixture.InNamespace("vms"))
+	objs := []client.Object{vm, fixture.NodeObject("n1"), fixture.PVC("c", fixture.InNamespace("vms")), fixture.AttachmentPod("hp-volume-x", fixture.InNamespace("vms"))}
+	dir := t.TempDir()
+	if err := bundles.Write(dir, bundles.MustGather, at, objs); err != nil {
+		t.Fatal(err)
+	}
+	roots, _ := filepath.Glob(filepath.Join(dir, "must-gather.local.*"))
+	write(t, roots[0], "zz-image/timestamp", at.Add(-2*time.Minute).String()+" m=+0.1\n")
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Part(snapshot.KindStorage) == nil || !b.Part(snapshot.KindVMIs).In("vms") || !b.Part(snapshot.KindDataVolumes).All {
+		t.Fatalf("storage %+v, VMIs %+v, DataVolumes %+v; missing %v", b.Part(snapshot.KindStorage), b.Part(snapshot.KindVMIs), b.Part(snapshot.KindDataVolumes), b.Missing())
+	}
+	if !b.Collected.Equal(at) {
+		t.Fatalf("collected %v from %s, want %v", b.Collected, b.CollectedFrom, at)
+	}
+}

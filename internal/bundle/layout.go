@@ -16,6 +16,8 @@ type facts struct {
 	current string
 
 	mustGather, kubevirtMustGather, harvester, clusterInfo, dump bool
+	// inspectedNodes: OpenShift's must-gather inspected the nodes.
+	inspectedNodes bool
 
 	mustGatherTime               time.Time
 	mustGatherFile               string
@@ -40,8 +42,11 @@ func (f *facts) path(name string) (string, bool) {
 	segs := strings.Split(name, "/")
 	for i, s := range segs {
 		switch {
-		case s == "namespaces" || s == "cluster-scoped-resources":
+		case s == "namespaces":
 			f.mustGather = true
+		case s == "cluster-scoped-resources":
+			f.mustGather = true
+			f.sawClusterScoped(segs[i+1:])
 		case s == "crs" && i >= 2 && segs[i-2] == "namespaces":
 			f.kubevirtMustGather = true
 		case s == "yamls" && i+1 < len(segs) && (segs[i+1] == "namespaced" || segs[i+1] == "cluster"):
@@ -58,7 +63,7 @@ func (f *facts) path(name string) (string, bool) {
 		}
 		f.describedPVCs[name] = true
 	}
-	if isLog(name) && base != harvesterErrors {
+	if isLog(name) && base != harvesterErrors && base != "version" {
 		return "a log or other text, not objects", true
 	}
 	return "", false
@@ -71,9 +76,14 @@ func (f *facts) special(name string, r io.Reader) bool {
 	case harvesterErrors:
 		f.harvesterBundle.readErrors(r)
 		return true
+	case "version":
+		f.readVersion(r)
+		return true
 	case "timestamp":
 		f.mustGather = true
-		if t := lastTime(r); !t.IsZero() {
+		// oc adm must-gather and each inspect in it write one: the
+		// latest time of all is the end of collection.
+		if t := lastTime(r); t.After(f.mustGatherTime) {
 			f.mustGatherTime, f.mustGatherFile = t, name
 		}
 		return true
@@ -261,6 +271,7 @@ func (f *facts) coverage(b *Bundle) {
 	if f.harvester {
 		f.cover = append(f.cover, f.harvesterBundle.coverage()...)
 	}
+	f.cover = append(f.cover, f.mustGatherCoverage()...)
 	for _, c := range f.cover {
 		switch {
 		case c.dir == "gather_cdi" && len(f.describedPVCs) == 0:

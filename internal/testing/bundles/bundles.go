@@ -150,6 +150,9 @@ func writeMustGather(dir string, at time.Time, items []obj) error {
 	if err := writeFile(filepath.Join(root, "timestamp"), ts); err != nil {
 		return err
 	}
+	if err := writeFile(filepath.Join(img, "version"), "kubevirt/must-gather\nv1.9.0\n"); err != nil {
+		return err
+	}
 	if err := writeFile(filepath.Join(img, "gather.logs"), "apiVersion: not an object, a log\n"); err != nil {
 		return err
 	}
@@ -164,7 +167,7 @@ func writeMustGather(dir string, at time.Time, items []obj) error {
 		case o.GetNamespace() == "":
 			p = filepath.Join(img, "cluster-scoped-resources", it.group(), it.resource, o.GetName()+".yaml")
 		case it.gvk.Kind == "VirtualMachine":
-			p = filepath.Join(img, "namespaces", o.GetNamespace(), "kubevirt.io", "virtualmachines", "running", o.GetName()+".yaml")
+			p = filepath.Join(img, "namespaces", o.GetNamespace(), "kubevirt.io", "virtualmachines", "custom", o.GetName()+".yaml")
 		case it.gvk.Kind == "PersistentVolumeClaim":
 			p = filepath.Join(img, "namespaces", o.GetNamespace(), "core", "persistentvolumeclaims", o.GetName()+".yaml")
 			if err := writeFile(strings.TrimSuffix(p, ".yaml")+"_describe.txt", "Name: "+o.GetName()+"\n"); err != nil {
