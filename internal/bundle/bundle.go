@@ -234,7 +234,7 @@ func (d *decoder) visit(e entry, r io.Reader) error {
 	if isTruncation(err) {
 		return err
 	}
-	if err == nil && d.lists > lists && d.facts.named(e.name) {
+	if err == nil && d.lists > lists && d.facts.listFile(e.name) {
 		return nil // a List of one kind, perhaps empty: it says what exists
 	}
 	switch {
@@ -254,8 +254,8 @@ func (d *decoder) skip(file, reason string, routine bool) {
 // the collection time.
 func (d *decoder) finish() {
 	f := d.facts
+	f.coverage(d.b) // before the layouts: it tells a cluster-info dump
 	d.b.Layouts = f.layouts()
-	f.coverage(d.b)
 	switch {
 	case !f.harvesterTime.IsZero():
 		d.b.Collected, d.b.CollectedFrom = f.harvesterTime, fmt.Sprintf("bundleCreatedAt in %s (Harvester support bundle)", f.harvesterMeta)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +321,27 @@ func TestMustGatherKindWithoutFileHasNoObject(t *testing.T) {
 	}
 	if !b.Collected.Equal(at) {
 		t.Fatalf("collected %v from %s, want %v", b.Collected, b.CollectedFrom, at)
+	}
+}
+
+// kubectl cluster-info dump --output-directory writes nodes.json and a
+// pods.json for every namespace, empty where a namespace has no pod: the
+// namespace's pods are held, none.
+func TestClusterInfoDumpEmptyNamespace(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "nodes.json", `{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"n1"}}]}`)
+	write(t, dir, "busy/pods.json", `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"p","namespace":"busy"},"spec":{"nodeName":"n1","containers":[]}}]}`)
+	write(t, dir, "quiet/pods.json", `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}`)
+	write(t, dir, "busy/p/logs.txt", "==== START logs for container c of pod busy/p ====\nhello\n")
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.Part(snapshot.KindPods)
+	if c == nil || c.All || !c.In("busy") || !c.In("quiet") || c.In("other") {
+		t.Fatalf("pods coverage %+v", c)
+	}
+	if !slices.Contains(b.Layouts, "cluster-info-dump") {
+		t.Fatalf("layouts %v", b.Layouts)
 	}
 }

@@ -136,16 +136,19 @@ func (f *facts) seen(file string, k *kind, ns string) {
 	}
 }
 
-// named takes a List in a file named after a kind's resource, outside the
-// layouts (persistentvolumes.yaml, pv.json: `kubectl get pv -o yaml >
-// pv.yaml`), as every object of that kind, and says whether it was one:
-// then an empty List says that none exists, where a kind missing from a
-// file of several kinds may only not have been asked for.
-func (f *facts) named(file string) bool {
-	if f.inLayout(file) {
-		return false
+// listFile takes a List (perhaps empty) as all there is of what its file
+// holds: what its path says by a layout's conventions (an empty
+// namespaces/NS/pods.json of a cluster-info dump: no pod there), or,
+// outside the layouts, the kind its file is named after (persistentvolumes.yaml,
+// pv.json: `kubectl get pv -o yaml > pv.yaml`). It says whether it was
+// one. In a file of several kinds, a kind without objects may only not
+// have been asked for.
+func (f *facts) listFile(file string) bool {
+	if c, listed := f.listed(file); listed {
+		f.cover = append(f.cover, c)
+		return true
 	}
-	if _, listed := f.listed(file); listed {
+	if f.inLayout(file) {
 		return false
 	}
 	base := path.Base(file)
@@ -203,11 +206,11 @@ func (f *facts) listed(file string) (covered, bool) {
 		}
 	}
 	if base == "pods" && n >= 2 {
-		return covered{resource: "pods", ns: segs[n-2], dir: path.Join(segs[:n-2]...)}, true
+		return covered{resource: "pods", ns: segs[n-2], dir: "/" + path.Join(segs[:n-2]...)}, true
 	}
 	if base == "nodes" {
-		f.clusterInfoAt(path.Join(segs[:n-1]...))
-		return covered{resource: "nodes", dir: path.Join(segs[:n-1]...)}, true
+		f.clusterInfoAt("/" + path.Join(segs[:n-1]...))
+		return covered{resource: "nodes", dir: "/" + path.Join(segs[:n-1]...)}, true
 	}
 	return covered{}, false
 }

@@ -71,7 +71,7 @@ func TestAuditFrom_decidesAsLive(t *testing.T) {
 	if got := findings(t, tether(t, env, "tether", "audit", "--from", infra, "-o", "json", "-A")); !reflect.DeepEqual(got, everywhere) {
 		t.Errorf("kubectl get -o yaml, every namespace: offline findings differ from live\noffline: %v\nlive:    %v", got, everywhere)
 	}
-	from := map[string]string{"kubectl get -o yaml": infra}
+	from := map[string]string{"kubectl get -o yaml": infra, "kubectl cluster-info dump": clusterInfoDump(t, env, filepath.Join(dir, "cluster-info"))}
 	objs := worldObjects(t, env, ns)
 	for _, layout := range []string{bundles.MustGather, bundles.Harvester, bundles.DumpJSON} {
 		d := filepath.Join(dir, layout)
@@ -111,6 +111,23 @@ func moreDrift(t *testing.T, env *testenv.Env, ns string) {
 		}
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), va) })
+}
+
+// clusterInfoDump is a bundle of what `kubectl cluster-info dump` writes
+// (the nodes, and the pods of every namespace) beside a dump of the kinds
+// it lacks, each into a file of its own.
+func clusterInfoDump(t *testing.T, env *testenv.Env, dir string) string {
+	t.Helper()
+	if r := tether(t, env, "kubectl", "cluster-info", "dump", "-A", "--output-directory", filepath.Join(dir, "cluster-info")); r.Code != 0 {
+		t.Fatalf("kubectl cluster-info dump: exit %d: %s", r.Code, r.Stderr)
+	}
+	for _, kind := range strings.Fields("vm vmi pvc datavolumes kubevirt") {
+		dumpTo(t, filepath.Join(dir, kind+".yaml"), tether(t, env, "kubectl", "get", kind, "-A", "-o", "yaml"))
+	}
+	for _, kind := range strings.Fields("pv volumeattachments csidrivers validatingwebhookconfigurations") {
+		dumpTo(t, filepath.Join(dir, kind+".yaml"), tether(t, env, "kubectl", "get", kind, "-o", "yaml"))
+	}
+	return dir
 }
 
 // dumpTo writes what kubectl printed to path.
