@@ -68,10 +68,11 @@ type Options struct {
 	// Kinds, when set, are the only kinds read (check.Reads of the checks
 	// to run); zero reads every kind.
 	Kinds snapshot.Kinds
-	// Pages, when set, reads the VMIs and VMs as bytes and decodes only
-	// what decisions read of them (see PageReader); the objects it reads
-	// are lean (snapshot.Lean).
-	Pages *PageReader
+	// Pages, when set, reads the VMIs and VMs as decisions read them: as
+	// bytes of which only that is decoded (PageReader), or from a source
+	// that holds them so (a support bundle); the objects it reads are lean
+	// (snapshot.Lean).
+	Pages Pager
 	// Lean makes every other object lean as its page arrives: a one-shot
 	// read then holds only what decisions read.
 	Lean bool
@@ -154,7 +155,7 @@ func (o StorageRead) readOnce(ctx context.Context, r client.Reader, s *snapshot.
 	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
 	if o.Pages != nil {
 		vmiStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
-			paged, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, answered, page)
+			paged, err = o.Pages.LeanVMIs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}
