@@ -83,6 +83,8 @@ type Bundle struct {
 
 	store
 	cover map[*kind]*Coverage
+	// closed: Close let go of the objects.
+	closed bool
 }
 
 // Open reads the bundle at p (a directory, an archive or a file of

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
@@ -343,5 +344,38 @@ func TestClusterInfoDumpEmptyNamespace(t *testing.T) {
 	}
 	if !slices.Contains(b.Layouts, "cluster-info-dump") {
 		t.Fatalf("layouts %v", b.Layouts)
+	}
+}
+
+// The VMIs and VMs go to the observer as the checks read them, of the
+// namespace asked; once closed, a bundle answers no read.
+func TestPagerAndClose(t *testing.T) {
+	dir := t.TempDir()
+	vm := fixture.VM("a", fixture.InNamespace("ns1"))
+	objs := []client.Object{vm, fixture.VMI("a", fixture.InNamespace("ns1"), fixture.OwnedBy(vm), fixture.WithHotplug("v")),
+		fixture.VMI("b", fixture.InNamespace("ns2")), fixture.NodeObject("n1")}
+	if err := bundles.Write(dir, bundles.Dump, time.Now(), objs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	vmis, err := b.LeanVMIs(ctx, "ns1", 500, nil, nil)
+	if err != nil || len(vmis) != 1 || vmis[0].Name != "a" || len(vmis[0].Status.VolumeStatus) != 1 {
+		t.Fatalf("VMIs of ns1: %+v, %v", vmis, err)
+	}
+	if vms, err := b.LeanVMs(ctx, "", 500, nil, nil); err != nil || len(vms) != 1 {
+		t.Fatalf("VMs: %+v, %v", vms, err)
+	}
+	var typed kubevirtv1.VirtualMachineInstance
+	if err := b.Get(ctx, client.ObjectKey{Namespace: "ns2", Name: "b"}, &typed); err != nil || typed.Name != "b" {
+		t.Fatalf("Get VMI ns2/b: %v", err)
+	}
+	b.Close()
+	var nodes corev1.NodeList
+	if _, err := b.LeanVMIs(ctx, "", 500, nil, nil); err == nil || b.List(ctx, &nodes) == nil {
+		t.Fatal("a closed bundle answered a read")
 	}
 }

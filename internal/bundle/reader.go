@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -22,18 +23,24 @@ import (
 // Bundle is a client.Reader over its objects: observe reads it as it reads
 // an API server. A List honours the namespace, the label selector and the
 // field selectors metadata.name, metadata.namespace and (of pods)
-// spec.nodeName; it answers in one page. A kind the bundle holds nothing of
+// spec.nodeName; it answers in one page, with items that share their
+// maps, slices and pointers with the bundle's objects (as a cache read
+// without copies does): nothing may change them, and a bundle of 100,000
+// VMIs is not held twice while it is observed. A kind the bundle holds nothing of
 // is an error for Get (what it would say is unknown, not "not found") and
 // an empty List (the checks that decide from it do not run: see Part).
 var _ client.Reader = (*Bundle)(nil)
 
 // Get copies the object key of obj's kind into obj.
 func (b *Bundle) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if b.closed {
+		return errClosed
+	}
 	k, err := b.kindFor(obj, false)
 	if err != nil {
 		return err
 	}
-	if b.cover[k] == nil && len(b.objs[k]) == 0 {
+	if b.cover[k] == nil && b.count(k) == 0 {
 		return fmt.Errorf("the bundle holds no %s: unknown", k.gvk.Kind)
 	}
 	ns := key.Namespace
@@ -44,19 +51,23 @@ func (b *Bundle) Get(_ context.Context, key client.ObjectKey, obj client.Object,
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: k.resource}, key.Name)
 	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(b.objs[k][i].DeepCopyObject()).Elem())
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(b.at(k, i).DeepCopyObject()).Elem())
 	return nil
 }
 
 // List copies the objects of list's kind that the options select into list.
 func (b *Bundle) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if b.closed {
+		return errClosed
+	}
 	k, err := b.kindFor(list, true)
 	if err != nil {
 		return err
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	var out []runtime.Object
-	for _, o := range b.objs[k] {
+	for i := range b.count(k) {
+		o := b.at(k, i)
 		if lo.Namespace != "" && !k.cluster && o.GetNamespace() != lo.Namespace {
 			continue
 		}
@@ -72,9 +83,19 @@ func (b *Bundle) List(_ context.Context, list client.ObjectList, opts ...client.
 				continue
 			}
 		}
-		out = append(out, o.DeepCopyObject())
+		out = append(out, o)
 	}
 	return meta.SetList(list, out)
+}
+
+// errClosed: a read after Close.
+var errClosed = errors.New("the bundle was closed: its objects are in the snapshot read from it")
+
+// Close lets go of the bundle's objects once they have been read into a
+// snapshot (an audit reads a bundle once): what it says of itself (its
+// coverage, what it skipped) stays; reads after it are errors.
+func (b *Bundle) Close() {
+	b.store, b.closed = store{}, true
 }
 
 // matchFields matches the field selectors a bundle answers.

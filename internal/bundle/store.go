@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
@@ -15,9 +16,62 @@ import (
 )
 
 // store holds the objects read, lean, one per kind, namespace and name.
+// VMIs and VMs, a bundle's bulk, are held as the checks read them
+// (snapshot.VMI, snapshot.VM: a third of KubeVirt's types), and handed to
+// the observer so (Pager); every other kind as its lean typed object.
 type store struct {
 	objs  map[*kind][]client.Object
+	vmis  []snapshot.VMI
+	vms   []snapshot.VM
 	index map[objKey]int
+}
+
+// count is how many objects of k the store holds.
+func (s *store) count(k *kind) int {
+	switch k.gvk.Kind {
+	case "VirtualMachineInstance":
+		return len(s.vmis)
+	case "VirtualMachine":
+		return len(s.vms)
+	}
+	return len(s.objs[k])
+}
+
+// at is object i of k: for VMIs and VMs, a typed object made anew.
+func (s *store) at(k *kind, i int) client.Object {
+	var o client.Object
+	switch k.gvk.Kind {
+	case "VirtualMachineInstance":
+		vmi := s.vmis[i].Typed()
+		o = &vmi
+	case "VirtualMachine":
+		vm := s.vms[i].Typed()
+		o = &vm
+	default:
+		return s.objs[k][i]
+	}
+	o.GetObjectKind().SetGroupVersionKind(k.gvk)
+	return o
+}
+
+// put holds o as object i of k (i == count(k): a new one).
+func (s *store) put(k *kind, i int, o client.Object) {
+	switch x := o.(type) {
+	case *kubevirtv1.VirtualMachineInstance:
+		s.vmis = putAt(s.vmis, i, snapshot.VMIOf(x))
+	case *kubevirtv1.VirtualMachine:
+		s.vms = putAt(s.vms, i, snapshot.VMOf(x))
+	default:
+		s.objs[k] = putAt(s.objs[k], i, o)
+	}
+}
+
+func putAt[T any](xs []T, i int, x T) []T {
+	if i == len(xs) {
+		return append(xs, x)
+	}
+	xs[i] = x
+	return xs
 }
 
 type objKey struct {
@@ -115,13 +169,13 @@ func (d *decoder) keep(k *kind, o client.Object) {
 	}
 	key := objKey{k, o.GetNamespace(), o.GetName()}
 	if i, ok := s.index[key]; ok {
-		if newer(o.GetResourceVersion(), s.objs[k][i].GetResourceVersion()) {
-			s.objs[k][i] = o
+		if newer(o.GetResourceVersion(), s.at(k, i).GetResourceVersion()) {
+			s.put(k, i, o)
 		}
 		return
 	}
-	s.index[key] = len(s.objs[k])
-	s.objs[k] = append(s.objs[k], o)
+	s.index[key] = s.count(k)
+	s.put(k, s.count(k), o)
 	d.b.Read[k.gvk.Kind]++
 }
 

@@ -286,6 +286,20 @@ func writeSource(w io.Writer, s *bundleSource) {
 	}
 }
 
+// closeBundles lets go of the objects of the bundles read (--from and
+// each --tenant's), once the survey has read them into its snapshot.
+func (o *auditOptions) closeBundles() {
+	if o.bundle == nil {
+		return
+	}
+	o.bundle.Close()
+	for _, t := range o.resolved.observe.Tenants {
+		if b, ok := t.Reader.(*bundle.Bundle); ok {
+			b.Close()
+		}
+	}
+}
+
 // refuseFixFrom is fix's answer to --from.
 func refuseFixFrom(from string) error {
 	return fmt.Errorf("tether fix does not act on a support bundle (--from %s): a bundle is a picture of the past, and acting on it could remove what is in use now. "+

@@ -292,6 +292,13 @@ func (o *auditOptions) Run(ctx context.Context) error {
 	x.DeferText = true
 	if o.bundle != nil {
 		x.Source, x.Now = o.bundle, o.source.Collected
+		cleared := x.Observed
+		x.Observed = func() { // the snapshot holds what the checks read
+			if cleared != nil {
+				cleared()
+			}
+			o.closeBundles()
+		}
 	}
 	s, err := x.Survey(ctx)
 	if err != nil {

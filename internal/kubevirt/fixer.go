@@ -106,6 +106,9 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 func (x *Fixer) reader(obs *observe.Options) (client.Reader, error) {
 	if x.Source != nil {
 		obs.PageSize = observe.Unpaged
+		if p, ok := x.Source.(observe.Pager); ok {
+			obs.Pages = p // VMIs and VMs as the source holds them
+		}
 		return x.Source, nil
 	}
 	c, err := clients.New(x.Config)
