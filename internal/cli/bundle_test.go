@@ -66,7 +66,7 @@ func TestAuditFromBundle(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
 	}
-	for format, want := range map[string]string{"policyreport": "kind: PolicyReport", "dot": "digraph tether", "yaml": "kind: AuditReport"} {
+	for format, want := range map[string]string{"policyreport": "offlineNote: 'read from a support bundle", "dot": "digraph tether", "yaml": "kind: AuditReport"} {
 		code, out, stderr := runCLI("audit", "--from", dir, "-A", "-o", format)
 		if code != ExitFindings || !strings.Contains(out, want) || !strings.Contains(out+stderr, dir) {
 			t.Errorf("-o %s: exit %d, want %q on stdout and what was read said\n%s\n%s", format, code, want, out, stderr)
