@@ -58,7 +58,7 @@ var decideLayer = []string{
 	"drift",
 	"kubevirt/snapshot", "openstack/snapshot",
 	"kubevirt/check", "openstack/check",
-	"protect/inuse",
+	"protect/inuse", "blastradius",
 	"report/reportapi", "report/policyreport",
 	"config",
 }

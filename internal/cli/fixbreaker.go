@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/blastradius"
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
@@ -126,21 +127,17 @@ func budgetNote(ns string, l findingrecord.Limits, br findingrecord.BreakerState
 	if br.Tripped {
 		return fmt.Sprintf("note: the controller's blast-radius breaker %s/%s is tripped: it acts on nothing until `tether controller reset-breaker -n %s`", ns, findingrecord.BreakerName, ns)
 	}
-	own, supervised := 0, 0
-	for i := range recs {
-		rec := &recs[i]
-		if !findingrecord.InWindow(rec, now, l.Interval) || rec.Status.LastAttempt.Time.Before(br.ResetAt) {
-			continue
+	w := blastradius.Count(l, now, br.ResetAt, func(yield func(blastradius.Action) bool) {
+		for i := range recs {
+			rec := &recs[i]
+			if findingrecord.InWindow(rec, now, l.Interval) && !yield(blastradius.Action{At: rec.Status.LastAttempt.Time, Supervised: findingrecord.Supervised(rec)}) {
+				return
+			}
 		}
-		if findingrecord.Supervised(rec) {
-			supervised++
-		} else {
-			own++
-		}
-	}
+	})
 	head := fmt.Sprintf("note: the controller in %s allows %d actions per %s; its window holds %d now (%d of them by tether fix), counted %s; this run's %d planned action(s) are recorded there",
-		ns, l.Max, l.Interval, own+supervised, supervised, scope, planned)
-	after := own + supervised + planned
+		ns, l.Max, l.Interval, w.Total(), w.Supervised, scope, planned)
+	after := w.Total() + planned
 	if after >= l.Max {
 		return head + fmt.Sprintf(" and fill it (%d of %d): the controller then waits, acting on nothing, until enough actions leave its window (at the latest about %s); they never trip its breaker",
 			after, l.Max, now.Add(l.Interval).UTC().Format("15:04 MST"))

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/blastradius"
 )
 
 // The circuit breaker of the blast-radius limit is one Finding record in
@@ -239,11 +240,8 @@ const (
 )
 
 // Limits is a controller's blast-radius limit: at most Max actions within
-// any window of length Interval.
-type Limits struct {
-	Max      int
-	Interval time.Duration
-}
+// any window of length Interval (the one count of every blast-radius limit).
+type Limits = blastradius.Limits
 
 // PublishLimits records l in namespace ns (create, or update the record's
 // annotations).
@@ -327,7 +325,7 @@ func ActedOn(rec *v1alpha1.Finding) bool {
 // within the window. The breaker and limits records never count.
 func InWindow(rec *v1alpha1.Finding, now time.Time, interval time.Duration) bool {
 	la := rec.Status.LastAttempt
-	if la == nil || now.Sub(la.Time) >= interval || NoFinding(rec) {
+	if la == nil || !(blastradius.Limits{Interval: interval}).Counts(la.Time, now, time.Time{}) || NoFinding(rec) {
 		return false
 	}
 	return ActedOn(rec) || rec.Status.Phase == v1alpha1.PhaseActing

@@ -112,15 +112,15 @@ func (b *Breaker) Tell(ctx context.Context, planned int) string {
 		return fmt.Sprintf("note: the blast-radius breaker in the %s is tripped since %s (%s): --apply changes nothing until `%s`",
 			b.Store.Where(), s.TrippedAt.UTC().Format(time.RFC3339), s.Message, b.ResetCommand)
 	}
-	n := s.InWindow(now, l)
-	head := fmt.Sprintf("note: blast-radius window (%s): %d of %d actions in the last %s", b.Store.Where(), n, l.Max, l.Interval)
-	switch room := l.Max - n; {
+	w := s.Window(now, l)
+	head := fmt.Sprintf("note: blast-radius window (%s): %d of %d actions in the last %s", b.Store.Where(), w.Total(), l.Max, l.Interval)
+	switch room := w.Room(l); {
 	case planned == 0:
 		return head
 	case planned <= room:
 		return head + fmt.Sprintf("; this run's %d planned action(s) fit", planned)
 	default:
-		return head + fmt.Sprintf("; of this run's %d planned action(s) only %d fit: the next trips the breaker, and no run acts until `%s`", planned, max(room, 0), b.ResetCommand)
+		return head + fmt.Sprintf("; of this run's %d planned action(s) only %d fit: the next trips the breaker, and no run acts until `%s`", planned, room, b.ResetCommand)
 	}
 }
 

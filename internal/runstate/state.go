@@ -13,6 +13,8 @@ package runstate
 import (
 	"fmt"
 	"time"
+
+	"github.com/tether-dev/tether/internal/blastradius"
 )
 
 // Action is one action of a run that changed something or may have
@@ -50,11 +52,8 @@ type State struct {
 }
 
 // Limits bound the actions of all runs: at most Max within any window of
-// length Interval.
-type Limits struct {
-	Max      int
-	Interval time.Duration
-}
+// length Interval (the one count of every blast-radius limit).
+type Limits = blastradius.Limits
 
 // Defaults of the runs' limit: two full runs of `fix --max 10` fit in an
 // hour; a third trips the breaker.
@@ -66,17 +65,21 @@ const (
 // Kept is how long actions are kept at least, whatever the interval.
 const Kept = 24 * time.Hour
 
+// Window is the runs' window that ends at now: every action of a run
+// since the last reset is the automation's own (a run trips the breaker).
+func (s *State) Window(now time.Time, l Limits) blastradius.Window {
+	return blastradius.Count(l, now, s.ResetAt, func(yield func(blastradius.Action) bool) {
+		for _, a := range s.Actions {
+			if !yield(blastradius.Action{At: a.At}) {
+				return
+			}
+		}
+	})
+}
+
 // InWindow counts the actions within l.Interval before now, since the
 // last reset.
-func (s *State) InWindow(now time.Time, l Limits) int {
-	n := 0
-	for _, a := range s.Actions {
-		if now.Sub(a.At) < l.Interval && !a.At.Before(s.ResetAt) {
-			n++
-		}
-	}
-	return n
-}
+func (s *State) InWindow(now time.Time, l Limits) int { return s.Window(now, l).Total() }
 
 // Take decides whether one more action fits the window at now. When it
 // does not, the breaker trips (recorded in s; the caller stores it) and the
@@ -85,7 +88,8 @@ func (s *State) Take(now time.Time, l Limits, reset string) error {
 	if s.Tripped {
 		return s.TrippedError(reset)
 	}
-	if n := s.InWindow(now, l); n >= l.Max {
+	if w := s.Window(now, l); w.Next(l) != blastradius.Fits {
+		n := w.Total()
 		s.Tripped, s.TrippedAt, s.ResetBy = true, now, ""
 		s.Message = fmt.Sprintf("%d actions within %s, the limit (--blast-radius-max-actions %d per --blast-radius-interval %s): a storm of drift means something else is wrong", n, l.Interval, l.Max, l.Interval)
 		return s.TrippedError(reset)

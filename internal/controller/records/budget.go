@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
+	"github.com/tether-dev/tether/internal/blastradius"
 	"github.com/tether-dev/tether/internal/findingrecord"
 	"github.com/tether-dev/tether/internal/metrics"
 )
@@ -24,9 +25,8 @@ import (
 // its actions in the controller's namespace). What this process reserved
 // and its cache does not show yet is held in pending.
 type Budget struct {
-	mu       sync.Mutex
-	max      int
-	interval time.Duration
+	mu     sync.Mutex
+	limits blastradius.Limits
 	// pending are this process's reservations by record key, until the
 	// cache shows the record's claim (or they are refunded).
 	pending map[string]time.Time
@@ -44,7 +44,7 @@ type Budget struct {
 // NewBudget is a budget of at most max actions within any window of length
 // interval.
 func NewBudget(max int, interval time.Duration) *Budget {
-	return &Budget{max: max, interval: interval, pending: map[string]time.Time{}}
+	return &Budget{limits: blastradius.Limits{Max: max, Interval: interval}, pending: map[string]time.Time{}}
 }
 
 // window is what the records show of the recent actions: the time of the
@@ -84,52 +84,41 @@ func (b *Budget) take(now time.Time, key string, w window) (ok bool, wait time.D
 		b.tripped, b.durable, b.written = false, false, false
 		metrics.BlastRadiusTripped.Set(0)
 	}
-	own, supervised, freed := b.count(now, w)
-	switch {
-	case own >= b.max:
+	win := b.count(now, w)
+	switch win.Next(b.limits) {
+	case blastradius.Trip:
 		b.trip()
 		return false, 0
-	case own+supervised >= b.max:
-		return false, freed
+	case blastradius.Wait:
+		return false, win.Freed
 	}
 	b.pending[key] = now
 	return true, 0
 }
 
-// count is the number of actions in the window before now: the recorded
-// ones since the last reset, and the reservations the records do not show
-// yet; the controller's own and the supervised ones apart, and how long
-// until the first supervised one leaves the window.
-func (b *Budget) count(now time.Time, w window) (own, supervised int, freed time.Duration) {
-	in := func(t time.Time) bool {
-		return now.Sub(t) < b.interval && !t.Before(w.breaker.ResetAt)
-	}
-	n := 0
-	for key, t := range w.actions {
-		if !in(t) {
-			continue
-		}
-		if w.supervised[key] {
-			supervised++
-			if left := t.Add(b.interval).Sub(now); freed == 0 || left < freed {
-				freed = left
-			}
-			continue
-		}
-		n++
-	}
+// count is the window that ends at now: the actions the records show
+// since the last reset, and this process's reservations they do not show
+// yet (one count: blastradius).
+func (b *Budget) count(now time.Time, w window) blastradius.Window {
 	for key, t := range b.pending {
-		switch rec, ok := w.actions[key]; {
-		case now.Sub(t) >= b.interval:
+		if rec, ok := w.actions[key]; !b.limits.Counts(t, now, time.Time{}) || ok && !rec.Before(t.Truncate(time.Second)) {
+			// Out of any window, or the record shows this claim (stored
+			// to the second).
 			delete(b.pending, key)
-		case ok && !rec.Before(t.Truncate(time.Second)):
-			// The record shows this claim (stored to the second).
-			delete(b.pending, key)
-		case in(t):
-			n++
 		}
 	}
-	return n, supervised, freed
+	return blastradius.Count(b.limits, now, w.breaker.ResetAt, func(yield func(blastradius.Action) bool) {
+		for key, t := range w.actions {
+			if !yield(blastradius.Action{At: t, Supervised: w.supervised[key]}) {
+				return
+			}
+		}
+		for _, t := range b.pending {
+			if !yield(blastradius.Action{At: t}) {
+				return
+			}
+		}
+	})
 }
 
 func (b *Budget) trip() {
@@ -225,7 +214,7 @@ func (rs *Keeper) window(ctx context.Context, now time.Time) (window, error) {
 	if err := rs.Cache.List(ctx, &list); err != nil {
 		return window{}, fmt.Errorf("reading the Finding records for the action budget: %w", err)
 	}
-	actions, supervised := recentActions(list.Items, now, rs.Budget.interval)
+	actions, supervised := recentActions(list.Items, now, rs.Budget.limits.Interval)
 	return window{actions: actions, supervised: supervised, breaker: br}, nil
 }
 

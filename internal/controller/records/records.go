@@ -65,7 +65,7 @@ func (rs *Keeper) coolingDown(rec *v1alpha1.Finding, now time.Time) time.Duratio
 	if la == nil || rs.Budget == nil || !actedOn(rec) {
 		return 0
 	}
-	if left := la.Add(rs.Budget.interval).Sub(now); left > 0 {
+	if left := la.Add(rs.Budget.limits.Interval).Sub(now); left > 0 {
 		return left
 	}
 	return 0
