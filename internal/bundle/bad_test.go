@@ -88,8 +88,8 @@ func FuzzOpen(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(podList))
+	p := filepath.Join(dir, "bundle") // one file, written anew for each input
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p := filepath.Join(t.TempDir(), "bundle")
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
