@@ -133,3 +133,23 @@ func TestAuditFromBundle_tenantEvidence(t *testing.T) {
 		}
 	}
 }
+
+// The checks a bundle cannot feed are left out without naming the others:
+// a dangling hot-plugged reference's removal is not asked for by name, as
+// in a live audit of every check (naming the check asks for it).
+func TestAuditFromBundle_namesNoCheck(t *testing.T) {
+	dir := t.TempDir()
+	vm := fixture.VM("stopped", fixture.InNamespace("ns1"), fixture.WithVolume("data", fixture.PVC("gone", fixture.InNamespace("ns1")), fixture.Hotpluggable()))
+	if err := bundles.Write(dir, bundles.Dump, time.Now(), append(bundleWorld(), vm)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"--checks", "DanglingVolumeReference"}, false}} {
+		_, out, stderr := runCLI(append([]string{"audit", "--from", dir, "-n", "ns1", "-o", "json"}, c.args...)...)
+		if got := strings.Contains(out, "removing dangling references was not requested"); got != c.want {
+			t.Errorf("%v: says removal was not requested: %v, want %v\n%s%s", c.args, got, c.want, out, stderr)
+		}
+	}
+}

@@ -92,8 +92,9 @@ func TestAuditFrom_decidesAsLive(t *testing.T) {
 	}
 }
 
-// moreDrift adds to the seeded world a stopped VM whose disk's claim is
-// gone (DanglingVolumeReference) and a VolumeAttachment to a node that is
+// moreDrift adds to the seeded world a stopped VM whose disk's claim and
+// hot-plugged volume's claim are gone (DanglingVolumeReference; the
+// removal of the hot-plugged one is not asked for by name) and a VolumeAttachment to a node that is
 // gone (StaleVolumeAttachment).
 func moreDrift(t *testing.T, env *testenv.Env, ns string) {
 	t.Helper()
@@ -102,7 +103,8 @@ func moreDrift(t *testing.T, env *testenv.Env, ns string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	vm := fixture.VM("stopped-x", fixture.InNamespace(ns), fixture.WithVolume("data", fixture.PVC("pvc-gone", fixture.InNamespace(ns))))
+	vm := fixture.VM("stopped-x", fixture.InNamespace(ns), fixture.WithVolume("data", fixture.PVC("pvc-gone", fixture.InNamespace(ns))),
+		fixture.WithVolume("hp-gone", fixture.PVC("pvc-hp-gone", fixture.InNamespace(ns)), fixture.Hotpluggable()))
 	va := fixture.VolumeAttachment("va-"+ns, "node-gone-"+ns, "pv-gone-"+ns)
 	for _, o := range []client.Object{vm, va} {
 		o.SetUID("")
