@@ -27,16 +27,20 @@ func (b *Bundle) LeanVMs(_ context.Context, ns string, _ int64, answered func(),
 	return inNamespace(b.vms, ns, answered, page, func(v *snapshot.VM) string { return v.Namespace }), nil
 }
 
-// inNamespace is a copy of the items of xs in ns ("" every one), told to
-// answered and page as one page.
+// inNamespace is the items of xs in ns, told to answered and page as one
+// page: a copy of them, or with ns "" xs itself, shared (nothing changes a
+// snapshot's items; capped, so that an append makes a copy).
 func inNamespace[T any](xs []T, ns string, answered func(), page func(int), nsOf func(*T) string) []T {
 	if answered != nil {
 		answered()
 	}
-	var out []T
-	for i := range xs {
-		if ns == "" || nsOf(&xs[i]) == ns {
-			out = append(out, xs[i])
+	out := xs[:len(xs):len(xs)]
+	if ns != "" {
+		out = nil
+		for i := range xs {
+			if nsOf(&xs[i]) == ns {
+				out = append(out, xs[i])
+			}
 		}
 	}
 	if page != nil {

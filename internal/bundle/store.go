@@ -8,10 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
@@ -52,18 +52,6 @@ func (s *store) at(k *kind, i int) client.Object {
 	}
 	o.GetObjectKind().SetGroupVersionKind(k.gvk)
 	return o
-}
-
-// put holds o as object i of k (i == count(k): a new one).
-func (s *store) put(k *kind, i int, o client.Object) {
-	switch x := o.(type) {
-	case *kubevirtv1.VirtualMachineInstance:
-		s.vmis = putAt(s.vmis, i, snapshot.VMIOf(x))
-	case *kubevirtv1.VirtualMachine:
-		s.vms = putAt(s.vms, i, snapshot.VMOf(x))
-	default:
-		s.objs[k] = putAt(s.objs[k], i, o)
-	}
 }
 
 func putAt[T any](xs []T, i int, x T) []T {
@@ -111,6 +99,14 @@ func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind
 			return nil
 		}
 	}
+	if kept, err := d.keepCompact(k, raw); kept || err != nil {
+		if err != nil {
+			d.skip(file, fmt.Sprintf("%s %s/%s does not decode as %s: %v", h.Kind, h.Metadata.Namespace, h.Metadata.Name, k.gvk.GroupVersion(), err), false)
+			return nil
+		}
+		d.facts.seen(file, k, h.Metadata.Namespace)
+		return nil
+	}
 	obj, err := clients.Scheme().New(k.gvk)
 	if err != nil {
 		return err
@@ -128,9 +124,30 @@ func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind
 	if k.cluster {
 		o.SetNamespace("")
 	}
-	d.keep(k, o)
+	d.keep(k, o.GetNamespace(), o.GetName(), o.GetResourceVersion(), func(s *store, i int) { s.objs[k] = putAt(s.objs[k], i, o) })
 	d.facts.seen(file, k, o.GetNamespace())
 	return nil
+}
+
+// keepCompact keeps a VMI or a VM as the checks read it, decoded as the
+// live audit's page reader decodes it (observe.DecodeVMI), and says whether
+// k was one of those.
+func (d *decoder) keepCompact(k *kind, raw []byte) (bool, error) {
+	switch k.gvk.Kind {
+	case "VirtualMachineInstance":
+		v, err := observe.DecodeVMI(raw)
+		if err == nil {
+			d.keep(k, v.Namespace, v.Name, v.ResourceVersion, func(s *store, i int) { s.vmis = putAt(s.vmis, i, v) })
+		}
+		return true, err
+	case "VirtualMachine":
+		v, err := observe.DecodeVM(raw)
+		if err == nil {
+			d.keep(k, v.Namespace, v.Name, v.ResourceVersion, func(s *store, i int) { s.vms = putAt(s.vms, i, v) })
+		}
+		return true, err
+	}
+	return false, nil
 }
 
 // tenantAnnotations are the annotations of a Node that tie it, as a
@@ -160,22 +177,23 @@ func setAnnotation(o client.Object, k, v string) {
 	o.SetAnnotations(a)
 }
 
-// keep stores o; of two copies of one object (layouts gather some objects
-// twice), the one of the higher resourceVersion stays.
-func (d *decoder) keep(k *kind, o client.Object) {
+// keep stores an object of k, ns and name by put; of two copies of one
+// object (layouts gather some objects twice), the one of the higher
+// resourceVersion stays.
+func (d *decoder) keep(k *kind, ns, name, rv string, put func(s *store, i int)) {
 	s := &d.b.store
-	if s.objs == nil {
+	if s.index == nil {
 		s.objs, s.index = map[*kind][]client.Object{}, map[objKey]int{}
 	}
-	key := objKey{k, o.GetNamespace(), o.GetName()}
+	key := objKey{k, ns, name}
 	if i, ok := s.index[key]; ok {
-		if newer(o.GetResourceVersion(), s.at(k, i).GetResourceVersion()) {
-			s.put(k, i, o)
+		if newer(rv, s.at(k, i).GetResourceVersion()) {
+			put(s, i)
 		}
 		return
 	}
 	s.index[key] = s.count(k)
-	s.put(k, s.count(k), o)
+	put(s, s.count(k))
 	d.b.Read[k.gvk.Kind]++
 }
 

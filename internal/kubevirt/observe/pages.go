@@ -678,6 +678,25 @@ var (
 	vmResource  = kubevirtv1.SchemeGroupVersion.WithResource("virtualmachines")
 )
 
+// DecodeVMI decodes one VMI's JSON as PageReader decodes the items of its
+// pages: only what decisions read of it, into the form the checks read.
+func DecodeVMI(raw []byte) (snapshot.VMI, error) {
+	var w vmiWire
+	if err := jsonv2.Unmarshal(raw, &w, leanDecoding); err != nil {
+		return snapshot.VMI{}, err
+	}
+	return w.object(), nil
+}
+
+// DecodeVM decodes one VM's JSON as DecodeVMI a VMI's.
+func DecodeVM(raw []byte) (snapshot.VM, error) {
+	var w vmWire
+	if err := jsonv2.Unmarshal(raw, &w, leanDecoding); err != nil {
+		return snapshot.VM{}, err
+	}
+	return w.object(), nil
+}
+
 // Pager reads the VMIs and VMs as the checks read them, a page at a time:
 // PageReader from an API server, or whatever holds them so already (a
 // support bundle, package bundle). answered, when set, is called once the
