@@ -58,10 +58,11 @@ type Informers interface {
 
 // Start implements manager.Runnable (on the leader).
 func (g Guard) Start(ctx context.Context) error {
-	tally, err := g.tally(ctx)
+	tally, stop, err := g.tally(ctx)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	t := time.NewTicker(g.Every)
 	defer t.Stop()
 	for {
@@ -76,22 +77,25 @@ func (g Guard) Start(ctx context.Context) error {
 	}
 }
 
-// tally registers a Tally with the VMI informer and waits until it has
-// seen every VMI the informer held.
-func (g Guard) tally(ctx context.Context) (*Tally, error) {
+// tally registers a Tally with the VMI informer and returns it once it
+// has seen every VMI the informer held (a look before would miss some),
+// with the function that unregisters it.
+func (g Guard) tally(ctx context.Context) (*Tally, func(), error) {
 	inf, err := g.Informers.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
 	if err != nil {
-		return nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
+		return nil, nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
 	}
 	tally := NewTally()
 	reg, err := inf.AddEventHandler(tally)
 	if err != nil {
-		return nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
+		return nil, nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
 	}
+	stop := func() { _ = inf.RemoveEventHandler(reg) }
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		return nil, ctx.Err()
+		stop()
+		return nil, nil, ctx.Err()
 	}
-	return tally, nil
+	return tally, stop, nil
 }
 
 // look is one comparison: trip on reasons, record counts that changed.
