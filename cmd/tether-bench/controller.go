@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -172,6 +173,7 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 		}
 	}
 	initial := time.Since(t0)
+	startup := run.counter.By()
 	perVMI := float64(heap()-before) / float64(n)
 	if profile != "" {
 		// go tool pprof -sample_index=inuse_space -diff_base PROFILE.N.before PROFILE.N
@@ -189,6 +191,7 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 		action = "failed"
 	}
 	fmt.Printf("%-6d %-14s %-16s %-22.1f %-24s %s\n", n, fmt.Sprintf("%.1f KiB", perVMI/1024), initial.Round(10*time.Millisecond), perMin, action, detail)
+	fmt.Printf("       start-up, until the first pass was done: %s\n", startupRequests(startup))
 	if sum, passes := reconcileTime("namespace"); passes > nsPasses {
 		sum, passes = sum-nsSum, passes-nsPasses
 		fmt.Printf("       namespace loop: %d passes over the namespace, %s each (avg)\n", passes, time.Duration(sum/float64(passes)*float64(time.Second)).Round(100*time.Microsecond))
@@ -476,4 +479,21 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// startupRequests says what the controller asked of the API server from
+// its start until its first pass was done: the requests, by method (GETs
+// are the lists' pages, the watches, discovery and reads by name).
+func startupRequests(by map[string]int) string {
+	total, methods := 0, map[string]int{}
+	for k, v := range by {
+		total += v
+		m, _, _ := strings.Cut(k, " ")
+		methods[m] += v
+	}
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(methods)) {
+		parts = append(parts, fmt.Sprintf("%s %d", m, methods[m]))
+	}
+	return fmt.Sprintf("%d requests (%s)", total, strings.Join(parts, ", "))
 }
