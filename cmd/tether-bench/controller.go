@@ -343,12 +343,17 @@ func graceToAction(ctx context.Context, cfg *rest.Config, c client.Client, n int
 	if err := c.Create(ctx, vm); err != nil {
 		return 0, err
 	}
-	if err := waitFor(ctx, 30*time.Second, func() bool {
+	// The emulated virt-controller starts it once it is through its own
+	// first pass over the world (minutes at 100,000 VMs): not the
+	// controller's time, which is measured from the grace's end.
+	started := time.Now()
+	if err := waitFor(ctx, 15*time.Minute, func() bool {
 		var vmi kubevirtv1.VirtualMachineInstance
 		return c.Get(ctx, client.ObjectKey{Namespace: liveNamespace, Name: name}, &vmi) == nil && vmi.Status.Phase == kubevirtv1.Running
 	}); err != nil {
 		return 0, fmt.Errorf("live VM did not start: %w", err)
 	}
+	fmt.Fprintf(os.Stderr, "the live VM ran %s after it was created\n", time.Since(started).Round(100*time.Millisecond))
 	sub, err := virtapi.NewSubresourceClient(cfg)
 	if err != nil {
 		return 0, err
