@@ -52,6 +52,8 @@ type auditPrint struct {
 	namespace string
 	// now is the timestamp of policy report results.
 	now time.Time
+	// source, when set, is the support bundle read (audit --from).
+	source *bundleSource
 }
 
 // reportList is the `audit -o policyreport` document: a List that
@@ -68,8 +70,14 @@ type reportList struct {
 // classify is the platform's classification of its block reasons.
 func writePolicyReports(w io.Writer, p auditPrint, fs []drift.Finding, classify policyreport.Classifier) error {
 	es := make([]policyreport.Entry, len(fs))
+	seen, extra := p.now, map[string]string(nil)
+	if p.source != nil {
+		// Seen when the bundle was collected, and read from it: its
+		// remedies are live commands to check on the cluster first.
+		seen, extra = p.source.Collected, map[string]string{"offline": p.source.Bundle, "offlineNote": offlineNote}
+	}
 	for i, f := range fs {
-		es[i] = policyreport.Entry{Finding: f, Seen: p.now}
+		es[i] = policyreport.Entry{Finding: f, Seen: seen, Properties: extra}
 	}
 	o := policyreport.Options{API: p.api, Classify: classify, Cluster: true, ClusterName: policyreport.ClusterNameFor(p.namespace)}
 	if p.namespace != "" {

@@ -134,6 +134,7 @@ Exit code: 0 plan printed or all actions applied, 1 some action did not apply, 2
 	cmd.Flags().BoolVar(&o.deleteMigrationSourcePods, "delete-migration-source-pods", false, "also delete MigrationSourcePodLeftover's finished source launcher pods of completed migrations whose VMIs run on the target")
 	cmd.Flags().BoolVar(&o.persistHotplugs, "persist-hotplugs", false, "put UnpersistedHotplug's hot-plugs into their VMs' specs as the VMIs have them, so that KubeVirt's declarative hot-plug sync keeps them")
 	cmd.Flags().BoolVar(&o.ignoreBreaker, "ignore-breaker", false, "act although the controller's blast-radius breaker (in --controller-namespace) is tripped")
+	cmd.Flags().StringVar(&o.from, "from", "", "refused: fix never acts on a support bundle (read it with `tether audit --from`, then run fix on the live cluster)")
 	return bind(cmd, o)
 }
 
@@ -149,6 +150,8 @@ type fixOptions struct {
 	deleteMigrationSourcePods bool
 	// ignoreBreaker: act although the controller's breaker is tripped.
 	ignoreBreaker bool
+	// from is --from, which fix refuses.
+	from string
 
 	// Set by Complete.
 	fixer          *kubevirt.Fixer
@@ -160,6 +163,9 @@ type fixOptions struct {
 // Validate checks the flags of fix itself; the scope flags are checked
 // when Complete resolves them.
 func (o *fixOptions) Validate() error {
+	if o.from != "" {
+		return refuseFixFrom(o.from)
+	}
 	lookup := func(name string) error { _, err := check.Lookup(name); return err }
 	return o.fix.validate(lookup, check.Names())
 }

@@ -25,6 +25,7 @@ const APIVersion = plan.APIVersion
 type AuditReport struct {
 	APIVersion string          `json:"apiVersion"`
 	Kind       string          `json:"kind"`
+	Source     *bundleSource   `json:"source,omitempty"`
 	Tenants    []tenantStatus  `json:"tenants,omitempty"`
 	Warnings   []string        `json:"warnings,omitempty"`
 	Findings   []drift.Finding `json:"findings"`
@@ -69,9 +70,10 @@ func streamAuditJSON(w io.Writer, r AuditReport) error {
 	head, err := json.MarshalIndent(struct {
 		APIVersion string         `json:"apiVersion"`
 		Kind       string         `json:"kind"`
+		Source     *bundleSource  `json:"source,omitempty"`
 		Tenants    []tenantStatus `json:"tenants,omitempty"`
 		Warnings   []string       `json:"warnings,omitempty"`
-	}{r.APIVersion, r.Kind, r.Tenants, r.Warnings}, "", "  ")
+	}{r.APIVersion, r.Kind, r.Source, r.Tenants, r.Warnings}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -126,7 +128,7 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Find
 		return dot.Write(w, s, fs)
 	case "table":
 	default:
-		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Findings: fs, Warnings: s.Warnings}
+		r := AuditReport{APIVersion: APIVersion, Kind: "AuditReport", Source: p.source, Findings: fs, Warnings: s.Warnings}
 		for _, t := range s.Tenants {
 			r.Tenants = append(r.Tenants, tenantStatus{Name: t.Name, Reachable: t.Reachable, Error: t.Error,
 				DriverMissing: t.DriverMissing, UnmappedNodes: t.UnmappedNodes()})
@@ -155,9 +157,15 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Find
 	for _, msg := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
+	if p.source != nil {
+		writeSource(w, p.source)
+	}
 	if len(fs) == 0 {
 		fmt.Fprintf(w, "No findings (%d VMs, %d VMIs, %d attachment pods checked).\n", len(s.VMs), len(s.VMIs), len(s.AttachmentPods))
 		return nil
+	}
+	if p.source != nil {
+		return writeFindingTableAs(w, "NAMESPACE", "remedy (a live command: check on the live cluster first)", fs)
 	}
 	return writeFindingTable(w, "NAMESPACE", fs)
 }
@@ -166,6 +174,12 @@ func writeAudit(w io.Writer, p auditPrint, s *snapshot.Snapshot, fs []drift.Find
 // words of a deferred finding written for its turn only). scope
 // heads the column of f.Namespace (NAMESPACE, or PROJECT in OpenStack).
 func writeFindingTable(w io.Writer, scope string, fs []drift.Finding) error {
+	return writeFindingTableAs(w, scope, "remedy", fs)
+}
+
+// writeFindingTableAs is writeFindingTable whose remedies are labelled
+// remedy.
+func writeFindingTableAs(w io.Writer, scope, remedy string, fs []drift.Finding) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\tCHECK\t%s\tOBJECT\tVOLUME\tSEVERITY\tACTION\tSTATUS\n", scope)
 	for _, f := range fs {
@@ -176,19 +190,20 @@ func writeFindingTable(w io.Writer, scope string, fs []drift.Finding) error {
 		return err
 	}
 	return drift.EachWritten(fs, func(f *drift.Finding) error {
-		printWhy(w, *f)
+		printWhy(w, *f, remedy)
 		return nil
 	})
 }
 
-// printWhy writes a finding's message, evidence and remedy.
-func printWhy(w io.Writer, f drift.Finding) {
+// printWhy writes a finding's message, evidence and remedy, labelled
+// remedy.
+func printWhy(w io.Writer, f drift.Finding, remedy string) {
 	fmt.Fprintf(w, "\n[%s] %s\n", f.ID, f.Message)
 	for _, e := range f.Evidence {
 		fmt.Fprintf(w, "  - %s\n", e)
 	}
 	if f.Action.Remedy != "" {
-		fmt.Fprintf(w, "  remedy: %s\n", strings.ReplaceAll(f.Action.Remedy, "\n", "\n          "))
+		fmt.Fprintf(w, "  %s: %s\n", remedy, strings.ReplaceAll(f.Action.Remedy, "\n", "\n"+strings.Repeat(" ", len(remedy)+4)))
 	}
 }
 

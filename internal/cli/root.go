@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/tether-dev/tether/internal/bundle"
 	"github.com/tether-dev/tether/internal/kubevirt"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	oscheck "github.com/tether-dev/tether/internal/openstack/check"
@@ -232,6 +233,7 @@ Exit code: 0 no findings, 1 findings, 2 error.`,
 	}
 	o.scope.register(cmd.Flags())
 	o.report.register(cmd.Flags())
+	o.from.register(cmd.Flags())
 	cmd.Flags().Lookup("output").Usage = "output format: table, json, yaml, policyreport (PolicyReport objects for kubectl apply; see docs/reports.md) or dot (Graphviz)"
 	return bind(cmd, o)
 }
@@ -241,23 +243,38 @@ Exit code: 0 no findings, 1 findings, 2 error.`,
 type auditOptions struct {
 	scope  scopeFlags
 	report reportFlags
+	from   fromFlags
 
 	// Set by Validate and Complete.
 	api            reportapi.API
 	resolved       *options
 	stdout, stderr io.Writer
+	// now is --now; source and bundle the bundle of --from.
+	now    time.Time
+	source *bundleSource
+	bundle *bundle.Bundle
 }
 
-// Validate checks the report flags against --output.
+// Validate checks the report flags against --output, and --from's.
 func (o *auditOptions) Validate() error {
 	api, err := o.report.parse(o.scope.output)
 	o.api = api
+	if err != nil {
+		return err
+	}
+	o.now, err = o.from.validate()
 	return err
 }
 
-// Complete resolves the scope flags and the kubeconfig.
+// Complete resolves the scope flags and the kubeconfig, or the bundle.
 func (o *auditOptions) Complete(cmd *cobra.Command) error {
-	r, err := o.scope.resolve()
+	var r *options
+	var err error
+	if o.from.from != "" {
+		r, o.source, o.bundle, err = o.scope.resolveOffline(o.from, o.now)
+	} else {
+		r, err = o.scope.resolve()
+	}
 	if err != nil {
 		return err
 	}
@@ -273,6 +290,16 @@ func (o *auditOptions) Run(ctx context.Context) error {
 	x := o.resolved.fixer(o.stderr)
 	// The findings' words are written as they are printed (printAudit).
 	x.DeferText = true
+	if o.bundle != nil {
+		x.Source, x.Now = o.bundle, o.source.Collected
+		cleared := x.Observed
+		x.Observed = func() { // the snapshot holds what the checks read
+			if cleared != nil {
+				cleared()
+			}
+			o.closeBundles()
+		}
+	}
 	s, err := x.Survey(ctx)
 	if err != nil {
 		return err
@@ -284,7 +311,10 @@ func (o *auditOptions) Run(ctx context.Context) error {
 	if err := markHeap(ctx); err != nil {
 		return err
 	}
-	p := auditPrint{format: o.resolved.output, api: o.api, namespace: o.resolved.namespace, now: time.Now()}
+	p := auditPrint{format: o.resolved.output, api: o.api, namespace: o.resolved.namespace, now: time.Now(), source: o.source}
+	if o.source != nil && p.format != "table" && p.format != "json" && p.format != "yaml" {
+		writeSource(o.stderr, o.source) // policy reports and graphs have no place for it
+	}
 	if err := printAudit(o.stdout, p, x.Last, fs); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/internal/clients"
 	"github.com/tether-dev/tether/internal/drift"
@@ -50,6 +51,13 @@ type Fixer struct {
 	// at a time writes each then (drift.Finding.Written), and never holds
 	// the words of all of them. Last must then stay unchanged until it has.
 	DeferText bool
+	// Source, when set, is read in place of the cluster (a support bundle,
+	// see internal/bundle): the survey reads it as it reads an API server,
+	// and Fix refuses to act on it.
+	Source client.Reader
+	// Now, when set, is the time the checks decide at (a bundle's
+	// collection time); zero is the time of the survey.
+	Now time.Time
 
 	// found are the latest Survey's findings (About knows the objects
 	// they name).
@@ -60,14 +68,11 @@ type Fixer struct {
 // Survey reads the kinds the policy's checks decide from (and only the
 // fields decisions read) and runs the checks.
 func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
-	c, err := clients.New(x.Config)
-	if err != nil {
-		return plan.Survey{}, fmt.Errorf("connecting to the cluster: %v", err)
-	}
 	obs := x.Observe
 	obs.Kinds, obs.Lean = check.Reads(x.Policy.Checks)|x.ExtraKinds, true
-	if obs.Pages, err = observe.NewPageReader(x.Config); err != nil {
-		return plan.Survey{}, fmt.Errorf("connecting to the cluster: %v", err)
+	c, err := x.reader(&obs)
+	if err != nil {
+		return plan.Survey{}, err
 	}
 	s, err := observe.Observe(ctx, c, obs)
 	if x.Observed != nil {
@@ -77,7 +82,10 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 		return plan.Survey{}, err
 	}
 	x.Last = s
-	now := time.Now()
+	now := x.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
 	run := check.Run
 	if x.DeferText {
 		run = check.RunDeferred
@@ -93,9 +101,33 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 	return plan.Survey{Findings: kept, Taken: now, Subjects: subjects(s), Anomalies: Anomalies(s)}, nil
 }
 
+// reader is what a survey reads: Source, or the cluster (with the page
+// reader of VMIs and VMs in obs).
+func (x *Fixer) reader(obs *observe.Options) (client.Reader, error) {
+	if x.Source != nil {
+		obs.PageSize = observe.Unpaged
+		if p, ok := x.Source.(observe.Pager); ok {
+			obs.Pages = p // VMIs and VMs as the source holds them
+		}
+		return x.Source, nil
+	}
+	c, err := clients.New(x.Config)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %v", err)
+	}
+	if obs.Pages, err = observe.NewPageReader(x.Config); err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %v", err)
+	}
+	return c, nil
+}
+
 // Fix carries out one finding through act, whose live re-check sees the
-// durable node records the survey saw.
+// durable node records the survey saw. Nothing is done from a Source.
 func (x *Fixer) Fix(ctx context.Context, f drift.Finding) drift.Result {
+	if x.Source != nil {
+		err := fmt.Errorf("not acting on a support bundle: it is a picture of the past")
+		return drift.Result{FindingID: f.ID, Outcome: drift.Failed, Cause: drift.ServerError, Message: err.Error(), Err: err}
+	}
 	if x.executor == nil {
 		ex, err := act.NewExecutor(x.Config, x.Policy, x.Observe)
 		if err != nil {

@@ -455,11 +455,15 @@ func InLoop(loops ...Loop) []string {
 	return out
 }
 
-// Run runs the checks the policy selects (all when none are named; unknown
-// names are skipped, Validate reports them) and returns their findings in
+// Run runs the checks the policy selects (all when none are named, but
+// those it excepts; unknown names are skipped, Validate reports them) and returns their findings in
 // the one order of drift.Sort.
 func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
-	return drift.Run(All(), NewInput(s, p, now), p.Checks)
+	names, ok := p.selected()
+	if !ok {
+		return nil
+	}
+	return drift.Run(All(), NewInput(s, p, now), names)
 }
 
 // RunDeferred is Run whose findings hold their facts and not their words
@@ -469,7 +473,11 @@ func Run(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
 // until every finding's words are written (drift.Finding.Write). The
 // decisions are Run's.
 func RunDeferred(s *snapshot.Snapshot, p Policy, now time.Time) []drift.Finding {
+	names, ok := p.selected()
+	if !ok {
+		return nil
+	}
 	in := NewInput(s, p, now)
 	in.deferText = true
-	return drift.Run(All(), in, p.Checks)
+	return drift.Run(All(), in, names)
 }

@@ -3,6 +3,7 @@ package check
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tether-dev/tether/internal/drift"
@@ -43,8 +44,14 @@ type Scope struct {
 // defaults in DefaultPolicy.
 type Policy struct {
 	Scope Scope
-	// Checks to run; empty means all.
+	// Checks to run; empty means all. A check named here is also asked for
+	// by name (DanglingVolumeReference's removal needs it).
 	Checks []string
+	// Except are checks left out of the run, as if they were not there:
+	// the others keep the meaning Checks gives them (an audit of a support
+	// bundle leaves out the checks whose inputs the bundle lacks, and asks
+	// for no other by name).
+	Except []string
 	// AllowVMIOnlyDetach: the operator accepts detaching volumes that were
 	// hot-plugged to a VM-owned VMI only, without tenant evidence.
 	AllowVMIOnlyDetach bool
@@ -130,6 +137,24 @@ func (p Policy) RecheckAfter(r drift.BlockReason) time.Duration {
 	return 0
 }
 
+// selected names the checks a run runs, for drift.Run: Checks (every
+// check when empty) but Except; ok is false when Except leaves none.
+func (p Policy) selected() (names []string, ok bool) {
+	if len(p.Except) == 0 {
+		return p.Checks, true
+	}
+	from := p.Checks
+	if len(from) == 0 {
+		from = Names()
+	}
+	for _, n := range from {
+		if !slices.Contains(p.Except, n) {
+			names = append(names, n)
+		}
+	}
+	return names, len(names) > 0
+}
+
 // Validate reports every problem with the policy, or nil.
 func (p Policy) Validate() error {
 	var errs []error
@@ -138,7 +163,7 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("scope: namespace %q is not valid: %s", ns, msgs[0]))
 		}
 	}
-	for _, name := range p.Checks {
+	for _, name := range append(slices.Clip(p.Checks), p.Except...) {
 		if _, err := Lookup(name); err != nil {
 			errs = append(errs, err)
 		}

@@ -293,9 +293,9 @@ type StorageRead struct {
 	// Relisted, when set, is told that the read starts again from the
 	// beginning, and why (see readAll).
 	Relisted func(err error)
-	// Pages, when set, reads the VMs (and, in Observe, the VMIs) as bytes
-	// and decodes only what decisions read of them (see PageReader).
-	Pages *PageReader
+	// Pages, when set, reads the VMs (and, in Observe, the VMIs) as
+	// decisions read them (see Pager).
+	Pages Pager
 	// Lean makes each object lean (snapshot.Lean) as its page arrives, so
 	// that what no decision reads is garbage before the next page.
 	Lean bool
@@ -351,7 +351,7 @@ func (o StorageRead) addStorage(ch *chain, r client.Reader, s *snapshot.Snapshot
 	var paged []snapshot.VM
 	if o.Pages != nil {
 		vmStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
-			paged, err = o.Pages.leanVMs(ctx, ns, o.PageSize, answered, page)
+			paged, err = o.Pages.LeanVMs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}

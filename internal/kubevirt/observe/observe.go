@@ -42,6 +42,9 @@ type TenantSource struct {
 	// MatchNodesByName: see snapshot.Tenant.
 	MatchNodesByName bool
 	Config           *rest.Config
+	// Reader, when set, is read in place of a client of Config: a
+	// tenant's support bundle (see internal/bundle).
+	Reader client.Reader
 }
 
 // Options scope a read.
@@ -65,10 +68,11 @@ type Options struct {
 	// Kinds, when set, are the only kinds read (check.Reads of the checks
 	// to run); zero reads every kind.
 	Kinds snapshot.Kinds
-	// Pages, when set, reads the VMIs and VMs as bytes and decodes only
-	// what decisions read of them (see PageReader); the objects it reads
-	// are lean (snapshot.Lean).
-	Pages *PageReader
+	// Pages, when set, reads the VMIs and VMs as decisions read them: as
+	// bytes of which only that is decoded (PageReader), or from a source
+	// that holds them so (a support bundle); the objects it reads are lean
+	// (snapshot.Lean).
+	Pages Pager
 	// Lean makes every other object lean as its page arrives: a one-shot
 	// read then holds only what decisions read.
 	Lean bool
@@ -79,8 +83,10 @@ type Options struct {
 	GoneNodeRecordsIn string
 }
 
-// Observe reads the infra cluster (and the tenants) into a snapshot.
-func Observe(ctx context.Context, c client.Client, o Options) (*snapshot.Snapshot, error) {
+// Observe reads the infra cluster (and the tenants) into a snapshot: from
+// the API server through c, or from anything else that reads as it does
+// (a support bundle).
+func Observe(ctx context.Context, c client.Reader, o Options) (*snapshot.Snapshot, error) {
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
@@ -149,7 +155,7 @@ func (o StorageRead) readOnce(ctx context.Context, r client.Reader, s *snapshot.
 	vmiStep := storageStep{kind: "VirtualMachineInstance", list: &vmis, skip: !k.Has(snapshot.KindVMIs)}
 	if o.Pages != nil {
 		vmiStep.lean = func(ctx context.Context, ns string, answered func(), page func(int)) (err error) {
-			paged, err = o.Pages.leanVMIs(ctx, ns, o.PageSize, answered, page)
+			paged, err = o.Pages.LeanVMIs(ctx, ns, o.PageSize, answered, page)
 			return err
 		}
 	}
@@ -202,9 +208,7 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cfg := rest.CopyConfig(t.Config)
-	cfg.Timeout = timeout
-	c, err := clients.New(cfg)
+	c, err := tenantReader(t, timeout)
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -242,6 +246,17 @@ func readTenant(ctx context.Context, t TenantSource, o Options) snapshot.Tenant 
 		out.Nodes = append(out.Nodes, tn)
 	}
 	return out
+}
+
+// tenantReader is what a tenant is read through: its Reader, or a client
+// of its Config whose requests end after timeout.
+func tenantReader(t TenantSource, timeout time.Duration) (client.Reader, error) {
+	if t.Reader != nil {
+		return t.Reader, nil
+	}
+	cfg := rest.CopyConfig(t.Config)
+	cfg.Timeout = timeout
+	return clients.New(cfg)
 }
 
 // NodeRelease reads what of tenant node node is still being released: of

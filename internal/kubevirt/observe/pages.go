@@ -678,12 +678,43 @@ var (
 	vmResource  = kubevirtv1.SchemeGroupVersion.WithResource("virtualmachines")
 )
 
-// leanVMIs lists the VMIs of ns (all namespaces when "") with p.
-func (p *PageReader) leanVMIs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VMI, error) {
+// DecodeVMI decodes one VMI's JSON as PageReader decodes the items of its
+// pages: only what decisions read of it, into the form the checks read.
+func DecodeVMI(raw []byte) (snapshot.VMI, error) {
+	var w vmiWire
+	if err := jsonv2.Unmarshal(raw, &w, leanDecoding); err != nil {
+		return snapshot.VMI{}, err
+	}
+	return w.object(), nil
+}
+
+// DecodeVM decodes one VM's JSON as DecodeVMI a VMI's.
+func DecodeVM(raw []byte) (snapshot.VM, error) {
+	var w vmWire
+	if err := jsonv2.Unmarshal(raw, &w, leanDecoding); err != nil {
+		return snapshot.VM{}, err
+	}
+	return w.object(), nil
+}
+
+// Pager reads the VMIs and VMs as the checks read them, a page at a time:
+// PageReader from an API server, or whatever holds them so already (a
+// support bundle, package bundle). answered, when set, is called once the
+// source has taken the read; page is told the count read so far after each
+// page.
+type Pager interface {
+	LeanVMIs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VMI, error)
+	LeanVMs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VM, error)
+}
+
+var _ Pager = (*PageReader)(nil)
+
+// LeanVMIs lists the VMIs of ns (all namespaces when "") with p.
+func (p *PageReader) LeanVMIs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VMI, error) {
 	return leanList(ctx, p, vmiResource, "VirtualMachineInstance", ns, limit, (*vmiWire).object, answered, page)
 }
 
-// leanVMs lists the VMs of ns (all namespaces when "") with p.
-func (p *PageReader) leanVMs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VM, error) {
+// LeanVMs lists the VMs of ns (all namespaces when "") with p.
+func (p *PageReader) LeanVMs(ctx context.Context, ns string, limit int64, answered func(), page func(int)) ([]snapshot.VM, error) {
 	return leanList(ctx, p, vmResource, "VirtualMachine", ns, limit, (*vmWire).object, answered, page)
 }
