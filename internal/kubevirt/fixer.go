@@ -69,6 +69,7 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 	if obs.Pages, err = observe.NewPageReader(x.Config); err != nil {
 		return plan.Survey{}, fmt.Errorf("connecting to the cluster: %v", err)
 	}
+	obs.Pages.CBOR = obs.CBOR
 	s, err := observe.Observe(ctx, c, obs)
 	if x.Observed != nil {
 		x.Observed()
