@@ -383,12 +383,7 @@ func leanList[W any, T any](ctx context.Context, p *PageReader, gvr schema.Group
 		if err != nil {
 			return nil, err
 		}
-		next := ""
-		if !isCBOR(buf.Bytes()) {
-			// A CBOR page's token is read when it is decoded: the
-			// next page is asked for then.
-			next = continueOf(buf.Bytes())
-		}
+		next := continueOf(buf.Bytes())
 		if next != "" {
 			ahead = p.fetchAhead(ctx, gvr, kind, ns, limit, next)
 		}
@@ -460,8 +455,9 @@ func (a *pageAhead) drop() {
 	}
 }
 
-// continueOf reads metadata.continue of a LIST page without decoding, or
-// even scanning, its items: the server writes the metadata either last (a
+// continueOf reads metadata.continue of a LIST page without decoding its
+// items (a CBOR page: cborContinue). Of a JSON page it does not even scan
+// them: the server writes the metadata either last (a
 // custom resource's list, its members in the order of their names) or
 // before the items (a built-in kind's list), and either is found by
 // looking at the members around it only. A page with its metadata between
@@ -469,6 +465,9 @@ func (a *pageAhead) drop() {
 // body with two metadata members what one of them says: the page's own
 // decode has the final word (leanList checks that the token agrees).
 func continueOf(body []byte) string {
+	if isCBOR(body) {
+		return cborContinue(body)
+	}
 	var m struct {
 		Continue string `json:"continue"`
 	}

@@ -70,3 +70,18 @@ func (d *shareableDisks) UnmarshalCBOR(b []byte) error {
 	}
 	return nil
 }
+
+// cborContinue is continueOf of a CBOR page: its metadata's continue
+// token, the items skipped over, not decoded; "" for a body it cannot
+// read (the page's own decode has the final word).
+func cborContinue(body []byte) string {
+	var pg struct {
+		Metadata struct {
+			Continue string `json:"continue"`
+		} `json:"metadata"`
+	}
+	if cborPages.Unmarshal(body, &pg) != nil {
+		return ""
+	}
+	return pg.Metadata.Continue
+}

@@ -87,3 +87,22 @@ func TestIsCBOR(t *testing.T) {
 		}
 	}
 }
+
+// A CBOR page's continue token is read ahead of its decode, as a JSON
+// page's is, and agrees with what the decode reads.
+func TestContinueOfCBOR(t *testing.T) {
+	for seed := 0; seed < 20; seed++ {
+		vmis, _ := randomPages(seed)
+		body := asServerCBOR(t, &vmis)
+		pg, err := decodePage[vmiWire](body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := continueOf(body); got != "tok" || got != pg.Metadata.Continue {
+			t.Fatalf("seed %d: continue read ahead %q, decoded %q, want tok", seed, got, pg.Metadata.Continue)
+		}
+	}
+	if got := continueOf(append(append([]byte(nil), selfDescribed...), 0xff)); got != "" {
+		t.Errorf("a CBOR body that does not decode: continue %q, want none", got)
+	}
+}
