@@ -240,8 +240,9 @@ func watchList(ctx context.Context, hc *http.Client, url string) (int64, error) 
 }
 
 // newShare names the raw contestant of the levers' run that reads as
-// tether now reads: the share the new wall time is compared with.
-const newShare = "share now: identity, proto"
+// tether reads by default (JSON for custom resources, protobuf for the
+// built-in kinds, compressed): the share wall times are compared with.
+const newShare = "share: gzip, proto, JSON CRs"
 
 // leverContestants are the jobs of -levers at n VMIs: the loop, every
 // lever on and off as raw reads of all checks' kinds, and tether's all
@@ -265,8 +266,8 @@ func leverContestants(o auditOptions, n int, bin string) []contestant {
 			}
 			return result{wall: time.Second}, nil
 		}},
-		raw("share before: gzip, proto", wire{gzip: true, builtin: mediaProtobuf, custom: mediaJSON, limit: 500}),
-		raw(newShare, wire{builtin: mediaProtobuf, custom: mediaJSON, limit: 500}),
+		raw(newShare, wire{gzip: true, builtin: mediaProtobuf, custom: mediaJSON, limit: 500}),
+		raw("raw identity, proto", wire{builtin: mediaProtobuf, custom: mediaJSON, limit: 500}),
 		raw("raw gzip, JSON built-ins", wire{gzip: true, builtin: mediaJSON, custom: mediaJSON, limit: 500}),
 		raw("raw identity, JSON built-ins", wire{builtin: mediaJSON, custom: mediaJSON, limit: 500}),
 		raw("raw identity, proto, unpaged", wire{builtin: mediaProtobuf, custom: mediaJSON}),
@@ -274,7 +275,7 @@ func leverContestants(o auditOptions, n int, bin string) []contestant {
 		raw("raw watch-list (JSON)", wire{watchList: true}),
 	)
 	if o.cbor {
-		cs = append(cs, raw("raw identity, proto, CBOR CRs", wire{builtin: mediaProtobuf, custom: mediaCBOR, limit: 500}))
+		cs = append(cs, raw("share --cbor: gzip, proto, CBOR", wire{gzip: true, builtin: mediaProtobuf, custom: mediaCBOR, limit: 500}))
 	}
 	cs = append(cs,
 		binary(bin, "tether all checks -o json", "-o", "json"),
