@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
@@ -31,17 +29,14 @@ const Interval = 15 * time.Second
 // world looks wrong). On the leader, every guardInterval, it counts from
 // the caches what the controller acts from (its VMIs, each tenant's
 // VolumeAttachments of its driver and the hot-plugs of the VMIs it serves,
-// the findings safe to act on; the VMIs from a Tally the VMI informer's
-// events keep, not by a walk of the cache), compares with the counts it last recorded
+// the findings safe to act on), compares with the counts it last recorded
 // in the guard record (findingrecord.Guard), and trips the guard when the
 // picture turned wrong: then no process that records into the namespace
 // acts (records.Keeper) until an operator resets it. It reads no API
 // beyond the caches, and writes the record only when what the comparison
 // reads changed.
 type Guard struct {
-	Cache client.Reader
-	// Informers gives the VMI informer whose events keep the tally.
-	Informers crcache.Informers
+	Cache     client.Reader
 	Live      client.Client
 	Namespace string
 	Tenants   []*tenant.Watch
@@ -49,19 +44,10 @@ type Guard struct {
 	Log       logr.Logger
 	Now       func() time.Time
 	Every     time.Duration
-
-	// tally is the VMIs' counts, kept from Start on.
-	tally *Tally
 }
 
 // Start implements manager.Runnable (on the leader).
 func (g Guard) Start(ctx context.Context) error {
-	tally, stop, err := g.startTally(ctx)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	g.tally = tally
 	t := time.NewTicker(g.Every)
 	defer t.Stop()
 	for {
@@ -74,30 +60,6 @@ func (g Guard) Start(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-// startTally registers a tally with the VMI informer and returns it once
-// it has counted every VMI the informer holds (a look before would see
-// VMIs missing), with the function that unregisters it.
-func (g Guard) startTally(ctx context.Context) (*Tally, func(), error) {
-	if g.Informers == nil {
-		return nil, nil, fmt.Errorf("the anomaly guard needs the VMI informer (Guard.Informers)")
-	}
-	inf, err := g.Informers.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
-	}
-	t := NewTally()
-	reg, err := inf.AddEventHandler(t)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
-	}
-	stop := func() { _ = inf.RemoveEventHandler(reg) }
-	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		stop()
-		return nil, nil, ctx.Err()
-	}
-	return t, stop, nil
 }
 
 // look is one comparison: trip on reasons, record counts that changed.
@@ -125,11 +87,14 @@ func (g Guard) look(ctx context.Context) error {
 	return nil
 }
 
-// count reads the counts: the VMIs' from the tally, the findings' from
-// the cache, objects shared, not copied.
+// count reads the counts from the caches, objects shared, not copied.
 func (g Guard) count(ctx context.Context) (findingrecord.Counts, error) {
 	c := findingrecord.Counts{TenantAttachments: map[string]int{}, Hotplugs: map[string]int{}}
-	c.VMIs = g.tally.VMIs()
+	var vmis kubevirtv1.VirtualMachineInstanceList
+	if err := g.Cache.List(ctx, &vmis, client.UnsafeDisableDeepCopy); err != nil {
+		return c, err
+	}
+	c.VMIs = len(vmis.Items)
 	subjects := c.VMIs
 	for _, tw := range g.Tenants {
 		if !tw.Up(g.Now()) {
@@ -137,7 +102,19 @@ func (g Guard) count(ctx context.Context) (findingrecord.Counts, error) {
 		}
 		c.TenantAttachments[tw.Name()] = tw.Attachments()
 		subjects += len(tw.NodeNames())
-		c.Hotplugs[tw.Name()] = g.tally.Hotplugs(tw.Applies)
+		n := 0
+		for i := range vmis.Items {
+			vmi := &vmis.Items[i]
+			if !tw.Applies(vmi.Namespace) {
+				continue
+			}
+			for _, vs := range vmi.Status.VolumeStatus {
+				if vs.HotplugVolume != nil {
+					n++
+				}
+			}
+		}
+		c.Hotplugs[tw.Name()] = n
 	}
 	var recs v1alpha1.FindingList
 	if err := g.Cache.List(ctx, &recs, client.UnsafeDisableDeepCopy); err != nil {
