@@ -24,6 +24,7 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -250,6 +251,10 @@ func TestRefused(t *testing.T) {
 		{"two replicas without leader election -> says both act", "leaderElection: {enabled: false}", []string{"replicas", "leaderElection.enabled"}},
 		{"tenantAuthoritative without tenants -> names tenants", `tenantAuthoritative: true`, []string{"tenantAuthoritative", "tenants"}},
 		{"report API not one of the two -> lists them", "policyReports:\n  api: wgpolicyk8s.io/v1beta1", []string{"policyReports", "openreports.io/v1alpha1"}},
+		{"flow control limit response not an enum value -> names it", "flowControl: {enabled: true, limitResponse: Drop}", []string{"limitResponse", "Queue"}},
+		{"flow control ServiceAccount without namespace -> names it", "flowControl:\n  enabled: true\n  subjects: [{kind: ServiceAccount, name: auditor}]",
+			[]string{"subjects", "namespace"}},
+		{"flow control subject of an unknown kind -> names it", "flowControl:\n  subjects: [{kind: Robot, name: r2}]", []string{"kind", "ServiceAccount"}},
 		{"ServiceMonitor without Service -> names it", "metrics:\n  service: {enabled: false}\n  serviceMonitor: {enabled: true}",
 			[]string{"metrics.service.enabled"}},
 	}
@@ -346,6 +351,9 @@ func TestRender(t *testing.T) {
 			}
 			if !has(objs, "PodDisruptionBudget", namespace, name) || has(objs, "ServiceMonitor", namespace, name) {
 				t.Error("want a PodDisruptionBudget and no ServiceMonitor")
+			}
+			if has(objs, "FlowSchema", "", name) || has(objs, "PriorityLevelConfiguration", "", name) {
+				t.Error("priority and fairness objects rendered by default")
 			}
 		},
 		"namespaced": func(t *testing.T, objs []*unstructured.Unstructured, cfg *config.Config) {
@@ -444,6 +452,35 @@ func TestRender(t *testing.T) {
 			g := grantsOf(t, objs, "ClusterRole", "", name+"-policyreports")
 			if !slices.Contains(g, "wgpolicyk8s.io/clusterpolicyreports:update") || !slices.Contains(g, "wgpolicyk8s.io/policyreports:delete") {
 				t.Errorf("policy reports ClusterRole grants %v", g)
+			}
+		},
+		"flowcontrol": func(t *testing.T, objs []*unstructured.Unstructured, cfg *config.Config) {
+			var pl flowcontrolv1.PriorityLevelConfiguration
+			manifest.Into(t, must(t, objs, "PriorityLevelConfiguration", "", name), &pl)
+			if l := pl.Spec.Limited; l == nil || *l.NominalConcurrencyShares != 5 || l.LimitResponse.Type != flowcontrolv1.LimitResponseTypeReject || l.LimitResponse.Queuing != nil {
+				t.Errorf("priority level %+v", pl.Spec.Limited)
+			}
+			var fs, le flowcontrolv1.FlowSchema
+			manifest.Into(t, must(t, objs, "FlowSchema", "", name), &fs)
+			manifest.Into(t, must(t, objs, "FlowSchema", "", name+"-leader-election"), &le)
+			var subjects []string
+			for _, s := range fs.Spec.Rules[0].Subjects {
+				switch s.Kind {
+				case flowcontrolv1.SubjectKindServiceAccount:
+					subjects = append(subjects, "sa:"+s.ServiceAccount.Namespace+"/"+s.ServiceAccount.Name)
+				case flowcontrolv1.SubjectKindUser:
+					subjects = append(subjects, "user:"+s.User.Name)
+				case flowcontrolv1.SubjectKindGroup:
+					subjects = append(subjects, "group:"+s.Group.Name)
+				}
+			}
+			if want := []string{"sa:" + namespace + "/" + name, "user:alice", "group:sre", "sa:ops/tether-audit"}; !slices.Equal(subjects, want) {
+				t.Errorf("flow schema subjects %v, want %v", subjects, want)
+			}
+			if fs.Spec.PriorityLevelConfiguration.Name != name || fs.Spec.MatchingPrecedence != 8000 ||
+				le.Spec.PriorityLevelConfiguration.Name != "leader-election" || le.Spec.MatchingPrecedence != 7999 {
+				t.Errorf("flow schemas: %s at %d, leader election %s at %d", fs.Spec.PriorityLevelConfiguration.Name, fs.Spec.MatchingPrecedence,
+					le.Spec.PriorityLevelConfiguration.Name, le.Spec.MatchingPrecedence)
 			}
 		},
 		"ha": func(t *testing.T, objs []*unstructured.Unstructured, cfg *config.Config) {

@@ -2,15 +2,19 @@ package tether_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tether-dev/tether/config/crd"
@@ -174,6 +178,11 @@ func TestRBAC(t *testing.T) {
 			sa.Want(true, "list", "clusterpolicyreports.wgpolicyk8s.io/v1alpha2", "")
 			sa.Want(false, "patch", authz.PVCs, ns)
 		}},
+		{"flowcontrol", func(sa *authz.Client, own, ns string) {
+			// Priority and fairness grant nothing (TestFlowControl).
+			sa.Want(true, "list", authz.VMIs, "")
+			sa.Want(false, "patch", authz.PVCs, ns)
+		}},
 		{"ha", func(sa *authz.Client, own, ns string) {
 			sa.Want(true, "patch", authz.Leases, own)
 			sa.Want(false, "delete", authz.Attachments, "")
@@ -205,5 +214,62 @@ func TestRBAC(t *testing.T) {
 		if !slices.Contains(covered, f) {
 			t.Errorf("ci/%s-values.yaml has no RBAC case", f)
 		}
+	}
+}
+
+// TestFlowControl: what ci/flowcontrol-values.yaml renders, applied for
+// real, puts the requests of the controller's ServiceAccount and of each
+// identity in flowControl.subjects on the chart's priority level, and the
+// controller's leader lease on the built-in leader-election level: the API
+// server says so itself, in the headers of priority and fairness on its
+// answers (a refused request is classified first).
+func TestFlowControl(t *testing.T) {
+	env := testenv.Get(t)
+	objs := slices.DeleteFunc(render(t, values(t, "flowcontrol")), func(o *unstructured.Unstructured) bool {
+		return o.GetKind() != "FlowSchema" && o.GetKind() != "PriorityLevelConfiguration"
+	})
+	f := file(t, objs)
+	kubectl(t, env, "apply", "--server-side", "--field-manager=helm", "-f", f)
+	t.Cleanup(func() { _, _ = env.Kubectl(t, "delete", "--ignore-not-found", "-f", f) })
+	fc := env.Client.FlowcontrolV1()
+	level := func(n string) string {
+		pl, err := fc.PriorityLevelConfigurations().Get(context.Background(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(pl.UID)
+	}
+	own, leader := level(name), level("leader-election")
+	for _, tc := range []struct {
+		who       rest.ImpersonationConfig
+		path      string
+		wantLevel string
+	}{
+		{rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + name}, "/apis/kubevirt.io/v1/virtualmachineinstances", own},
+		{rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + name}, "/apis/coordination.k8s.io/v1/namespaces/" + namespace + "/leases/tether-controller", leader},
+		{rest.ImpersonationConfig{UserName: "alice"}, "/api/v1/nodes", own},
+		{rest.ImpersonationConfig{UserName: "bob", Groups: []string{"sre", "system:authenticated"}}, "/api/v1/persistentvolumes", own},
+		{rest.ImpersonationConfig{UserName: "system:serviceaccount:ops:tether-audit"}, "/api/v1/pods", own},
+		// Not a subject: the built-in schemas decide.
+		{rest.ImpersonationConfig{UserName: "carol", Groups: []string{"system:authenticated"}}, "/api/v1/nodes", ""},
+	} {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = tc.who
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 30*time.Second, tc.who.UserName+" on its level", func() (bool, error) {
+			resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + tc.path)
+			if err != nil {
+				return false, err
+			}
+			resp.Body.Close()
+			got := resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
+			if tc.wantLevel == "" {
+				return got != "" && got != own && got != leader, nil
+			}
+			return got == tc.wantLevel, fmt.Errorf("%s %s: priority level %q (status %d)", tc.who.UserName, tc.path, got, resp.StatusCode)
+		})
 	}
 }

@@ -31,7 +31,7 @@ func TestCount(t *testing.T) {
 			want: Window{}, next: Fits, room: 3},
 		{name: "actions before the reset do not count", resetAt: t0.Add(-10 * time.Minute),
 			actions: []Action{own(11 * time.Minute), own(10 * time.Minute), supervised(20 * time.Minute)},
-			want: Window{Own: 1}, next: Fits, room: 2},
+			want:    Window{Own: 1}, next: Fits, room: 2},
 		{name: "own actions fill it: trip", actions: []Action{own(1), own(2), own(3)},
 			want: Window{Own: 3}, next: Trip, room: 0},
 		{name: "more own actions than the limit: trip, no room below zero", actions: []Action{own(1), own(2), own(3), own(4)},

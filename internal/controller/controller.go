@@ -185,7 +185,7 @@ func New(o Options) (manager.Manager, error) {
 		}
 	}
 	if checks {
-		ag := guard.Guard{Cache: mgr.GetClient(), Live: rs.Live, Namespace: o.Namespace, Tenants: tenants,
+		ag := guard.Guard{Cache: mgr.GetClient(), Informers: mgr.GetCache(), Live: rs.Live, Namespace: o.Namespace, Tenants: tenants,
 			Guard: plan.Guard{MaxSafe: o.Config.AnomalyGuard.MaxSafe, Share: o.Config.AnomalyGuard.Share}, Log: o.Log.WithName("anomaly-guard"), Now: o.Now,
 			Every: cmp.Or(o.GuardInterval, guard.Interval)}
 		if err := mgr.Add(ag); err != nil {

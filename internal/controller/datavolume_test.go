@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,6 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/kubevirt/check"
 	"github.com/tether-dev/tether/internal/kubevirt/observe"
@@ -78,12 +78,19 @@ func TestController_hotplugLoopReadsTheTemplateDataVolumes_asTheAuditDoes(t *tes
 	}
 	agree := func(what string) {
 		t.Helper()
-		want := auditSays()
-		var rec *v1alpha1.Finding
+		// The audit is asked again each time: both must agree on the world
+		// as it is at one moment (the emulator may still settle it).
 		testenv.Eventually(t, 30*time.Second, "the controller's record says what the audit says: "+what, func() (bool, error) {
-			rec = w.finding("vm-dv", "pvc-dv")
-			return rec != nil && rec.Status.Severity == string(want.Severity) && rec.Status.Action.BlockedBy == string(want.Action.BlockedBy) &&
-				rec.Status.Message == want.Message, nil
+			want := auditSays()
+			rec := w.finding("vm-dv", "pvc-dv")
+			if rec == nil {
+				return false, fmt.Errorf("no record; the audit says %s %s: %s", want.Severity, want.Action.BlockedBy, want.Message)
+			}
+			if rec.Status.Severity != string(want.Severity) || rec.Status.Action.BlockedBy != string(want.Action.BlockedBy) || rec.Status.Message != want.Message {
+				return false, fmt.Errorf("the record says %s %s: %s; the audit says %s %s: %s", rec.Status.Severity, rec.Status.Action.BlockedBy, rec.Status.Message,
+					want.Severity, want.Action.BlockedBy, want.Message)
+			}
+			return true, nil
 		})
 	}
 	if f := auditSays(); f.Severity != drift.SeverityWarning || !strings.Contains(f.Message, "DataVolume "+w.ns+"/root-dv") {

@@ -1,14 +1,20 @@
 package controller_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
 	"github.com/tether-dev/tether/internal/controller"
 	"github.com/tether-dev/tether/internal/drift"
 	"github.com/tether-dev/tether/internal/findingrecord"
+	"github.com/tether-dev/tether/internal/kubevirt"
+	"github.com/tether-dev/tether/internal/testing/fixture"
 	"github.com/tether-dev/tether/internal/testing/testenv"
 )
 
@@ -55,4 +61,31 @@ func TestController_anomalyGuardTripsAndHolds(t *testing.T) {
 	if g, _ := findingrecord.Guard(w.ctx, w.c, w.ns); g.Tripped {
 		t.Fatalf("the accepted picture tripped the guard again: %s", g.Message)
 	}
+}
+
+// The guard counts the VMIs of its scope from the informer's events (its
+// tally), not from a walk of the cache: its first look records every VMI,
+// and when they all go at once it trips, saying how many it held.
+func TestController_anomalyGuardCountsTheVMIsItsInformerSees(t *testing.T) {
+	w := newWorld(t)
+	const n = kubevirt.AnomalyFloor + 2
+	for i := range n {
+		vmi := fixture.VMI(fmt.Sprintf("guarded-%02d", i), fixture.InNamespace(w.ns))
+		vmi.UID = ""
+		if err := w.c.Create(w.ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.start(w.cfg(time.Hour), func(o *controller.Options) { o.GuardInterval = 300 * time.Millisecond })
+	testenv.Eventually(t, 30*time.Second, "the guard's first look counts every VMI", func() (bool, error) {
+		g, err := findingrecord.Guard(w.ctx, w.c, w.ns)
+		return err == nil && g.Last != nil && g.Last.VMIs == n, err
+	})
+	if err := w.c.DeleteAllOf(w.ctx, &kubevirtv1.VirtualMachineInstance{}, client.InNamespace(w.ns)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the guard tripped on the VMIs gone", func() (bool, error) {
+		g, err := findingrecord.Guard(w.ctx, w.c, w.ns)
+		return g.Tripped && strings.Contains(g.Message, fmt.Sprintf("hold no VMI, where they held %d", n)), err
+	})
 }

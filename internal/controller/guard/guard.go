@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/tether-dev/tether/api/v1alpha1"
@@ -36,7 +38,10 @@ const Interval = 15 * time.Second
 // beyond the caches, and writes the record only when what the comparison
 // reads changed.
 type Guard struct {
-	Cache     client.Reader
+	Cache client.Reader
+	// Informers gives the VMI informer whose events keep the guard's
+	// tally (the manager's cache).
+	Informers Informers
 	Live      client.Client
 	Namespace string
 	Tenants   []*tenant.Watch
@@ -46,12 +51,22 @@ type Guard struct {
 	Every     time.Duration
 }
 
+// Informers gives an informer of a kind (controller-runtime's cache).
+type Informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
 // Start implements manager.Runnable (on the leader).
 func (g Guard) Start(ctx context.Context) error {
+	tally, stop, err := g.tally(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	t := time.NewTicker(g.Every)
 	defer t.Stop()
 	for {
-		if err := g.look(ctx); err != nil {
+		if err := g.look(ctx, tally); err != nil {
 			g.Log.Error(err, "the anomaly guard could not look; it looks again", "every", g.Every.String())
 		}
 		select {
@@ -62,13 +77,34 @@ func (g Guard) Start(ctx context.Context) error {
 	}
 }
 
+// tally registers a Tally with the VMI informer and returns it once it
+// has seen every VMI the informer held (a look before would miss some),
+// with the function that unregisters it.
+func (g Guard) tally(ctx context.Context) (*Tally, func(), error) {
+	inf, err := g.Informers.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
+	}
+	tally := NewTally()
+	reg, err := inf.AddEventHandler(tally)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the anomaly guard's VMI informer: %w", err)
+	}
+	stop := func() { _ = inf.RemoveEventHandler(reg) }
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		stop()
+		return nil, nil, ctx.Err()
+	}
+	return tally, stop, nil
+}
+
 // look is one comparison: trip on reasons, record counts that changed.
-func (g Guard) look(ctx context.Context) error {
+func (g Guard) look(ctx context.Context, tally *Tally) error {
 	st, err := findingrecord.Guard(ctx, g.Cache, g.Namespace)
 	if err != nil {
 		return err
 	}
-	now, err := g.count(ctx)
+	now, err := g.count(ctx, tally)
 	if err != nil {
 		return err
 	}
@@ -87,14 +123,11 @@ func (g Guard) look(ctx context.Context) error {
 	return nil
 }
 
-// count reads the counts from the caches, objects shared, not copied.
-func (g Guard) count(ctx context.Context) (findingrecord.Counts, error) {
+// count reads the counts: of the VMIs from the tally, of the records from
+// the cache, objects shared, not copied.
+func (g Guard) count(ctx context.Context, tally *Tally) (findingrecord.Counts, error) {
 	c := findingrecord.Counts{TenantAttachments: map[string]int{}, Hotplugs: map[string]int{}}
-	var vmis kubevirtv1.VirtualMachineInstanceList
-	if err := g.Cache.List(ctx, &vmis, client.UnsafeDisableDeepCopy); err != nil {
-		return c, err
-	}
-	c.VMIs = len(vmis.Items)
+	c.VMIs = tally.VMIs()
 	subjects := c.VMIs
 	for _, tw := range g.Tenants {
 		if !tw.Up(g.Now()) {
@@ -102,19 +135,7 @@ func (g Guard) count(ctx context.Context) (findingrecord.Counts, error) {
 		}
 		c.TenantAttachments[tw.Name()] = tw.Attachments()
 		subjects += len(tw.NodeNames())
-		n := 0
-		for i := range vmis.Items {
-			vmi := &vmis.Items[i]
-			if !tw.Applies(vmi.Namespace) {
-				continue
-			}
-			for _, vs := range vmi.Status.VolumeStatus {
-				if vs.HotplugVolume != nil {
-					n++
-				}
-			}
-		}
-		c.Hotplugs[tw.Name()] = n
+		c.Hotplugs[tw.Name()] = tally.Hotplugs(tw.Applies)
 	}
 	var recs v1alpha1.FindingList
 	if err := g.Cache.List(ctx, &recs, client.UnsafeDisableDeepCopy); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -83,7 +84,7 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 	if p.CBOR {
 		req.Header.Set("Accept", acceptCBOR)
 	}
-	resp, err := p.hc.Do(req)
+	resp, err := doPolitely(ctx, p.hc, req)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +116,53 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 		return nil, &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gvr.Group, Kind: kind}, SearchedVersions: []string{gvr.Version}}
 	}
 	return nil, &apierrors.StatusError{ErrStatus: st}
+}
+
+// maxPoliteRetries is how often a request is sent again when the server
+// asks to be asked later: client-go's number, so that the pages read here
+// wait as every other request of tether does.
+const maxPoliteRetries = 10
+
+// doPolitely sends the GET req and, while the server answers that it is
+// too busy and says when to ask again (429, or a 5xx, with Retry-After:
+// the API server's priority and fairness, or a server that is starting),
+// waits that long and sends it again, up to maxPoliteRetries times (what
+// client-go does for every other request). The last answer is returned.
+func doPolitely(ctx context.Context, hc *http.Client, req *http.Request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		wait, asked := retryAfter(resp)
+		if !asked || attempt == maxPoliteRetries {
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// retryAfter is how long the server asks the client to wait before it
+// asks again, and whether it asks: a 429 or 5xx answer with a Retry-After
+// of whole seconds (the form the API server sends; client-go reads no
+// other).
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < http.StatusInternalServerError {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
 }
 
 // leanDecoding: the server's JSON, names matched exactly as the API

@@ -99,6 +99,7 @@ func Connect(ctx context.Context, o ConnectOptions) (*Clients, error) {
 	switch extras.AuthType {
 	case "none", "noauth", "admin_token":
 		pc = &gophercloud.ProviderClient{HTTPClient: httpClient, TokenID: extras.Auth.Token}
+		politely(pc)
 		pc.UseTokenLock()
 		pc.SetToken(extras.Auth.Token)
 	default:
@@ -106,6 +107,7 @@ func Connect(ctx context.Context, o ConnectOptions) (*Clients, error) {
 			return nil, fmt.Errorf("cloud %q: auth_url %q: %v", o.Cloud, ao.IdentityEndpoint, err)
 		}
 		pc.HTTPClient = httpClient
+		politely(pc)
 		ao.AllowReauth = true
 		if err := gopenstack.Authenticate(ctx, pc, ao); err != nil {
 			return nil, fmt.Errorf("cloud %q: authenticating at %s: %v", o.Cloud, ao.IdentityEndpoint, err)
