@@ -7,18 +7,18 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +51,17 @@ type auditOptions struct {
 	// to the API server, through a proxy of package distance (0: through
 	// the proxy without delay); empty talks to it directly.
 	rtts []time.Duration
+	// levers measures, instead of the usual jobs, each lever of issue 49
+	// on and off (raw reads of all checks' kinds) beside tether's all
+	// checks and the base's; cbor adds CBOR for custom resources, which
+	// needs the API server's CBOR feature gates (apiServerArgs).
+	levers, cbor bool
+	// storage seeds, besides the VMIs, this many volumes of the storage
+	// world (a claim, a PV, a VolumeAttachment and a pod each): built-in
+	// kinds for the levers that concern them.
+	storage int
+	// apiServerArgs are added to the API server's flags.
+	apiServerArgs []string
 }
 
 // distanceSet is one distance of the audit: its contestants talk to the
@@ -79,6 +90,8 @@ func (d *distanceSet) label() string {
 type endpoint struct {
 	cfg        *rest.Config
 	kubeconfig string
+	// proxy, at a distance, counts the job's bytes on the wire.
+	proxy *distance.Proxy
 }
 
 // open returns the endpoint of one job. At a distance it is a new proxy
@@ -88,7 +101,7 @@ type endpoint struct {
 // closed proxy would be reused if its port came back).
 func (d *distanceSet) open() (endpoint, error) {
 	if d.direct {
-		return endpoint{d.cfg, filepath.Join(d.dir, "kubeconfig")}, nil
+		return endpoint{d.cfg, filepath.Join(d.dir, "kubeconfig"), nil}, nil
 	}
 	u, err := url.Parse(d.cfg.Host)
 	if err != nil {
@@ -102,7 +115,7 @@ func (d *distanceSet) open() (endpoint, error) {
 	cfg := rest.CopyConfig(d.cfg)
 	cfg.Host = "https://" + p.Addr()
 	kc := filepath.Join(d.dir, "kubeconfig-"+strings.ReplaceAll(p.Addr(), ":", "-"))
-	return endpoint{cfg, kc}, controlplane.WriteKubeconfig(kc, cfg)
+	return endpoint{cfg, kc, p}, controlplane.WriteKubeconfig(kc, cfg)
 }
 
 // close closes the proxies opened so far.
@@ -127,6 +140,11 @@ type result struct {
 	output   int64
 	rssKiB   int64
 	findings int
+	// apiCPU and etcdCPU are what the API server and etcd spent on the
+	// job; clientCPU what a tether process spent (user and system).
+	apiCPU, etcdCPU, clientCPU time.Duration
+	// wire is the bytes that crossed the proxy both ways (0: direct).
+	wire int64
 }
 
 // runAudit seeds N VMIs per size and measures, side by side on one server,
@@ -152,11 +170,15 @@ func runAudit(o auditOptions) error {
 			return err
 		}
 	}
-	env, err := localenv.Start(ctx, localenv.Options{})
+	env, err := localenv.Start(ctx, localenv.Options{APIServerArgs: o.apiServerArgs})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
+	y, err := newYardstick(env.Config(), env.Infra.PID("kube-apiserver"), env.Infra.PID("etcd"))
+	if err != nil {
+		return err
+	}
 	kubeconfig := filepath.Join(tmp, "kubeconfig")
 	if err := controlplane.WriteKubeconfig(kubeconfig, env.Config()); err != nil {
 		return err
@@ -166,17 +188,32 @@ func runAudit(o auditOptions) error {
 		return err
 	}
 	sets := distances(env.Config(), tmp, o.rtts)
-	fmt.Printf("%-8s %-7s %-28s %10s %9s %10s %10s %9s %8s %s\n", "VMIS", "RTT", "CONTESTANT", "WALL", "REQUESTS", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP", "VS SERVER SHARE")
 	err = growing(o.sizes, "-vmis", func(from, to int) error {
 		t0 := time.Now()
 		if err := seed(ctx, c, from, to, o.hotplugs, true, false); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "seeded %d VMIs in %s\n", to, time.Since(t0).Round(time.Millisecond))
+		if from == 0 && o.storage > 0 {
+			t0 = time.Now()
+			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: storageNS}}); err != nil {
+				return err
+			}
+			if err := seedStorage(ctx, c, 0, o.storage); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "seeded %d volumes in %s\n", o.storage, time.Since(t0).Round(time.Millisecond))
+		}
+		if err := y.settle(ctx); err != nil {
+			return err
+		}
 		for i := range sets {
 			sets[i].cs = contestants(o, to, bin)
+			if o.levers {
+				sets[i].cs = leverContestants(o, to, bin)
+			}
 		}
-		return measureAll(ctx, to, sets, o.runs)
+		return measureAll(ctx, y, to, sets, o.runs)
 	})
 	if err != nil || !o.hold {
 		return err
@@ -261,12 +298,14 @@ const serverShare = "raw pages (server share)"
 
 // measureAll runs every contestant of every set runs times, interleaved
 // (each run visits every distance in turn, and its contestants in the
-// order runOrder gives), and prints the median of each
-// with its speed-up over the loop (the first contestant, when it ran) and
-// its ratio to the server's share at the same distance. Between two jobs
-// the proxy drops its connections: every job opens its own and pays its
-// handshakes, as a new process does.
-func measureAll(ctx context.Context, vmis int, sets []distanceSet, runs int) error {
+// order runOrder gives), and prints the median of each figure with the
+// speed-up over the loop (the first contestant, when it ran), the loop's
+// API server CPU over the contestant's, and the wall time's ratio to the
+// server's share at the same distance. The yardstick y reads what the
+// control plane spent on each job. Between two jobs the proxy drops its
+// connections: every job opens its own and pays its handshakes, as a new
+// process does.
+func measureAll(ctx context.Context, y *yardstick, vmis int, sets []distanceSet, runs int) error {
 	all := make([][][]result, len(sets))
 	defer func() {
 		for i := range sets {
@@ -285,40 +324,94 @@ func measureAll(ctx context.Context, vmis int, sets []distanceSet, runs int) err
 				if err != nil {
 					return err
 				}
-				res, err := c.run(ctx, at)
+				res, err := measureOne(ctx, y, c, at)
 				if err != nil {
 					return fmt.Errorf("%s at %s: %w", c.name, d.label(), err)
 				}
-				fmt.Fprintf(os.Stderr, "run %d/%d %s %s: %s\n", r+1, max(runs, 1), d.label(), c.name, res.wall.Round(time.Millisecond))
+				fmt.Fprintf(os.Stderr, "run %d/%d %s %s: %s, API server CPU %s\n", r+1, max(runs, 1), d.label(), c.name, res.wall.Round(time.Millisecond), res.apiCPU)
 				all[s][i] = append(all[s][i], res)
 			}
 		}
 	}
+	fmt.Printf("%-8s %-7s %-30s %9s %8s %8s %8s %8s %10s %9s %9s %8s %8s %7s %s\n", "VMIS", "RTT", "CONTESTANT", "WALL", "API-CPU", "ETCD-CPU", "CLI-CPU", "REQUESTS", "WIRE", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP", "CPU/LOOP", "VS SHARE")
 	for s, d := range sets {
-		var loop, share time.Duration
+		var loop, share result
 		for i, c := range d.cs {
 			if i == 0 && strings.HasPrefix(c.name, "list-and-get") {
-				loop = median(all[s][i]).wall
+				loop = medians(all[s][i])
 			}
-			if c.name == serverShare {
-				share = median(all[s][i]).wall
+			if c.name == serverShare || c.name == newShare {
+				share = medians(all[s][i])
 			}
 		}
 		for i, c := range d.cs {
-			m := median(all[s][i])
-			vsLoop, vsShare := "-", "-"
-			if loop > 0 && m.wall > 0 {
-				vsLoop = fmt.Sprintf("%.1fx", float64(loop)/float64(m.wall))
-			}
-			if share > 0 {
-				vsShare = fmt.Sprintf("%.2f", float64(m.wall)/float64(share))
-			}
-			fmt.Printf("%-8d %-7s %-28s %10s %9s %10s %10s %9d %8s %s\n", vmis, d.label(), c.name, m.wall.Round(time.Millisecond),
-				orDash(int64(m.requests), strconv.Itoa(m.requests)), orDash(m.rssKiB, fmt.Sprintf("%d MiB", m.rssKiB/1024)),
-				orDash(m.output, fmt.Sprintf("%.1f MB", float64(m.output)/1e6)), m.findings, vsLoop, vsShare)
+			m := medians(all[s][i])
+			fmt.Printf("%-8d %-7s %-30s %9s %8s %8s %8s %8d %10s %9s %9s %8d %8s %7s %s\n", vmis, d.label(), c.name, m.wall.Round(time.Millisecond),
+				seconds(m.apiCPU), seconds(m.etcdCPU), orDash(int64(m.clientCPU), seconds(m.clientCPU)), m.requests,
+				orDash(m.wire, fmt.Sprintf("%.1f MB", float64(m.wire)/1e6)), orDash(m.rssKiB, fmt.Sprintf("%d MiB", m.rssKiB/1024)),
+				orDash(m.output, fmt.Sprintf("%.1f MB", float64(m.output)/1e6)), m.findings,
+				ratio(loop.wall, m.wall, "%.1fx"), ratio(loop.apiCPU, m.apiCPU, "%.1fx"), ratio(m.wall, share.wall, "%.2f"))
 		}
 	}
 	return nil
+}
+
+// measureOne runs c once at at and adds what the control plane spent on
+// it (the yardstick's reading; the requests the server counted replace the
+// job's own count, which a process cannot give) and the bytes on the wire.
+func measureOne(ctx context.Context, y *yardstick, c contestant, at endpoint) (result, error) {
+	b, err := y.before(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	res, err := c.run(ctx, at)
+	if err != nil {
+		return result{}, err
+	}
+	a, err := y.after(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	sp := spent(b, a)
+	res.apiCPU, res.etcdCPU, res.requests = sp.apiCPU, sp.etcdCPU, sp.requests
+	if at.proxy != nil {
+		up, down := at.proxy.Bytes()
+		res.wire = up + down
+	}
+	return res, nil
+}
+
+// medians is the median of each figure of rs, each taken on its own.
+func medians(rs []result) result {
+	if len(rs) == 0 {
+		return result{}
+	}
+	dur := func(f func(result) time.Duration) time.Duration { return medianOf(rs, f) }
+	num := func(f func(result) int64) int64 { return medianOf(rs, f) }
+	return result{
+		wall: dur(func(r result) time.Duration { return r.wall }), apiCPU: dur(func(r result) time.Duration { return r.apiCPU }),
+		etcdCPU: dur(func(r result) time.Duration { return r.etcdCPU }), clientCPU: dur(func(r result) time.Duration { return r.clientCPU }),
+		requests: int(num(func(r result) int64 { return int64(r.requests) })), output: num(func(r result) int64 { return r.output }),
+		rssKiB: num(func(r result) int64 { return r.rssKiB }), findings: int(num(func(r result) int64 { return int64(r.findings) })),
+		wire: num(func(r result) int64 { return r.wire }),
+	}
+}
+
+func medianOf[T int64 | time.Duration](rs []result, f func(result) T) T {
+	v := make([]T, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// ratio formats a/b, or "-" when either is unknown.
+func ratio[T int64 | time.Duration](a, b T, format string) string {
+	if a <= 0 || b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, float64(a)/float64(b))
 }
 
 // median is the run with the median wall time.
@@ -327,6 +420,8 @@ func median(rs []result) result {
 	slices.SortFunc(s, func(a, b result) int { return int(a.wall - b.wall) })
 	return s[len(s)/2]
 }
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 
 func orDash(n int64, s string) string {
 	if n == 0 {
@@ -388,51 +483,11 @@ var hotplugReads = []string{
 }
 
 // rawPages fetches every page of each path in turn (limit 0: in one LIST)
-// and throws the bytes away: what the API server alone takes to serve
-// tether's LISTs, one kind after the other.
+// in JSON, as Go's transport asks (compressed), and throws the bytes away:
+// what the API server alone takes to serve tether's LISTs, one kind after
+// the other.
 func rawPages(ctx context.Context, cfg *rest.Config, paths []string, limit int) (result, error) {
-	var ctr clients.Counter
-	rc := unlimited(cfg, &ctr)
-	hc, err := rest.HTTPClientFor(rc)
-	if err != nil {
-		return result{}, err
-	}
-	t0 := time.Now()
-	var total int64
-	for _, p := range paths {
-		cont := ""
-		for {
-			sep := "?"
-			if strings.Contains(p, "?") {
-				sep = "&"
-			}
-			url := fmt.Sprintf("%s%s%slimit=%d&continue=%s", rc.Host, p, sep, limit, cont)
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return result{}, err
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				return result{}, err
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				return result{}, err
-			}
-			if resp.StatusCode == 404 {
-				break // a kind not served
-			}
-			if resp.StatusCode != 200 {
-				return result{}, fmt.Errorf("GET %s: %s", p, resp.Status)
-			}
-			total += int64(len(body))
-			if cont = continueToken(body); cont == "" {
-				break
-			}
-		}
-	}
-	return result{wall: time.Since(t0), requests: ctr.Total(), output: total}, nil
+	return rawRead(ctx, cfg, paths, wire{gzip: true, builtin: mediaJSON, custom: mediaJSON, limit: limit})
 }
 
 // continueToken finds metadata.continue in a list body without decoding
@@ -512,7 +567,7 @@ func measureProcess(ctx context.Context, args []string) (result, error) {
 	if m.Exit != 0 && m.Exit != 1 {
 		return result{}, fmt.Errorf("%s exited %d: %s", filepath.Base(argv[0]), m.Exit, m.Stderr)
 	}
-	return result{wall: m.Wall, output: m.Output, rssKiB: m.MaxRSSKiB, findings: m.Findings}, nil
+	return result{wall: m.Wall, output: m.Output, rssKiB: m.MaxRSSKiB, findings: m.Findings, clientCPU: m.CPU}, nil
 }
 
 // measureEnv makes tether-bench a measuring child.
@@ -525,7 +580,9 @@ type measured struct {
 	Output    int64         `json:"output"`
 	Findings  int           `json:"findings"`
 	Exit      int           `json:"exit"`
-	Stderr    string        `json:"stderr,omitempty"`
+	// CPU is the user and system time the process spent.
+	CPU    time.Duration `json:"cpu"`
+	Stderr string        `json:"stderr,omitempty"`
 }
 
 // measureChild runs argv, counts the bytes and findings it prints and
@@ -563,6 +620,7 @@ func measureChild(argv []string) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		m.MaxRSSKiB = ru.Maxrss
 	}
+	m.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	_ = json.NewEncoder(os.Stdout).Encode(m)
 	os.Exit(0)
 }

@@ -55,6 +55,10 @@ func main() {
 	parallel := flag.Int("parallel", 0, "openstack mode: requests in flight while seeding (0: 8)")
 	batch := flag.Int("batch", 0, "openstack mode: servers booted by one POST /servers (0: 50)")
 	rtt := flag.String("rtt", "", "audit mode: comma-separated round trips (e.g. 0,1ms,2ms,5ms) at which every contestant talks to the API server through a proxy that delays each direction by half of it; empty: directly")
+	levers := flag.Bool("levers", false, "audit mode: measure the levers of issue 49 (compression, protobuf, page size, watch-list, CBOR) on and off as raw reads of all checks' kinds, beside tether's all checks and -base's")
+	cbor := flag.Bool("cbor", false, "audit mode with -levers: turn on the API server's CBOR feature gates (alpha) and measure CBOR for custom resources")
+	apiArgs := flag.String("apiserver-args", "", "audit mode: comma-separated flags added to the API server's (e.g. --profiling=true, to profile a held world)")
+	storageVols := flag.Int("storage", 0, "audit mode: also seed this many volumes of the storage world (claim, PV, VolumeAttachment and pod each), so that built-in kinds are read")
 	if os.Getenv(measureEnv) != "" {
 		measureChild(os.Args[1:])
 	}
@@ -64,7 +68,15 @@ func main() {
 	case "audit":
 		var rtts []time.Duration
 		if rtts, err = parseRTTs(*rtt); err == nil {
-			err = runAudit(auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold, rtts: rtts})
+			o := auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold, rtts: rtts,
+				levers: *levers, cbor: *cbor, storage: *storageVols}
+			if *cbor {
+				o.apiServerArgs = []string{"--feature-gates=" + cborGates}
+			}
+			if *apiArgs != "" {
+				o.apiServerArgs = append(o.apiServerArgs, strings.Split(*apiArgs, ",")...)
+			}
+			err = runAudit(o)
 		}
 	case "controller":
 		if *profile != "" {

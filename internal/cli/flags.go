@@ -110,6 +110,7 @@ type scopeFlags struct {
 	tenantDriver        string
 	matchNodesByName    bool
 	chunkSize           int64
+	cbor                bool
 }
 
 // register binds the flags to fs.
@@ -132,6 +133,7 @@ func (f *scopeFlags) register(fs *pflag.FlagSet) {
 	}
 	fs.StringVar(&f.controllerNamespace, "controller-namespace", v1alpha1.DefaultNamespace, "namespace of tether controller, whose Finding records --fence-gone-nodes-after reads (records elsewhere are no evidence)")
 	fs.StringVar(&f.minSeverity, "min-severity", "info", "report findings of at least this severity: info, warning or critical")
+	fs.BoolVar(&f.cbor, "cbor", false, "opt-in: ask the API server for VMIs and VMs in CBOR, which costs it less than half the CPU of JSON; only a server with the CBORServingAndStorage feature gate (alpha) offers it, any other answers JSON as without this flag")
 	fs.Int64Var(&f.chunkSize, "chunk-size", observe.DefaultPageSize, "read large lists in chunks of this many objects, as kubectl does; 0 reads each kind in one LIST (less work for the API server, more memory on both sides)")
 }
 
@@ -232,7 +234,7 @@ func (f *scopeFlags) observeOptions(ns string) (observe.Options, error) {
 	if f.chunkSize < 0 {
 		return observe.Options{}, fmt.Errorf("--chunk-size %d: use a positive count, or 0 for no chunks", f.chunkSize)
 	}
-	o := observe.Options{Namespace: ns, PageSize: f.chunkSize}
+	o := observe.Options{Namespace: ns, PageSize: f.chunkSize, CBOR: f.cbor}
 	if f.chunkSize == 0 {
 		o.PageSize = observe.Unpaged
 	}

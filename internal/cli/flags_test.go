@@ -194,3 +194,24 @@ func TestNewGraceFlags(t *testing.T) {
 		}
 	}
 }
+
+// --cbor is off unless asked for (CBOR serving is alpha), and reaches the
+// read's options when asked for.
+func TestCBORFlag(t *testing.T) {
+	fs := pflag.NewFlagSet("audit", pflag.ContinueOnError)
+	var f scopeFlags
+	f.register(fs)
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--cbor"}, true}, {[]string{"--cbor=false"}, false}} {
+		f.cbor = false
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		o, err := f.observeOptions("")
+		if err != nil || o.CBOR != c.want {
+			t.Errorf("%v: CBOR %v, %v; want %v", c.args, o.CBOR, err, c.want)
+		}
+	}
+}

@@ -74,6 +74,7 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 	if err != nil {
 		return plan.Survey{}, err
 	}
+	obs.Pages.CBOR = obs.CBOR
 	s, err := observe.Observe(ctx, c, obs)
 	if x.Observed != nil {
 		x.Observed()

@@ -76,6 +76,9 @@ type Options struct {
 	// Lean makes every other object lean as its page arrives: a one-shot
 	// read then holds only what decisions read.
 	Lean bool
+	// CBOR makes Pages ask for its pages in CBOR (PageReader.CBOR): the
+	// caller's opt-in, passed on by whoever makes the page reader.
+	CBOR bool
 	// GoneNodeRecordsIn, when set, is the controller's namespace: its
 	// durable records there of since when Nodes have been missing
 	// (Snapshot.NodesGoneSince) are read, for the opt-in rule that fences

@@ -165,24 +165,7 @@ func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 5; i++ {
-		name := fmt.Sprintf("vm-p%d", i)
-		vm := fixture.VM(name, fixture.InNamespace(ns), fixture.WithVolume("hp", fixture.PVC("hp"), fixture.Hotpluggable()))
-		vmi := fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only"))
-		if i%2 == 0 {
-			// A disk marked shareable, which SharedClaim reads.
-			yes := true
-			for _, spec := range []*kubevirtv1.VirtualMachineInstanceSpec{&vm.Spec.Template.Spec, &vmi.Spec} {
-				disks := spec.Domain.Devices.Disks
-				if len(disks) == 0 {
-					t.Fatal("the fixture has no disk")
-				}
-				disks[len(disks)-1].Shareable = &yes
-			}
-		}
-		createPaused(t, admin, vm)
-		createPaused(t, admin, vmi)
-	}
+	createHotplugged(t, admin, ns, "vm-p", 5)
 	var counter clients.Counter
 	pages, err := observe.NewPageReader(counter.Wrap(env.Config))
 	if err != nil {
@@ -232,6 +215,31 @@ func TestObserve_pageReaderReadsWhatTheClientReads(t *testing.T) {
 	_, err = observe.Observe(ctx, admin, observe.Options{Namespace: ns, Pages: denied, Kinds: snapshot.KindVMIs})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("want a forbidden error, got %v", err)
+	}
+}
+
+// createHotplugged creates n paused VMs named prefix0, prefix1, ... in ns
+// with their VMIs, each with a hot-plug in the VM spec and one only in the
+// VMI; every other one has a disk marked shareable, which SharedClaim
+// reads.
+func createHotplugged(t *testing.T, c client.Client, ns, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s%d", prefix, i)
+		vm := fixture.VM(name, fixture.InNamespace(ns), fixture.WithVolume("hp", fixture.PVC("hp"), fixture.Hotpluggable()))
+		vmi := fixture.VMI(name, fixture.InNamespace(ns), fixture.OwnedBy(vm), fixture.WithHotplug("hp"), fixture.WithHotplug("only"))
+		if i%2 == 0 {
+			yes := true
+			for _, spec := range []*kubevirtv1.VirtualMachineInstanceSpec{&vm.Spec.Template.Spec, &vmi.Spec} {
+				disks := spec.Domain.Devices.Disks
+				if len(disks) == 0 {
+					t.Fatal("the fixture has no disk")
+				}
+				disks[len(disks)-1].Shareable = &yes
+			}
+		}
+		createPaused(t, c, vm)
+		createPaused(t, c, vmi)
 	}
 }
 

@@ -36,6 +36,9 @@ import (
 type PageReader struct {
 	hc   *http.Client
 	host string
+	// CBOR asks for the pages in CBOR, and takes JSON from a server that
+	// does not offer it (see pagescbor.go). Opt-in: CBOR serving is alpha.
+	CBOR bool
 }
 
 // NewPageReader returns a PageReader for cfg.
@@ -77,7 +80,10 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", mediaJSON)
+	if p.CBOR {
+		req.Header.Set("Accept", acceptCBOR)
+	}
 	resp, err := doPolitely(ctx, p.hc, req)
 	if err != nil {
 		return nil, err
@@ -92,12 +98,17 @@ func (p *PageReader) page(ctx context.Context, gvr schema.GroupVersionResource, 
 		bufs.Put(buf)
 		return nil, err
 	}
+	cbor := strings.HasPrefix(resp.Header.Get("Content-Type"), mediaCBOR)
+	if cbor != isCBOR(buf.Bytes()) && buf.Len() > 0 {
+		bufs.Put(buf)
+		return nil, fmt.Errorf("listing %s: an answer of type %q whose body is not", gvr.Resource, resp.Header.Get("Content-Type"))
+	}
 	if resp.StatusCode == http.StatusOK {
 		return buf, nil
 	}
 	defer bufs.Put(buf)
 	var st metav1.Status
-	if jsonv2.Unmarshal(buf.Bytes(), &st, leanDecoding) != nil || st.Kind != "Status" {
+	if decodeBody(buf.Bytes(), &st) != nil || st.Kind != "Status" {
 		st = metav1.Status{Status: metav1.StatusFailure, Code: int32(resp.StatusCode), Message: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(buf.Bytes()))}
 	}
 	if resp.StatusCode == http.StatusNotFound && st.Details == nil {
@@ -248,27 +259,36 @@ func (d *shareableDisks) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		if raw.Kind() == '{' && !bytes.Contains(raw, []byte("shareable")) && !bytes.Contains(raw, []byte("serial")) && bytes.IndexByte(raw, '\\') < 0 {
 			continue
 		}
-		var disk struct {
-			Name      string `json:"name"`
-			Shareable *bool  `json:"shareable,omitempty"`
-			Serial    string `json:"serial,omitempty"`
-			Disk      *struct {
-				Bus kubevirtv1.DiskBus `json:"bus,omitempty"`
-			} `json:"disk,omitempty"`
-		}
+		var disk leanDisk
 		if err := jsonv2.Unmarshal(raw, &disk, leanDecoding); err != nil {
 			return err
 		}
-		full := kubevirtv1.Disk{Name: disk.Name, Shareable: disk.Shareable, Serial: disk.Serial}
-		if disk.Disk != nil {
-			full.Disk = &kubevirtv1.DiskTarget{Bus: disk.Disk.Bus}
-		}
-		if full.Shareable != nil || snapshot.LongVirtioSerial(&full) {
-			*d = append(*d, snapshot.KeptDisk(&full))
-		}
+		d.keep(&disk)
 	}
 	_, err := dec.ReadToken() // ]
 	return err
+}
+
+// leanDisk is what is decoded of a disk.
+type leanDisk struct {
+	Name      string `json:"name"`
+	Shareable *bool  `json:"shareable,omitempty"`
+	Serial    string `json:"serial,omitempty"`
+	Disk      *struct {
+		Bus kubevirtv1.DiskBus `json:"bus,omitempty"`
+	} `json:"disk,omitempty"`
+}
+
+// keep adds disk to d, as KeptDisk keeps it, if it is marked shareable or
+// its serial is one a virtio guest truncates.
+func (d *shareableDisks) keep(disk *leanDisk) {
+	full := kubevirtv1.Disk{Name: disk.Name, Shareable: disk.Shareable, Serial: disk.Serial}
+	if disk.Disk != nil {
+		full.Disk = &kubevirtv1.DiskTarget{Bus: disk.Disk.Bus}
+	}
+	if full.Shareable != nil || snapshot.LongVirtioSerial(&full) {
+		*d = append(*d, snapshot.KeptDisk(&full))
+	}
 }
 
 // volumeStatusWire is what Lean keeps of a VMI's volume status.
@@ -373,7 +393,15 @@ type wirePage[W any] struct {
 func (pg *wirePage[W]) decode(body []byte) error {
 	clear(pg.Items)
 	pg.Items, pg.Metadata = pg.Items[:0], metav1.ListMeta{}
-	return jsonv2.Unmarshal(body, pg, leanDecoding)
+	return decodeBody(body, pg)
+}
+
+// decodeBody decodes a body of JSON or CBOR (isCBOR) into v.
+func decodeBody(body []byte, v any) error {
+	if isCBOR(body) {
+		return cborPages.Unmarshal(body, v)
+	}
+	return jsonv2.Unmarshal(body, v, leanDecoding)
 }
 
 // leanList reads every page of a VMI or VM list as pages says, decoding
@@ -475,8 +503,9 @@ func (a *pageAhead) drop() {
 	}
 }
 
-// continueOf reads metadata.continue of a LIST page without decoding, or
-// even scanning, its items: the server writes the metadata either last (a
+// continueOf reads metadata.continue of a LIST page without decoding its
+// items (a CBOR page: cborContinue). Of a JSON page it does not even scan
+// them: the server writes the metadata either last (a
 // custom resource's list, its members in the order of their names) or
 // before the items (a built-in kind's list), and either is found by
 // looking at the members around it only. A page with its metadata between
@@ -484,6 +513,9 @@ func (a *pageAhead) drop() {
 // body with two metadata members what one of them says: the page's own
 // decode has the final word (leanList checks that the token agrees).
 func continueOf(body []byte) string {
+	if isCBOR(body) {
+		return cborContinue(body)
+	}
 	var m struct {
 		Continue string `json:"continue"`
 	}

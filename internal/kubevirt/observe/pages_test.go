@@ -30,14 +30,7 @@ func TestLeanDecode(t *testing.T) {
 		seeds = 50
 	}
 	for seed := 0; seed < seeds; seed++ {
-		f := randfill.NewWithSeed(int64(seed)).NilChance(0.3).NumElements(0, 3).MaxDepth(8).Funcs(fillers...)
-		var vmis kubevirtv1.VirtualMachineInstanceList
-		var vms kubevirtv1.VirtualMachineList
-		f.Fill(&vmis.Items)
-		f.Fill(&vms.Items)
-		vmis.Kind, vmis.APIVersion = "VirtualMachineInstanceList", "kubevirt.io/v1"
-		vms.Kind, vms.APIVersion = "VirtualMachineList", "kubevirt.io/v1"
-		vmis.Continue, vms.Continue = "tok", "tok"
+		vmis, vms := randomPages(seed)
 
 		body := mustJSON(t, &vmis)
 		var want kubevirtv1.VirtualMachineInstanceList
@@ -82,6 +75,18 @@ func TestLeanDecode(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomPages are a page of random VMIs and one of random VMs, each with
+// the continue token "tok".
+func randomPages(seed int) (vmis kubevirtv1.VirtualMachineInstanceList, vms kubevirtv1.VirtualMachineList) {
+	f := randfill.NewWithSeed(int64(seed)).NilChance(0.3).NumElements(0, 3).MaxDepth(8).Funcs(fillers...)
+	f.Fill(&vmis.Items)
+	f.Fill(&vms.Items)
+	vmis.Kind, vmis.APIVersion = "VirtualMachineInstanceList", "kubevirt.io/v1"
+	vms.Kind, vms.APIVersion = "VirtualMachineList", "kubevirt.io/v1"
+	vmis.Continue, vms.Continue = "tok", "tok"
+	return vmis, vms
 }
 
 // fillers keep random values to what the API can hold: strings without

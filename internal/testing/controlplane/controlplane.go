@@ -161,6 +161,18 @@ func (cp *ControlPlane) Stop() {
 	}
 }
 
+// PID is the process id of the control plane's process name ("etcd",
+// "kube-apiserver", "kube-controller-manager"), 0 when none of that name
+// runs: benchmarks read what each spends from /proc.
+func (cp *ControlPlane) PID(name string) int {
+	for _, p := range cp.procs {
+		if p.name == name && !p.exited() {
+			return p.cmd.Process.Pid
+		}
+	}
+	return 0
+}
+
 // Clientset returns an admin clientset.
 func (cp *ControlPlane) Clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cp.Config)

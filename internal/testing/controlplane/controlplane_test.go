@@ -171,3 +171,30 @@ func TestStart_realControlPlane(t *testing.T) {
 		t.Errorf("state dir %s left behind", dir)
 	}
 }
+
+// PID names a running process of the control plane by its name, and none
+// once it has ended or for a name that never ran.
+func TestPID_namesRunningProcessesOnly(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep command")
+	}
+	cp := &ControlPlane{Dir: t.TempDir()}
+	if err := os.MkdirAll(filepath.Join(cp.Dir, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cp.start("etcd", sleep, []string{"60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cp.PID("etcd"); got == 0 || got != p.cmd.Process.Pid {
+		t.Errorf("PID(etcd) = %d, want the running process %d", got, p.cmd.Process.Pid)
+	}
+	if got := cp.PID("kube-apiserver"); got != 0 {
+		t.Errorf("PID(kube-apiserver) = %d with no apiserver started, want 0", got)
+	}
+	cp.Stop()
+	if got := cp.PID("etcd"); got != 0 {
+		t.Errorf("PID(etcd) = %d after Stop, want 0", got)
+	}
+}

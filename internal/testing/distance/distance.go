@@ -47,6 +47,8 @@ type Proxy struct {
 	wg     sync.WaitGroup
 	// accepted counts the connections accepted so far.
 	accepted int
+	// toServer and toClient count the bytes forwarded each way.
+	toServer, toClient atomic.Int64
 }
 
 // Start listens on a free loopback port and forwards to target (host:port)
@@ -76,6 +78,12 @@ func (p *Proxy) Accepted() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.accepted
+}
+
+// Bytes are the bytes forwarded so far to the server and to the client:
+// what crossed the wire, TLS records and all.
+func (p *Proxy) Bytes() (toServer, toClient int64) {
+	return p.toServer.Load(), p.toClient.Load()
 }
 
 // Close stops listening, closes every connection and waits for the
@@ -114,8 +122,8 @@ func (p *Proxy) serve() {
 		// The client's connect returned at once; on a real link it would
 		// have taken a round trip (SYN, SYN-ACK) before its first bytes
 		// left. Those bytes reach the server at at+RTT+RTT/2.
-		go p.line(pr, up, c, at.Add(p.rtt))
-		go p.line(pr, c, up, time.Time{})
+		go p.line(pr, up, c, at.Add(p.rtt), &p.toServer)
+		go p.line(pr, c, up, time.Time{}, &p.toClient)
 	}
 }
 
@@ -177,10 +185,10 @@ const (
 var pool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // line copies src to dst, each read delivered RTT/2 after it was read, in
-// order, and not before notBefore+RTT/2. At src's end it half-closes dst
-// once everything read has been delivered; any other error closes the
-// pair.
-func (p *Proxy) line(pr *pair, dst, src net.Conn, notBefore time.Time) {
+// order, and not before notBefore+RTT/2, adding what it wrote to sent. At
+// src's end it half-closes dst once everything read has been delivered;
+// any other error closes the pair.
+func (p *Proxy) line(pr *pair, dst, src net.Conn, notBefore time.Time, sent *atomic.Int64) {
 	defer p.wg.Done()
 	defer p.end(pr)
 	half := p.rtt / 2
@@ -227,7 +235,8 @@ func (p *Proxy) line(pr *pair, dst, src net.Conn, notBefore time.Time) {
 			}
 			continue
 		}
-		_, err := dst.Write((*ch.buf)[:ch.n])
+		n, err := dst.Write((*ch.buf)[:ch.n])
+		sent.Add(int64(n))
 		pool.Put(ch.buf)
 		if err != nil {
 			failed = true

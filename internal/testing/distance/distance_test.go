@@ -64,6 +64,9 @@ func TestProxy_bytesArriveWholeAndInOrderBothWays(t *testing.T) {
 	if !bytes.Equal(got, sent) {
 		t.Fatalf("echo through the proxy: %d bytes back of %d sent, or in another order", len(got), len(sent))
 	}
+	if up, down := p.Bytes(); up != int64(len(sent)) || down != int64(len(sent)) {
+		t.Errorf("the proxy counted %d bytes to the server and %d to the client, want %d each way", up, down, len(sent))
+	}
 }
 
 func TestProxy_aRoundTripTakesAtLeastTheRTTAndANewConnectionOneMore(t *testing.T) {

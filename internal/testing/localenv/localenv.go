@@ -36,6 +36,9 @@ type Options struct {
 	MigrationDuration time.Duration
 	// StartTimeout bounds the start of each control plane.
 	StartTimeout time.Duration
+	// APIServerArgs are added to the infra API server's flags
+	// ("--flag=value"), e.g. feature gates a benchmark turns on.
+	APIServerArgs []string
 	// Attacher starts the CSI attacher emulator (package attacher) for
 	// fakeattacher.DefaultDriver and registers that CSIDriver (attachRequired:
 	// true); with ControllerManager, the real attach/detach controller then
@@ -125,7 +128,7 @@ func Start(ctx context.Context, o Options) (env *Env, err error) {
 	}
 	infra := controlplane.Options{
 		Dir: sub("infra"), ControllerManager: o.ControllerManager, StartTimeout: o.StartTimeout,
-		ServiceAccountCredentials: o.ServiceAccountCredentials,
+		ServiceAccountCredentials: o.ServiceAccountCredentials, ExtraAPIServerArgs: o.APIServerArgs,
 	}
 	if real {
 		// Real KubeVirt needs what a real cluster has: service-account
