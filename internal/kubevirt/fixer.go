@@ -74,7 +74,9 @@ func (x *Fixer) Survey(ctx context.Context) (plan.Survey, error) {
 	if err != nil {
 		return plan.Survey{}, err
 	}
-	obs.Pages.CBOR = obs.CBOR
+	if pr, ok := obs.Pages.(*observe.PageReader); ok {
+		pr.CBOR = obs.CBOR // a bundle's pages are read from files
+	}
 	s, err := observe.Observe(ctx, c, obs)
 	if x.Observed != nil {
 		x.Observed()
