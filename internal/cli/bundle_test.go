@@ -79,6 +79,7 @@ func TestAuditFromBundle(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{"audit --now 2026-03-02T00:00:00Z", "--now is for --from"},
 		{"audit --from " + dir + " --now yesterday", "not an RFC 3339 time"},
+		{"audit --from " + dir + " --cbor", "--cbor is how the API server is asked"},
 		{"audit --from " + t.TempDir(), "no object of a kind tether reads"},
 		{"audit --from " + dir + " --tenant guest=" + dir, "name the infra namespace"},
 	} {

@@ -263,6 +263,9 @@ func (o *auditOptions) Validate() error {
 		return err
 	}
 	o.now, err = o.from.validate()
+	if err == nil && o.from.from != "" && o.scope.cbor {
+		err = fmt.Errorf("--cbor is how the API server is asked for pages; with --from nothing is asked of a server: drop one of them")
+	}
 	return err
 }
 
