@@ -155,6 +155,19 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 	if profile != "" {
 		atStart = fmt.Sprintf("%s.%d.before", profile, n)
 	}
+	// The yardstick from before the start until the first pass is done:
+	// what the controller's start-up costs the control plane.
+	y, err := newYardstick(env.Config(), env.Infra.PID("kube-apiserver"), env.Infra.PID("etcd"))
+	if err != nil {
+		return err
+	}
+	if err := y.settle(ctx); err != nil {
+		return err
+	}
+	y0, err := y.before(ctx)
+	if err != nil {
+		return err
+	}
 	run, err := startController(ctx, env, &cfg, atStart)
 	if err != nil {
 		return err
@@ -174,6 +187,11 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 	}
 	initial := time.Since(t0)
 	startup := run.counter.By()
+	y1, err := y.after(ctx)
+	if err != nil {
+		return err
+	}
+	server := spent(y0, y1)
 	perVMI := float64(heap()-before) / float64(n)
 	if profile != "" {
 		// go tool pprof -sample_index=inuse_space -diff_base PROFILE.N.before PROFILE.N
@@ -191,7 +209,8 @@ func measure(ctx context.Context, env *localenv.Env, c client.Client, n int, win
 		action = "failed"
 	}
 	fmt.Printf("%-6d %-14s %-16s %-22.1f %-24s %s\n", n, fmt.Sprintf("%.1f KiB", perVMI/1024), initial.Round(10*time.Millisecond), perMin, action, detail)
-	fmt.Printf("       start-up, until the first pass was done: %s\n", startupRequests(startup))
+	fmt.Printf("       start-up, until the first pass was done: %s; the API server's CPU %s, etcd's %s, %d requests the server counted\n",
+		startupRequests(startup), seconds(server.apiCPU), seconds(server.etcdCPU), server.requests)
 	if sum, passes := reconcileTime("namespace"); passes > nsPasses {
 		sum, passes = sum-nsSum, passes-nsPasses
 		fmt.Printf("       namespace loop: %d passes over the namespace, %s each (avg)\n", passes, time.Duration(sum/float64(passes)*float64(time.Second)).Round(100*time.Microsecond))
