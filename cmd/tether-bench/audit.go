@@ -62,6 +62,9 @@ type auditOptions struct {
 	storage int
 	// apiServerArgs are added to the API server's flags.
 	apiServerArgs []string
+	// dump writes the world, once seeded, as kubectl dumps it (a file a
+	// kind) and measures `tether audit --from` it beside the live jobs.
+	dump bool
 }
 
 // distanceSet is one distance of the audit: its contestants talk to the
@@ -145,6 +148,8 @@ type result struct {
 	apiCPU, etcdCPU, clientCPU time.Duration
 	// wire is the bytes that crossed the proxy both ways (0: direct).
 	wire int64
+	// apiGCs is the API server's garbage collections during the job.
+	apiGCs int
 }
 
 // runAudit seeds N VMIs per size and measures, side by side on one server,
@@ -204,6 +209,16 @@ func runAudit(o auditOptions) error {
 			}
 			fmt.Fprintf(os.Stderr, "seeded %d volumes in %s\n", o.storage, time.Since(t0).Round(time.Millisecond))
 		}
+		var dumped string
+		if o.dump {
+			dumped = filepath.Join(tmp, fmt.Sprintf("dump-%d", to))
+			t0 = time.Now()
+			n, err := dumpWorld(ctx, env.Config(), dumped)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "dumped %d VMIs as kubectl does into %s: %.1f MB in %s\n", to, dumped, float64(n)/1e6, time.Since(t0).Round(time.Millisecond))
+		}
 		if err := y.settle(ctx); err != nil {
 			return err
 		}
@@ -211,6 +226,9 @@ func runAudit(o auditOptions) error {
 			sets[i].cs = contestants(o, to, bin)
 			if o.levers {
 				sets[i].cs = leverContestants(o, to, bin)
+			}
+			if dumped != "" {
+				sets[i].cs = append(sets[i].cs, offline(bin, dumped)...)
 			}
 		}
 		return measureAll(ctx, y, to, sets, o.runs)
@@ -328,12 +346,12 @@ func measureAll(ctx context.Context, y *yardstick, vmis int, sets []distanceSet,
 				if err != nil {
 					return fmt.Errorf("%s at %s: %w", c.name, d.label(), err)
 				}
-				fmt.Fprintf(os.Stderr, "run %d/%d %s %s: %s, API server CPU %s\n", r+1, max(runs, 1), d.label(), c.name, res.wall.Round(time.Millisecond), res.apiCPU)
+				fmt.Fprintf(os.Stderr, "run %d/%d %s %s: %s, API server CPU %s in %d collections\n", r+1, max(runs, 1), d.label(), c.name, res.wall.Round(time.Millisecond), res.apiCPU, res.apiGCs)
 				all[s][i] = append(all[s][i], res)
 			}
 		}
 	}
-	fmt.Printf("%-8s %-7s %-30s %9s %8s %8s %8s %8s %10s %9s %9s %8s %8s %7s %s\n", "VMIS", "RTT", "CONTESTANT", "WALL", "API-CPU", "ETCD-CPU", "CLI-CPU", "REQUESTS", "WIRE", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP", "CPU/LOOP", "VS SHARE")
+	fmt.Printf("%-8s %-7s %-30s %9s %8s %7s %8s %8s %8s %10s %9s %9s %8s %8s %7s %s\n", "VMIS", "RTT", "CONTESTANT", "WALL", "API-CPU", "API-GCS", "ETCD-CPU", "CLI-CPU", "REQUESTS", "WIRE", "PEAK RSS", "OUTPUT", "FINDINGS", "VS LOOP", "CPU/LOOP", "VS SHARE")
 	for s, d := range sets {
 		var loop, share result
 		for i, c := range d.cs {
@@ -346,8 +364,8 @@ func measureAll(ctx context.Context, y *yardstick, vmis int, sets []distanceSet,
 		}
 		for i, c := range d.cs {
 			m := medians(all[s][i])
-			fmt.Printf("%-8d %-7s %-30s %9s %8s %8s %8s %8d %10s %9s %9s %8d %8s %7s %s\n", vmis, d.label(), c.name, m.wall.Round(time.Millisecond),
-				seconds(m.apiCPU), seconds(m.etcdCPU), orDash(int64(m.clientCPU), seconds(m.clientCPU)), m.requests,
+			fmt.Printf("%-8d %-7s %-30s %9s %8s %7d %8s %8s %8d %10s %9s %9s %8d %8s %7s %s\n", vmis, d.label(), c.name, m.wall.Round(time.Millisecond),
+				seconds(m.apiCPU), m.apiGCs, seconds(m.etcdCPU), orDash(int64(m.clientCPU), seconds(m.clientCPU)), m.requests,
 				orDash(m.wire, fmt.Sprintf("%.1f MB", float64(m.wire)/1e6)), orDash(m.rssKiB, fmt.Sprintf("%d MiB", m.rssKiB/1024)),
 				orDash(m.output, fmt.Sprintf("%.1f MB", float64(m.output)/1e6)), m.findings,
 				ratio(loop.wall, m.wall, "%.1fx"), ratio(loop.apiCPU, m.apiCPU, "%.1fx"), ratio(m.wall, share.wall, "%.2f"))
@@ -373,7 +391,7 @@ func measureOne(ctx context.Context, y *yardstick, c contestant, at endpoint) (r
 		return result{}, err
 	}
 	sp := spent(b, a)
-	res.apiCPU, res.etcdCPU, res.requests = sp.apiCPU, sp.etcdCPU, sp.requests
+	res.apiCPU, res.etcdCPU, res.requests, res.apiGCs = sp.apiCPU, sp.etcdCPU, sp.requests, sp.gcs
 	if at.proxy != nil {
 		up, down := at.proxy.Bytes()
 		res.wire = up + down
@@ -393,7 +411,7 @@ func medians(rs []result) result {
 		etcdCPU: dur(func(r result) time.Duration { return r.etcdCPU }), clientCPU: dur(func(r result) time.Duration { return r.clientCPU }),
 		requests: int(num(func(r result) int64 { return int64(r.requests) })), output: num(func(r result) int64 { return r.output }),
 		rssKiB: num(func(r result) int64 { return r.rssKiB }), findings: int(num(func(r result) int64 { return int64(r.findings) })),
-		wire: num(func(r result) int64 { return r.wire }),
+		wire: num(func(r result) int64 { return r.wire }), apiGCs: int(num(func(r result) int64 { return int64(r.apiGCs) })),
 	}
 }
 

@@ -83,7 +83,7 @@ func rawRead(ctx context.Context, cfg *rest.Config, paths []string, w wire) (res
 		if w.watchList {
 			n, err = watchList(ctx, hc, rc.Host+p)
 		} else {
-			n, err = pagesOf(ctx, hc, rc.Host+p, media, w.limit)
+			n, err = pagesOf(ctx, hc, rc.Host+p, media, w.limit, nil)
 		}
 		if err != nil {
 			return result{}, err
@@ -93,9 +93,10 @@ func rawRead(ctx context.Context, cfg *rest.Config, paths []string, w wire) (res
 	return result{wall: time.Since(t0), requests: ctr.Total(), output: total}, nil
 }
 
-// pagesOf GETs every page of the LIST at url in media and returns the
-// bytes read; a kind not served reads none.
-func pagesOf(ctx context.Context, hc *http.Client, url, media string, limit int) (int64, error) {
+// pagesOf GETs every page of the LIST at url in media, hands each page's
+// body to each (when not nil) and returns the bytes read; a kind not served
+// reads none.
+func pagesOf(ctx context.Context, hc *http.Client, url, media string, limit int, each func(body []byte) error) (int64, error) {
 	var total int64
 	cont := ""
 	for {
@@ -127,6 +128,11 @@ func pagesOf(ctx context.Context, hc *http.Client, url, media string, limit int)
 			return 0, fmt.Errorf("GET %s as %s: the server answered %s", url, media, got)
 		}
 		total += int64(len(body))
+		if each != nil {
+			if err := each(body); err != nil {
+				return 0, err
+			}
+		}
 		if cont, err = continueOf(body, media); err != nil || cont == "" {
 			return total, err
 		}

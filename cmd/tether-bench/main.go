@@ -58,6 +58,7 @@ func main() {
 	levers := flag.Bool("levers", false, "audit mode: measure the levers of issue 49 (compression, protobuf, page size, watch-list, CBOR) on and off as raw reads of all checks' kinds, beside tether's all checks and -base's")
 	cbor := flag.Bool("cbor", false, "audit mode with -levers: turn on the API server's CBOR feature gates (alpha) and measure CBOR for custom resources")
 	apiArgs := flag.String("apiserver-args", "", "audit mode: comma-separated flags added to the API server's (e.g. --profiling=true, to profile a held world)")
+	dump := flag.Bool("dump", false, "audit mode: write the seeded world as kubectl get KIND -A -o json writes it (a file a kind all checks read) and measure tether audit --from it beside the live jobs")
 	storageVols := flag.Int("storage", 0, "audit mode: also seed this many volumes of the storage world (claim, PV, VolumeAttachment and pod each), so that built-in kinds are read")
 	if os.Getenv(measureEnv) != "" {
 		measureChild(os.Args[1:])
@@ -69,7 +70,7 @@ func main() {
 		var rtts []time.Duration
 		if rtts, err = parseRTTs(*rtt); err == nil {
 			o := auditOptions{sizes: *sizes, hotplugs: *hotplugs, runs: *runs, loopMax: *loopMax, tether: *tether, base: *base, hold: *hold, rtts: rtts,
-				levers: *levers, cbor: *cbor, storage: *storageVols}
+				levers: *levers, cbor: *cbor, storage: *storageVols, dump: *dump}
 			if *cbor {
 				o.apiServerArgs = []string{"--feature-gates=" + cborGates}
 			}

@@ -45,15 +45,25 @@ apiserver_request_total{code="200",resource="",verb="GET"} 3
 # TYPE other_total counter
 other_total 5
 `
-	got, err := serverRequests([]byte(body))
-	if err != nil || got != 10024 {
-		t.Errorf("serverRequests = %d, %v; want 10024", got, err)
+	got, gcs, err := serverCounts([]byte(body))
+	if err != nil || got != 10024 || gcs != -1 {
+		t.Errorf("serverCounts = %d, %d, %v; want 10024 requests and -1 (no collections said)", got, gcs, err)
 	}
-	if _, err := serverRequests([]byte("# TYPE other_total counter\nother_total 5\n")); err == nil {
+	withGC := body + `# HELP go_gc_duration_seconds A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0"} 3.1e-05
+go_gc_duration_seconds{quantile="1"} 0.0012
+go_gc_duration_seconds_sum 0.25
+go_gc_duration_seconds_count 412
+`
+	if got, gcs, err := serverCounts([]byte(withGC)); err != nil || got != 10024 || gcs != 412 {
+		t.Errorf("serverCounts = %d, %d, %v; want 10024 requests and 412 collections", got, gcs, err)
+	}
+	if _, _, err := serverCounts([]byte("# TYPE other_total counter\nother_total 5\n")); err == nil {
 		t.Error("metrics without apiserver_request_total: want an error")
 	}
 	// One job: the request that read the first count is not the job's.
-	if s := spent(sample{apiCPU: time.Second, requests: 10}, sample{apiCPU: 3 * time.Second, requests: 15}); s.apiCPU != 2*time.Second || s.requests != 4 {
-		t.Errorf("spent = %+v, want 2s and 4 requests", s)
+	if s := spent(sample{apiCPU: time.Second, requests: 10, gcs: 7}, sample{apiCPU: 3 * time.Second, requests: 15, gcs: 9}); s.apiCPU != 2*time.Second || s.requests != 4 || s.gcs != 2 {
+		t.Errorf("spent = %+v, want 2s, 4 requests and 2 collections", s)
 	}
 }
