@@ -36,6 +36,7 @@ package bundle
 
 import (
 	"fmt"
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"io"
 	"path"
 	"sort"
@@ -215,6 +216,10 @@ type decoder struct {
 	newest time.Time
 	// lists counts the Lists read.
 	lists int
+	// vmiPage and vmPage gather the VMIs and VMs read, and wire decodes
+	// them, a page at a time, as the live audit's page reader does.
+	vmiPage, vmPage page
+	wire            observe.Decoder
 }
 
 // visit reads one file of the bundle.
@@ -233,6 +238,7 @@ func (d *decoder) visit(e entry, r io.Reader) error {
 	d.facts.current = e.name
 	lists := d.lists
 	n, err := d.file(e.name, r)
+	d.flushAll()
 	if isTruncation(err) {
 		return err
 	}
@@ -255,6 +261,8 @@ func (d *decoder) skip(file, reason string, routine bool) {
 // finish decides what the facts gathered say: the layouts, the coverage and
 // the collection time.
 func (d *decoder) finish() {
+	d.flushAll()
+	d.b.store.fit()
 	f := d.facts
 	f.coverage(d.b) // before the layouts: it tells a cluster-info dump
 	d.b.Layouts = f.layouts()

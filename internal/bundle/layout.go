@@ -19,11 +19,16 @@ type facts struct {
 	// inspectedNodes: OpenShift's must-gather inspected the nodes.
 	inspectedNodes bool
 
-	mustGatherTime               time.Time
-	mustGatherFile               string
-	harvesterTime                time.Time
-	harvesterMeta                string
-	cover                        []covered
+	mustGatherTime time.Time
+	mustGatherFile string
+	harvesterTime  time.Time
+	harvesterMeta  string
+	cover          []covered
+	// seenFile and seenKind are the last object's: what seen adds
+	// for one file and kind, it adds once (a List of 100,000 objects
+	// would otherwise add 100,000 copies of one fact).
+	seenFile                     string
+	seenKind                     *kind
 	harvesterBundle              harvesterFacts
 	describedPVCs, clusterDumpAt map[string]bool
 }
@@ -126,6 +131,10 @@ func lastTime(r io.Reader) time.Time {
 // covers it, any file outside a known layout is a dump (which the docs ask
 // to be taken with --all-namespaces) and covers its kinds everywhere.
 func (f *facts) seen(file string, k *kind, ns string) {
+	if file == f.seenFile && k == f.seenKind {
+		return
+	}
+	f.seenFile, f.seenKind = file, k
 	if c, ok := f.listed(file); ok {
 		f.cover = append(f.cover, c)
 		return

@@ -16,7 +16,7 @@ func (b *Bundle) LeanVMIs(_ context.Context, ns string, _ int64, answered func()
 	if b.closed {
 		return nil, errClosed
 	}
-	return inNamespace(b.vmis, ns, answered, page, func(v *snapshot.VMI) string { return v.Namespace }), nil
+	return inNamespace(b.vmis.all, ns, answered, page, func(v *snapshot.VMI) string { return v.Namespace }), nil
 }
 
 // LeanVMs returns the VMs of ns ("" every namespace).
@@ -24,7 +24,7 @@ func (b *Bundle) LeanVMs(_ context.Context, ns string, _ int64, answered func(),
 	if b.closed {
 		return nil, errClosed
 	}
-	return inNamespace(b.vms, ns, answered, page, func(v *snapshot.VM) string { return v.Namespace }), nil
+	return inNamespace(b.vms.all, ns, answered, page, func(v *snapshot.VM) string { return v.Namespace }), nil
 }
 
 // inNamespace is the items of xs in ns, told to answered and page as one

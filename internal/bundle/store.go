@@ -21,18 +21,83 @@ import (
 // the observer so (Pager); every other kind as its lean typed object.
 type store struct {
 	objs  map[*kind][]client.Object
-	vmis  []snapshot.VMI
-	vms   []snapshot.VM
+	vmis  rows[snapshot.VMI]
+	vms   rows[snapshot.VM]
 	index map[objKey]int
+}
+
+// fit puts the VMIs and VMs read into one slice each, of exactly their
+// count: the snapshot shares them for the whole audit, as a live audit's
+// snapshot holds its pages, read into slices of the size the server said.
+func (s *store) fit() {
+	s.vmis.fit()
+	s.vms.fit()
+}
+
+// rows is a list of T that grows without copying what it holds: blocks of
+// rowsBlock while it is read (appending to one slice of 100,000 VMIs would
+// copy it again and again, hundreds of MiB of garbage in all), one slice
+// of exactly its rows once fitted.
+type rows[T any] struct {
+	blocks [][]T
+	all    []T
+	fitted bool
+}
+
+const rowsBlock = 1024
+
+func (r *rows[T]) len() int {
+	if r.fitted {
+		return len(r.all)
+	}
+	if len(r.blocks) == 0 {
+		return 0
+	}
+	return (len(r.blocks)-1)*rowsBlock + len(r.blocks[len(r.blocks)-1])
+}
+
+func (r *rows[T]) at(i int) *T {
+	if r.fitted {
+		return &r.all[i]
+	}
+	return &r.blocks[i/rowsBlock][i%rowsBlock]
+}
+
+// put sets row i, or appends x when i is the count.
+func (r *rows[T]) put(i int, x T) {
+	switch {
+	case i < r.len():
+		*r.at(i) = x
+	case r.fitted:
+		r.all = append(r.all, x)
+	default:
+		if len(r.blocks) == 0 || len(r.blocks[len(r.blocks)-1]) == rowsBlock {
+			r.blocks = append(r.blocks, make([]T, 0, rowsBlock))
+		}
+		last := &r.blocks[len(r.blocks)-1]
+		*last = append(*last, x)
+	}
+}
+
+// fit makes the rows one slice of exactly their count.
+func (r *rows[T]) fit() {
+	if r.fitted {
+		return
+	}
+	r.all = make([]T, 0, r.len())
+	for _, b := range r.blocks {
+		r.all = append(r.all, b...)
+	}
+	r.blocks, r.fitted = nil, true
 }
 
 // count is how many objects of k the store holds.
 func (s *store) count(k *kind) int {
 	switch k.gvk.Kind {
 	case "VirtualMachineInstance":
-		return len(s.vmis)
+		return s.vmis.len()
 	case "VirtualMachine":
-		return len(s.vms)
+		return s.vms.len()
 	}
 	return len(s.objs[k])
 }
@@ -42,10 +107,10 @@ func (s *store) at(k *kind, i int) client.Object {
 	var o client.Object
 	switch k.gvk.Kind {
 	case "VirtualMachineInstance":
-		vmi := s.vmis[i].Typed()
+		vmi := s.vmis.at(i).Typed()
 		o = &vmi
 	case "VirtualMachine":
-		vm := s.vms[i].Typed()
+		vm := s.vms.at(i).Typed()
 		o = &vm
 	default:
 		return s.objs[k][i]
@@ -71,7 +136,7 @@ type objKey struct {
 // listVersion, when it came from one) and keeps it if its kind is read.
 func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind string) error {
 	var h header
-	if err := json.Unmarshal(raw, &h); err != nil {
+	if err := h.read(raw); err != nil {
 		d.skip(file, fmt.Sprintf("document %d: an object that is not JSON or YAML of an object (%v)", doc, err), false)
 		return nil
 	}
@@ -99,12 +164,7 @@ func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind
 			return nil
 		}
 	}
-	if kept, err := d.keepCompact(k, raw); kept || err != nil {
-		if err != nil {
-			d.skip(file, fmt.Sprintf("%s %s/%s does not decode as %s: %v", h.Kind, h.Metadata.Namespace, h.Metadata.Name, k.gvk.GroupVersion(), err), false)
-			return nil
-		}
-		d.facts.seen(file, k, h.Metadata.Namespace)
+	if d.keepCompact(k, file, doc, &h, raw) {
 		return nil
 	}
 	obj, err := clients.Scheme().New(k.gvk)
@@ -129,25 +189,26 @@ func (d *decoder) object(file string, doc int, raw []byte, listVersion, listKind
 	return nil
 }
 
-// keepCompact keeps a VMI or a VM as the checks read it, decoded as the
-// live audit's page reader decodes it (observe.DecodeVMI), and says whether
-// k was one of those.
-func (d *decoder) keepCompact(k *kind, raw []byte) (bool, error) {
+// keepCompact gathers a VMI or a VM into its kind's page (see page), and
+// says whether k was one of those.
+func (d *decoder) keepCompact(k *kind, file string, doc int, h *header, raw []byte) bool {
+	var p *page
 	switch k.gvk.Kind {
 	case "VirtualMachineInstance":
-		v, err := observe.DecodeVMI(raw)
-		if err == nil {
-			d.keep(k, v.Namespace, v.Name, v.ResourceVersion, func(s *store, i int) { s.vmis = putAt(s.vmis, i, v) })
-		}
-		return true, err
+		p = &d.vmiPage
 	case "VirtualMachine":
-		v, err := observe.DecodeVM(raw)
-		if err == nil {
-			d.keep(k, v.Namespace, v.Name, v.ResourceVersion, func(s *store, i int) { s.vms = putAt(s.vms, i, v) })
-		}
-		return true, err
+		p = &d.vmPage
+	default:
+		return false
 	}
-	return false, nil
+	if p.k == nil {
+		p.k = k
+	}
+	p.add(file, doc, h, raw)
+	if len(p.items) == observe.DefaultPageSize {
+		d.flush(p)
+	}
+	return true
 }
 
 // tenantAnnotations are the annotations of a Node that tie it, as a

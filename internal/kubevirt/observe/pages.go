@@ -710,23 +710,35 @@ var (
 	vmResource  = kubevirtv1.SchemeGroupVersion.WithResource("virtualmachines")
 )
 
-// DecodeVMI decodes one VMI's JSON as PageReader decodes the items of its
-// pages: only what decisions read of it, into the form the checks read.
-func DecodeVMI(raw []byte) (snapshot.VMI, error) {
-	var w vmiWire
-	if err := jsonv2.Unmarshal(raw, &w, leanDecoding); err != nil {
-		return snapshot.VMI{}, err
-	}
-	return w.object(), nil
+// Decoder decodes pages of VMIs and VMs that are not an API server's (a
+// support bundle's, package bundle) exactly as PageReader decodes its
+// pages: a body {"items":[...]} into one page of wire forms that it
+// reuses, whose items are then converted one after the other. The memory
+// such a reader leaves behind is then laid out as a live audit's.
+type Decoder struct {
+	vmis wirePage[vmiWire]
+	vms  wirePage[vmWire]
 }
 
-// DecodeVM decodes one VM's JSON as DecodeVMI a VMI's.
-func DecodeVM(raw []byte) (snapshot.VM, error) {
-	var w vmWire
-	if err := jsonv2.Unmarshal(raw, &w, leanDecoding); err != nil {
-		return snapshot.VM{}, err
+// VMIs decodes a page of VMIs and hands each to each, in order; on an
+// error none is handed over.
+func (d *Decoder) VMIs(body []byte, each func(snapshot.VMI)) error {
+	return decodeEach(&d.vmis, body, (*vmiWire).object, each)
+}
+
+// VMs decodes a page of VMs as VMIs a page of VMIs.
+func (d *Decoder) VMs(body []byte, each func(snapshot.VM)) error {
+	return decodeEach(&d.vms, body, (*vmWire).object, each)
+}
+
+func decodeEach[W any, T any](pg *wirePage[W], body []byte, object func(*W) T, each func(T)) error {
+	if err := pg.decode(body); err != nil {
+		return err
 	}
-	return w.object(), nil
+	for i := range pg.Items {
+		each(object(&pg.Items[i]))
+	}
+	return nil
 }
 
 // Pager reads the VMIs and VMs as the checks read them, a page at a time:
