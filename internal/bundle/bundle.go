@@ -36,13 +36,13 @@ package bundle
 
 import (
 	"fmt"
-	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"io"
 	"path"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/tether-dev/tether/internal/kubevirt/observe"
 	"github.com/tether-dev/tether/internal/kubevirt/snapshot"
 )
 
